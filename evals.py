@@ -1,0 +1,1653 @@
+#!/usr/bin/env python3
+"""evals: regression tests for prompts and model upgrades, in one standard-library file.
+
+Copy this file into your repository, write cases from real failures, and run it in CI:
+
+    python evals.py                        # run cases.jsonl, compare with last_run.json
+    python evals.py --client app.llm:ask   # any callable str -> str
+    python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
+    python evals.py --accept               # take this run as the new baseline
+    python evals.py --list-checks          # the check vocabulary
+
+Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
+
+    {"id": "refund-limit", "input": "Can I get a $150 refund today?",
+     "checks": [{"type": "contains_all", "values": ["manager approval"]},
+                {"type": "max_words", "n": 80}],
+     "description": "optional", "tags": ["smoke"]}
+
+Each case ends `pass` (every check passed), `fail` (a check failed) or `error` (the call raised,
+timed out or returned something that is not a string; an error is never scored and never a
+pass). The run is compared with the previous run record (the baseline, `last_run.json`):
+a case that passed there and does not pass now is a regression, and it stays one on every run
+until it passes again or `--accept` takes the new result as the baseline.
+
+Exit codes: 0 nothing regressed; 1 at least one regression (or, with --strict, any failing
+case); 2 invalid input (case file, baseline, options, client) or any errored case, which wins
+over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no baseline written).
+
+Python 3.9 or newer, standard library only.
+"""
+
+import argparse
+import contextvars
+import dataclasses
+import datetime
+import difflib
+import hashlib
+import importlib
+import json
+import math
+import os
+import platform
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Baseline", "BaselineError", "CaseFileError", "CheckResult", "Case", "CaseResult", "Diff",
+    "EvalsError", "RunResult", "CHECKS", "current_case", "diff_runs", "evaluate",
+    "format_summary", "load_baseline", "load_cases", "load_client", "main",
+    "make_record", "run_cases", "run_check", "validate_check", "write_json_atomic",
+]
+
+DEFAULT_CASES = "cases.jsonl"
+DEFAULT_BASELINE = "last_run.json"
+DEFAULT_CLIENT = "my_client:ask"
+RECORD_FORMAT = "evals-run"
+RECORD_VERSION = 1
+
+# ---------------------------------------------------------------------------------------------
+# Errors and data classes
+# ---------------------------------------------------------------------------------------------
+
+
+class EvalsError(Exception):
+    """Base class of the errors the command line reports as invalid input (exit code 2)."""
+
+
+class CaseFileError(EvalsError):
+    """A case file with problems. `problems` is a list of "FILE:LINE: message" strings."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class BaselineError(EvalsError):
+    """The baseline (previous run record) exists but cannot be read or understood."""
+
+
+class ClientError(EvalsError):
+    """The `module:function` client cannot be imported or is not callable."""
+
+
+class Interrupted(Exception):
+    """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
+
+    def __init__(self, results):
+        self.results = results
+        super().__init__("interrupted")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """The verdict of one check on one output: `passed` and a reason a reviewer understands.
+
+    The reason is given for passes too ("found 'doctor'"), so a negated check can explain itself.
+    """
+
+    passed: bool
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One line of the case file. `line` is the 1-based line number in `path`."""
+
+    id: str
+    input: str
+    checks: tuple
+    description: str = ""
+    tags: tuple = ()
+    metadata: dict = dataclasses.field(default_factory=dict)
+    path: str = ""
+    line: int = 0
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """The outcome of one case.
+
+    status: "pass", "fail" or "error". checks: list of dicts {"type", "passed", "reason"} (empty
+    for an error). output: the model's text, None for an error. error: "Type: message" for an
+    error, else None. latency_s: seconds spent in the call (None when no call was made).
+    """
+
+    id: str
+    status: str
+    output: object = None
+    checks: list = dataclasses.field(default_factory=list)
+    error: object = None
+    latency_s: object = None
+    usage: object = None
+
+    @property
+    def reasons(self):
+        """The failing checks' reasons as "type: reason" strings, or the error text."""
+        if self.status == "error":
+            return [self.error]
+        return [f"{c['type']}: {c['reason']}" for c in self.checks if not c["passed"]]
+
+
+@dataclasses.dataclass
+class RunResult:
+    """A finished run: per-case results in case-file order plus provenance."""
+
+    results: list
+    started_at: str
+    finished_at: str
+    client: str
+    case_file: str = ""
+    case_file_sha256: str = ""
+
+    @property
+    def counts(self):
+        """{"total", "pass", "fail", "error"} as integers."""
+        counts = {"total": len(self.results), "pass": 0, "fail": 0, "error": 0}
+        for result in self.results:
+            counts[result.status] += 1
+        return counts
+
+    @property
+    def pass_rate(self):
+        """Passed cases over all cases, errors counted as not passed; None for an empty run."""
+        return self.counts["pass"] / len(self.results) if self.results else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Text units: the definitions every check shares (words, sentences, paragraphs, matching)
+# ---------------------------------------------------------------------------------------------
+
+
+def _fold(text, ignore_case):
+    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader.
+    return text.casefold() if ignore_case else text
+
+
+def _phrase_pattern(phrase, whole_word):
+    pattern = re.escape(phrase)
+    if whole_word:
+        # A boundary only where the phrase has a word character at that end, so "$100" and
+        # "e.g." still match as whole phrases.
+        if re.match(r"\w", phrase):
+            pattern = r"(?<!\w)" + pattern
+        if re.search(r"\w$", phrase):
+            pattern = pattern + r"(?!\w)"
+    return re.compile(pattern)
+
+
+def _count_phrase(text, phrase, ignore_case=True, whole_word=False):
+    """Non-overlapping occurrences of `phrase` in `text` (int)."""
+    text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
+    if not whole_word:
+        return text.count(phrase)
+    return sum(1 for _ in _phrase_pattern(phrase, True).finditer(text))
+
+
+def _has_phrase(text, phrase, ignore_case=True, whole_word=False):
+    text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
+    if not whole_word:
+        return phrase in text
+    return _phrase_pattern(phrase, True).search(text) is not None
+
+
+def _words(text, split="whitespace"):
+    """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
+    if split == "alphanumeric":
+        return re.findall(r"\w+", text)
+    return text.split()
+
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k a.m p.m no fig inc ltd co corp approx "
+    "dept est jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+
+
+def _split_sentences(text):
+    """Sentences of `text` (list of str): an approximation of nltk's punkt splitter.
+
+    A sentence ends at ".", "!" or "?" (with closing quotes or brackets) followed by white space,
+    except after a known abbreviation or a single initial; a blank line also ends a sentence.
+    """
+    sentences = []
+    for block in re.split(r"\n\s*\n", text):
+        start = 0
+        for match in re.finditer(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s+|$)", block):
+            before = block[start:match.start()].split()
+            last = before[-1].lower().rstrip(".") if before else ""
+            if match.group().startswith(".") and (last in _ABBREVIATIONS or len(last) == 1):
+                continue
+            sentence = block[start:match.end()].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = match.end()
+        rest = block[start:].strip()
+        if rest:
+            sentences.append(rest)
+    return sentences
+
+
+def _paragraphs(text, separator=None):
+    """Non-empty paragraphs: pieces between blank lines, or between `separator` strings."""
+    pieces = text.split(separator) if separator else re.split(r"\n[ \t\r]*\n", text)
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def _detect_language(text):
+    """ISO 639-1 code of the main language of `text` (str), or "und" when it cannot tell.
+
+    A stdlib approximation of langdetect: the Unicode script of the letters decides for
+    scripts used by one language; otherwise a small stop-word profile.
+    """
+    return _script_language(text) or "und"
+
+
+_SCRIPT_RANGES = (
+    (0x0900, 0x097F, "hi"), (0x0980, 0x09FF, "bn"), (0x0A00, 0x0A7F, "pa"), (0x0A80, 0x0AFF, "gu"),
+    (0x0B80, 0x0BFF, "ta"), (0x0C00, 0x0C7F, "te"), (0x0C80, 0x0CFF, "kn"), (0x0D00, 0x0D7F, "ml"),
+    (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "ar"), (0x0370, 0x03FF, "el"),
+    (0x3040, 0x30FF, "ja"), (0xAC00, 0xD7AF, "ko"), (0x4E00, 0x9FFF, "zh"),
+)
+
+
+def _script_language(text):
+    counts = {}
+    latin = 0
+    for char in text:
+        if not char.isalpha():
+            continue
+        code = ord(char)
+        if code < 0x250:
+            latin += 1
+            continue
+        for low, high, language in _SCRIPT_RANGES:
+            if low <= code <= high:
+                counts[language] = counts.get(language, 0) + 1
+                break
+    if counts and max(counts.values()) > latin:
+        if "ja" in counts and "zh" in counts:
+            return "ja"
+        return max(counts, key=counts.get)
+    if latin:
+        return "en"
+    return None
+
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```")
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name):
+    raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+
+
+def _parse_json(output, allow_fence=False):
+    """Parse `output` as one RFC 8259 JSON text; returns (value, None) or (None, reason).
+
+    With allow_fence, a Markdown code fence (```json ... ```) that wraps the WHOLE output is
+    removed first; a fence inside prose is not looked for, because that output is not JSON.
+    """
+    text = output
+    if allow_fence:
+        match = _FENCE.fullmatch(output.strip())
+        if match:
+            text = match.group(1)
+    try:
+        return json.loads(text, parse_constant=_reject_constant), None
+    except _NotJson as exc:
+        return None, f"not valid JSON: {exc}"
+    except ValueError as exc:
+        hint = ""
+        if not allow_fence and _FENCE.fullmatch(output.strip()):
+            hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
+        return None, f"not valid JSON: {exc}{hint}"
+
+
+def _quote(text, limit=80):
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return repr(text)
+
+
+def _quote_all(values):
+    return ", ".join(_quote(v) for v in values)
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _bound_result(count, unit, min=None, max=None):
+    """Pass when min <= count <= max (both inclusive); the reason states the count and bound."""
+    measured = _plural(count, unit)
+    if min is not None and count < min:
+        return CheckResult(False, f"{measured}, expected at least {min}")
+    if max is not None and count > max:
+        return CheckResult(False, f"{measured}, expected at most {max}")
+    wanted = (
+        f"exactly {min}" if min == max
+        else f"between {min} and {max}" if min is not None and max is not None
+        else f"at least {min}" if min is not None
+        else f"at most {max}"
+    )
+    return CheckResult(True, f"{measured}, {wanted}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks: one registry, each check a small pure function (output, **params) -> CheckResult
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A check parameter: `kind` names its validator; `required` or a `default`."""
+
+    kind: str
+    required: bool = False
+    default: object = None
+    choices: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    func: object
+    params: dict
+    summary: str
+
+
+CHECKS = {}
+
+_COMMON_PARAMS = {"negate": Param("bool", default=False)}
+_BOUNDS = {"min": Param("count"), "max": Param("count")}
+
+
+def register(name, **params):
+    """Register a check function under `name` with its parameters (Param values).
+
+    The decorated function is returned unchanged, so tests call it directly.
+    """
+
+    def decorate(func):
+        summary = (func.__doc__ or "").strip().split("\n")[0]
+        CHECKS[name] = CheckSpec(name, func, dict(params), summary)
+        return func
+
+    return decorate
+
+
+_CASE_PARAMS = {"ignore_case": Param("bool", default=True), "whole_word": Param("bool", default=False)}
+
+
+@register("contains_any", values=Param("texts", required=True), **_CASE_PARAMS)
+def check_contains_any(output, values, ignore_case=True, whole_word=False):
+    """At least one of `values` occurs in the output (case-insensitive by default)."""
+    found = [v for v in values if _has_phrase(output, v, ignore_case, whole_word)]
+    if found:
+        return CheckResult(True, f"found {_quote_all(found)}")
+    return CheckResult(False, f"none of {_quote_all(values)} found")
+
+
+@register("contains_all", values=Param("texts", required=True), **_CASE_PARAMS)
+def check_contains_all(output, values, ignore_case=True, whole_word=False):
+    """Every one of `values` occurs in the output (case-insensitive by default)."""
+    missing = [v for v in values if not _has_phrase(output, v, ignore_case, whole_word)]
+    if missing:
+        return CheckResult(False, f"missing: {_quote_all(missing)}")
+    return CheckResult(True, f"found all of {_quote_all(values)}")
+
+
+@register("not_contains", values=Param("texts", required=True), **_CASE_PARAMS)
+def check_not_contains(output, values, ignore_case=True, whole_word=False):
+    """None of `values` occurs in the output (case-insensitive by default)."""
+    found = [v for v in values if _has_phrase(output, v, ignore_case, whole_word)]
+    if found:
+        return CheckResult(False, f"found forbidden: {_quote_all(found)}")
+    return CheckResult(True, f"none of {_quote_all(values)} found")
+
+
+_EXACT_PARAMS = {
+    "value": Param("text", required=True),
+    "ignore_case": Param("bool", default=False),
+    "strip": Param("bool", default=True),
+}
+
+
+@register("equals", **_EXACT_PARAMS)
+def check_equals(output, value, ignore_case=False, strip=True):
+    """The whole output equals `value` (surrounding white space stripped by default)."""
+    text = output.strip() if strip else output
+    if _fold(text, ignore_case) == _fold(value, ignore_case):
+        return CheckResult(True, f"equals {_quote(value)}")
+    return CheckResult(False, f"expected {_quote(value)}, got {_quote(text)}")
+
+
+def _edge_match(text, value, ignore_case, whole_word, at_start):
+    text, value = _fold(text, ignore_case), _fold(value, ignore_case)
+    if at_start:
+        if not text.startswith(value):
+            return False
+        rest = text[len(value):]
+        return not (whole_word and rest[:1].isalnum() and value[-1:].isalnum())
+    if not text.endswith(value):
+        return False
+    rest = text[: len(text) - len(value)]
+    return not (whole_word and rest[-1:].isalnum() and value[:1].isalnum())
+
+
+@register("starts_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False),
+          paragraph=Param("position"))
+def check_starts_with(output, value, ignore_case=False, strip=True, whole_word=False,
+                      paragraph=None):
+    """The output (or its Nth paragraph, 1-based) starts with `value`."""
+    text = output
+    where = "output"
+    if paragraph is not None:
+        paragraphs = _paragraphs(output)
+        if paragraph > len(paragraphs):
+            return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+        text, where = paragraphs[paragraph - 1], f"paragraph {paragraph}"
+    text = text.strip() if strip else text
+    if _edge_match(text, value, ignore_case, whole_word, at_start=True):
+        return CheckResult(True, f"{where} starts with {_quote(value)}")
+    return CheckResult(False, f"{where} starts with {_quote(text[: len(value) + 20])}, "
+                              f"expected {_quote(value)}")
+
+
+@register("ends_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False))
+def check_ends_with(output, value, ignore_case=False, strip=True, whole_word=False):
+    """The output ends with `value` (surrounding white space stripped by default)."""
+    text = output.strip() if strip else output
+    if _edge_match(text, value, ignore_case, whole_word, at_start=False):
+        return CheckResult(True, f"ends with {_quote(value)}")
+    return CheckResult(False, f"ends with {_quote(text[-(len(value) + 20):])}, "
+                              f"expected {_quote(value)}")
+
+
+_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+def _compile(pattern, flags=""):
+    value = 0
+    for letter in flags:
+        value |= _REGEX_FLAGS[letter]
+    return re.compile(pattern, value)
+
+
+@register("regex", pattern=Param("pattern", required=True), flags=Param("flags", default=""),
+          min_matches=Param("count", default=1), max_matches=Param("count"))
+def check_regex(output, pattern, flags="", min_matches=1, max_matches=None):
+    """Python `re` pattern: between min_matches (default 1) and max_matches non-overlapping matches."""
+    compiled = _compile(pattern, flags)
+    if min_matches == 1 and max_matches is None:
+        match = compiled.search(output)
+        if match:
+            return CheckResult(True, f"matched {_quote(match.group())}")
+        return CheckResult(False, f"no match for /{pattern}/{flags}")
+    count = sum(1 for _ in compiled.finditer(output))
+    return _bound_result(count, f"match of /{pattern}/{flags}", min_matches, max_matches)
+
+
+@register("phrase_count", phrase=Param("text", required=True), **_BOUNDS,
+          ignore_case=Param("bool", default=True), whole_word=Param("bool", default=True))
+def check_phrase_count(output, phrase, min=None, max=None, ignore_case=True, whole_word=True):
+    """`phrase` occurs between min and max times (whole words, case-insensitive by default)."""
+    count = _count_phrase(output, phrase, ignore_case, whole_word)
+    return _bound_result(count, f"occurrence of {_quote(phrase)}", min, max)
+
+
+@register("max_words", n=Param("count", required=True))
+def check_max_words(output, n):
+    """At most `n` whitespace-separated words (the original harness's check)."""
+    return _bound_result(len(output.split()), "word", None, n)
+
+
+@register("word_count", **_BOUNDS, split=Param("choice", default="whitespace",
+                                               choices=("whitespace", "alphanumeric")))
+def check_word_count(output, min=None, max=None, split="whitespace"):
+    """Words between min and max; words split on white space, or runs of letters and digits."""
+    return _bound_result(len(_words(output, split)), "word", min, max)
+
+
+@register("char_count", **_BOUNDS)
+def check_char_count(output, min=None, max=None):
+    """Characters (Unicode code points, white space included) between min and max."""
+    return _bound_result(len(output), "character", min, max)
+
+
+@register("sentence_count", **_BOUNDS)
+def check_sentence_count(output, min=None, max=None):
+    """Sentences between min and max (ends at . ! ? except after common abbreviations)."""
+    return _bound_result(len(_split_sentences(output)), "sentence", min, max)
+
+
+@register("paragraph_count", **_BOUNDS, separator=Param("text"))
+def check_paragraph_count(output, min=None, max=None, separator=None):
+    """Paragraphs between min and max: pieces between blank lines (or `separator`), empty ones not counted."""
+    return _bound_result(len(_paragraphs(output, separator)), "paragraph", min, max)
+
+
+@register("line_count", **_BOUNDS)
+def check_line_count(output, min=None, max=None):
+    """Non-blank lines between min and max."""
+    count = sum(1 for line in output.splitlines() if line.strip())
+    return _bound_result(count, "non-blank line", min, max)
+
+
+_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+\S", re.MULTILINE)
+_NUMBERED = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S", re.MULTILINE)
+
+
+@register("bullet_count", **_BOUNDS, numbered=Param("bool", default=False))
+def check_bullet_count(output, min=None, max=None, numbered=False):
+    """Bullet items between min and max: lines starting "- ", "* " or "+ " (and "1. " if numbered)."""
+    pattern = _NUMBERED if numbered else _BULLET
+    return _bound_result(len(pattern.findall(output)), "bullet item", min, max)
+
+
+@register("letter_case", style=Param("choice", required=True, choices=("upper", "lower")))
+def check_letter_case(output, style):
+    """Every cased letter is upper case (style "upper") or lower case ("lower")."""
+    wrong = [c for c in output if (c.islower() if style == "upper" else c.isupper())]
+    if not any(c.isupper() or c.islower() for c in output):
+        return CheckResult(False, "the output has no letters")
+    if wrong:
+        sample = "".join(dict.fromkeys(wrong))[:10]
+        return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {_quote(sample)}")
+    return CheckResult(True, f"all letters are {style} case")
+
+
+@register("uppercase_word_count", **_BOUNDS)
+def check_uppercase_word_count(output, min=None, max=None):
+    """Words written entirely in capitals ("NASA", "NOT") between min and max."""
+    count = sum(1 for word in _words(output, "alphanumeric") if word.isupper())
+    return _bound_result(count, "all-capitals word", min, max)
+
+
+@register("language", code=Param("language", required=True))
+def check_language(output, code):
+    """The main language of the output is `code` (ISO 639-1, e.g. "en", "de"; a stdlib estimate)."""
+    detected = _detect_language(output)
+    if detected == code:
+        return CheckResult(True, f"language is {code!r}")
+    return CheckResult(False, f"language looks like {detected!r}, expected {code!r}")
+
+
+@register("json_valid", allow_fence=Param("bool", default=False))
+def check_json_valid(output, allow_fence=False):
+    """The output is one JSON text (RFC 8259: no NaN/Infinity); allow_fence accepts a wrapping ``` fence."""
+    value, problem = _parse_json(output, allow_fence)
+    if problem:
+        return CheckResult(False, problem)
+    return CheckResult(True, f"valid JSON ({type(value).__name__})")
+
+
+def _json_type(value):
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+@register("json_keys", keys=Param("texts", required=True), exact=Param("bool", default=False),
+          allow_fence=Param("bool", default=False))
+def check_json_keys(output, keys, exact=False, allow_fence=False):
+    """The output is a JSON object with all of `keys` (with exact, no other keys)."""
+    value, problem = _parse_json(output, allow_fence)
+    if problem:
+        return CheckResult(False, problem)
+    if not isinstance(value, dict):
+        return CheckResult(False, f"JSON is an {_json_type(value)}, expected an object")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        return CheckResult(False, f"missing keys: {_quote_all(missing)}")
+    extra = [k for k in value if k not in keys]
+    if exact and extra:
+        return CheckResult(False, f"unexpected keys: {_quote_all(extra)}")
+    return CheckResult(True, f"has keys {_quote_all(keys)}")
+
+
+@register("json_schema", schema=Param("schema", required=True),
+          allow_fence=Param("bool", default=False))
+def check_json_schema(output, schema, allow_fence=False):
+    """The output is JSON valid against `schema` (a JSON Schema subset; see --list-checks)."""
+    value, problem = _parse_json(output, allow_fence)
+    if problem:
+        return CheckResult(False, problem)
+    errors = _schema_errors(value, schema, "$")
+    if errors:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        return CheckResult(False, "; ".join(errors[:3]) + more)
+    return CheckResult(True, "matches the schema")
+
+
+# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org).
+_SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+_SCHEMA_KEYWORDS = {
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
+    "pattern", "minItems", "maxItems",
+    # annotations, accepted and ignored
+    "$schema", "$id", "title", "description", "default", "examples",
+}
+
+
+def _json_equal(a, b):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _is_schema_type(value, name):
+    actual = _json_type(value)
+    if name == "integer":
+        return actual == "number" and float(value).is_integer()
+    return actual == name
+
+
+def _schema_errors(value, schema, path):
+    """Problems of `value` against the subset `schema` (list of "path: problem" strings)."""
+    if schema is True or schema == {}:
+        return []
+    if schema is False:
+        return [f"{path}: not allowed"]
+    errors = []
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = [kind] if isinstance(kind, str) else kind
+        if not any(_is_schema_type(value, k) for k in kinds):
+            return [f"{path}: expected {' or '.join(kinds)}, got {_json_type(value)}"]
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        errors.append(f"{path}: expected {json.dumps(schema['const'])}")
+    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
+        errors.append(f"{path}: {json.dumps(value)[:40]} not one of {json.dumps(schema['enum'])[:80]}")
+    if _json_type(value) == "number":
+        for key, test, words in (
+            ("minimum", lambda v, b: v >= b, "at least"),
+            ("maximum", lambda v, b: v <= b, "at most"),
+            ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+            ("exclusiveMaximum", lambda v, b: v < b, "less than"),
+        ):
+            if key in schema and not test(value, schema[key]):
+                errors.append(f"{path}: {value} is not {words} {schema[key]}")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append(f"{path}: {len(value)} characters, expected at least {schema['minLength']}")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append(f"{path}: {len(value)} characters, expected at most {schema['maxLength']}")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append(f"{path}: {_quote(value, 40)} does not match /{schema['pattern']}/")
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errors.append(f"{path}: {len(value)} items, expected at least {schema['minItems']}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append(f"{path}: {len(value)} items, expected at most {schema['maxItems']}")
+        if "items" in schema:
+            for index, item in enumerate(value):
+                errors.extend(_schema_errors(item, schema["items"], f"{path}[{index}]"))
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            if key not in value:
+                errors.append(f"{path}: missing required key {_quote(key)}")
+        properties = schema.get("properties", {})
+        extra_schema = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            child = f"{path}.{key}"
+            if key in properties:
+                errors.extend(_schema_errors(item, properties[key], child))
+            elif extra_schema is False:
+                errors.append(f"{path}: unexpected key {_quote(key)}")
+            else:
+                errors.extend(_schema_errors(item, extra_schema, child))
+    return errors
+
+
+def _schema_definition_problems(schema, path="schema"):
+    """Problems of a schema itself (list of str): unknown keywords, wrong types, bad patterns."""
+    if isinstance(schema, bool):
+        return []
+    if not isinstance(schema, dict):
+        return [f"{path} must be an object or a boolean"]
+    problems = []
+    for key in schema:
+        if key not in _SCHEMA_KEYWORDS:
+            known = ", ".join(sorted(k for k in _SCHEMA_KEYWORDS if not k.startswith("$")))
+            problems.append(f"{path}: unsupported keyword {key!r} (supported: {known})")
+    kind = schema.get("type")
+    kinds = [kind] if isinstance(kind, str) else kind
+    if kind is not None and (not isinstance(kinds, list) or not kinds
+                             or any(k not in _SCHEMA_TYPES for k in kinds)):
+        problems.append(f"{path}.type must be one of {', '.join(_SCHEMA_TYPES)} or a list of them")
+    for key in ("minLength", "maxLength", "minItems", "maxItems"):
+        if key in schema and not _is_count(schema[key]):
+            problems.append(f"{path}.{key} must be a non-negative integer")
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if key in schema and (isinstance(schema[key], bool)
+                              or not isinstance(schema[key], (int, float))):
+            problems.append(f"{path}.{key} must be a number")
+    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"), ("minimum", "maximum")):
+        if not problems and low in schema and high in schema and schema[low] > schema[high]:
+            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} {schema[high]}")
+    if "pattern" in schema:
+        problems.extend(f"{path}.pattern {p}" for p in _regex_problems(schema["pattern"]))
+    if "enum" in schema and (not isinstance(schema["enum"], list) or not schema["enum"]):
+        problems.append(f"{path}.enum must be a non-empty list")
+    if "required" in schema and not _is_texts(schema["required"], allow_empty=True):
+        problems.append(f"{path}.required must be a list of strings")
+    if "properties" in schema:
+        if not isinstance(schema["properties"], dict):
+            problems.append(f"{path}.properties must be an object")
+        else:
+            for key, sub in schema["properties"].items():
+                problems.extend(_schema_definition_problems(sub, f"{path}.properties.{key}"))
+    for key in ("items", "additionalProperties"):
+        if key in schema:
+            problems.extend(_schema_definition_problems(schema[key], f"{path}.{key}"))
+    return problems
+
+
+# ---- parameter validation: every problem found when the case file is loaded -----------------
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_texts(value, allow_empty=False):
+    return (isinstance(value, list) and (allow_empty or bool(value))
+            and all(isinstance(v, str) and (allow_empty or v) for v in value))
+
+
+def _regex_problems(pattern, flags=""):
+    if not isinstance(pattern, str) or not pattern:
+        return ["must be a non-empty string"]
+    try:
+        _compile(pattern, flags)
+    except re.error as exc:
+        return [f"is not a valid regular expression: {exc}"]
+    return []
+
+
+_KNOWN_LANGUAGES = (
+    "ar bg bn cs da de el en es et fa fi fr gu he hi hr hu id it ja kn ko lt lv ml mr nl no pa pl "
+    "pt ro ru sk sl sv sw ta te th tl tr uk ur vi zh".split()
+)
+
+
+def _param_problem(param, value):
+    """A description of what is wrong with `value` for `param`, or None."""
+    kind = param.kind
+    if kind == "bool" and not isinstance(value, bool):
+        return "must be true or false"
+    if kind == "count" and not _is_count(value):
+        return "must be a non-negative integer"
+    if kind == "position" and not (_is_count(value) and value >= 1):
+        return "must be an integer of 1 or more"
+    if kind == "text" and not (isinstance(value, str) and value):
+        return "must be a non-empty string"
+    if kind == "texts" and not _is_texts(value):
+        return "must be a non-empty list of non-empty strings"
+    if kind == "choice" and value not in param.choices:
+        return "must be one of " + ", ".join(repr(c) for c in param.choices)
+    if kind == "flags" and not (isinstance(value, str) and set(value) <= set(_REGEX_FLAGS)):
+        return "must be a string of regex flag letters from 'imsx'"
+    if kind == "pattern":
+        problems = _regex_problems(value)
+        return problems[0] if problems else None
+    if kind == "schema":
+        problems = _schema_definition_problems(value)
+        return "; ".join(problems) if problems else None
+    if kind == "language" and value not in _KNOWN_LANGUAGES:
+        return "must be an ISO 639-1 code, one of " + " ".join(_KNOWN_LANGUAGES)
+    return None
+
+
+def validate_check(check):
+    """Problems of one check definition (a dict from the case file), as a list of strings.
+
+    An empty list means `run_check` will accept it. Checked: the type is known, parameters are
+    known and of the right type, required ones are present, regexes compile (with their flags),
+    bounds are present where needed and possible (min <= max).
+    """
+    if not isinstance(check, dict):
+        return [f"must be an object, got {_json_type(check)}"]
+    kind = check.get("type")
+    if not isinstance(kind, str):
+        return ["has no 'type' (a string naming the check)"]
+    spec = CHECKS.get(kind)
+    if spec is None:
+        close = difflib.get_close_matches(kind, CHECKS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return [f"unknown check type {kind!r}{hint} Known types: {', '.join(sorted(CHECKS))}"]
+    params = {**_COMMON_PARAMS, **spec.params}
+    problems = []
+    for key, value in check.items():
+        if key == "type":
+            continue
+        if key not in params:
+            allowed = ", ".join(params) or "none"
+            problems.append(f"{kind}: unknown parameter {key!r} (allowed: {allowed})")
+            continue
+        problem = _param_problem(params[key], value)
+        if problem:
+            problems.append(f"{kind}: parameter {key!r} {problem}")
+    for key, param in params.items():
+        if param.required and key not in check:
+            problems.append(f"{kind}: missing required parameter {key!r}")
+    if problems:
+        return problems
+    if "min" in spec.params:
+        low, high = check.get("min"), check.get("max")
+        if low is None and high is None:
+            problems.append(f"{kind}: give 'min', 'max' or both (inclusive bounds)")
+        elif low is not None and high is not None and low > high:
+            problems.append(f"{kind}: impossible bounds, min {low} > max {high}")
+    if kind == "regex":
+        problems.extend(f"regex: pattern {p}"
+                        for p in _regex_problems(check["pattern"], check.get("flags", "")))
+        low, high = check.get("min_matches", 1), check.get("max_matches")
+        if high is not None and low > high:
+            problems.append(f"regex: impossible bounds, min_matches {low} > max_matches {high}"
+                            " (set min_matches to 0 to allow no match)")
+    return problems
+
+
+def run_check(check, output):
+    """Score one validated check (dict) on `output` (str); returns a CheckResult.
+
+    An empty or white-space-only output fails every check, negated ones included: an answer
+    with nothing in it must not pass `not_contains` or `max_words` by having said nothing.
+    `negate: true` inverts the verdict and keeps the inner reason.
+    Raises KeyError for an unknown type; validate with `validate_check` first.
+    """
+    if not output.strip():
+        return CheckResult(False, "the output is empty")
+    spec = CHECKS[check["type"]]
+    params = {k: v for k, v in check.items() if k not in ("type", "negate")}
+    result = spec.func(output, **params)
+    if check.get("negate"):
+        verdict = "does not hold" if not result.passed else "holds, but must not"
+        return CheckResult(not result.passed, f"negated: {verdict}: {result.reason}")
+    return result
+
+
+def evaluate(case, output):
+    """Score every check of `case` on `output`: (status "pass" or "fail", list of check dicts)."""
+    checks = []
+    for check in case.checks:
+        result = run_check(check, output)
+        checks.append({"type": check["type"], "passed": result.passed, "reason": result.reason})
+    status = "pass" if all(c["passed"] for c in checks) else "fail"
+    return status, checks
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases: loading and validating the JSONL case file, all problems at once
+# ---------------------------------------------------------------------------------------------
+
+_CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
+
+
+def _case_problems(data):
+    """Problems of one decoded case line (list of str); empty when it is a valid case."""
+    if not isinstance(data, dict):
+        return [f"a case must be a JSON object, got {_json_type(data)}"]
+    problems = [f"unknown field {key!r} (allowed: {', '.join(_CASE_FIELDS)})"
+                for key in data if key not in _CASE_FIELDS]
+    if not (isinstance(data.get("id"), str) and data["id"].strip()):
+        problems.append("field 'id' must be a non-empty string" if "id" in data
+                        else "missing field 'id'")
+    if not isinstance(data.get("input"), str):
+        problems.append("field 'input' must be a string" if "input" in data
+                        else "missing field 'input'")
+    checks = data.get("checks")
+    if not isinstance(checks, list) or not checks:
+        problems.append("field 'checks' must be a non-empty list of checks" if "checks" in data
+                        else "missing field 'checks'")
+    else:
+        for number, check in enumerate(checks, 1):
+            problems.extend(f"check {number}: {p}" for p in validate_check(check))
+    if "description" in data and not isinstance(data["description"], str):
+        problems.append("field 'description' must be a string")
+    if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
+        problems.append("field 'tags' must be a list of strings")
+    if "metadata" in data and not isinstance(data["metadata"], dict):
+        problems.append("field 'metadata' must be an object")
+    return problems
+
+
+def _read_lines(path):
+    """(text lines with their 1-based numbers, sha256 hex of the bytes); raises CaseFileError."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise CaseFileError([f"{path}: cannot read the case file: {exc.strerror or exc}"]) from None
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise CaseFileError([f"{path}:{line}: not UTF-8 text ({exc.reason})"]) from None
+    # split("\n"), not splitlines(): JSON strings may hold U+2028, which is not a line end.
+    lines = [(number, raw.rstrip("\r")) for number, raw in enumerate(text.split("\n"), 1)]
+    return lines, digest
+
+
+def load_cases(path):
+    """Load and validate a JSONL case file; returns (list of Case, sha256 hex of the file).
+
+    Blank lines are skipped and line numbers stay the file's own. Every problem in the file is
+    collected and raised together as CaseFileError ("FILE:LINE: message"), so a user fixes them
+    in one pass and no model is called on a half-valid suite.
+    """
+    lines, digest = _read_lines(path)
+    cases, problems, first_line = [], [], {}
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(raw, parse_constant=_reject_constant)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        except ValueError as exc:
+            problems.append(f"{where}: invalid JSON: {exc}")
+            continue
+        line_problems = _case_problems(data)
+        problems.extend(f"{where}: {p}" for p in line_problems)
+        case_id = data.get("id") if isinstance(data, dict) else None
+        if isinstance(case_id, str):
+            if case_id in first_line:
+                problems.append(f"{where}: duplicate id {case_id!r} (first used on line "
+                                f"{first_line[case_id]})")
+                continue
+            first_line[case_id] = number
+        if not line_problems:
+            cases.append(Case(
+                id=data["id"], input=data["input"], checks=tuple(data["checks"]),
+                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
+                metadata=data.get("metadata", {}), path=str(path), line=number,
+            ))
+    if not cases and not problems:
+        problems.append(f"{path}: no cases (the file is empty)")
+    if problems:
+        raise CaseFileError(problems)
+    return cases, digest
+
+
+# ---------------------------------------------------------------------------------------------
+# Runner: call the model for every case, in case-file order, never scoring an error
+# ---------------------------------------------------------------------------------------------
+
+_CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
+
+
+def current_case():
+    """The Case whose input the calling thread is answering, or None outside a run.
+
+    Lets an adapter that needs more than the prompt (a replay keyed by case id, a logger) find
+    out which case it serves while keeping `call_model` string-in/string-out.
+    """
+    return _CURRENT_CASE.get()
+
+
+def _describe_error(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _call_with_timeout(call_model, case, timeout):
+    box = {}
+
+    def target():
+        token = _CURRENT_CASE.set(case)
+        try:
+            box["output"] = call_model(case.input)
+        except BaseException as exc:  # noqa: B902 - reported as the case's error
+            box["error"] = exc
+        finally:
+            _CURRENT_CASE.reset(token)
+
+    if timeout is None:
+        target()
+    else:
+        # The call cannot be killed; a daemon thread is abandoned if it overruns and its
+        # late answer is ignored.
+        worker = threading.Thread(target=target, name=f"evals-call-{case.id}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            raise TimeoutError(f"no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["output"]
+
+
+def run_case(case, call_model, timeout=None):
+    """Call `call_model(case.input)` and score the output; returns a CaseResult.
+
+    timeout: seconds (float) or None. Anything raised (except KeyboardInterrupt), a timeout, or
+    a return value that is not a str is an `error` with the reason, and no check is scored.
+    A str subclass is accepted; its `usage` attribute (a dict of token counts), if any, is kept.
+    """
+    started = time.perf_counter()
+    try:
+        output = _call_with_timeout(call_model, case, timeout)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        return CaseResult(case.id, "error", error=_describe_error(exc),
+                          latency_s=round(time.perf_counter() - started, 6))
+    latency = round(time.perf_counter() - started, 6)
+    if not isinstance(output, str):
+        return CaseResult(case.id, "error", latency_s=latency,
+                          error=f"call_model returned {type(output).__name__}, expected str")
+    status, checks = evaluate(case, output)
+    usage = getattr(output, "usage", None)
+    return CaseResult(case.id, status, output=str(output), checks=checks, latency_s=latency,
+                      usage=usage if isinstance(usage, dict) else None)
+
+
+def run_cases(cases, call_model, concurrency=1, timeout=None, on_result=None):
+    """Run every case; returns the list of CaseResult in the order of `cases`.
+
+    concurrency: number of calls in flight (threads). timeout: seconds per call or None.
+    on_result(result) is called as each case finishes (for progress output).
+    Raises Interrupted (holding the finished results, in order) on KeyboardInterrupt.
+    """
+    results = [None] * len(cases)
+
+    def finished():
+        return [r for r in results if r is not None]
+
+    if concurrency <= 1:
+        try:
+            for index, case in enumerate(cases):
+                results[index] = run_case(case, call_model, timeout)
+                if on_result:
+                    on_result(results[index])
+        except KeyboardInterrupt:
+            raise Interrupted(finished()) from None
+        return results
+    todo = queue.Queue()
+    for index in range(len(cases)):
+        todo.put(index)
+    done = queue.Queue()
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((index, run_case(cases[index], call_model, timeout)))
+            except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
+                done.put((index, CaseResult(cases[index].id, "error", error=_describe_error(exc))))
+
+    # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
+    for number in range(min(concurrency, len(cases))):
+        threading.Thread(target=worker, name=f"evals-worker-{number}", daemon=True).start()
+    try:
+        for _ in range(len(cases)):
+            while True:
+                try:
+                    index, result = done.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            results[index] = result
+            if on_result:
+                on_result(result)
+    except KeyboardInterrupt:
+        stop.set()
+        raise Interrupted(finished()) from None
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Baseline diff: what regressed, what was fixed, what is new, against the previous run record
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Baseline:
+    """A previous run record: `entries` {case id: {"baseline", "status", ...}} and its pass rate."""
+
+    entries: dict
+    pass_rate: object = None
+
+    def get(self, case_id):
+        return self.entries.get(case_id)
+
+
+def load_baseline(path):
+    """Read a previous run record; returns a Baseline (with no entries when the file is absent).
+
+    Reads this tool's record (cases list) and the original 50-line harness's
+    {"rate", "results": {id: bool}, "ts"}. Raises BaselineError for a file that exists but is
+    not one of those, so it is never silently replaced.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return Baseline({}, None)
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
+    try:
+        record = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
+                            "it is not overwritten") from None
+    entries = {}
+    if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
+        if record.get("version") != RECORD_VERSION:
+            raise BaselineError(f"{path}: run record version {record.get('version')!r} is not "
+                                f"supported (this is evals {__version__})")
+        for entry in record.get("cases", []):
+            if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
+                raise BaselineError(f"{path}: every entry of 'cases' needs a string 'id'")
+            entries[entry["id"]] = dict(entry)
+        return Baseline(entries, record.get("summary", {}).get("pass_rate"))
+    if isinstance(record, dict) and isinstance(record.get("results"), dict):
+        for case_id, passed in record["results"].items():
+            if not isinstance(passed, bool):
+                raise BaselineError(f"{path}: results[{case_id!r}] must be true or false")
+            status = "pass" if passed else "fail"
+            entries[case_id] = {"id": case_id, "status": status, "baseline": status}
+        rate = record.get("rate")
+        return Baseline(entries, rate if isinstance(rate, (int, float)) else None)
+    raise BaselineError(f"{path}: not a run record (expected this tool's record or "
+                        "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
+
+
+@dataclasses.dataclass
+class Diff:
+    """The comparison of a run with its baseline: lists of case ids per category.
+
+    regressed: passed in the baseline, fails now. fixed: did not pass before (or last run),
+    passes now. still_failing: failed before and now. passing: passed before and now.
+    new: not in the baseline. errored: errored now (baseline entry kept). removed: in the
+    baseline, no longer in the case file.
+    """
+
+    regressed: list = dataclasses.field(default_factory=list)
+    fixed: list = dataclasses.field(default_factory=list)
+    still_failing: list = dataclasses.field(default_factory=list)
+    passing: list = dataclasses.field(default_factory=list)
+    new: list = dataclasses.field(default_factory=list)
+    errored: list = dataclasses.field(default_factory=list)
+    removed: list = dataclasses.field(default_factory=list)
+
+
+def diff_runs(baseline, results, all_case_ids=None):
+    """Compare CaseResults with baseline entries (from load_baseline); returns a Diff.
+
+    all_case_ids: ids in the case file (defaults to the ids run); baseline ids outside it are
+    `removed`, while ids in it that were not run (a filtered run) are simply not compared.
+    """
+    diff = Diff()
+    known = set(all_case_ids) if all_case_ids is not None else {r.id for r in results}
+    for result in results:
+        before = baseline.get(result.id)
+        if result.status == "error":
+            diff.errored.append(result.id)
+        elif before is None or before.get("baseline") is None:
+            diff.new.append(result.id)
+        elif result.status == "fail":
+            (diff.regressed if before["baseline"] == "pass" else diff.still_failing).append(result.id)
+        elif before["baseline"] == "pass" and before.get("status") != "fail":
+            diff.passing.append(result.id)
+        else:
+            diff.fixed.append(result.id)
+    diff.removed = [case_id for case_id in baseline.entries if case_id not in known]
+    return diff
+
+
+def _git_commit(directory):
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory or ".", timeout=5,
+                              capture_output=True, text=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def make_record(run, baseline, diff, accept=False, include_outputs=True, all_case_ids=None):
+    """The run record to save as the next baseline (a JSON-ready dict).
+
+    Each case entry has `status` (this run) and `baseline` (what the next run compares with):
+    a regression keeps baseline "pass" until `accept` is true, so it is reported on every run;
+    an errored case keeps its previous baseline; cases not run this time keep their entries.
+    With include_outputs false no output text is written.
+    """
+    regressed = set(diff.regressed)
+    entries = []
+    for result in run.results:
+        before = baseline.get(result.id) or {}
+        if result.status == "error":
+            kept = before.get("baseline")
+        elif result.id in regressed and not accept:
+            kept = "pass"
+        else:
+            kept = result.status
+        entry = {"id": result.id, "status": result.status, "baseline": kept,
+                 "latency_s": result.latency_s, "checks": result.checks}
+        if result.error is not None:
+            entry["error"] = result.error
+        if result.usage:
+            entry["usage"] = result.usage
+        if include_outputs and result.output is not None:
+            entry["output"] = result.output
+        entries.append(entry)
+    ran = {r.id for r in run.results}
+    known = set(all_case_ids) if all_case_ids is not None else ran
+    for case_id, before in baseline.entries.items():
+        if case_id not in ran and case_id in known:
+            carried = {k: v for k, v in before.items() if include_outputs or k != "output"}
+            entries.append(carried)
+    counts = run.counts
+    return {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "harness_version": __version__,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "python": platform.python_version(),
+        "client": run.client,
+        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
+        "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
+        "outputs_included": include_outputs,
+        "accepted": accept,
+        "summary": {
+            "total": counts["total"], "passed": counts["pass"], "failed": counts["fail"],
+            "errored": counts["error"], "pass_rate": run.pass_rate,
+            **{k: len(v) for k, v in dataclasses.asdict(diff).items()},
+        },
+        "cases": entries,
+    }
+
+
+def write_json_atomic(path, data):
+    """Write `data` as JSON to `path` atomically: a temporary file in the same folder, fsync,
+    then os.replace, so an interrupted write never leaves a truncated file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                         delete=False)
+    try:
+        with handle:
+            json.dump(data, handle, ensure_ascii=False, indent=1)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
+
+
+def write_jsonl_atomic(path, rows):
+    """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_json_atomic)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                         delete=False, newline="\n")
+    try:
+        with handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorded outputs: record a run, re-score without calling any model
+# ---------------------------------------------------------------------------------------------
+
+
+def load_outputs(path):
+    """Recorded outputs by case id ({id: str}) from a recordings JSONL file or a run record.
+
+    Recordings: one {"id", "output"} object a line (an "input" field is allowed and ignored).
+    A run record: this tool's last_run.json saved with outputs. Raises EvalsError naming
+    file and line for anything else.
+    """
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"format"' in stripped[:200]:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
+            return {e["id"]: e["output"] for e in record.get("cases", [])
+                    if isinstance(e.get("output"), str)}
+    outputs = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
+        if not (isinstance(row, dict) and isinstance(row.get("id"), str)
+                and isinstance(row.get("output"), str)):
+            raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
+        outputs[row["id"]] = row["output"]
+    return outputs
+
+
+def replay_client(outputs, source="recorded outputs"):
+    """A call_model that answers each case with its recorded output; a missing one is an error."""
+
+    def replay(prompt):
+        case = current_case()
+        if case is None or case.id not in outputs:
+            name = case.id if case else "?"
+            raise LookupError(f"no recorded output for case {name!r} in {source}")
+        return outputs[case.id]
+
+    return replay
+
+
+def load_client(spec):
+    """Import a client given as "module:function" or "path/to/file.py:function"; returns the callable.
+
+    The current directory is importable, as when you run `python evals.py` from your repo.
+    Raises ClientError with the reason when it cannot be imported or is not callable.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ClientError(f"--client {spec!r}: expected module:function, e.g. my_client:ask")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py"):
+            import importlib.util
+            loaded = importlib.util.spec_from_file_location(
+                os.path.splitext(os.path.basename(module_name))[0], module_name)
+            if loaded is None:
+                raise ImportError(f"cannot load {module_name}")
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ClientError(f"--client {spec!r}: cannot import {module_name}: "
+                          f"{_describe_error(exc)}") from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise ClientError(f"--client {spec!r}: {module_name} has no callable {attr!r}")
+    return func
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------------
+
+
+def _percent(rate):
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
+def format_summary(run, diff, previous_rate=None, results_by_id=None):
+    """The human summary printed after a run (str): pass rate, counts, then every regression,
+    error and failure with its reasons, regressions first."""
+    counts = run.counts
+    by_id = results_by_id or {r.id: r for r in run.results}
+    previous = f", previous {_percent(previous_rate)}" if previous_rate is not None else ""
+    lines = [
+        f"pass rate {_percent(run.pass_rate)} ({counts['pass']}/{counts['total']}){previous}",
+        f"{len(diff.regressed)} regressed, {len(diff.fixed)} fixed, "
+        f"{len(diff.still_failing)} still failing, {len(diff.new)} new, "
+        f"{len(diff.errored)} errored, {len(diff.removed)} removed",
+    ]
+    sections = (
+        ("REGRESSED", diff.regressed),
+        ("ERROR", diff.errored),
+        ("NEW FAIL", [i for i in diff.new if by_id[i].status == "fail"]),
+        ("STILL FAILING", diff.still_failing),
+        ("FIXED", diff.fixed),
+    )
+    for label, ids in sections:
+        for case_id in ids:
+            result = by_id[case_id]
+            lines.append(f"{label}: {case_id}")
+            if result.status != "pass":
+                lines.extend(f"    {reason}" for reason in result.reasons)
+    if diff.removed:
+        lines.append("removed from the case file: " + ", ".join(diff.removed))
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _check_table():
+    lines = ["Check types (every check also takes \"negate\": true; bounds are inclusive):", ""]
+    for name in CHECKS:
+        spec = CHECKS[name]
+        params = []
+        for key, param in spec.params.items():
+            if param.required:
+                params.append(key)
+            elif param.default is None:
+                params.append(f"[{key}]")
+            else:
+                params.append(f"[{key}={json.dumps(param.default)}]")
+        lines.append(f"  {name} {' '.join(params)}")
+        lines.append(f"      {spec.summary}")
+    return "\n".join(lines) + "\n"
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py",
+        description="Run a JSONL file of cases through a model, score deterministic checks, "
+                    "and compare with the previous run to catch regressions.",
+        epilog="exit codes: 0 nothing regressed; 1 a case that passed in the baseline fails now "
+               "(with --strict: any case fails); 2 invalid case file, baseline, option or client, "
+               "or any case errored (errors win over regressions: the run is incomplete); "
+               "130 interrupted, nothing written.\n"
+               "The default client my_client:ask replays recordings.jsonl offline until a "
+               "provider is configured (see my_client.py).",
+    )
+    parser.add_argument("--version", action="version", version=f"evals {__version__}")
+    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+                        help=f"case file, JSONL (default: {DEFAULT_CASES})")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"previous run record to compare with and to update "
+                             f"(default: {DEFAULT_BASELINE})")
+    parser.add_argument("--client", default=None, metavar="MODULE:FUNCTION",
+                        help=f"callable str -> str that answers each input "
+                             f"(default: {DEFAULT_CLIENT}, or $EVALS_CLIENT)")
+    parser.add_argument("--rescore", metavar="FILE",
+                        help="score recorded outputs (recordings JSONL or a run record) "
+                             "instead of calling a model; no client is imported")
+    parser.add_argument("--record", metavar="FILE",
+                        help="also save this run's outputs as recordings JSONL (replayable)")
+    parser.add_argument("--accept", action="store_true",
+                        help="take this run's verdicts as the new baseline, regressions included")
+    parser.add_argument("--no-save", action="store_true",
+                        help="compare with the baseline but do not update it")
+    parser.add_argument("--omit-outputs", action="store_true",
+                        help="leave model output text out of every file written")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when any case fails, not only on regressions")
+    parser.add_argument("-j", "--concurrency", type=int, default=1, metavar="N",
+                        help="calls in flight at once (default: 1)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="per-call time limit; a slower call is an error (default: none)")
+    parser.add_argument("--validate", action="store_true",
+                        help="only validate the case file, call nothing")
+    parser.add_argument("--list-checks", action="store_true",
+                        help="print the check types and their parameters")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the summary lines and regressions")
+    return parser
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None, stdout=None, stderr=None):
+    """Command-line entry point; returns the exit code (see the module docstring).
+
+    stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
+    """
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_OK if exc.code == 0 else EXIT_INVALID
+    if args.list_checks:
+        stdout.write(_check_table())
+        return EXIT_OK
+    if args.concurrency < 1 or (args.timeout is not None and args.timeout <= 0):
+        stderr.write("evals: --concurrency must be 1 or more and --timeout above 0\n")
+        return EXIT_INVALID
+    try:
+        return _run_command(args, stdout, stderr)
+    except EvalsError as exc:
+        stderr.write(f"evals: {exc}\n" if not isinstance(exc, CaseFileError) else f"{exc}\n")
+        if isinstance(exc, CaseFileError):
+            stderr.write(f"evals: {len(exc.problems)} problem(s) in the case file; "
+                         "no model was called\n")
+        return EXIT_INVALID
+
+
+def _run_command(args, stdout, stderr):
+    cases, digest = load_cases(args.cases)
+    if args.validate:
+        stdout.write(f"{args.cases}: {len(cases)} cases, all valid\n")
+        return EXIT_OK
+    baseline = load_baseline(args.baseline)
+    if args.rescore:
+        outputs = load_outputs(args.rescore)
+        call_model, client_name = replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
+    else:
+        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(client_name)
+    started = _now()
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        results = run_cases(cases, call_model, args.concurrency, args.timeout)
+    except Interrupted as stop:
+        partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
+        partial_diff = diff_runs(baseline, stop.results, [c.id for c in cases])
+        stdout.write(format_summary(partial, partial_diff))
+        stderr.write(f"evals: interrupted after {len(stop.results)} of {len(cases)} cases; "
+                     "nothing was written\n")
+        return EXIT_INTERRUPTED
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+    run = RunResult(results, started, _now(), client_name, args.cases, digest)
+    all_ids = [c.id for c in cases]
+    diff = diff_runs(baseline, results, all_ids)
+    stdout.write(format_summary(run, diff, baseline.pass_rate))
+    if args.record:
+        _save_recordings(args.record, cases, results, stderr)
+    if not args.no_save:
+        record = make_record(run, baseline, diff, args.accept, not args.omit_outputs, all_ids)
+        write_json_atomic(args.baseline, record)
+        if args.accept:
+            stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
+    if diff.errored:
+        return EXIT_INVALID
+    if diff.regressed and not args.accept:
+        return EXIT_REGRESSION
+    if args.strict and run.counts["fail"]:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def _save_recordings(path, cases, results, stderr):
+    existing = {}
+    if os.path.exists(path):
+        existing = load_outputs(path)
+    inputs = {c.id: c.input for c in cases}
+    for result in results:
+        if result.status != "error":
+            existing[result.id] = result.output
+    rows = [{"id": i, "input": inputs.get(i, ""), "output": o} for i, o in existing.items()]
+    write_jsonl_atomic(path, rows)
+    stderr.write(f"evals: recorded {len(rows)} outputs in {path}\n")
+
+
+if __name__ == "__main__":
+    # Adapters `import evals` to reach current_case(); make that the running module, not a copy.
+    sys.modules.setdefault("evals", sys.modules[__name__])
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # `python evals.py | head`: the reader left; exit quietly like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
