@@ -1,0 +1,124 @@
+"""A scripted HTTP server on 127.0.0.1 for testing model adapters.
+
+Each POST is recorded (path, lower-cased headers, parsed JSON body) and
+answered with the next scripted response; when the script is empty the server
+answers 599 so that an unexpected extra request is obvious in a failure.
+
+Scripted responses are dicts:
+    {"status": 200, "json": {...}}                  JSON body
+    {"status": 502, "body": b"<html>", "headers": {"Retry-After": "2"}}
+    {"delay": 0.5, ...}                             sleep before answering
+    {"reset": True}                                 close the socket with RST, no answer
+"""
+
+import http.server
+import json
+import socket
+import struct
+import threading
+import time
+
+MAX_DELAY = 2.0  # seconds; scripted delays are clamped so a test cannot hang
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # keep test output quiet
+        pass
+
+    def do_POST(self):
+        server = self.server
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else None
+        except ValueError:
+            body = raw
+        with server.lock:
+            server.requests.append(
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "json": body,
+                }
+            )
+            action = server.script.pop(0) if server.script else {
+                "status": 599,
+                "json": {"error": {"message": "loopback: no scripted response left"}},
+            }
+        if action.get("delay"):
+            time.sleep(min(float(action["delay"]), MAX_DELAY))
+        if action.get("reset"):
+            # SO_LINGER with a zero timeout makes close() send a TCP RST.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        if "json" in action:
+            payload = json.dumps(action["json"]).encode("utf-8")
+            content_type = "application/json"
+        else:
+            payload = action.get("body", b"")
+            content_type = "text/html"
+        try:
+            self.send_response(action.get("status", 200))
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in (action.get("headers") or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:  # the client gave up (timeout test)
+            self.close_connection = True
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):  # resets and timeouts are expected
+        pass
+
+
+class LoopbackServer:
+    """Start with ``start()``, script with ``add(...)``, stop with ``stop()``."""
+
+    def __init__(self):
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.lock = threading.Lock()
+        self._server.requests = []
+        self._server.script = []
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def url(self):
+        host, port = self._server.server_address[:2]
+        return "http://%s:%d" % (host, port)
+
+    def add(self, *actions):
+        with self._server.lock:
+            self._server.script.extend(actions)
+
+    @property
+    def requests(self):
+        with self._server.lock:
+            return list(self._server.requests)
+
+
+def unused_port():
+    """A loopback port with nothing listening (for connection-refused tests)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port

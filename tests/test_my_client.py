@@ -1,0 +1,749 @@
+"""Tests for my_client: provider adapters against a loopback server, retries, replay."""
+
+import contextlib
+import contextvars
+import io
+import json
+import os
+import sys
+import tempfile
+import threading
+import types
+import unittest
+from unittest import mock
+
+import my_client
+from tests._loopback import LoopbackServer, unused_port
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+GEMINI_KEY = "AIzaTEST-SECRET-0123456789abcdefghij"
+
+
+def openai_ok(text="Hello!", finish="stop", model="gpt-4o-mini-2024-07-18"):
+    return {
+        "status": 200,
+        "json": {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None}, "finish_reason": finish}
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+        },
+    }
+
+
+def anthropic_ok(text="Hi there", stop="end_turn"):
+    return {
+        "status": 200,
+        "json": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5-20251001",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 20, "output_tokens": 5},
+        },
+    }
+
+
+def gemini_ok(text="Bonjour", finish="STOP"):
+    return {
+        "status": 200,
+        "json": {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": "thinking...", "thought": True}, {"text": text}]},
+                    "finishReason": finish,
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 2, "thoughtsTokenCount": 10, "totalTokenCount": 19},
+            "modelVersion": "gemini-2.5-flash",
+        },
+    }
+
+
+class LoopbackCase(unittest.TestCase):
+    """Starts a loopback server; captures stderr; records injected sleeps."""
+
+    def setUp(self):
+        self.server = LoopbackServer().start()
+        self.addCleanup(self.server.stop)
+        self.sleeps = []
+        self.stderr = io.StringIO()
+        redirect = contextlib.redirect_stderr(self.stderr)
+        redirect.__enter__()
+        self.addCleanup(redirect.__exit__, None, None, None)
+
+    def client(self, provider="openai", **overrides):
+        options = dict(
+            base_url=self.server.url + "/v1",
+            api_key=GEMINI_KEY if provider == "gemini" else KEY,
+            sleep=self.sleeps.append,
+            rand=lambda: 0.5,
+            timeout=5,
+            max_attempts=4,
+            max_retry_wait=60,
+            env={},
+        )
+        options.update(overrides)
+        return my_client.make_client(provider, **options)
+
+    def assertNoKey(self, text):
+        self.assertNotIn(KEY, text)
+        self.assertNotIn(GEMINI_KEY, text)
+
+    def assertFails(self, client, prompt="hi"):
+        with self.assertRaises(my_client.ProviderError) as ctx:
+            client(prompt)
+        self.assertNoKey(str(ctx.exception))
+        self.assertNoKey(repr(ctx.exception.args))
+        self.assertNotIn("\n", str(ctx.exception))
+        return ctx.exception
+
+    def tearDown(self):
+        self.assertNoKey(self.stderr.getvalue())
+
+
+class OpenAITests(LoopbackCase):
+    def test_request_shape_and_reply(self):
+        self.server.add(openai_ok())
+        reply = self.client(model="gpt-test", system_prompt="Be brief.", max_tokens=50)("What is 2+2?")
+        self.assertIsInstance(reply, str)
+        self.assertIsInstance(reply, my_client.Reply)
+        self.assertEqual(reply, "Hello!")
+        self.assertEqual(reply.usage, {"input_tokens": 12, "output_tokens": 3})
+        self.assertEqual(reply.model, "gpt-4o-mini-2024-07-18")
+        self.assertEqual(reply.finish_reason, "stop")
+        self.assertEqual(reply.attempts, 1)
+        (request,) = self.server.requests
+        self.assertEqual(request["path"], "/v1/chat/completions")
+        self.assertEqual(request["headers"]["authorization"], "Bearer " + KEY)
+        self.assertEqual(request["headers"]["content-type"], "application/json")
+        self.assertEqual(
+            request["json"],
+            {
+                "model": "gpt-test",
+                "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}],
+                "temperature": 0.0,
+                "max_tokens": 50,
+            },
+        )
+
+    def test_official_endpoint_uses_max_completion_tokens(self):
+        client = my_client.make_client("openai", max_tokens=10, env={})
+        url, headers, body = my_client.openai_request(client.settings, "hi", "k")
+        self.assertEqual(url, "https://api.openai.com/v1/chat/completions")
+        self.assertEqual(body["max_completion_tokens"], 10)
+        self.assertNotIn("max_tokens", body)
+        self.assertNotIn("system", json.dumps(body))
+
+    def test_temperature_none_omits_field(self):
+        self.server.add(openai_ok())
+        self.client(temperature=None)("hi")
+        self.assertNotIn("temperature", self.server.requests[0]["json"])
+
+    def test_429_with_retry_after_seconds(self):
+        self.server.add(
+            {"status": 429, "json": {"error": {"message": "Rate limit reached", "type": "requests"}}, "headers": {"Retry-After": "2"}},
+            openai_ok(),
+        )
+        reply = self.client()("hi")
+        self.assertEqual(reply.attempts, 2)
+        self.assertEqual(self.sleeps, [2.0])
+        self.assertEqual(len(self.server.requests), 2)
+
+    def test_429_without_retry_after_uses_jittered_backoff(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "slow down"}}}, openai_ok())
+        reply = self.client()("hi")
+        self.assertEqual(reply.attempts, 2)
+        self.assertEqual(self.sleeps, [0.5])  # rand 0.5 * min(20, 1 * 2**0)
+
+    def test_500_then_503_then_success(self):
+        self.server.add(
+            {"status": 500, "json": {"error": {"message": "server error"}}},
+            {"status": 503, "body": b"<html>Service Unavailable</html>"},
+            openai_ok("fine"),
+        )
+        reply = self.client()("hi")
+        self.assertEqual(reply, "fine")
+        self.assertEqual(reply.attempts, 3)
+        self.assertEqual(self.sleeps, [0.5, 1.0])
+
+    def test_gives_up_after_max_attempts(self):
+        self.server.add(*[{"status": 503, "json": {"error": {"message": "overloaded"}}}] * 3)
+        error = self.assertFails(self.client(max_attempts=3))
+        self.assertEqual(error.attempts, 3)
+        self.assertEqual(error.status, 503)
+        self.assertIn("openai: HTTP 503", str(error))
+        self.assertIn("overloaded", str(error))
+        self.assertIn("gave up after 3 attempts", str(error))
+        self.assertEqual(len(self.server.requests), 3)
+        self.assertEqual(len(self.sleeps), 2)
+
+    def test_retry_after_beyond_budget_fails_at_once(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "wait"}}, "headers": {"Retry-After": "120"}})
+        error = self.assertFails(self.client(max_retry_wait=30))
+        self.assertEqual(error.attempts, 1)
+        self.assertEqual(self.sleeps, [])
+        self.assertIn("retry after 120s", str(error))
+        self.assertIn("EVALS_MAX_RETRY_WAIT", str(error))
+
+    def test_backoff_never_sleeps_past_budget(self):
+        self.server.add(*[{"status": 500, "json": {"error": {"message": "boom"}}}] * 4)
+        error = self.assertFails(self.client(max_retry_wait=0.7, rand=lambda: 0.99))
+        self.assertLessEqual(sum(self.sleeps), 0.7 + 1e-9)
+        self.assertIn("retry budget", str(error))
+        self.assertEqual(error.attempts, len(self.server.requests))
+
+    def test_insufficient_quota_429_is_not_retried(self):
+        self.server.add(
+            {"status": 429, "json": {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}}
+        )
+        error = self.assertFails(self.client())
+        self.assertEqual(error.attempts, 1)
+        self.assertIn("exceeded your current quota", str(error))
+
+    def test_timeout_is_retried_then_succeeds(self):
+        self.server.add(dict(openai_ok(), delay=1.0), openai_ok("after timeout"))
+        reply = self.client(timeout=0.2)("hi")
+        self.assertEqual(reply, "after timeout")
+        self.assertEqual(reply.attempts, 2)
+
+    def test_timeout_every_time(self):
+        self.server.add(dict(openai_ok(), delay=0.6), dict(openai_ok(), delay=0.6))
+        error = self.assertFails(self.client(timeout=0.15, max_attempts=2))
+        self.assertIn("no response within 0.15s", str(error))
+        self.assertEqual(error.attempts, 2)
+        self.assertIsNone(error.status)
+
+    def test_connection_reset_is_retried(self):
+        self.server.add({"reset": True}, openai_ok("recovered"))
+        reply = self.client()("hi")
+        self.assertEqual(reply, "recovered")
+        self.assertEqual(reply.attempts, 2)
+
+    def test_connection_reset_every_time(self):
+        self.server.add({"reset": True}, {"reset": True})
+        error = self.assertFails(self.client(max_attempts=2))
+        self.assertEqual(error.attempts, 2)
+        self.assertTrue("reset" in str(error) or "closed the connection" in str(error), str(error))
+
+    def test_connection_refused_fails_fast(self):
+        client = self.client(base_url="http://127.0.0.1:%d/v1" % unused_port())
+        error = self.assertFails(client)
+        self.assertEqual(error.attempts, 1)
+        self.assertIn("connection refused", str(error))
+        self.assertEqual(self.sleeps, [])
+
+    def test_non_json_body(self):
+        self.server.add({"status": 200, "body": b"<html>proxy login</html>"})
+        error = self.assertFails(self.client())
+        self.assertIn("non-JSON body", str(error))
+        self.assertIn("proxy login", str(error))
+        self.assertEqual(error.attempts, 1)
+
+    def test_empty_choices(self):
+        self.server.add({"status": 200, "json": {"model": "m", "choices": []}})
+        error = self.assertFails(self.client())
+        self.assertIn("no choices", str(error))
+        self.assertEqual(error.attempts, 1)
+
+    def test_null_content(self):
+        response = openai_ok()
+        response["json"]["choices"][0]["message"]["content"] = None
+        response["json"]["choices"][0]["finish_reason"] = "tool_calls"
+        self.server.add(response)
+        self.assertIn("no text content", str(self.assertFails(self.client())))
+
+    def test_refusal(self):
+        response = openai_ok()
+        response["json"]["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
+        self.server.add(response)
+        error = self.assertFails(self.client())
+        self.assertIn("refused", str(error))
+        self.assertIn("I can't help with that.", str(error))
+
+    def test_finish_reason_length(self):
+        self.server.add(openai_ok("partial answ", finish="length"))
+        error = self.assertFails(self.client())
+        self.assertEqual(
+            str(error), "openai: answer truncated at max_tokens (finish_reason 'length'); raise EVALS_MAX_TOKENS"
+        )
+
+    def test_content_filter(self):
+        self.server.add(openai_ok("", finish="content_filter"))
+        self.assertIn("content filter", str(self.assertFails(self.client())))
+
+    def test_401_fails_fast_with_provider_message_and_no_key(self):
+        message = "Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys." % KEY
+        self.server.add(
+            {"status": 401, "json": {"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}}}
+        )
+        error = self.assertFails(self.client())
+        self.assertEqual(error.attempts, 1)
+        self.assertEqual(error.status, 401)
+        self.assertEqual(len(self.server.requests), 1)
+        self.assertEqual(self.sleeps, [])
+        self.assertIn("HTTP 401", str(error))
+        self.assertIn("invalid_api_key", str(error))
+        self.assertIn("Incorrect API key provided: [redacted]", str(error))
+
+    def test_404_bad_model(self):
+        self.server.add({"status": 404, "json": {"error": {"message": "The model `nope` does not exist", "code": "model_not_found"}}})
+        error = self.assertFails(self.client(model="nope"))
+        self.assertIn("does not exist", str(error))
+        self.assertEqual(error.attempts, 1)
+
+    def test_long_error_message_truncated(self):
+        self.server.add({"status": 400, "json": {"error": {"message": "x" * 5000}}})
+        error = self.assertFails(self.client())
+        self.assertLess(len(str(error)), 400)
+        self.assertTrue(str(error).endswith("..."))
+
+    def test_key_read_from_environment_at_call_time(self):
+        env = {}
+        client = self.client(api_key=None, env=env)
+        with self.assertRaises(my_client.ConfigError) as ctx:
+            client("hi")
+        self.assertIn("OPENAI_API_KEY", str(ctx.exception))
+        self.assertEqual(self.server.requests, [])
+        env["OPENAI_API_KEY"] = KEY
+        self.server.add(openai_ok())
+        self.assertEqual(client("hi"), "Hello!")
+        self.assertEqual(self.server.requests[0]["headers"]["authorization"], "Bearer " + KEY)
+
+
+class OllamaTests(LoopbackCase):
+    def test_no_key_no_authorization_header(self):
+        self.server.add(openai_ok("local"))
+        reply = self.client("ollama", api_key=None, model="llama3.2")("hi")
+        self.assertEqual(reply, "local")
+        request = self.server.requests[0]
+        self.assertNotIn("authorization", request["headers"])
+        self.assertEqual(request["path"], "/v1/chat/completions")
+        self.assertEqual(request["json"]["model"], "llama3.2")
+
+    def test_defaults(self):
+        client = my_client.make_client("ollama", env={})
+        self.assertEqual(client.settings.base_url, "http://localhost:11434/v1")
+        self.assertEqual(client.settings.model, "llama3.2")
+
+
+class AnthropicTests(LoopbackCase):
+    def test_request_shape_and_reply(self):
+        self.server.add(anthropic_ok())
+        reply = self.client("anthropic", model="claude-test", system_prompt="You are terse.")("Say hi")
+        self.assertEqual(reply, "Hi there")
+        self.assertEqual(reply.usage, {"input_tokens": 20, "output_tokens": 5})
+        self.assertEqual(reply.model, "claude-haiku-4-5-20251001")
+        self.assertEqual(reply.finish_reason, "end_turn")
+        self.assertEqual(reply.attempts, 1)
+        (request,) = self.server.requests
+        self.assertEqual(request["path"], "/v1/messages")
+        self.assertEqual(request["headers"]["x-api-key"], KEY)
+        self.assertEqual(request["headers"]["anthropic-version"], "2023-06-01")
+        self.assertNotIn("authorization", request["headers"])
+        self.assertEqual(
+            request["json"],
+            {
+                "model": "claude-test",
+                "max_tokens": 1024,
+                "messages": [{"role": "user", "content": "Say hi"}],
+                "system": "You are terse.",
+                "temperature": 0.0,
+            },
+        )
+
+    def test_529_overloaded_then_success(self):
+        self.server.add(
+            {"status": 529, "json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
+            anthropic_ok(),
+        )
+        reply = self.client("anthropic")("hi")
+        self.assertEqual(reply.attempts, 2)
+        self.assertEqual(len(self.sleeps), 1)
+
+    def test_refusal(self):
+        self.server.add(anthropic_ok("", stop="refusal"))
+        self.assertIn("stop_reason 'refusal'", str(self.assertFails(self.client("anthropic"))))
+
+    def test_max_tokens_truncation(self):
+        self.server.add(anthropic_ok("partial", stop="max_tokens"))
+        error = self.assertFails(self.client("anthropic", max_tokens=5))
+        self.assertIn("truncated", str(error))
+        self.assertIn("EVALS_MAX_TOKENS", str(error))
+        self.assertEqual(self.server.requests[0]["json"]["max_tokens"], 5)
+
+    def test_empty_content(self):
+        response = anthropic_ok()
+        response["json"]["content"] = []
+        self.server.add(response)
+        self.assertIn("no text content", str(self.assertFails(self.client("anthropic"))))
+
+    def test_401_error_body(self):
+        self.server.add(
+            {"status": 401, "json": {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}, "request_id": "req_1"}}
+        )
+        error = self.assertFails(self.client("anthropic"))
+        self.assertEqual(str(error), "anthropic: HTTP 401 (authentication_error) invalid x-api-key")
+        self.assertEqual(error.attempts, 1)
+
+
+class GeminiTests(LoopbackCase):
+    def test_request_shape_and_reply(self):
+        self.server.add(gemini_ok())
+        reply = self.client("gemini", model="gemini-test", system_prompt="Answer in French.", max_tokens=64)("Say hello")
+        self.assertEqual(reply, "Bonjour")  # the thought part is skipped
+        self.assertEqual(reply.usage, {"input_tokens": 7, "output_tokens": 12})
+        self.assertEqual(reply.model, "gemini-2.5-flash")
+        self.assertEqual(reply.finish_reason, "STOP")
+        (request,) = self.server.requests
+        self.assertEqual(request["path"], "/v1/models/gemini-test:generateContent")
+        self.assertEqual(request["headers"]["x-goog-api-key"], GEMINI_KEY)
+        self.assertNotIn(GEMINI_KEY, request["path"])
+        self.assertEqual(
+            request["json"],
+            {
+                "contents": [{"role": "user", "parts": [{"text": "Say hello"}]}],
+                "systemInstruction": {"parts": [{"text": "Answer in French."}]},
+                "generationConfig": {"temperature": 0.0, "maxOutputTokens": 64},
+            },
+        )
+
+    def test_google_api_key_accepted(self):
+        self.server.add(gemini_ok())
+        client = self.client("gemini", api_key=None, env={"GOOGLE_API_KEY": GEMINI_KEY})
+        self.assertEqual(client("hi"), "Bonjour")
+        self.assertEqual(self.server.requests[0]["headers"]["x-goog-api-key"], GEMINI_KEY)
+
+    def test_missing_key_names_both_variables(self):
+        with self.assertRaises(my_client.ConfigError) as ctx:
+            self.client("gemini", api_key=None, env={})("hi")
+        self.assertIn("GEMINI_API_KEY", str(ctx.exception))
+        self.assertIn("GOOGLE_API_KEY", str(ctx.exception))
+
+    def test_prompt_blocked(self):
+        self.server.add({"status": 200, "json": {"promptFeedback": {"blockReason": "SAFETY"}}})
+        self.assertIn("prompt blocked", str(self.assertFails(self.client("gemini"))))
+
+    def test_safety_finish(self):
+        self.server.add(gemini_ok("", finish="SAFETY"))
+        self.assertIn("finishReason 'SAFETY'", str(self.assertFails(self.client("gemini"))))
+
+    def test_max_tokens_truncation(self):
+        self.server.add(gemini_ok("part", finish="MAX_TOKENS"))
+        self.assertIn("truncated", str(self.assertFails(self.client("gemini"))))
+
+    def test_empty_candidates(self):
+        self.server.add({"status": 200, "json": {"candidates": []}})
+        self.assertIn("no candidates", str(self.assertFails(self.client("gemini"))))
+
+    def test_429_retry_info_in_body(self):
+        self.server.add(
+            {
+                "status": 429,
+                "json": {
+                    "error": {
+                        "code": 429,
+                        "message": "Resource has been exhausted",
+                        "status": "RESOURCE_EXHAUSTED",
+                        "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}],
+                    }
+                },
+            },
+            gemini_ok(),
+        )
+        reply = self.client("gemini")("hi")
+        self.assertEqual(reply.attempts, 2)
+        self.assertEqual(self.sleeps, [7.0])
+
+    def test_400_bad_key_error_body(self):
+        self.server.add(
+            {"status": 400, "json": {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT"}}}
+        )
+        error = self.assertFails(self.client("gemini"))
+        self.assertEqual(str(error), "gemini: HTTP 400 (INVALID_ARGUMENT) API key not valid. Please pass a valid API key.")
+        self.assertEqual(error.attempts, 1)
+
+
+class ConfigTests(unittest.TestCase):
+    def test_unknown_provider_lists_known(self):
+        with self.assertRaises(my_client.ConfigError) as ctx:
+            my_client.make_client(env={"EVALS_PROVIDER": "mistral"})
+        for name in my_client.PROVIDERS:
+            self.assertIn(name, str(ctx.exception))
+        self.assertIn("EVALS_PROVIDER", str(ctx.exception))
+
+    def test_bad_numbers_name_the_variable(self):
+        cases = {
+            "EVALS_TIMEOUT": "soon",
+            "EVALS_MAX_ATTEMPTS": "2.5",
+            "EVALS_MAX_TOKENS": "0",
+            "EVALS_TEMPERATURE": "hot",
+            "EVALS_MAX_RETRY_WAIT": "-1",
+        }
+        for name, value in cases.items():
+            with self.subTest(name=name):
+                with self.assertRaises(my_client.ConfigError) as ctx:
+                    my_client.make_client(env={"EVALS_PROVIDER": "openai", name: value})
+                self.assertIn(name, str(ctx.exception))
+                self.assertIn(value, str(ctx.exception))
+
+    def test_env_settings(self):
+        env = {
+            "EVALS_PROVIDER": "Anthropic",
+            "EVALS_MODEL": "claude-x",
+            "EVALS_BASE_URL": "http://127.0.0.1:9/v1/",
+            "EVALS_TIMEOUT": "2.5",
+            "EVALS_MAX_ATTEMPTS": "2",
+            "EVALS_MAX_RETRY_WAIT": "5",
+            "EVALS_TEMPERATURE": "0.3",
+            "EVALS_MAX_TOKENS": "99",
+            "EVALS_SYSTEM_PROMPT": "sys",
+        }
+        s = my_client.make_client(env=env).settings
+        self.assertEqual(
+            (s.provider, s.model, s.base_url, s.timeout, s.max_attempts, s.max_retry_wait, s.temperature, s.max_tokens, s.system_prompt),
+            ("anthropic", "claude-x", "http://127.0.0.1:9/v1", 2.5, 2, 5.0, 0.3, 99, "sys"),
+        )
+
+    def test_defaults(self):
+        s = my_client.make_client("openai", env={}).settings
+        self.assertEqual((s.timeout, s.max_attempts, s.max_retry_wait, s.temperature, s.max_tokens), (60.0, 4, 60.0, 0.0, None))
+        self.assertEqual(my_client.make_client("anthropic", env={}).settings.max_tokens, 1024)
+
+    def test_unknown_override(self):
+        with self.assertRaises(TypeError):
+            my_client.make_client("openai", modle="x")
+
+    def test_parse_retry_after(self):
+        self.assertEqual(my_client.parse_retry_after("3"), 3.0)
+        self.assertEqual(my_client.parse_retry_after(" 1.5 "), 1.5)
+        self.assertEqual(my_client.parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412480.0), 30.0)
+        self.assertEqual(my_client.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412500.0), 0.0)
+        self.assertIsNone(my_client.parse_retry_after("tomorrow-ish"))
+        self.assertIsNone(my_client.parse_retry_after(None))
+
+
+class AskWithProviderTests(LoopbackCase):
+    def test_ask_uses_environment(self):
+        self.server.add(openai_ok("via ask"))
+        env = {
+            "EVALS_PROVIDER": "openai",
+            "EVALS_BASE_URL": self.server.url + "/v1",
+            "EVALS_MODEL": "gpt-env",
+            "OPENAI_API_KEY": KEY,
+            "EVALS_MAX_ATTEMPTS": "1",
+        }
+        with mock.patch.dict(os.environ, env):
+            reply = my_client.ask("hello")
+        self.assertEqual(reply, "via ask")
+        request = self.server.requests[0]
+        self.assertEqual(request["json"]["model"], "gpt-env")
+        self.assertEqual(request["headers"]["authorization"], "Bearer " + KEY)
+
+
+# --------------------------------------------------------------------------
+# Replay
+# --------------------------------------------------------------------------
+
+
+def fake_evals_module():
+    """A stand-in for evals.py exposing current_case() backed by a context variable."""
+    module = types.ModuleType("evals")
+    var = contextvars.ContextVar("case", default=None)
+    module.current_case = var.get
+    module._case_var = var
+    return module
+
+
+class ReplayTests(unittest.TestCase):
+    RECORDS = [
+        {"id": "refund-1", "input": "I want a refund", "output": "Sure, refund issued."},
+        {"id": "greet", "input": "hello", "output": "Hi!"},
+        {"id": "dup-a", "input": "same prompt", "output": "A"},
+        {"id": "dup-b", "input": "same prompt", "output": "B"},
+    ] + [{"id": "case-%d" % i, "input": "prompt %d" % i, "output": "answer %d" % i} for i in range(8)]
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.path = self.write("recordings.jsonl", [json.dumps(r) for r in self.RECORDS])
+        self.stderr = io.StringIO()
+        redirect = contextlib.redirect_stderr(self.stderr)
+        redirect.__enter__()
+        self.addCleanup(redirect.__exit__, None, None, None)
+        # Control what "import evals" finds; restore afterwards.
+        saved = sys.modules.get("evals", "<absent>")
+
+        def restore():
+            if saved == "<absent>":
+                sys.modules.pop("evals", None)
+            else:
+                sys.modules["evals"] = saved
+
+        self.addCleanup(restore)
+
+    def write(self, name, lines):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        return path
+
+    def no_harness(self):
+        sys.modules["evals"] = None  # makes "import evals" raise ImportError
+
+    def with_harness(self):
+        module = fake_evals_module()
+        sys.modules["evals"] = module
+        return module
+
+    def test_hit_by_case_id(self):
+        harness = self.with_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        harness._case_var.set(types.SimpleNamespace(id="refund-1", input="I want a refund"))
+        reply = client("templated prompt that differs from the input")
+        self.assertEqual(reply, "Sure, refund issued.")
+        self.assertIsInstance(reply, my_client.Reply)
+        self.assertEqual((reply.usage, reply.model, reply.finish_reason, reply.attempts), (None, "replay", None, 0))
+
+    def test_case_id_disambiguates_shared_input(self):
+        harness = self.with_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        harness._case_var.set(types.SimpleNamespace(id="dup-b", input="same prompt"))
+        self.assertEqual(client("same prompt"), "B")
+
+    def test_fallback_by_input_without_harness(self):
+        self.no_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        self.assertEqual(client("hello"), "Hi!")
+
+    def test_fallback_by_input_when_no_current_case(self):
+        self.with_harness()  # current_case() returns None outside the runner
+        client = my_client.make_client("replay", recordings=self.path)
+        self.assertEqual(client("I want a refund"), "Sure, refund issued.")
+
+    def test_ambiguous_input_raises(self):
+        self.no_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        with self.assertRaises(LookupError) as ctx:
+            client("same prompt")
+        self.assertIn("ambiguous", str(ctx.exception))
+        self.assertIn("dup-a", str(ctx.exception))
+
+    def test_miss_names_case_and_file(self):
+        harness = self.with_harness()
+        cwd = os.getcwd()
+        os.chdir(self.dir)  # the default path is relative to the current directory
+        self.addCleanup(os.chdir, cwd)
+        client = my_client.make_client(env={})
+        harness._case_var.set(types.SimpleNamespace(id="refund-9", input="nothing recorded"))
+        with self.assertRaises(LookupError) as ctx:
+            client("nothing recorded")
+        self.assertEqual(
+            str(ctx.exception),
+            "no recorded output for case 'refund-9' in recordings.jsonl "
+            "(record one with: python evals.py --record recordings.jsonl)",
+        )
+
+    def test_miss_without_case_names_prompt(self):
+        self.no_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        with self.assertRaises(LookupError) as ctx:
+            client("never seen")
+        self.assertIn("prompt 'never seen'", str(ctx.exception))
+        self.assertIn(self.path, str(ctx.exception))
+
+    def test_malformed_file_names_line(self):
+        self.no_harness()
+        bad = self.write("bad.jsonl", [json.dumps(self.RECORDS[0]), "", "{not json", json.dumps(self.RECORDS[1])])
+        client = my_client.make_client("replay", recordings=bad)
+        with self.assertRaises(ValueError) as ctx:
+            client("hello")
+        self.assertIn("%s:3" % bad, str(ctx.exception))
+
+    def test_record_without_output_names_line(self):
+        self.no_harness()
+        bad = self.write("bad2.jsonl", [json.dumps({"id": "x", "input": "y"})])
+        with self.assertRaises(ValueError) as ctx:
+            my_client.make_client("replay", recordings=bad)("y")
+        self.assertIn("%s:1" % bad, str(ctx.exception))
+        self.assertIn("output", str(ctx.exception))
+
+    def test_missing_file(self):
+        self.no_harness()
+        missing = os.path.join(self.dir, "nope.jsonl")
+        with self.assertRaises(FileNotFoundError) as ctx:
+            my_client.make_client("replay", recordings=missing)("hello")
+        self.assertIn(missing, str(ctx.exception))
+        self.assertIn("--record", str(ctx.exception))
+
+    def test_notice_printed_once(self):
+        self.no_harness()
+        client = my_client.make_client(env={"EVALS_RECORDINGS": self.path})
+        for _ in range(3):
+            client("hello")
+        lines = self.stderr.getvalue().splitlines()
+        self.assertEqual(
+            lines,
+            [
+                "my_client: no provider configured (EVALS_PROVIDER unset); replaying recorded outputs from %s, "
+                "no model is called" % self.path
+            ],
+        )
+
+    def test_ask_defaults_to_replay_and_loads_once(self):
+        self.no_harness()
+        with mock.patch.dict(os.environ, {"EVALS_RECORDINGS": self.path}):
+            os.environ.pop("EVALS_PROVIDER", None)
+            self.assertEqual(my_client.ask("hello"), "Hi!")
+            self.assertEqual(my_client.ask("I want a refund"), "Sure, refund issued.")
+            client = my_client._env_client()
+        self.assertEqual(client.load_count, 1)
+        self.assertEqual(len(self.stderr.getvalue().splitlines()), 1)
+
+    def test_main_module_harness_is_used(self):
+        # "python evals.py" runs the harness as __main__, not as module "evals".
+        sys.modules.pop("evals", None)
+        harness = fake_evals_module()
+        harness._case_var.set(types.SimpleNamespace(id="greet", input="hello"))
+        with mock.patch.dict(sys.modules, {"__main__": harness}):
+            sys.modules.pop("evals", None)
+            client = my_client.make_client("replay", recordings=self.path)
+            self.assertEqual(client("a prompt matching nothing"), "Hi!")
+
+    def test_concurrent_calls_from_8_threads(self):
+        harness = self.with_harness()
+        client = my_client.make_client("replay", recordings=self.path)
+        barrier = threading.Barrier(8, timeout=10)
+        results = {}
+        errors = []
+
+        def run(i):
+            try:
+                harness._case_var.set(types.SimpleNamespace(id="case-%d" % i, input="prompt %d" % i))
+                barrier.wait()
+                for _ in range(20):
+                    results.setdefault(i, set()).add(str(client("templated %d" % i)))
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        self.assertEqual(errors, [])
+        self.assertEqual(results, {i: {"answer %d" % i} for i in range(8)})
+        self.assertEqual(client.load_count, 1)
+        self.assertEqual(len(self.stderr.getvalue().splitlines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
