@@ -222,27 +222,78 @@ _ABBREVIATIONS = frozenset(
 )
 
 
-def _split_sentences(text):
-    """Sentences of `text` (list of str): an approximation of nltk's punkt splitter.
+# Sentence boundaries the way nltk's pre-trained English punkt model decides them: a candidate
+# is ".", "?" or "!" followed by white space and another token, or by closing punctuation.
+_SENT_CANDIDATE = re.compile(r"""\S*[.?!](?=(?P<after>[?!)";}\]*:@'({\[]|\s+(?P<next>\S+)))""")
+_SENT_LAST_TOKEN = re.compile(r"""[^?!)";}\]*:@'({\[]*$""")
+_SENT_REALIGN = re.compile(r"""["')\]}]+?(?:\s+|(?=--)|$)""")
+_SENT_NUMBER = re.compile(r"-?[.,]?\d[\d,.\-]*\.?")
+_SENT_INITIAL = re.compile(r"[^\W\d]\.")
+_SENT_NOT_WORD_START = "(\"`{[:;&#*@)}]-,"
+# Capitalised words punkt takes as starting a sentence after an abbreviation or an initial.
+_SENT_STARTERS = frozenset(
+    "a an the this that these those it its he she they we i you there here in on at for with as "
+    "if but and or so also then however after before when while what why how where who my our "
+    "your his her their some many most all each one no not yes".split()
+)
 
-    A sentence ends at ".", "!" or "?" (with closing quotes or brackets) followed by white space,
-    except after a known abbreviation or a single initial; a blank line also ends a sentence.
+
+def _split_sentences(text):
+    """Sentences of `text` (list of str): an approximation of nltk's English punkt splitter.
+
+    "?" and "!" end a sentence; "." does too, except after a known abbreviation, an initial or
+    a number when the next word does not look like a sentence start (lower case, or a name).
+    A candidate needs white space and another token (or closing punctuation) after it, so
+    "3.5" and "example.com" are not boundaries; line breaks and blank lines alone never are
+    (punkt joins a heading without a period to the next sentence). Closing quotes and brackets
+    after a boundary stay with the sentence they close.
     """
+
+    def ends_here(word, following):
+        if word[-1] in "?!":
+            return True
+        token = _SENT_LAST_TOKEN.search(word).group()
+        if token in ("", "."):
+            return True
+        if re.search(r"\.\.+$", token):  # an ellipsis ends a sentence before a capital
+            return bool(following) and following[0].isupper()
+        if following is None:  # closing punctuation follows
+            return True
+        first = following[0]
+        lower = first.islower() and first not in _SENT_NOT_WORD_START
+        upper = first.isupper() and first not in _SENT_NOT_WORD_START
+        starter = re.sub(r"\W+$", "", following).lower() in _SENT_STARTERS
+        kind = token[:-1].lower()
+        if kind in _ABBREVIATIONS or kind.split("-")[-1] in _ABBREVIATIONS:
+            return upper and starter
+        if _SENT_INITIAL.fullmatch(token):
+            if lower or first in ";:,.!?":
+                return False
+            return starter if upper else True
+        if _SENT_NUMBER.fullmatch(token):
+            return not (lower or first in ";:,.!?")
+        return True
+
+    breaks = [0]
+    for match in _SENT_CANDIDATE.finditer(text):
+        if ends_here(match.group(), match.group("next")):
+            breaks.append(match.start("next") if match.group("next") else match.end())
+    end = len(text.rstrip())
     sentences = []
-    for block in re.split(r"\n\s*\n", text):
-        start = 0
-        for match in re.finditer(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s+|$)", block):
-            before = block[start:match.start()].split()
-            last = before[-1].lower().rstrip(".") if before else ""
-            if match.group().startswith(".") and (last in _ABBREVIATIONS or len(last) == 1):
-                continue
-            sentence = block[start:match.end()].strip()
-            if sentence:
-                sentences.append(sentence)
-            start = match.end()
-        rest = block[start:].strip()
-        if rest:
-            sentences.append(rest)
+    shift = 0
+    for index, start in enumerate(breaks):
+        start += shift
+        shift = 0
+        stop = end
+        if index + 1 < len(breaks):
+            stop = breaks[index + 1]
+            realign = _SENT_REALIGN.match(text, stop, end)
+            if realign:
+                shift = realign.end() - stop
+                stop += len(realign.group().rstrip())
+        sentence = text[start:stop].strip()
+        if sentence:
+            sentences.append(sentence)
     return sentences
 
 
@@ -252,13 +303,78 @@ def _paragraphs(text, separator=None):
     return [piece.strip() for piece in pieces if piece.strip()]
 
 
+# Latin- and Cyrillic-script languages: a short stop-word profile each, plus letters that point
+# at one language of the script.
+_LANG_STOPWORDS = {
+    "en": "the and of to in is that it for you with as on are this be was have not",
+    "de": "der die und das ist nicht ich sie es zu den mit ein eine auf für von sich auch",
+    "fr": "le la les et des est une un du pas que en pour dans qui sur au avec",
+    "es": "el la de que y los las en un una por con para es del se no como",
+    "pt": "o a de que e os as em um uma do da não para com é por se dos das",
+    "it": "il la di che e un una per non con del della sono è gli le si anche",
+    "nl": "de het een en van is dat niet ik op te zijn met voor er maar",
+    "fi": "ja on ei se että hän oli ovat mutta kuin tai myös tämä niin mitä voi",
+    "sv": "och att det som är en på för med inte av jag till har den",
+    "pl": "i w nie na że się z do to jest jak co ale po tak dla",
+    "vi": "và của là có không được cho những các một trong người với này",
+    "ru": "и в не на что с по это как для он из а то но мы вы они так",
+    "bg": "и на за да се е са от не с че в по ще това как като той тя",
+    "uk": "і в не на що з це як для він та але ми ви вони також",
+}
+_LANG_WORDS = {code: frozenset(words.split()) for code, words in _LANG_STOPWORDS.items()}
+_LANG_LETTERS = {
+    "vi": "ăâđêôơưạảấầẩẫậắằẳẵặẹẻẽếềểễệỉịọỏốồổỗộớờởỡợụủứừửữựỳỵỷỹ",
+    "de": "äöüß", "fi": "äö", "pt": "ãõç", "es": "ñ", "pl": "ąęłńśźż",
+    "ru": "ыэё", "uk": "іїєґ", "bg": "ъ",
+}
+_LANG_BY_SCRIPT = {
+    "Latn": ("en", "de", "fr", "es", "pt", "it", "nl", "fi", "sv", "pl", "vi"),
+    "Cyrl": ("ru", "bg", "uk"),
+}
+
+
 def _detect_language(text):
     """ISO 639-1 code of the main language of `text` (str), or "und" when it cannot tell.
 
-    A stdlib approximation of langdetect: the Unicode script of the letters decides for
-    scripts used by one language; otherwise a small stop-word profile.
+    A stdlib approximation of langdetect: the Unicode script with the most letters decides
+    for scripts used by one language (Devanagari: "hi", Kannada: "kn", ...); Latin and
+    Cyrillic text is scored against small stop-word profiles plus telltale letters
+    ("ư" for Vietnamese, "ъ" for Bulgarian, ...), case-insensitively.
     """
-    return _script_language(text) or "und"
+    counts = {"Latn": 0, "Cyrl": 0}
+    for char in text:
+        if not char.isalpha():
+            continue
+        code = ord(char)
+        if code < 0x250 or 0x1E00 <= code <= 0x1EFF:
+            counts["Latn"] += 1
+        elif 0x400 <= code <= 0x4FF:
+            counts["Cyrl"] += 1
+        else:
+            for low, high, language in _SCRIPT_RANGES:
+                if low <= code <= high:
+                    counts[language] = counts.get(language, 0) + 1
+                    break
+    script = max(counts, key=counts.get)
+    if not counts[script]:
+        return "und"
+    if script not in _LANG_BY_SCRIPT:
+        return "ja" if script == "zh" and counts.get("ja") else script
+    candidates = _LANG_BY_SCRIPT[script]
+    folded = text.casefold()
+    words = re.findall(r"[^\W\d_]+", folded)
+    scores = dict.fromkeys(candidates, 0.0)
+    for word in words:
+        for language in candidates:
+            if word in _LANG_WORDS[language]:
+                scores[language] += 1
+    # A telltale letter weighs about as much as a stop word at this text's word length.
+    per_letter = 5.0 * len(words) / counts[script]
+    for language in candidates:
+        hint = _LANG_LETTERS.get(language, "")
+        scores[language] += per_letter * sum(folded.count(char) for char in hint)
+    best = max(candidates, key=scores.get)
+    return best if scores[best] > 0 else "und"
 
 
 _SCRIPT_RANGES = (
