@@ -36,6 +36,7 @@ import datetime
 import difflib
 import hashlib
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -408,7 +409,7 @@ def _script_language(text):
     return None
 
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```")
+_FENCE = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.DOTALL)
 
 
 class _NotJson(ValueError):
@@ -1533,7 +1534,6 @@ def load_client(spec):
         sys.path.insert(0, os.getcwd())
     try:
         if module_name.endswith(".py"):
-            import importlib.util
             loaded = importlib.util.spec_from_file_location(
                 os.path.splitext(os.path.basename(module_name))[0], module_name)
             if loaded is None:
