@@ -132,10 +132,36 @@ class ImporterMappingTest(unittest.TestCase):
         self.assertFalse(_passes(pps, "Bye.\n\nP.S. one more"))
 
 
-def _fence_bug():
-    """True while evals' fenced-JSON parsing stops at the first line (examples/ifeval/NEEDS.md)."""
-    return not evals.run_check({"type": "json_valid", "allow_fence": True},
-                               '```json\n{\n  "a": 1\n}\n```').passed
+class StdlibStandInTest(unittest.TestCase):
+    """The punkt and langdetect stand-ins the five non-textual types rely on."""
+
+    def test_sentences_like_punkt(self):
+        split = evals._split_sentences
+        self.assertEqual(len(split("Mr. Smith went to Washington. He stayed 3.5 days.")), 2)
+        self.assertEqual(len(split('She asked "why?" and left. Then, e.g. at noon, he came.')), 3)
+        self.assertEqual(len(split("A heading\n\nwith no period, then text.")), 1)
+        self.assertEqual(len(split("Wait... What now?! Go.")), 3)
+        self.assertEqual(split("  "), [])
+
+    def test_languages_of_the_data(self):
+        samples = {
+            "en": "THE WEATHER IS NICE AND WE ARE GOING TO THE PARK",
+            "de": "Das ist nicht gut, und ich weiß es auch.",
+            "pt": "Isso não é para você, e o que é isso?",
+            "fi": "Tämä on hyvä ja se on myös totta.",
+            "vi": "Tôi không biết điều đó là gì.",
+            "ru": "Это очень хорошо, и мы это знаем.",
+            "bg": "Това е много добре и ние го знаем, че ще дойде.",
+            "hi": "भारत एक विशाल देश है।",
+            "bn": "আমি বাংলায় গান গাই।",
+            "gu": "હું ગુજરાતી બોલું છું.",
+            "pa": "ਮੈਂ ਪੰਜਾਬੀ ਬੋਲਦਾ ਹਾਂ।",
+            "kn": "ನಾನು ಕನ್ನಡ ಮಾತನಾಡುತ್ತೇನೆ.",
+        }
+        for code, text in samples.items():
+            with self.subTest(code):
+                self.assertEqual(evals._detect_language(text), code)
+        self.assertEqual(evals._detect_language("12345 !!"), "und")
 
 
 class AgreementTest(unittest.TestCase):
@@ -152,8 +178,6 @@ class AgreementTest(unittest.TestCase):
         self.assertEqual(len(self.result["per_type"]), 25)
 
     def test_thresholds(self):
-        if _fence_bug():
-            self.skipTest("evals.py _FENCE needs re.DOTALL; see examples/ifeval/NEEDS.md")
         self.assertEqual(agreement.passes_thresholds(self.result), [],
                          agreement.format_report(self.result, verbose=True))
 

@@ -206,6 +206,12 @@ def _quotation(kw):
     return {"type": "regex", "pattern": r'\A\s*".*"\s*\Z', "flags": "s"}
 
 
+# Instructions whose mapping leaves part of the reference's rule out, and what.
+PARTIAL = {
+    "change_case:english_capital": "the response is not checked to be in English",
+    "change_case:english_lowercase": "the response is not checked to be in English",
+}
+
 MAPPERS = {
     "punctuation:no_comma": _no_comma,
     "detectable_format:number_highlighted_sections": _highlighted_sections,
@@ -351,6 +357,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.recordings:
             write_jsonl(args.recordings, recordings)
             print("wrote %d recordings to %s" % (len(recordings), args.recordings), file=sys.stderr)
+    partial = {}
+    for row in input_rows:
+        for instruction_id in row["instruction_id_list"]:
+            if instruction_id in PARTIAL:
+                partial[instruction_id] = partial.get(instruction_id, 0) + 1
+    for instruction_id, count in sorted(partial.items()):
+        print("note: %d x %s imported in part: %s"
+              % (count, instruction_id, PARTIAL[instruction_id]), file=sys.stderr)
     if problems:
         print("NOT IMPORTED (%d instruction(s) cannot be expressed; their prompts were left out):"
               % len(problems), file=sys.stderr)
