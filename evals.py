@@ -435,6 +435,8 @@ def _parse_json(output, allow_fence=False):
         return json.loads(text, parse_constant=_reject_constant), None
     except _NotJson as exc:
         return None, f"not valid JSON: {exc}"
+    except RecursionError:
+        return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:
         hint = ""
         if not allow_fence and _FENCE.fullmatch(output.strip()):
@@ -623,7 +625,9 @@ def check_regex(output, pattern, flags="", min_matches=1, max_matches=None):
             return CheckResult(True, f"matched {_quote(match.group())}")
         return CheckResult(False, f"no match for /{pattern}/{flags}")
     count = sum(1 for _ in compiled.finditer(output))
-    return _bound_result(count, f"match of /{pattern}/{flags}", min_matches, max_matches)
+    result = _bound_result(count, "match", min_matches, max_matches)
+    measured = f"{count} {'match' if count == 1 else 'matches'} of /{pattern}/{flags}"
+    return CheckResult(result.passed, measured + result.reason[len(_plural(count, "match")):])
 
 
 @register("phrase_count", phrase=Param("text", required=True), **_BOUNDS,
@@ -631,7 +635,9 @@ def check_regex(output, pattern, flags="", min_matches=1, max_matches=None):
 def check_phrase_count(output, phrase, min=None, max=None, ignore_case=True, whole_word=True):
     """`phrase` occurs between min and max times (whole words, case-insensitive by default)."""
     count = _count_phrase(output, phrase, ignore_case, whole_word)
-    return _bound_result(count, f"occurrence of {_quote(phrase)}", min, max)
+    result = _bound_result(count, "occurrence", min, max)
+    measured = f"{_plural(count, 'occurrence')} of {_quote(phrase)}"
+    return CheckResult(result.passed, measured + result.reason[len(_plural(count, "occurrence")):])
 
 
 @register("max_words", n=Param("count", required=True))
@@ -742,7 +748,9 @@ def check_json_keys(output, keys, exact=False, allow_fence=False):
     if problem:
         return CheckResult(False, problem)
     if not isinstance(value, dict):
-        return CheckResult(False, f"JSON is an {_json_type(value)}, expected an object")
+        kind = _json_type(value)
+        kind = {"array": "an array", "null": "null"}.get(kind, f"a {kind}")
+        return CheckResult(False, f"JSON is {kind}, expected an object")
     missing = [k for k in keys if k not in value]
     if missing:
         return CheckResult(False, f"missing keys: {_quote_all(missing)}")
@@ -794,7 +802,7 @@ def _json_equal(a, b):
 def _is_schema_type(value, name):
     actual = _json_type(value)
     if name == "integer":
-        return actual == "number" and float(value).is_integer()
+        return actual == "number" and (isinstance(value, int) or value.is_integer())
     return actual == name
 
 
@@ -969,7 +977,7 @@ def validate_check(check):
     spec = CHECKS.get(kind)
     if spec is None:
         close = difflib.get_close_matches(kind, CHECKS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = f"; did you mean {close[0]!r}?" if close else "."
         return [f"unknown check type {kind!r}{hint} Known types: {', '.join(sorted(CHECKS))}"]
     params = {**_COMMON_PARAMS, **spec.params}
     problems = []
@@ -980,6 +988,8 @@ def validate_check(check):
             allowed = ", ".join(params) or "none"
             problems.append(f"{kind}: unknown parameter {key!r} (allowed: {allowed})")
             continue
+        if params[key].kind == "pattern" and "flags" in check:
+            continue  # compiled below together with its flags ("x" allows # comments)
         problem = _param_problem(params[key], value)
         if problem:
             problems.append(f"{kind}: parameter {key!r} {problem}")
