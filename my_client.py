@@ -896,7 +896,7 @@ class ReplayClient:
             by_id = {}  # type: Dict[str, Dict[str, Any]]
             anonymous = []  # type: List[Dict[str, Any]]
             try:
-                handle = open(self.path, encoding="utf-8")
+                handle = open(self.path, encoding="utf-8-sig")
             except FileNotFoundError:
                 raise FileNotFoundError(
                     "recordings file %s not found (record one with: python evals.py --record %s, "

@@ -305,6 +305,46 @@ class OpenAITests(LoopbackCase):
         self.assertLess(len(str(error)), 400)
         self.assertTrue(str(error).endswith("..."))
 
+    def test_retry_after_ms_header(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "slow"}}, "headers": {"retry-after-ms": "250"}}, openai_ok())
+        self.assertEqual(self.client()("hi").attempts, 2)
+        self.assertEqual(self.sleeps, [0.25])
+
+    def test_retry_after_http_date(self):
+        import email.utils
+        import time
+
+        when = email.utils.formatdate(time.time() + 3600, usegmt=True)  # an hour away: beyond the budget
+        self.server.add({"status": 503, "json": {"error": {"message": "maintenance"}}, "headers": {"Retry-After": when}})
+        error = self.assertFails(self.client())
+        self.assertIn("server asked to retry after", str(error))
+        self.assertEqual(error.attempts, 1)
+
+    def test_key_echoed_in_retried_errors_is_scrubbed(self):
+        self.server.add(*[{"status": 500, "body": ("upstream said key=%s" % KEY).encode()}] * 2)
+        error = self.assertFails(self.client(max_attempts=2))
+        self.assertIn("non-JSON body: upstream said key=[redacted]", str(error))
+
+    def test_concurrent_calls_from_8_threads(self):
+        self.server.add(*[openai_ok("same")] * 8)
+        client = self.client()
+        results, errors = [], []
+
+        def run():
+            try:
+                results.append(client("hi"))
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        self.assertEqual(errors, [])
+        self.assertEqual(results, ["same"] * 8)
+        self.assertEqual(len(self.server.requests), 8)
+
     def test_key_read_from_environment_at_call_time(self):
         env = {}
         client = self.client(api_key=None, env=env)
@@ -546,6 +586,13 @@ class AskWithProviderTests(LoopbackCase):
         request = self.server.requests[0]
         self.assertEqual(request["json"]["model"], "gpt-env")
         self.assertEqual(request["headers"]["authorization"], "Bearer " + KEY)
+
+
+    def test_ask_unknown_provider(self):
+        with mock.patch.dict(os.environ, {"EVALS_PROVIDER": "gpt"}):
+            with self.assertRaises(my_client.ConfigError) as ctx:
+                my_client.ask("hello")
+        self.assertIn("openai, anthropic, gemini, ollama", str(ctx.exception))
 
 
 # --------------------------------------------------------------------------
