@@ -37,9 +37,10 @@ call and are never printed, logged or put into an exception message):
                         Defaults: ``https://api.openai.com/v1``,
                         ``https://api.anthropic.com/v1``,
                         ``https://generativelanguage.googleapis.com/v1beta``,
-                        ``http://localhost:11434/v1``.  For a keyless
-                        OpenAI-compatible server use ``EVALS_PROVIDER=ollama``
-                        with ``EVALS_BASE_URL``.
+                        ``http://localhost:11434/v1``.  An OpenAI-compatible
+                        server that needs a key: ``EVALS_PROVIDER=openai``
+                        with its key in ``OPENAI_API_KEY``; a keyless one:
+                        ``EVALS_PROVIDER=ollama`` with ``EVALS_BASE_URL``.
 ``OPENAI_API_KEY``      key for ``openai`` (sent as ``Authorization: Bearer``).
 ``ANTHROPIC_API_KEY``   key for ``anthropic`` (sent as ``x-api-key``).
 ``GEMINI_API_KEY``      key for ``gemini`` (``GOOGLE_API_KEY`` also accepted;

@@ -587,7 +587,6 @@ class AskWithProviderTests(LoopbackCase):
         self.assertEqual(request["json"]["model"], "gpt-env")
         self.assertEqual(request["headers"]["authorization"], "Bearer " + KEY)
 
-
     def test_ask_unknown_provider(self):
         with mock.patch.dict(os.environ, {"EVALS_PROVIDER": "gpt"}):
             with self.assertRaises(my_client.ConfigError) as ctx:
