@@ -382,9 +382,8 @@ def _classify_network_error(reason: Any, timeout: float) -> _Network:
         return _Network("server closed the connection without answering", True)
     if isinstance(reason, (ConnectionError, http.client.HTTPException)):
         return _Network("connection reset (%s)" % type(reason).__name__, True)
-    if isinstance(reason, OSError):
-        return _Network("network error (%s)" % (reason.strerror or type(reason).__name__), False)
-    return _Network("network error (%s)" % reason, False)
+    # TLS failures (certificate, handshake) and the rest: not retried.
+    return _Network("network error (%s: %s)" % (type(reason).__name__, _truncate(str(reason), 200)), False)
 
 
 def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
