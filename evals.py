@@ -127,9 +127,12 @@ class Case:
 class CaseResult:
     """The outcome of one case.
 
-    status: "pass", "fail" or "error". checks: list of dicts {"type", "passed", "reason"} (empty
-    for an error). output: the model's text, None for an error. error: "Type: message" for an
-    error, else None. latency_s: seconds spent in the call (None when no call was made).
+    status: "pass", "fail", "review" (a judge was unsure; not passed) or "error". checks: list
+    of dicts {"type", "passed", "reason"} (empty for an error). output: the model's text, None
+    for an error. error: "Type: message" for an error, else None. latency_s: seconds spent in
+    the call (None when no call was made). usage: {"input_tokens", "output_tokens"} or None;
+    model: the model that answered, if the adapter said; cost_usd: estimated dollars or None.
+    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed.
     """
 
     id: str
@@ -139,6 +142,10 @@ class CaseResult:
     error: object = None
     latency_s: object = None
     usage: object = None
+    model: object = None
+    cost_usd: object = None
+    attempts: object = None
+    flaky: bool = False
 
     @property
     def reasons(self):
@@ -161,8 +168,8 @@ class RunResult:
 
     @property
     def counts(self):
-        """{"total", "pass", "fail", "error"} as integers."""
-        counts = {"total": len(self.results), "pass": 0, "fail": 0, "error": 0}
+        """{"total", "pass", "fail", "review", "error"} as integers."""
+        counts = {"total": len(self.results), "pass": 0, "fail": 0, "review": 0, "error": 0}
         for result in self.results:
             counts[result.status] += 1
         return counts
@@ -384,29 +391,6 @@ _SCRIPT_RANGES = (
     (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "ar"), (0x0370, 0x03FF, "el"),
     (0x3040, 0x30FF, "ja"), (0xAC00, 0xD7AF, "ko"), (0x4E00, 0x9FFF, "zh"),
 )
-
-
-def _script_language(text):
-    counts = {}
-    latin = 0
-    for char in text:
-        if not char.isalpha():
-            continue
-        code = ord(char)
-        if code < 0x250:
-            latin += 1
-            continue
-        for low, high, language in _SCRIPT_RANGES:
-            if low <= code <= high:
-                counts[language] = counts.get(language, 0) + 1
-                break
-    if counts and max(counts.values()) > latin:
-        if "ja" in counts and "zh" in counts:
-            return "ja"
-        return max(counts, key=counts.get)
-    if latin:
-        return "en"
-    return None
 
 
 _FENCE = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.DOTALL)
@@ -1033,8 +1017,11 @@ def run_check(check, output):
     return result
 
 
-def evaluate(case, output):
-    """Score every check of `case` on `output`: (status "pass" or "fail", list of check dicts)."""
+def evaluate(case, output, judge=None):
+    """Score every check of `case` on `output`: (status "pass" or "fail", list of check dicts).
+
+    judge: the callable for `judge` checks (see the Judge section), or None.
+    """
     checks = []
     for check in case.checks:
         result = run_check(check, output)
@@ -1160,6 +1147,128 @@ def _describe_error(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+# Estimated list prices in US dollars per million tokens: (input, output). They change; check
+# your provider's pricing page and extend or override them with --prices FILE
+# ({"model-name": [input, output]}). A model name matches its longest listed prefix, so
+# "gpt-4o-mini-2024-07-18" is priced as "gpt-4o-mini". Local models cost nothing.
+PRICES = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+    "claude-opus-4-1": (15.00, 75.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "replay": (0.0, 0.0),
+}
+
+
+def call_cost(model, usage, prices=None):
+    """Estimated cost in US dollars of one call (float), or None when it cannot be priced.
+
+    model: the model name the adapter reported; usage: {"input_tokens", "output_tokens"}.
+    prices: {model prefix: (input, output) dollars per million tokens}, default PRICES.
+    """
+    table = PRICES if prices is None else prices
+    if not model or not isinstance(usage, dict):
+        return None
+    matches = [name for name in table if model == name or model.startswith(name + "-")]
+    if not matches:
+        return None
+    price_in, price_out = table[max(matches, key=len)]
+    tokens_in = usage.get("input_tokens") or 0
+    tokens_out = usage.get("output_tokens") or 0
+    return (tokens_in * price_in + tokens_out * price_out) / 1_000_000
+
+
+class BudgetExceeded(Exception):
+    """The next call could take the run past its budget; the case is an error, not a call."""
+
+
+class Budget:
+    """A spending limit in US dollars shared by all calls of a run (thread-safe).
+
+    Before a call, `reserve()` estimates it as the most expensive call seen so far and raises
+    BudgetExceeded if spent + in-flight estimates + that would pass the limit; until one call
+    has been priced, calls go one at a time so the first price is known before the next starts.
+    """
+
+    def __init__(self, limit_usd, prices=None):
+        self.limit = limit_usd
+        self.prices = prices
+        self.spent = 0.0
+        self._reserved = 0.0
+        self._in_flight = 0
+        self._largest = None
+        self._changed = threading.Condition()
+
+    def reserve(self):
+        with self._changed:
+            while self._in_flight and self._largest is None:
+                self._changed.wait()
+            estimate = self._largest or 0.0
+            if self.spent + self._reserved + estimate > self.limit:
+                raise BudgetExceeded(
+                    f"budget ${self.limit:.4f} would be exceeded: ${self.spent:.4f} spent, "
+                    f"the next call is estimated at ${estimate:.4f}; not called")
+            self._reserved += estimate
+            self._in_flight += 1
+            return estimate
+
+    def settle(self, estimate, cost):
+        with self._changed:
+            self._reserved -= estimate
+            self._in_flight -= 1
+            if cost is not None:
+                self.spent += cost
+                self._largest = max(self._largest or 0.0, cost)
+            self._changed.notify_all()
+
+
+class RateLimiter:
+    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
+
+    def __init__(self, per_second):
+        self.interval = 1.0 / per_second
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def wait(self):
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """How cases are run.
+
+    concurrency: calls in flight (threads). timeout: seconds per call, or None. repeat: calls
+    per case; min_pass: passing calls a case needs (default: a majority of repeat, e.g. 2 of 3).
+    rate_limit: calls started per second, or None. budget: a Budget, or None. prices: the price
+    table for cost estimates (default PRICES). judge: the callable for `judge` checks, or None.
+    """
+
+    concurrency: int = 1
+    timeout: object = None
+    repeat: int = 1
+    min_pass: object = None
+    rate_limit: object = None
+    budget: object = None
+    prices: object = None
+    judge: object = None
+
+    @property
+    def needed(self):
+        return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
+
+
 def _call_with_timeout(call_model, case, timeout):
     box = {}
 
@@ -1187,47 +1296,105 @@ def _call_with_timeout(call_model, case, timeout):
     return box["output"]
 
 
-def run_case(case, call_model, timeout=None):
-    """Call `call_model(case.input)` and score the output; returns a CaseResult.
-
-    timeout: seconds (float) or None. Anything raised (except KeyboardInterrupt), a timeout, or
-    a return value that is not a str is an `error` with the reason, and no check is scored.
-    A str subclass is accepted; its `usage` attribute (a dict of token counts), if any, is kept.
-    """
-    started = time.perf_counter()
+def _attempt(case, call_model, options, limiter):
+    """One call and its scoring, as a CaseResult."""
+    estimate = options.budget.reserve() if options.budget else 0.0
+    cost = None
     try:
-        output = _call_with_timeout(call_model, case, timeout)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        return CaseResult(case.id, "error", error=_describe_error(exc),
-                          latency_s=round(time.perf_counter() - started, 6))
-    latency = round(time.perf_counter() - started, 6)
-    if not isinstance(output, str):
-        return CaseResult(case.id, "error", latency_s=latency,
-                          error=f"call_model returned {type(output).__name__}, expected str")
-    status, checks = evaluate(case, output)
-    usage = getattr(output, "usage", None)
-    return CaseResult(case.id, status, output=str(output), checks=checks, latency_s=latency,
-                      usage=usage if isinstance(usage, dict) else None)
+        if limiter:
+            limiter.wait()
+        started = time.perf_counter()
+        try:
+            output = _call_with_timeout(call_model, case, options.timeout)
+        except Exception as exc:
+            return CaseResult(case.id, "error", error=_describe_error(exc),
+                              latency_s=round(time.perf_counter() - started, 6))
+        latency = round(time.perf_counter() - started, 6)
+        if not isinstance(output, str):
+            return CaseResult(case.id, "error", latency_s=latency,
+                              error=f"call_model returned {type(output).__name__}, expected str")
+        usage = getattr(output, "usage", None)
+        usage = usage if isinstance(usage, dict) else None
+        model = getattr(output, "model", None)
+        model = model if isinstance(model, str) else None
+        cost = call_cost(model, usage, options.prices)
+        status, checks = evaluate(case, str(output), options.judge)
+        error = next((c["reason"] for c in checks if c.get("error")), None)
+        return CaseResult(case.id, status, output=str(output), checks=checks, error=error,
+                          latency_s=latency, usage=usage, model=model, cost_usd=cost)
+    finally:
+        if options.budget:
+            options.budget.settle(estimate, cost)
 
 
-def run_cases(cases, call_model, concurrency=1, timeout=None, on_result=None):
+def _combine_attempts(case, attempts, needed):
+    """The case's verdict from repeated calls: pass with `needed` passes, else fail, or error
+    when the errored calls could have made up the difference. Flaky when verdicts differ."""
+    passes = sum(1 for a in attempts if a.status == "pass")
+    errors = sum(1 for a in attempts if a.status == "error")
+    if passes >= needed:
+        status = "pass"
+    elif passes + errors >= needed:
+        status = "error"
+    elif any(a.status == "review" for a in attempts):
+        status = "review"
+    else:
+        status = "fail"
+    shown = next((a for a in attempts if a.status == status), attempts[0])
+    costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    usage = None
+    if any(a.usage for a in attempts):
+        usage = {key: sum((a.usage or {}).get(key) or 0 for a in attempts)
+                 for key in ("input_tokens", "output_tokens")}
+    return dataclasses.replace(
+        shown, status=status, usage=usage, cost_usd=sum(costs) if costs else None,
+        attempts=[{"status": a.status, "output": a.output, "error": a.error,
+                   "latency_s": a.latency_s, "reasons": a.reasons if a.status != "pass" else []}
+                  for a in attempts],
+        flaky=len({a.status for a in attempts}) > 1,
+        error=shown.error if status == "error" else None,
+    )
+
+
+def run_case(case, call_model, options=None, limiter=None):
+    """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
+
+    Anything the call raises (except KeyboardInterrupt), a timeout, or a return value that is
+    not a str is an `error` with the reason, and no check is scored. A str subclass is
+    accepted; its `usage` ({"input_tokens", "output_tokens"}) and `model` attributes are kept
+    and priced with options.prices.
+    """
+    options = options or RunOptions()
+    attempts = []
+    for _ in range(options.repeat):
+        try:
+            attempts.append(_attempt(case, call_model, options, limiter))
+        except BudgetExceeded as exc:
+            attempts.append(CaseResult(case.id, "error", error=_describe_error(exc)))
+            break
+    if options.repeat == 1:
+        return attempts[0]
+    return _combine_attempts(case, attempts, options.needed)
+
+
+def run_cases(cases, call_model, options=None, on_result=None):
     """Run every case; returns the list of CaseResult in the order of `cases`.
 
-    concurrency: number of calls in flight (threads). timeout: seconds per call or None.
+    options: RunOptions (concurrency, timeout, repeat, rate limit, budget, judge).
     on_result(result) is called as each case finishes (for progress output).
     Raises Interrupted (holding the finished results, in order) on KeyboardInterrupt.
     """
+    options = options or RunOptions()
+    limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     results = [None] * len(cases)
 
     def finished():
         return [r for r in results if r is not None]
 
-    if concurrency <= 1:
+    if options.concurrency <= 1:
         try:
             for index, case in enumerate(cases):
-                results[index] = run_case(case, call_model, timeout)
+                results[index] = run_case(case, call_model, options, limiter)
                 if on_result:
                     on_result(results[index])
         except KeyboardInterrupt:
@@ -1246,12 +1413,12 @@ def run_cases(cases, call_model, concurrency=1, timeout=None, on_result=None):
             except queue.Empty:
                 return
             try:
-                done.put((index, run_case(cases[index], call_model, timeout)))
+                done.put((index, run_case(cases[index], call_model, options, limiter)))
             except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
                 done.put((index, CaseResult(cases[index].id, "error", error=_describe_error(exc))))
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
-    for number in range(min(concurrency, len(cases))):
+    for number in range(min(options.concurrency, len(cases))):
         threading.Thread(target=worker, name=f"evals-worker-{number}", daemon=True).start()
     try:
         for _ in range(len(cases)):
@@ -1268,6 +1435,18 @@ def run_cases(cases, call_model, concurrency=1, timeout=None, on_result=None):
         stop.set()
         raise Interrupted(finished()) from None
     return results
+
+
+def latency_percentiles(results):
+    """{"p50", "p90", "p99", "max"} latency in seconds over calls that answered (nearest-rank
+    percentiles), or {} when no call answered."""
+    values = sorted(r.latency_s for r in results if r.status != "error" and r.latency_s is not None)
+    if not values:
+        return {}
+    pick = {name: values[max(0, math.ceil(q * len(values)) - 1)]
+            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))}
+    pick["max"] = values[-1]
+    return pick
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1331,7 +1510,7 @@ def load_baseline(path):
 class Diff:
     """The comparison of a run with its baseline: lists of case ids per category.
 
-    regressed: passed in the baseline, fails now. fixed: did not pass before (or last run),
+    regressed: passed in the baseline, fails (or needs review) now. fixed: did not pass before (or last run),
     passes now. still_failing: failed before and now. passing: passed before and now.
     new: not in the baseline. errored: errored now (baseline entry kept). removed: in the
     baseline, no longer in the case file.
@@ -1360,7 +1539,7 @@ def diff_runs(baseline, results, all_case_ids=None):
             diff.errored.append(result.id)
         elif before is None or before.get("baseline") is None:
             diff.new.append(result.id)
-        elif result.status == "fail":
+        elif result.status in ("fail", "review"):
             (diff.regressed if before["baseline"] == "pass" else diff.still_failing).append(result.id)
         elif before["baseline"] == "pass" and before.get("status") != "fail":
             diff.passing.append(result.id)
@@ -1379,40 +1558,56 @@ def _git_commit(directory):
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def make_record(run, baseline, diff, accept=False, include_outputs=True, all_case_ids=None):
-    """The run record to save as the next baseline (a JSON-ready dict).
+def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=True,
+                all_case_ids=None, options=None):
+    """The run record to save as the next baseline (a JSON-ready dict; keys in the README).
 
-    Each case entry has `status` (this run) and `baseline` (what the next run compares with):
-    a regression keeps baseline "pass" until `accept` is true, so it is reported on every run;
-    an errored case keeps its previous baseline; cases not run this time keep their entries.
-    With include_outputs false no output text is written.
+    Each case entry has `status` (this run), `change` (its Diff category) and `baseline` (what
+    the next run compares with): a regression keeps baseline "pass" until `accept` is true, so
+    it is reported on every run; an errored case keeps its previous baseline; cases in the case
+    file that were not run this time (a filtered or sharded run) keep their entries with change
+    "not_run". cases: the Case objects (for input, description, tags). With include_outputs
+    false no output text is written.
     """
-    regressed = set(diff.regressed)
+    change = {case_id: name for name, ids in dataclasses.asdict(diff).items()
+              for case_id in ids}
+    by_id = {case.id: case for case in cases or ()}
     entries = []
     for result in run.results:
         before = baseline.get(result.id) or {}
         if result.status == "error":
             kept = before.get("baseline")
-        elif result.id in regressed and not accept:
+        elif change.get(result.id) == "regressed" and not accept:
             kept = "pass"
         else:
             kept = result.status
+        case = by_id.get(result.id)
         entry = {"id": result.id, "status": result.status, "baseline": kept,
-                 "latency_s": result.latency_s, "checks": result.checks}
-        if result.error is not None:
-            entry["error"] = result.error
-        if result.usage:
-            entry["usage"] = result.usage
+                 "change": change.get(result.id, "new")}
+        if case is not None:
+            entry.update(input=case.input, description=case.description, tags=list(case.tags))
+        entry.update(latency_s=result.latency_s, checks=result.checks)
+        optional = {"error": result.error, "usage": result.usage, "model": result.model,
+                    "cost_usd": result.cost_usd, "attempts": result.attempts,
+                    "flaky": result.flaky or None}
+        entry.update((k, v) for k, v in optional.items() if v is not None)
         if include_outputs and result.output is not None:
             entry["output"] = result.output
+        if not include_outputs and entry.get("attempts"):
+            entry["attempts"] = [{k: v for k, v in a.items() if k != "output"}
+                                 for a in entry["attempts"]]
         entries.append(entry)
     ran = {r.id for r in run.results}
     known = set(all_case_ids) if all_case_ids is not None else ran
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
             carried = {k: v for k, v in before.items() if include_outputs or k != "output"}
+            carried["change"] = "not_run"
             entries.append(carried)
     counts = run.counts
+    usages = [r.usage for r in run.results if r.usage]
+    costs = [r.cost_usd for r in run.results if r.cost_usd is not None]
+    options = options or RunOptions()
     return {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
@@ -1425,13 +1620,80 @@ def make_record(run, baseline, diff, accept=False, include_outputs=True, all_cas
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
         "outputs_included": include_outputs,
         "accepted": accept,
-        "summary": {
-            "total": counts["total"], "passed": counts["pass"], "failed": counts["fail"],
-            "errored": counts["error"], "pass_rate": run.pass_rate,
-            **{k: len(v) for k, v in dataclasses.asdict(diff).items()},
-        },
+        "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
+                    "repeat": options.repeat, "min_pass": options.needed},
+        "summary": _summary(counts, run.pass_rate, baseline.pass_rate, diff, run.results,
+                            usages, costs),
+        "removed": list(diff.removed),
         "cases": entries,
     }
+
+
+def _summary(counts, pass_rate, previous_rate, diff, results, usages, costs):
+    summary = {
+        "total": counts["total"], "passed": counts["pass"], "failed": counts["fail"],
+        "review": counts["review"], "errored": counts["error"], "pass_rate": pass_rate,
+        "previous_pass_rate": previous_rate,
+    }
+    summary.update((k, len(v)) for k, v in dataclasses.asdict(diff).items())
+    summary["flaky"] = [r.id for r in results if r.flaky]
+    summary["latency_s"] = latency_percentiles(results)
+    summary["tokens"] = {
+        "input": sum(u.get("input_tokens") or 0 for u in usages),
+        "output": sum(u.get("output_tokens") or 0 for u in usages),
+    } if usages else None
+    summary["cost_usd"] = round(sum(costs), 6) if costs else None
+    return summary
+
+
+def _record_results(record):
+    """CaseResults rebuilt from a record's entries that were run (change != "not_run")."""
+    fields = {f.name for f in dataclasses.fields(CaseResult)}
+    return [CaseResult(**{k: v for k, v in entry.items() if k in fields})
+            for entry in record["cases"] if entry.get("change") != "not_run"]
+
+
+def merge_records(records, case_ids):
+    """Combine shard run records (dicts) into one record, in the order of `case_ids`.
+
+    Each case must have been run by exactly one record; raises EvalsError naming the case
+    otherwise, so a lost or doubled shard cannot pass unnoticed. Summary counts are recomputed;
+    provenance is taken from the first record, with the earliest start and latest finish.
+    """
+    ran, carried = {}, {}
+    for number, record in enumerate(records, 1):
+        if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
+            raise EvalsError(f"record {number} is not an evals run record")
+        for entry in record["cases"]:
+            if entry.get("change") == "not_run":
+                carried.setdefault(entry["id"], entry)
+            elif entry["id"] in ran:
+                raise EvalsError(f"case {entry['id']!r} was run by more than one shard")
+            else:
+                ran[entry["id"]] = entry
+    missing = [case_id for case_id in case_ids if case_id not in ran and case_id not in carried]
+    if missing:
+        raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
+    entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
+    merged = dict(records[0])
+    merged["started_at"] = min(r["started_at"] for r in records)
+    merged["finished_at"] = max(r["finished_at"] for r in records)
+    merged["cases"] = entries
+    merged["removed"] = sorted({i for r in records for i in r.get("removed", [])})
+    merged["accepted"] = any(r.get("accepted") for r in records)
+    results = _record_results(merged)
+    diff = Diff(removed=merged["removed"])
+    for entry in entries:
+        if entry.get("change") not in (None, "not_run"):
+            getattr(diff, entry["change"]).append(entry["id"])
+    counts = {"total": len(results), "pass": 0, "fail": 0, "review": 0, "error": 0}
+    for result in results:
+        counts[result.status] += 1
+    rate = counts["pass"] / len(results) if results else None
+    merged["summary"] = _summary(counts, rate, records[0]["summary"].get("previous_pass_rate"),
+                                 diff, results, [r.usage for r in results if r.usage],
+                                 [r.cost_usd for r in results if r.cost_usd is not None])
+    return merged
 
 
 def write_json_atomic(path, data):
@@ -1475,6 +1737,140 @@ def write_jsonl_atomic(path, rows):
         except OSError:
             pass
         raise
+
+
+# ---- history: every run appended to a local SQLite database ---------------------------------
+
+_HISTORY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT, finished_at TEXT, client TEXT,
+    git_commit TEXT, case_file_sha256 TEXT, total INTEGER, passed INTEGER, pass_rate REAL,
+    regressed INTEGER);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL REFERENCES runs(id), case_id TEXT NOT NULL, status TEXT NOT NULL,
+    reasons TEXT, latency_s REAL, PRIMARY KEY (run_id, case_id));
+CREATE INDEX IF NOT EXISTS results_by_case ON results(case_id, run_id);
+"""
+
+
+def _history_connect(path):
+    import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
+
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    # timeout: concurrent runs wait for each other's write instead of failing.
+    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.executescript(_HISTORY_SCHEMA)
+    return connection
+
+
+def history_append(path, record):
+    """Append a run record's verdicts to the SQLite history at `path`; returns the run's id.
+
+    One transaction per run (BEGIN IMMEDIATE), so concurrent runs serialise their writes and a
+    reader never sees half a run.
+    """
+    connection = _history_connect(path)
+    try:
+        summary = record["summary"]
+        connection.execute("BEGIN IMMEDIATE")
+        cursor = connection.execute(
+            "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256, "
+            "total, passed, pass_rate, regressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (record["started_at"], record["finished_at"], record["client"], record["git_commit"],
+             record["case_file"]["sha256"], summary["total"], summary["passed"],
+             summary["pass_rate"], summary["regressed"]))
+        run_id = cursor.lastrowid
+        connection.executemany(
+            "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(run_id, r.id, r.status, "\n".join(r.reasons) if r.status != "pass" else "",
+              r.latency_s) for r in _record_results(record)])
+        connection.execute("COMMIT")
+        return run_id
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    finally:
+        connection.close()
+
+
+def history_flaky(path, case_ids, window=10):
+    """Cases whose verdict flipped at least twice over their last `window` runs (list of ids)."""
+    connection = _history_connect(path)
+    try:
+        flaky = []
+        for case_id in case_ids:
+            rows = connection.execute(
+                "SELECT status FROM results WHERE case_id = ? ORDER BY run_id DESC LIMIT ?",
+                (case_id, window)).fetchall()
+            statuses = [row[0] for row in rows if row[0] != "error"]
+            if sum(1 for a, b in zip(statuses, statuses[1:]) if a != b) >= 2:
+                flaky.append(case_id)
+        return flaky
+    finally:
+        connection.close()
+
+
+def history_rows(path, case_id=None, limit=20):
+    """Recent history, newest first: per run (no case_id) or one case's verdicts over time.
+
+    Returns a list of dicts: runs {"run", "started_at", "git_commit", "passed", "total",
+    "pass_rate", "regressed"}; a case {"run", "started_at", "git_commit", "status", "reasons",
+    "latency_s"}.
+    """
+    connection = _history_connect(path)
+    try:
+        if case_id is None:
+            cursor = connection.execute(
+                "SELECT id, started_at, git_commit, passed, total, pass_rate, regressed FROM runs "
+                "ORDER BY id DESC LIMIT ?", (limit,))
+            names = ("run", "started_at", "git_commit", "passed", "total", "pass_rate", "regressed")
+        else:
+            cursor = connection.execute(
+                "SELECT runs.id, started_at, git_commit, status, reasons, latency_s FROM results "
+                "JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
+                "ORDER BY runs.id DESC LIMIT ?", (case_id, limit))
+            names = ("run", "started_at", "git_commit", "status", "reasons", "latency_s")
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+# ---- selection: tags, ids, what failed last time, shards ------------------------------------
+
+def shard_of(case_id, count):
+    """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
+    not change when cases are reordered, added or removed elsewhere in the file."""
+    digest = hashlib.sha256(case_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
+    """The cases to run, in file order.
+
+    tags: keep cases with any of these tags. ids: keep cases whose id matches any of these
+    shell-style patterns ("refund-*"). failed_in: a Baseline; keep cases whose last status
+    there was not "pass". shard: (index, count) with 1 <= index <= count.
+    """
+    import fnmatch
+
+    selected = []
+    for case in cases:
+        if tags and not set(tags) & set(case.tags):
+            continue
+        if ids and not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in ids):
+            continue
+        if failed_in is not None:
+            before = failed_in.get(case.id)
+            if before is not None and before.get("status") == "pass":
+                continue
+        if shard is not None and shard_of(case.id, shard[1]) != shard[0] - 1:
+            continue
+        selected.append(case)
+    return selected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1570,33 +1966,63 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def format_summary(run, diff, previous_rate=None, results_by_id=None):
-    """The human summary printed after a run (str): pass rate, counts, then every regression,
-    error and failure with its reasons, regressions first."""
-    counts = run.counts
-    by_id = results_by_id or {r.id: r for r in run.results}
-    previous = f", previous {_percent(previous_rate)}" if previous_rate is not None else ""
+def _entry_reasons(entry):
+    if entry["status"] == "error":
+        return [entry.get("error") or "error"]
+    return [f"{c['type']}: {c['reason']}" for c in entry.get("checks", []) if not c["passed"]]
+
+
+_SUMMARY_SECTIONS = (
+    ("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
+    ("still_failing", "STILL FAILING"), ("fixed", "FIXED"),
+)
+
+
+def format_summary(record, quiet=False):
+    """The human summary of a run record (str): pass rate against the previous one, counts,
+    then each regression, error, new failure, known failure and fix with its reasons.
+
+    quiet: only the count lines and the regressions.
+    """
+    summary = record["summary"]
+    previous = summary.get("previous_pass_rate")
     lines = [
-        f"pass rate {_percent(run.pass_rate)} ({counts['pass']}/{counts['total']}){previous}",
-        f"{len(diff.regressed)} regressed, {len(diff.fixed)} fixed, "
-        f"{len(diff.still_failing)} still failing, {len(diff.new)} new, "
-        f"{len(diff.errored)} errored, {len(diff.removed)} removed",
+        f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+        + (f", previous {_percent(previous)}" if previous is not None else ""),
+        f"{summary['regressed']} regressed, {summary['fixed']} fixed, "
+        f"{summary['still_failing']} still failing, {summary['new']} new, "
+        f"{summary['errored']} errored, {summary['removed']} removed"
+        + (f", {summary['review']} need review" if summary.get("review") else ""),
     ]
-    sections = (
-        ("REGRESSED", diff.regressed),
-        ("ERROR", diff.errored),
-        ("NEW FAIL", [i for i in diff.new if by_id[i].status == "fail"]),
-        ("STILL FAILING", diff.still_failing),
-        ("FIXED", diff.fixed),
-    )
-    for label, ids in sections:
-        for case_id in ids:
-            result = by_id[case_id]
-            lines.append(f"{label}: {case_id}")
-            if result.status != "pass":
-                lines.extend(f"    {reason}" for reason in result.reasons)
-    if diff.removed:
-        lines.append("removed from the case file: " + ", ".join(diff.removed))
+    extras = []
+    latency = summary.get("latency_s") or {}
+    if latency and not quiet:
+        extras.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
+                      f"max {latency['max']:.3f} s")
+    if summary.get("tokens"):
+        tokens = summary["tokens"]
+        cost = summary.get("cost_usd")
+        extras.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
+                      + (f", estimated cost ${cost:.4f}" if cost is not None else
+                         ", cost unknown (model not in the price table; see --prices)"))
+    lines.extend(extras)
+    if summary.get("flaky"):
+        lines.append("flaky (repeats disagreed): " + ", ".join(summary["flaky"]))
+    if summary.get("flaky_history"):
+        lines.append("flaky (flipped across recent runs): " + ", ".join(summary["flaky_history"]))
+    by_change = {}
+    for entry in record["cases"]:
+        by_change.setdefault(entry.get("change"), []).append(entry)
+    for change, label in _SUMMARY_SECTIONS[:1] if quiet else _SUMMARY_SECTIONS:
+        for entry in by_change.get(change, []):
+            if change == "new" and entry["status"] == "pass":
+                continue
+            status = " (needs review)" if entry["status"] == "review" else ""
+            lines.append(f"{label}: {entry['id']}{status}")
+            if change != "fixed":
+                lines.extend(f"    {reason}" for reason in _entry_reasons(entry))
+    if record.get("removed") and not quiet:
+        lines.append("removed from the case file: " + ", ".join(record["removed"]))
     return "\n".join(lines) + "\n"
 
 
@@ -1605,6 +2031,13 @@ def format_summary(run, diff, previous_rate=None, results_by_id=None):
 # ---------------------------------------------------------------------------------------------
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_EXIT_CODES = (
+    "exit codes: 0 nothing regressed; 1 a case that passed in the baseline fails or needs review "
+    "now (with --strict: any case does not pass); 2 invalid case file, baseline, option or "
+    "client, or any case errored (2 wins over 1: the run is incomplete); 130 interrupted by "
+    "Ctrl-C or SIGTERM, nothing written."
+)
 
 
 def _check_table():
@@ -1624,50 +2057,118 @@ def _check_table():
     return "\n".join(lines) + "\n"
 
 
-def _parser():
+def _at_least_one(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _above_zero(text):
+    value = float(text)
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
+def _shard(text):
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _run_parser():
     parser = argparse.ArgumentParser(
         prog="evals.py",
-        description="Run a JSONL file of cases through a model, score deterministic checks, "
-                    "and compare with the previous run to catch regressions.",
-        epilog="exit codes: 0 nothing regressed; 1 a case that passed in the baseline fails now "
-               "(with --strict: any case fails); 2 invalid case file, baseline, option or client, "
-               "or any case errored (errors win over regressions: the run is incomplete); "
-               "130 interrupted, nothing written.\n"
-               "The default client my_client:ask replays recordings.jsonl offline until a "
-               "provider is configured (see my_client.py).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a JSONL file of cases through a model, score deterministic checks, and "
+                    "compare with the previous run (the baseline) to catch regressions.\n\n"
+                    "other commands (each has --help):\n"
+                    "  evals.py merge RECORD...     combine shard run records into one\n"
+                    "  evals.py history [CASE_ID]   verdicts over time from the local history\n"
+                    "  evals.py add --id ID ...     append a validated case to the case file\n"
+                    "  evals.py check CASE_ID       score one output (stdin) against one case\n"
+                    "  evals.py report RECORD       write reports for a saved run record",
+        epilog=_EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl "
+               "offline until a provider is configured (see my_client.py).",
     )
     parser.add_argument("--version", action="version", version=f"evals {__version__}")
-    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+    inputs = parser.add_argument_group("cases and baseline")
+    inputs.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
                         help=f"case file, JSONL (default: {DEFAULT_CASES})")
-    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
+    inputs.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
                         help=f"previous run record to compare with and to update "
                              f"(default: {DEFAULT_BASELINE})")
-    parser.add_argument("--client", default=None, metavar="MODULE:FUNCTION",
-                        help=f"callable str -> str that answers each input "
-                             f"(default: {DEFAULT_CLIENT}, or $EVALS_CLIENT)")
-    parser.add_argument("--rescore", metavar="FILE",
-                        help="score recorded outputs (recordings JSONL or a run record) "
-                             "instead of calling a model; no client is imported")
-    parser.add_argument("--record", metavar="FILE",
-                        help="also save this run's outputs as recordings JSONL (replayable)")
-    parser.add_argument("--accept", action="store_true",
+    inputs.add_argument("--accept", action="store_true",
                         help="take this run's verdicts as the new baseline, regressions included")
-    parser.add_argument("--no-save", action="store_true",
+    inputs.add_argument("--no-save", action="store_true",
                         help="compare with the baseline but do not update it")
-    parser.add_argument("--omit-outputs", action="store_true",
-                        help="leave model output text out of every file written")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when any case fails, not only on regressions")
-    parser.add_argument("-j", "--concurrency", type=int, default=1, metavar="N",
-                        help="calls in flight at once (default: 1)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="per-call time limit; a slower call is an error (default: none)")
-    parser.add_argument("--validate", action="store_true",
+    inputs.add_argument("--out", metavar="FILE",
+                        help="write the run record here instead of updating the baseline "
+                             "(default with --shard: run-shard-K-of-N.json)")
+    inputs.add_argument("--validate", action="store_true",
                         help="only validate the case file, call nothing")
-    parser.add_argument("--list-checks", action="store_true",
+    inputs.add_argument("--list-checks", action="store_true",
                         help="print the check types and their parameters")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the summary lines and regressions")
+    select = parser.add_argument_group("selection")
+    select.add_argument("--tag", action="append", default=[], metavar="TAG",
+                        help="run only cases with this tag (repeatable: any of them)")
+    select.add_argument("--id", action="append", default=[], metavar="PATTERN",
+                        help="run only cases whose id matches, e.g. 'refund-*' (repeatable)")
+    select.add_argument("--failed", action="store_true",
+                        help="run only cases that did not pass in the baseline's last run")
+    select.add_argument("--shard", type=_shard, metavar="K/N",
+                        help="run shard K of N (split by a hash of the case id); combine the "
+                             "shards' records with `evals.py merge`")
+    model = parser.add_argument_group("model calls")
+    model.add_argument("--client", default=None, metavar="MODULE:FUNCTION",
+                       help=f"callable str -> str that answers each input "
+                            f"(default: $EVALS_CLIENT or {DEFAULT_CLIENT})")
+    model.add_argument("--rescore", metavar="FILE",
+                       help="score recorded outputs (recordings JSONL or a run record) instead "
+                            "of calling a model; no client is imported")
+    model.add_argument("--record", metavar="FILE",
+                       help="also save this run's outputs as recordings JSONL (replayable)")
+    model.add_argument("-j", "--concurrency", type=_at_least_one, default=1, metavar="N",
+                       help="calls in flight at once (default: 1)")
+    model.add_argument("--timeout", type=_above_zero, default=None, metavar="SECONDS",
+                       help="per-call time limit; a slower call is an error (default: none)")
+    model.add_argument("--rate-limit", type=_above_zero, default=None, metavar="PER_SECOND",
+                       help="start at most this many calls per second")
+    model.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
+                       help="call each case N times; see --min-pass (default: 1)")
+    model.add_argument("--min-pass", type=_at_least_one, default=None, metavar="K",
+                       help="passing calls a repeated case needs (default: a majority, 2 of 3)")
+    model.add_argument("--budget", type=_above_zero, default=None, metavar="USD",
+                       help="stop calling before the estimated cost would pass this many dollars;"
+                            " cases not called are errors")
+    model.add_argument("--prices", metavar="FILE",
+                       help='JSON {"model": [input, output]} in dollars per million tokens, '
+                            "added to the built-in table")
+    model.add_argument("--judge", metavar="MODULE:FUNCTION",
+                       help="callable str -> str that answers the prompts of `judge` checks")
+    model.add_argument("--no-judge", action="store_true",
+                       help="skip `judge` checks (said in the summary); deterministic checks run")
+    output = parser.add_argument_group("output")
+    output.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the count lines and regressions; no progress line")
+    output.add_argument("--strict", action="store_true",
+                        help="exit 1 when any case does not pass, not only on regressions")
+    output.add_argument("--omit-outputs", action="store_true",
+                        help="leave model output text out of every file written")
+    output.add_argument("--json", metavar="FILE", help="write the run record (JSON) here too")
+    output.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    output.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    output.add_argument("--html", metavar="FILE",
+                        help="write a self-contained HTML report of the diff with the baseline")
+    output.add_argument("--github", action="store_true",
+                        help="print GitHub Actions annotations for regressions and append the "
+                             "Markdown report to $GITHUB_STEP_SUMMARY")
+    output.add_argument("--history", metavar="FILE", default=None,
+                        help="SQLite history to append to (default: .evals/history.sqlite "
+                             "beside the baseline)")
+    output.add_argument("--no-history", action="store_true", help="do not append to the history")
     return parser
 
 
@@ -1679,86 +2180,250 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _parse(parser, argv, stdout, stderr):
+    """parse_args with --help and usage errors on the given streams; None after --help/errors."""
+    import contextlib
+
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            return parser.parse_args(argv), None
+        except SystemExit as exc:
+            return None, EXIT_OK if exc.code == 0 else EXIT_INVALID
+
+
 def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
+    argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
+    command (merge, history, add, check, report) runs it, anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _COMMANDS:
+        parser_factory, command = _COMMANDS[argv[0]]
+        argv = argv[1:]
+    else:
+        parser_factory, command = _run_parser, _run_command
+    args, code = _parse(parser_factory(), argv, stdout, stderr)
+    if args is None:
+        return code
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_OK if exc.code == 0 else EXIT_INVALID
-    if args.list_checks:
-        stdout.write(_check_table())
-        return EXIT_OK
-    if args.concurrency < 1 or (args.timeout is not None and args.timeout <= 0):
-        stderr.write("evals: --concurrency must be 1 or more and --timeout above 0\n")
+        return command(args, stdout, stderr)
+    except CaseFileError as exc:
+        stderr.write(f"{exc}\nevals: {len(exc.problems)} problem(s) in the case file; "
+                     "no model was called\n")
         return EXIT_INVALID
-    try:
-        return _run_command(args, stdout, stderr)
     except EvalsError as exc:
-        stderr.write(f"evals: {exc}\n" if not isinstance(exc, CaseFileError) else f"{exc}\n")
-        if isinstance(exc, CaseFileError):
-            stderr.write(f"evals: {len(exc.problems)} problem(s) in the case file; "
-                         "no model was called\n")
+        stderr.write(f"evals: {exc}\n")
         return EXIT_INVALID
+
+
+def _exit_code(summary, strict=False, accepted=False):
+    if summary["errored"]:
+        return EXIT_INVALID
+    if summary["regressed"] and not accepted:
+        return EXIT_REGRESSION
+    if strict and summary["passed"] < summary["total"]:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+class _Progress:
+    """A one-line progress counter on stderr, only when stderr is a terminal."""
+
+    def __init__(self, stream, total, enabled):
+        self.stream, self.total, self.done = stream, total, 0
+        self.counts = {"pass": 0, "fail": 0, "review": 0, "error": 0}
+        isatty = getattr(stream, "isatty", lambda: False)
+        self.enabled = enabled and isatty() and not os.environ.get("NO_COLOR")
+
+    def __call__(self, result):
+        self.done += 1
+        self.counts[result.status] += 1
+        if self.enabled:
+            self.stream.write(f"\r{self.done}/{self.total} cases: {self.counts['fail']} failed, "
+                              f"{self.counts['error']} errors ")
+            self.stream.flush()
+
+    def close(self):
+        if self.enabled and self.done:
+            self.stream.write("\r" + " " * 60 + "\r")
+            self.stream.flush()
+
+
+def _load_prices(path):
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
+    prices = dict(PRICES)
+    for model, pair in (data.items() if isinstance(data, dict) else ()):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0
+                        for p in pair)):
+            raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
+                             "million tokens")
+        prices[model] = tuple(pair)
+    if not isinstance(data, dict):
+        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
+    return prices
+
+
+def _history_path(args):
+    return args.history or os.path.join(os.path.dirname(os.path.abspath(args.baseline)),
+                                        ".evals", "history.sqlite")
 
 
 def _run_command(args, stdout, stderr):
+    if args.list_checks:
+        stdout.write(_check_table())
+        return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
         stdout.write(f"{args.cases}: {len(cases)} cases, all valid\n")
         return EXIT_OK
     baseline = load_baseline(args.baseline)
+    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
+                            args.shard)
+    if not selected:
+        raise EvalsError("no case matches the selection (--tag, --id, --failed, --shard)")
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    prices = _load_prices(args.prices)
+    judge = _judge_for(args, selected)
     if args.rescore:
         outputs = load_outputs(args.rescore)
         call_model, client_name = replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
     else:
         client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = load_client(client_name)
+    options = RunOptions(
+        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
+        min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices, judge=judge,
+        budget=Budget(args.budget, prices) if args.budget else None)
+    if not args.quiet:
+        scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
+        stdout.write(f"evals {__version__}: {scope} cases from {args.cases}, client {client_name}"
+                     + (f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1
+                        else "") + "\n")
+        stdout.flush()
+    progress = _Progress(stderr, len(selected), not args.quiet)
     started = _now()
     previous_handler = None
     if threading.current_thread() is threading.main_thread():
         previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        results = run_cases(cases, call_model, args.concurrency, args.timeout)
+        results = run_cases(selected, call_model, options, on_result=progress)
     except Interrupted as stop:
+        progress.close()
         partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
-        partial_diff = diff_runs(baseline, stop.results, [c.id for c in cases])
-        stdout.write(format_summary(partial, partial_diff))
-        stderr.write(f"evals: interrupted after {len(stop.results)} of {len(cases)} cases; "
+        diff = diff_runs(baseline, stop.results, [c.id for c in cases])
+        record = make_record(partial, baseline, diff, selected, options=options)
+        stdout.write(format_summary(record, args.quiet))
+        stderr.write(f"evals: interrupted after {len(stop.results)} of {len(selected)} cases; "
                      "nothing was written\n")
         return EXIT_INTERRUPTED
     finally:
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+    progress.close()
     run = RunResult(results, started, _now(), client_name, args.cases, digest)
     all_ids = [c.id for c in cases]
     diff = diff_runs(baseline, results, all_ids)
-    stdout.write(format_summary(run, diff, baseline.pass_rate))
+    record = make_record(run, baseline, diff, cases, args.accept, not args.omit_outputs, all_ids,
+                         options)
+    if not args.no_history:
+        history = _history_path(args)
+        history_append(history, record)
+        record["summary"]["flaky_history"] = history_flaky(history, [r.id for r in results])
+    stdout.write(format_summary(record, args.quiet))
+    if args.no_judge and any(c["type"] == "judge" for case in selected for c in case.checks):
+        stdout.write("judge checks skipped (--no-judge): their cases were scored on "
+                     "deterministic checks only\n")
     if args.record:
         _save_recordings(args.record, cases, results, stderr)
-    if not args.no_save:
-        record = make_record(run, baseline, diff, args.accept, not args.omit_outputs, all_ids)
+    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
+                       else None)
+    if out:
+        write_json_atomic(out, record)
+        stderr.write(f"evals: run record written to {out}\n")
+    elif not args.no_save:
         write_json_atomic(args.baseline, record)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
-    if diff.errored:
-        return EXIT_INVALID
-    if diff.regressed and not args.accept:
-        return EXIT_REGRESSION
-    if args.strict and run.counts["fail"]:
-        return EXIT_REGRESSION
-    return EXIT_OK
+    _write_reports(args, record, baseline.entries, stdout)
+    return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _judge_for(args, cases):
+    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
+    if args.no_judge:
+        return NO_JUDGE
+    if args.judge:
+        return load_client(args.judge)
+    needs = [case for case in cases if any(c["type"] == "judge" for c in case.checks)]
+    if needs:
+        first = needs[0]
+        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
+                         f"judge is configured ({len(needs)} case(s)); pass --judge "
+                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
+    return None
+
+
+NO_JUDGE = object()
+
+
+def _write_reports(args, record, previous, stdout):
+    if not args.omit_outputs:
+        shown_previous = previous
+    else:
+        shown_previous = {k: {f: v for f, v in e.items() if f != "output"}
+                          for k, e in previous.items()}
+    writers = (
+        (args.json, lambda: json.dumps(record, ensure_ascii=False, indent=1) + "\n"),
+        (args.junit, lambda: render_junit(record)),
+        (args.markdown, lambda: render_markdown(record, shown_previous)),
+        (args.html, lambda: render_html(record, shown_previous)),
+    )
+    for path, render in writers:
+        if path:
+            _write_text_atomic(path, render())
+    if args.github:
+        annotations = github_annotations(record)
+        if annotations:
+            stdout.write(annotations if annotations.endswith("\n") else annotations + "\n")
+        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_path:
+            with open(summary_path, "a", encoding="utf-8") as handle:
+                handle.write(render_markdown(record, shown_previous) + "\n")
+
+
+def _write_text_atomic(path, text):
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, newline="\n",
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                         delete=False)
+    try:
+        with handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
 
 
 def _save_recordings(path, cases, results, stderr):
-    existing = {}
-    if os.path.exists(path):
-        existing = load_outputs(path)
+    existing = load_outputs(path) if os.path.exists(path) else {}
     inputs = {c.id: c.input for c in cases}
     for result in results:
         if result.status != "error":
@@ -1766,6 +2431,274 @@ def _save_recordings(path, cases, results, stderr):
     rows = [{"id": i, "input": inputs.get(i, ""), "output": o} for i, o in existing.items()]
     write_jsonl_atomic(path, rows)
     stderr.write(f"evals: recorded {len(rows)} outputs in {path}\n")
+
+
+# ---- other commands -------------------------------------------------------------------------
+
+def _merge_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py merge",
+        description="Combine the run records of shards (evals.py --shard K/N) into one record "
+                    "and one diff, as if the suite had run in one job. Every case of the case "
+                    "file must have been run by exactly one shard.",
+        epilog=_EXIT_CODES)
+    parser.add_argument("records", nargs="+", metavar="RECORD", help="shard run records (JSON)")
+    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+                        help=f"the case file the shards ran (default: {DEFAULT_CASES})")
+    parser.add_argument("--out", default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when any case does not pass")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print less")
+    return parser
+
+
+def _merge_command(args, stdout, stderr):
+    cases, _ = load_cases(args.cases)
+    records = []
+    for path in args.records:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                records.append(json.load(handle))
+        except (OSError, ValueError) as exc:
+            raise EvalsError(f"{path}: cannot read the run record: {exc}") from None
+    merged = merge_records(records, [c.id for c in cases])
+    write_json_atomic(args.out, merged)
+    stdout.write(f"merged {len(records)} records into {args.out}\n")
+    stdout.write(format_summary(merged, args.quiet))
+    return _exit_code(merged["summary"], args.strict, merged.get("accepted"))
+
+
+def _history_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py history",
+        description="Show recent runs from the local SQLite history, or one case's verdicts "
+                    "over time (newest first).")
+    parser.add_argument("case_id", nargs="?", metavar="CASE_ID")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
+                        help="the history lives in .evals/history.sqlite beside this file")
+    parser.add_argument("--history", metavar="FILE", help="the SQLite history file")
+    parser.add_argument("--limit", type=_at_least_one, default=20, metavar="N",
+                        help="rows to show (default: 20)")
+    return parser
+
+
+def _history_command(args, stdout, stderr):
+    path = _history_path(args)
+    if not os.path.exists(path):
+        raise EvalsError(f"{path}: no history yet (it is written by every run)")
+    rows = history_rows(path, args.case_id, args.limit)
+    if args.case_id and not rows:
+        raise EvalsError(f"no history for case {args.case_id!r}")
+    for row in rows:
+        commit = (row["git_commit"] or "-")[:10]
+        if args.case_id:
+            reasons = (row["reasons"] or "").replace("\n", "; ")
+            stdout.write(f"run {row['run']:>5}  {row['started_at']}  {commit:<10}  "
+                         f"{row['status']:<6}  {reasons}\n")
+        else:
+            stdout.write(f"run {row['run']:>5}  {row['started_at']}  {commit:<10}  "
+                         f"{row['passed']}/{row['total']} passed ({_percent(row['pass_rate'])}), "
+                         f"{row['regressed']} regressed\n")
+    return EXIT_OK
+
+
+def _add_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py add",
+        description="Append a validated case to the case file (atomically; an existing id is "
+                    "refused). Turn a bad answer into a case: --from-run ID takes the input of "
+                    "that case from the last run and shows how the new checks score its output.",
+        epilog="example: evals.py add --id refund-approval-2 --from-run refund-over-100 "
+               "--contains-any 'manager approval' --not-contains 'instant refund'")
+    parser.add_argument("--id", required=True, help="the new case's id (unique)")
+    parser.add_argument("--input", help="the prompt")
+    parser.add_argument("--from-run", metavar="CASE_ID",
+                        help="take the input (and the output, to score) from this case in the "
+                             "baseline record")
+    parser.add_argument("--output", metavar="TEXT",
+                        help="an output to score the new checks on (the bad answer)")
+    parser.add_argument("--check", action="append", default=[], metavar="JSON",
+                        help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' '
+                             "(repeatable)")
+    parser.add_argument("--contains-all", action="append", default=[], metavar="TEXT",
+                        help="required phrase (repeatable; one contains_all check)")
+    parser.add_argument("--contains-any", action="append", default=[], metavar="TEXT",
+                        help="acceptable phrase (repeatable; one contains_any check)")
+    parser.add_argument("--not-contains", action="append", default=[], metavar="TEXT",
+                        help="forbidden phrase (repeatable; one not_contains check)")
+    parser.add_argument("--max-words", type=int, metavar="N", help="a max_words check")
+    parser.add_argument("--regex", metavar="PATTERN", help="a regex check")
+    parser.add_argument("--description", default=None, help="why this case exists")
+    parser.add_argument("--tag", action="append", default=[], metavar="TAG", help="(repeatable)")
+    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+                        help=f"case file to append to (default: {DEFAULT_CASES})")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"run record for --from-run (default: {DEFAULT_BASELINE})")
+    return parser
+
+
+def _add_command(args, stdout, stderr):
+    checks = []
+    for number, text in enumerate(args.check, 1):
+        try:
+            checks.append(json.loads(text, parse_constant=_reject_constant))
+        except ValueError as exc:
+            raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
+    shortcuts = (("contains_all", args.contains_all), ("contains_any", args.contains_any),
+                 ("not_contains", args.not_contains))
+    checks.extend({"type": kind, "values": values} for kind, values in shortcuts if values)
+    if args.max_words is not None:
+        checks.append({"type": "max_words", "n": args.max_words})
+    if args.regex is not None:
+        checks.append({"type": "regex", "pattern": args.regex})
+    text, output = args.input, args.output
+    if args.from_run:
+        entry = load_baseline(args.baseline).get(args.from_run)
+        if entry is None:
+            raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
+        if text is None:
+            text = entry.get("input")
+        if output is None:
+            output = entry.get("output")
+        if text is None:
+            raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; "
+                             "give --input")
+    if text is None:
+        raise EvalsError("give --input TEXT or --from-run CASE_ID")
+    case = {"id": args.id, "input": text, "checks": checks}
+    if args.description is not None:
+        case["description"] = args.description
+    if args.tag:
+        case["tags"] = args.tag
+    if not checks:
+        raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
+                         "--max-words, ...)")
+    problems = _case_problems(case)
+    if problems:
+        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
+    existing = []
+    if os.path.exists(args.cases):
+        existing, _ = load_cases(args.cases)
+    if any(c.id == args.id for c in existing):
+        line = next(c.line for c in existing if c.id == args.id)
+        raise EvalsError(f"{args.cases}:{line}: id {args.id!r} exists already; choose another")
+    try:
+        with open(args.cases, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        data = b""
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    data += json.dumps(case, ensure_ascii=False).encode("utf-8") + b"\n"
+    _write_bytes_atomic(args.cases, data)
+    stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
+    if output is not None:
+        built = Case(id=args.id, input=text, checks=tuple(checks))
+        status, results = evaluate(built, output)
+        for result in results:
+            mark = "pass" if result["passed"] else "FAIL"
+            stdout.write(f"  {mark} {result['type']}: {result['reason']}\n")
+        if status == "pass":
+            stdout.write("warning: the new case PASSES on that output, so it would not catch "
+                         "this answer; tighten its checks\n")
+        else:
+            stdout.write("the new case fails on that output, as it should: it catches this "
+                         "answer\n")
+    return EXIT_OK
+
+
+def _write_bytes_atomic(path, data):
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
+
+
+def _check_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py check",
+        description="Score one output against one case's checks, for quick iteration on a "
+                    "check: the output is read from standard input (or --output). Exit 0 when "
+                    "every check passes, 1 when one fails, 2 for invalid input.",
+        epilog="example: echo 'Refunds need manager approval.' | evals.py check refund-limit")
+    parser.add_argument("case_id", metavar="CASE_ID")
+    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+                        help=f"case file (default: {DEFAULT_CASES})")
+    parser.add_argument("--output", metavar="TEXT", help="the output (default: read stdin)")
+    return parser
+
+
+def _check_command(args, stdout, stderr):
+    cases, _ = load_cases(args.cases)
+    case = next((c for c in cases if c.id == args.case_id), None)
+    if case is None:
+        close = difflib.get_close_matches(args.case_id, [c.id for c in cases], n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint}")
+    output = args.output if args.output is not None else sys.stdin.read()
+    if any(c["type"] == "judge" for c in case.checks):
+        raise EvalsError(f"case {case.id!r} has a judge check; run it with evals.py --judge")
+    status, results = evaluate(case, output)
+    for result in results:
+        mark = "pass" if result["passed"] else "FAIL"
+        stdout.write(f"{mark} {result['type']}: {result['reason']}\n")
+    stdout.write(f"{case.id}: {status}\n")
+    return EXIT_OK if status == "pass" else EXIT_REGRESSION
+
+
+def _report_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py report",
+        description="Write reports for a saved run record, diffed against an older one.")
+    parser.add_argument("record", metavar="RECORD", help="the run record (e.g. last_run.json)")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="the older run record to show outputs from")
+    parser.add_argument("--junit", metavar="FILE")
+    parser.add_argument("--markdown", metavar="FILE")
+    parser.add_argument("--html", metavar="FILE")
+    parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--github", action="store_true")
+    parser.add_argument("--omit-outputs", action="store_true",
+                        help="leave output text out of the reports")
+    return parser
+
+
+def _report_command(args, stdout, stderr):
+    try:
+        with open(args.record, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise EvalsError(f"{args.record}: cannot read the run record: {exc}") from None
+    if record.get("format") != RECORD_FORMAT:
+        raise EvalsError(f"{args.record}: not an evals run record")
+    previous = load_baseline(args.baseline).entries if args.baseline else {}
+    if args.omit_outputs:
+        record = dict(record, outputs_included=False, cases=[
+            {k: v for k, v in e.items() if k != "output"} for e in record["cases"]])
+    _write_reports(args, record, previous, stdout)
+    stdout.write(format_summary(record))
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "merge": (_merge_parser, _merge_command),
+    "history": (_history_parser, _history_command),
+    "add": (_add_parser, _add_command),
+    "check": (_check_parser, _check_command),
+    "report": (_report_parser, _report_command),
+}
 
 
 if __name__ == "__main__":
