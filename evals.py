@@ -56,7 +56,9 @@ __all__ = [
     "Baseline", "BaselineError", "CaseFileError", "CheckResult", "Case", "CaseResult", "Diff",
     "EvalsError", "RunResult", "CHECKS", "current_case", "diff_runs", "evaluate",
     "format_summary", "load_baseline", "load_cases", "load_client", "main",
-    "make_record", "run_cases", "run_check", "validate_check", "write_json_atomic",
+    "make_record", "run_cases", "run_check", "validate_check", "write_atomic",
+    "write_json_atomic", "append_case", "merge_records", "select_cases", "shard_of",
+    "history_append", "history_rows", "RunOptions", "Budget", "PRICES", "call_cost",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -1696,17 +1698,16 @@ def merge_records(records, case_ids):
     return merged
 
 
-def write_json_atomic(path, data):
-    """Write `data` as JSON to `path` atomically: a temporary file in the same folder, fsync,
-    then os.replace, so an interrupted write never leaves a truncated file."""
+def write_atomic(path, data):
+    """Write `data` (bytes) to `path` atomically: a temporary file in the same folder, fsync,
+    then os.replace, so an interrupted write (Ctrl-C, a crash, a full disk) never leaves a
+    truncated file and the old content stays whole until the new one is complete."""
     directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
-                                         delete=False)
+    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with handle:
-            json.dump(data, handle, ensure_ascii=False, indent=1)
-            handle.write("\n")
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(handle.name, path)
@@ -1716,27 +1717,17 @@ def write_json_atomic(path, data):
         except OSError:
             pass
         raise
+
+
+def write_json_atomic(path, data):
+    """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
+    write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
 def write_jsonl_atomic(path, rows):
-    """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_json_atomic)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
-                                         delete=False, newline="\n")
-    try:
-        with handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        try:
-            os.unlink(handle.name)
-        except OSError:
-            pass
-        raise
+    """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    write_atomic(path, text.encode("utf-8"))
 
 
 # ---- history: every run appended to a local SQLite database ---------------------------------
@@ -2392,7 +2383,7 @@ def _write_reports(args, record, previous, stdout):
     )
     for path, render in writers:
         if path:
-            _write_text_atomic(path, render())
+            write_atomic(path, render().encode("utf-8"))
     if args.github:
         annotations = github_annotations(record)
         if annotations:
@@ -2401,25 +2392,6 @@ def _write_reports(args, record, previous, stdout):
         if summary_path:
             with open(summary_path, "a", encoding="utf-8") as handle:
                 handle.write(render_markdown(record, shown_previous) + "\n")
-
-
-def _write_text_atomic(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, newline="\n",
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp",
-                                         delete=False)
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        try:
-            os.unlink(handle.name)
-        except OSError:
-            pass
-        raise
 
 
 def _save_recordings(path, cases, results, stderr):
@@ -2574,24 +2546,7 @@ def _add_command(args, stdout, stderr):
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
-    problems = _case_problems(case)
-    if problems:
-        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
-    existing = []
-    if os.path.exists(args.cases):
-        existing, _ = load_cases(args.cases)
-    if any(c.id == args.id for c in existing):
-        line = next(c.line for c in existing if c.id == args.id)
-        raise EvalsError(f"{args.cases}:{line}: id {args.id!r} exists already; choose another")
-    try:
-        with open(args.cases, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        data = b""
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    data += json.dumps(case, ensure_ascii=False).encode("utf-8") + b"\n"
-    _write_bytes_atomic(args.cases, data)
+    append_case(args.cases, case)
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if output is not None:
         built = Case(id=args.id, input=text, checks=tuple(checks))
@@ -2608,22 +2563,29 @@ def _add_command(args, stdout, stderr):
     return EXIT_OK
 
 
-def _write_bytes_atomic(path, data):
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
+def append_case(path, case):
+    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`.
+
+    The file is rewritten atomically with the new line at the end (created if missing); its
+    other bytes are kept as they are. Raises EvalsError when the case is invalid or its id is
+    already used, and CaseFileError when the existing file is invalid; nothing is written then.
+    """
+    problems = _case_problems(case)
+    if problems:
+        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
     try:
-        with handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        try:
-            os.unlink(handle.name)
-        except OSError:
-            pass
-        raise
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        data = b""
+    existing = load_cases(path)[0] if data.strip() else []
+    clash = next((c for c in existing if c.id == case["id"]), None)
+    if clash is not None:
+        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    data += json.dumps(case, ensure_ascii=False).encode("utf-8") + b"\n"
+    write_atomic(path, data)
 
 
 def _check_parser():
