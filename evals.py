@@ -59,6 +59,7 @@ __all__ = [
     "make_record", "run_cases", "run_check", "validate_check", "write_atomic",
     "write_json_atomic", "append_case", "merge_records", "select_cases", "shard_of",
     "history_append", "history_rows", "RunOptions", "Budget", "PRICES", "call_cost",
+    "render_junit", "render_markdown", "render_html", "github_annotations",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -2015,6 +2016,617 @@ def format_summary(record, quiet=False):
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(record["removed"]))
     return "\n".join(lines) + "\n"
+
+
+# ---- report files: JUnit XML, Markdown, HTML, GitHub Actions ----
+#
+# Pure functions of a run record (the dict make_record returns, the shape of last_run.json);
+# the command line decides where their text goes. Everything that came from a model or from
+# the case file (ids, inputs, outputs, check reasons, error messages) is untrusted: each
+# renderer escapes it for the format it lands in, and none prints output text when the record
+# says outputs_included is false.
+
+import html as _html  # noqa: E402 - kept next to the report code, the only user
+import xml.etree.ElementTree as _ET  # noqa: E402
+
+_EXCERPT_CHARS = 400  # output quoted per case in Markdown
+_MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
+_DIFF_TOKEN_LIMIT = 6000  # words per side before the HTML diff falls back to lines
+
+# Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
+# U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
+# line separators other than LF/CR, bidirectional overrides (text that reads differently from
+# what it is), lone surrogates (not encodable as UTF-8) and the two non-characters.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                        "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
+_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
+_FAILING = ("fail", "review")
+
+
+def _text(value):
+    return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def _visible(value):
+    """`value` as text with invisible or misleading characters spelled out (\\x1b, \\u202e)."""
+    def spell(match):
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return _INVISIBLE.sub(spell, _text(value).replace("\r\n", "\n"))
+
+
+def _xml_text(value):
+    """Text an XML 1.0 document can hold: forbidden characters removed."""
+    return _XML_FORBIDDEN.sub("", _text(value))
+
+
+def _outputs_shown(record):
+    return record.get("outputs_included", True) is not False
+
+
+def _output_of(entry, record):
+    """The case's output text, or None when absent or when the record omits outputs."""
+    output = entry.get("output") if isinstance(entry, dict) else None
+    return output if isinstance(output, str) and _outputs_shown(record) else None
+
+
+def _change_of(entry, previous, accepted=False):
+    """The case's change against the baseline: the record's own "change" when it has one,
+    else derived the way diff_runs decides it (from `previous` when given, else from the
+    entry's kept baseline, which stays "pass" for a regression until it is accepted)."""
+    change = entry.get("change")
+    if isinstance(change, str):
+        return change
+    status = entry.get("status")
+    if status == "error":
+        return "errored"
+    if previous is not None:
+        before = previous.get(entry.get("id"))
+        base = before.get("baseline") if isinstance(before, dict) else None
+        if base is None:
+            return "new"
+        if status in _FAILING:
+            return "regressed" if base == "pass" else "still_failing"
+        return "passing" if base == "pass" and before.get("status") != "fail" else "fixed"
+    if status in _FAILING:
+        return "regressed" if entry.get("baseline") == "pass" and not accepted else "still_failing"
+    return "passing"
+
+
+def _report_cases(record, previous=None):
+    """[(entry, change)] for the cases this run ran, in record order (not_run left out)."""
+    rows = []
+    for entry in record.get("cases") or []:
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
+            continue
+        change = _change_of(entry, previous, bool(record.get("accepted")))
+        if change != "not_run":
+            rows.append((entry, change))
+    return rows
+
+
+def _failed_checks(entry):
+    return [c for c in entry.get("checks") or [] if isinstance(c, dict) and not c.get("passed")]
+
+
+def _reasons(entry):
+    """The reasons a case did not pass, one string each."""
+    if entry.get("status") == "error":
+        return [_text(entry.get("error")) or "the call failed"]
+    reasons = [f"{_text(c.get('type'))}: {_text(c.get('reason'))}" for c in _failed_checks(entry)]
+    if not reasons and entry.get("status") == "review":
+        reasons = ["needs review: the judge was not sure"]
+    return reasons or ["failed"]
+
+
+def _sections(rows):
+    """Cases grouped the way a reviewer reads them: (key, title, rows) in reading order."""
+    def pick(test):
+        return [row for row in rows if test(*row)]
+    return [
+        ("regressed", "Regressed", pick(lambda e, c: c == "regressed")),
+        ("errored", "Errored", pick(lambda e, c: c == "errored" or e.get("status") == "error")),
+        ("failing", "Other failures",
+         pick(lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING)),
+        ("fixed", "Fixed", pick(lambda e, c: c == "fixed" and e.get("status") == "pass")),
+        ("passing", "Passing",
+         pick(lambda e, c: c not in ("fixed", "errored") and e.get("status") == "pass")),
+    ]
+
+
+def _count(record, rows, key, compute):
+    value = (record.get("summary") or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else compute(rows)
+
+
+def _headline_numbers(record, rows):
+    """Counts for the headline and table; the summary's values win over recounting."""
+    status = lambda s: (lambda rs: sum(1 for e, _ in rs if e.get("status") == s))  # noqa: E731
+    change = lambda c: (lambda rs: sum(1 for _, ch in rs if ch == c))  # noqa: E731
+    summary = record.get("summary") or {}
+    numbers = {
+        "total": _count(record, rows, "total", len),
+        "passed": _count(record, rows, "passed", status("pass")),
+        "failed": _count(record, rows, "failed", status("fail")),
+        "review": _count(record, rows, "review", status("review")),
+        "errored": _count(record, rows, "errored", status("error")),
+        "regressed": _count(record, rows, "regressed", change("regressed")),
+        "fixed": _count(record, rows, "fixed", change("fixed")),
+        "still_failing": _count(record, rows, "still_failing", change("still_failing")),
+        "new": _count(record, rows, "new", change("new")),
+        "removed": _count(record, rows, "removed", lambda rs: len(record.get("removed") or [])),
+    }
+    rate = summary.get("pass_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool):
+        scored = numbers["total"] - numbers["errored"]
+        rate = numbers["passed"] / scored if scored > 0 else None
+    before = summary.get("previous_pass_rate")
+    numbers["pass_rate"] = rate
+    numbers["previous_pass_rate"] = before if isinstance(before, (int, float)) else None
+    return numbers
+
+
+def _seconds(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _parse_time(value):
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def render_junit(record):
+    """The run as JUnit XML (str), for CI test reporters.
+
+    record: a run record (dict, the shape of last_run.json). One <testsuites> holding one
+    <testsuite name="evals"> with tests/failures/errors/skipped/time/timestamp, and one
+    <testcase classname="evals" name=ID time=LATENCY> per case run: <failure type="regression">
+    for a case that passed in the baseline and fails now, type="failure" for other failures,
+    type="review" for a case a judge could not decide, <error> for a case whose call failed;
+    message= carries the failing checks' reasons and the element text one reason a line.
+    The output text goes in <system-out> unless the record omits outputs. Cases not run this
+    time (a filtered run) are left out, as pytest leaves out deselected tests, so skipped="0".
+    timestamp is the start in UTC without an offset (the Ant JUnit schema's pattern); time is
+    the wall-clock seconds of the run (the sum of latencies when the record lacks the times).
+
+    Built with xml.etree.ElementTree, which escapes &, <, >, quotes and (in attributes) tabs
+    and line breaks; characters XML 1.0 forbids (C0 controls but tab/LF/CR, lone surrogates,
+    U+FFFE, U+FFFF) are removed from every value taken from the record first, so a parser
+    never rejects the file. Accepted by dorny/test-reporter, mikepenz/action-junit-report and
+    GitLab's artifacts:reports:junit, which read these elements and attributes.
+    """
+    rows = _report_cases(record)
+    started = _parse_time(record.get("started_at"))
+    finished = _parse_time(record.get("finished_at"))
+    root = _ET.Element("testsuites", name="evals")
+    suite = _ET.SubElement(root, "testsuite", name="evals")
+    properties = _ET.SubElement(suite, "properties")
+    for name in ("harness_version", "client", "git_commit"):
+        if record.get(name) is not None:
+            _ET.SubElement(properties, "property", name=name, value=_xml_text(record[name]))
+    case_file = record.get("case_file")
+    if isinstance(case_file, dict) and case_file.get("path") is not None:
+        _ET.SubElement(properties, "property", name="case_file",
+                       value=_xml_text(case_file["path"]))
+    if not len(properties):
+        suite.remove(properties)
+    failures = errors = 0
+    total_time = 0.0
+    for entry, change in rows:
+        latency = _seconds(entry.get("latency_s"))
+        total_time += latency
+        testcase = _ET.SubElement(suite, "testcase", classname="evals",
+                                  name=_xml_text(entry["id"]), time=f"{latency:.3f}")
+        reasons = [_xml_text(r) for r in _reasons(entry)]
+        if entry.get("status") == "error":
+            errors += 1
+            kind, sep, _ = reasons[0].partition(":")
+            element = _ET.SubElement(testcase, "error", message=reasons[0],
+                                     type=kind if sep and kind.isidentifier() else "error")
+            element.text = reasons[0]
+        elif entry.get("status") in _FAILING:
+            failures += 1
+            kind = ("review" if entry.get("status") == "review"
+                    else "regression" if change == "regressed" else "failure")
+            element = _ET.SubElement(testcase, "failure", message="; ".join(reasons), type=kind)
+            baseline = {"regressed": "passed in the baseline, fails now",
+                        "still_failing": "failed in the baseline too",
+                        "new": "new case (not in the baseline)"}.get(change)
+            element.text = "\n".join(reasons + ([baseline] if baseline else []))
+        output = _output_of(entry, record)
+        if output is not None:
+            _ET.SubElement(testcase, "system-out").text = _xml_text(output)
+    if started and finished and finished >= started:
+        total_time = (finished - started).total_seconds()
+    for name, value in (("tests", len(rows)), ("failures", failures), ("errors", errors),
+                        ("skipped", 0), ("time", f"{total_time:.3f}")):
+        root.set(name, str(value))
+        suite.set(name, str(value))
+    if started:
+        stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        suite.set("timestamp", stamp.isoformat(timespec="seconds"))
+    _ET.indent(root)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            + _ET.tostring(root, encoding="unicode") + "\n")
+
+
+def _md_inline(value, limit=None):
+    """Untrusted text for a Markdown line or table cell: one line, HTML-escaped, and every
+    character with a Markdown meaning backslash-escaped, so it renders as the text it is."""
+    text = " ".join(_visible(value).split())
+    if limit is not None and len(text) > limit:
+        text = text[:limit - 1].rstrip() + "…"
+    text = _MD_PUNCTUATION.sub(r"\\\1", text)  # first: the entities below hold a "#"
+    return _html.escape(text, quote=False)  # &, <, > as entities: no tag or comment can open
+
+
+def _md_fenced(value, limit=_EXCERPT_CHARS):
+    """Untrusted text as a fenced code block whose fence is longer than any run of backticks
+    in it, so no line of the text can close the block; nothing inside is rendered."""
+    text = _visible(value)
+    if len(text) > limit:
+        text = text[:limit].rstrip() + f"\n… ({len(_text(value)) - limit} more characters)"
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _rate_text(numbers):
+    text = f"pass rate **{_percent(numbers['pass_rate'])}** ({numbers['passed']}/{numbers['total']})"
+    if numbers["previous_pass_rate"] is not None:
+        text += f", previously {_percent(numbers['previous_pass_rate'])}"
+    return text
+
+
+def render_markdown(record, previous=None):
+    """A Markdown summary of the run (str) a reviewer takes in in ten seconds; GitHub-flavoured,
+    also fit for $GITHUB_STEP_SUMMARY.
+
+    record: a run record (dict). previous: the baseline's entries by id ({id: entry}), {} when
+    there was no baseline, or None; it is used only to tell regressions, fixes and new cases
+    apart when the record's entries carry no "change".
+
+    Layout: a headline (regressions, pass rate against the previous one), a table of counts,
+    then the regressed cases (id, failing checks' reasons, an excerpt of the output), the
+    errored ones, the other failures and the fixed ones (at most 50 per section).
+
+    Escaping: ids, reasons and errors are put on one line, every character with a
+    CommonMark/GFM meaning (\\ ` * _ { } [ ] ( ) # + - . ! | ~ : = $ ^) is backslash-escaped
+    and &, <, > become entities (no tag or comment can open), so emphasis, links,
+    images, table cells and math cannot form. Output excerpts go in a fenced code block whose
+    fence is longer than any backtick run in the text (CommonMark: a fence closes only on a
+    run at least as long). Controls and bidirectional overrides are spelled out as \\uNNNN.
+    A bare URL inside a reason may still be autolinked by GitHub; it cannot inject markup.
+    """
+    rows = _report_cases(record, previous)
+    numbers = _headline_numbers(record, rows)
+    regressed, errored = numbers["regressed"], numbers["errored"]
+    if regressed:
+        head = f"❌ evals: {_plural(regressed, 'regression')}"
+    elif errored:
+        head = f"⚠️ evals: {errored} errored, no regressions"
+    elif numbers["failed"] or numbers["review"]:
+        head = f"✅ evals: no regressions ({numbers['failed'] + numbers['review']} failing)"
+    else:
+        head = "✅ evals: no regressions"
+    lines = [f"## {head}", "", _rate_text(numbers), ""]
+    lines += ["| regressed | errored | failed | review | fixed | new | passed | total |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|",
+              "| " + " | ".join(str(numbers[key]) for key in (
+                  "regressed", "errored", "failed", "review", "fixed", "new", "passed",
+                  "total")) + " |", ""]
+    shown = _outputs_shown(record)
+    titles = {"regressed": "Regressed", "errored": "Errored", "failing": "New and other failures",
+              "fixed": "Fixed"}
+    for key, _title, group in _sections(rows):
+        if key not in titles or not group:
+            continue
+        lines += [f"### {titles[key]} ({len(group)})", ""]
+        if key == "fixed":
+            lines += [f"- {_md_inline(e['id'], 200)}" for e, _ in group[:_MD_CASES_PER_SECTION]]
+            lines.append("")
+        for entry, change in group[:_MD_CASES_PER_SECTION] if key != "fixed" else ():
+            label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
+            lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
+            lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
+            output = _output_of(entry, record)
+            if key == "errored":
+                continue
+            if output is not None:
+                lines += [_md_fenced(output), ""]
+            elif not shown:
+                lines += ["*(output omitted)*", ""]
+        if len(group) > _MD_CASES_PER_SECTION:
+            lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
+    removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
+    if removed:
+        lines += ["Removed from the case file: " + ", ".join(removed), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _diff_tokens(text):
+    words = re.findall(r"\S+\s*|\s+", text)
+    return words if len(words) <= _DIFF_TOKEN_LIMIT else text.splitlines(keepends=True)
+
+
+def _word_diff(old, new):
+    """(old_html, new_html): both texts HTML-escaped, with the words only in `old` in <del>
+    and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
+    a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
+    left, right = [], []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        removed, added = _html.escape("".join(a[i1:i2])), _html.escape("".join(b[j1:j2]))
+        if tag == "equal":
+            left.append(removed)
+            right.append(added)
+            continue
+        if removed:
+            left.append(f"<del>{removed}</del>")
+        if added:
+            right.append(f"<ins>{added}</ins>")
+    return "".join(left), "".join(right)
+
+
+_HTML_STYLE = """
+:root{--fg:#1f2328;--muted:#59636e;--line:#d0d7de;--bg:#f6f8fa;--red:#cf222e;--amber:#9a6700;
+--green:#1a7f37;--blue:#0969da}
+*{box-sizing:border-box}
+body{margin:0;background:#fff;color:var(--fg);
+font:15px/1.5 -apple-system,"Segoe UI",system-ui,Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1240px;margin:0 auto;padding:20px 16px 40px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;padding-bottom:4px;
+border-bottom:1px solid var(--line)}
+.meta,.muted{color:var(--muted);font-size:13px}
+.meta span{margin-right:14px;display:inline-block}
+.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(104px,1fr));gap:8px;margin:16px 0}
+.tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px;background:var(--bg);
+font-size:14px;overflow-wrap:anywhere}
+.tile b{display:block;font-size:22px;line-height:1.2}.tile.bad b{color:var(--red)}
+.tile.warn b{color:var(--amber)}.tile.good b{color:var(--green)}
+.case{border:1px solid var(--line);border-left:4px solid var(--line);border-radius:6px;
+margin:12px 0;padding:10px 14px;background:#fff}
+.case.regressed,.case.failing{border-left-color:var(--red)}.case.errored{border-left-color:var(--amber)}
+.case.fixed{border-left-color:var(--green)}
+.case>summary,.case h3{font-size:16px;margin:0;font-weight:600;cursor:pointer}
+.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+.badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
+margin-left:6px;border:1px solid currentColor;vertical-align:1px}
+.badge.regressed,.badge.failing{color:var(--red)}.badge.errored{color:var(--amber)}
+.badge.fixed{color:var(--green)}.badge.flaky{color:var(--blue)}
+h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
+pre{margin:0;padding:8px 10px;background:var(--bg);border:1px solid var(--line);border-radius:6px;
+white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;
+font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.checks{list-style:none;padding:0;margin:0}.checks li{padding:2px 0 2px 22px;position:relative;
+overflow-wrap:anywhere}.checks li::before{position:absolute;left:2px;font-weight:700}
+.checks li.fail::before{content:"\\2717";color:var(--red)}.checks li.pass{color:var(--muted)}
+.checks li.pass::before{content:"\\2713";color:var(--green)}
+.checks code{font-size:12px;background:var(--bg);padding:1px 4px;border-radius:4px}
+.sides{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px}
+del{background:#ffebe9;color:#82071e;text-decoration:line-through}
+ins{background:#dafbe1;color:#116329;text-decoration:none}
+.none{font-style:italic;color:var(--muted)}
+table{border-collapse:collapse;width:100%;font-size:14px}td,th{text-align:left;padding:4px 8px;
+border-bottom:1px solid var(--line);overflow-wrap:anywhere}th{color:var(--muted);font-weight:600}
+details.list>summary{cursor:pointer;font-weight:600;margin:8px 0}
+.verdict{display:inline-block;font-size:13px;font-weight:700;color:#fff;border-radius:4px;
+padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em}
+.verdict.bad{background:var(--red)}.verdict.warn{background:var(--amber)}
+.verdict.good{background:var(--green)}
+@media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr)}main{padding:14px 10px 32px}
+h1{font-size:19px}.case{padding:8px 10px}
+.tiles{grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
+.tile{padding:4px 8px;font-size:12px}
+.tile b{font-size:19px}}
+"""
+
+
+def _h(value):
+    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
+    return _html.escape(_visible(value), quote=True)
+
+
+def _html_case(entry, change, key, record, previous):
+    """One case as an HTML card (str)."""
+    status = _text(entry.get("status"))
+    base = _text((previous or {}).get(entry["id"], {}).get("baseline")) if previous else ""
+    badges = {"regressed": "regressed", "errored": "errored", "fixed": "fixed",
+              "new": "new", "still_failing": "still failing"}
+    badge_class = "failing" if key == "failing" else key
+    parts = [f'<span class="id">{_h(entry["id"])}</span>']
+    if change in badges:
+        parts.append(f'<span class="badge {badge_class}">{badges[change]}</span>')
+    if status == "review":
+        parts.append('<span class="badge failing">review</span>')
+    if entry.get("flaky"):
+        parts.append('<span class="badge flaky">flaky</span>')
+    body = []
+    facts = [f"now {_h(status)}"]
+    if base:
+        facts.insert(0, f"baseline {_h(base)}")
+    if isinstance(entry.get("latency_s"), (int, float)):
+        facts.append(f"{entry['latency_s']:.2f} s")
+    if entry.get("model"):
+        facts.append(_h(entry["model"]))
+    attempts = entry.get("attempts")
+    if isinstance(attempts, list) and attempts:
+        passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
+        facts.append(f"{passed}/{len(attempts)} calls passed")
+    body.append(f'<div class="muted">{" · ".join(facts)}</div>')
+    if entry.get("description"):
+        body.append(f'<p class="muted">{_h(entry["description"])}</p>')
+    if entry.get("input") is not None:
+        body.append(f'<h4>Input</h4><pre>{_h(entry["input"])}</pre>')
+    if status == "error":
+        body.append(f'<h4>Error</h4><pre>{_h(entry.get("error") or "the call failed")}</pre>')
+    checks = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
+    if checks:
+        items = "".join(
+            f'<li class="{"pass" if c.get("passed") else "fail"}"><code>{_h(c.get("type"))}'
+            f'</code> {_h(c.get("reason"))}</li>' for c in checks)
+        body.append(f'<h4>Checks</h4><ul class="checks">{items}</ul>')
+    elif status == "review":
+        body.append('<h4>Checks</h4><ul class="checks"><li class="fail">needs review</li></ul>')
+    if not _outputs_shown(record):
+        old_html = new_html = '<span class="none">(output omitted)</span>'
+    else:
+        before = (previous or {}).get(entry["id"])
+        old = before.get("output") if isinstance(before, dict) else None
+        new = _output_of(entry, record)
+        if isinstance(old, str) and new is not None:
+            old_html, new_html = _word_diff(old, new)
+        else:
+            old_html = _h(old) if isinstance(old, str) else \
+                '<span class="none">(no baseline output recorded)</span>'
+            new_html = _h(new) if new is not None else (
+                '<span class="none">(no output: the call failed)</span>' if status == "error"
+                else '<span class="none">(no output recorded)</span>')
+    body.append(f'<div class="sides"><div><h4>Baseline output</h4><pre>{old_html}</pre></div>'
+                f'<div><h4>This run</h4><pre>{new_html}</pre></div></div>')
+    summary = " ".join(parts)
+    opened = " open" if key in ("regressed", "errored", "failing") else ""
+    return (f'<details class="case {badge_class}"{opened}><summary>{summary}</summary>'
+            + "".join(body) + "</details>")
+
+
+def render_html(record, previous=None):
+    """The diff between the baseline run and this run as ONE self-contained HTML page (str).
+
+    record: a run record (dict). previous: the baseline's entries by id ({id: entry}, the
+    shape of the record's cases; old records may have only status/baseline), {} when there was
+    no baseline, or None. Their outputs are the "Baseline output" column.
+
+    The page: the pass rate and counts, then the regressed cases (open), errored cases, other
+    failures, fixed cases (collapsed), a collapsed table of passing cases and the ids removed
+    from the case file. A case shows its input, the checks with their reasons, and the
+    baseline and new outputs side by side (stacked below 760px wide) with difflib word-level
+    differences marked <del> (only in the baseline) and <ins> (only in this run).
+
+    Self-contained: inline CSS, no script, no external resource, and a Content-Security-Policy
+    (default-src 'none') so that nothing is fetched or run even if the page were altered.
+    Every value from the model, the case file or the record goes through html.escape with
+    quote=True after control characters, bidirectional overrides and lone surrogates are
+    spelled out as \\uNNNN, so `<script>`, `</td>` or `"onerror=` show as text. With
+    outputs_included false no output text is printed, from `previous` either, and the
+    per-call attempts' outputs are never printed.
+    """
+    rows = _report_cases(record, previous)
+    numbers = _headline_numbers(record, rows)
+    sections = _sections(rows)
+    regressed = numbers["regressed"]
+    title = (f"evals: {_plural(regressed, 'regression')}" if regressed
+             else "evals: no regressions")
+    verdict = (("bad", "FAIL") if regressed else ("warn", "INCOMPLETE") if numbers["errored"]
+               else ("good", "PASS"))
+    tiles = [("regressed", numbers["regressed"], "bad" if numbers["regressed"] else ""),
+             ("errored", numbers["errored"], "warn" if numbers["errored"] else ""),
+             ("failed", numbers["failed"] + numbers["review"],
+              "bad" if numbers["failed"] + numbers["review"] else ""),
+             ("fixed", numbers["fixed"], "good" if numbers["fixed"] else ""),
+             ("new", numbers["new"], ""), ("passed", numbers["passed"], "good"),
+             ("total", numbers["total"], "")]
+    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
+    if numbers["previous_pass_rate"] is not None:
+        meta.append(f"previously {_percent(numbers['previous_pass_rate'])}")
+    for label, key in (("started", "started_at"), ("client", "client"),
+                       ("commit", "git_commit")):
+        if record.get(key):
+            value = _text(record[key])
+            meta.append(f"{label} {_h(value[:12] if key == 'git_commit' else value)}")
+    case_file = record.get("case_file")
+    if isinstance(case_file, dict) and case_file.get("path"):
+        meta.append(f"cases {_h(case_file['path'])}")
+    if not _outputs_shown(record):
+        meta.append("outputs omitted")
+    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           '<meta http-equiv="Content-Security-Policy" '
+           "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+           f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
+           f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
+           '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta) + "</div>",
+           '<div class="tiles">' + "".join(
+               f'<div class="tile {cls}"><b>{value}</b>{label}</div>'
+               for label, value, cls in tiles) + "</div>"]
+    headings = {"regressed": "Regressed: passed in the baseline, fail now",
+                "errored": "Errored: the call failed, nothing was scored",
+                "failing": "Other failures", "fixed": "Fixed"}
+    for key, _title, group in sections:
+        if key == "passing" or not group:
+            continue
+        out.append(f"<section><h2>{headings[key]} ({len(group)})</h2>")
+        out.extend(_html_case(entry, change, key, record, previous) for entry, change in group)
+        out.append("</section>")
+    passing = dict((key, group) for key, _t, group in sections)["passing"]
+    if passing:
+        cells = "".join(
+            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
+            f'<td>{_seconds(e.get("latency_s")):.2f} s</td></tr>' for e, c in passing)
+        out.append(f'<section><details class="list"><summary>Passing ({len(passing)})</summary>'
+                   f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
+                   "</table></details></section>")
+    removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
+    if removed:
+        out.append("<section><h2>Removed from the case file</h2><p>"
+                   + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
+                   + "</p></section>")
+    if not rows:
+        out.append('<p class="none">No case was run.</p>')
+    out.append("</main></body></html>\n")
+    return "\n".join(out)
+
+
+def _gh_data(value):
+    """Workflow-command data: % -> %25, CR -> %0D, LF -> %0A (after controls and other line
+    separators are spelled out), so the text stays on the command's line."""
+    return _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(value):
+    """A workflow-command property value: data escaping plus : -> %3A and , -> %2C, so it
+    can neither end the properties (::) nor start another property (,)."""
+    return _gh_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(record):
+    """GitHub Actions workflow commands (str, one a line) that annotate the run.
+
+    record: a run record (dict). One `::error title=Regression: ID::REASONS` line per
+    regressed case and one `::warning title=Error: ID::MESSAGE` line per errored case, in
+    record order; "" when there are none. Print them to stdout in a workflow step. (GitHub
+    shows at most 10 error and 10 warning annotations per step; the rest stay in the log.)
+
+    Escaping follows the workflow command syntax (docs.github.com, "Workflow commands for
+    GitHub Actions": `::command key=value,key=value::message`) and the escapes of the
+    official toolkit (actions/toolkit packages/core/src/command.ts, escapeData and
+    escapeProperty), which the runner reverses (actions/runner ActionCommand.cs,
+    UnescapeData / UnescapeProperty): in the message `%` -> `%25`, CR -> `%0D`, LF -> `%0A`;
+    in a property additionally `:` -> `%3A` and `,` -> `%2C`. The runner reads a command only
+    at the start of a line, so with no raw line break nothing from a model or a case can
+    start a second command (`::set-output`, `::add-mask::`, `::stop-commands::`), and a
+    literal `%0A` in the text arrives as `%250A` and shows as `%0A`. Other controls, Unicode
+    line separators and bidirectional overrides are spelled out (\\u2028) first. Multiple
+    reasons are joined with newlines, which the annotation shows as separate lines.
+    """
+    lines = []
+    for entry, change in _report_cases(record):
+        case_id = _text(entry["id"])
+        if entry.get("status") == "error":
+            lines.append(f"::warning title={_gh_property('Error: ' + case_id)}::"
+                         f"{_gh_data(_reasons(entry)[0])}")
+        elif change == "regressed":
+            lines.append(f"::error title={_gh_property('Regression: ' + case_id)}::"
+                         f"{_gh_data(chr(10).join(_reasons(entry)))}")
+    return "".join(line + "\n" for line in lines)
 
 
 # ---------------------------------------------------------------------------------------------
