@@ -209,18 +209,21 @@ _WORDS = ("the refund policy says a manager must approve any request above one h
 
 
 def _output_text(rng, i):
-    words = [rng.choice(_WORDS) for _ in range(rng.randint(50, 200))]
+    """An answer of ~50-200 words; most pass all five checks of _checks_for(i), some do not."""
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(40, 180))]
     if rng.random() < 0.85:  # most answers state the policy; the rest fail a check or two
         at = rng.randrange(len(words))
         words[at:at] = "a manager must approve it and the refund takes three to five business days".split()
-    kind = i % 4
-    if kind == 1:
-        blob = json.dumps({"answer": " ".join(words[:20]), "ticket": "T-%d" % i,
-                           "priority": "high" if i % 3 else "low"})
-        return "Here is the JSON:\n" + blob + "\n" + " ".join(words[20:])
-    if kind == 2:
+    kind = i % 3  # matches the fifth check of _checks_for(i)
+    if kind == 0:
+        answer = {"answer": " ".join(words), "ticket": "T-%d" % i, "priority": "high"}
+        if rng.random() < 0.1:
+            del answer["ticket"]
+        return "```json\n" + json.dumps(answer, indent=1) + "\n```"
+    if kind == 1 and rng.random() < 0.9:
         words.insert(rng.randrange(len(words)), "REF-%06d" % i)
-    return " ".join(words).capitalize() + "."
+    words[0] = words[0].capitalize()
+    return " ".join(words) + "."
 
 
 def _checks_for(i):
