@@ -1,0 +1,550 @@
+"""Report files: JUnit XML, Markdown, the HTML diff and GitHub Actions annotations.
+
+Every report is fed hostile model output and case ids; the assertions check that the text
+arrives as text (escaped) and never as markup, XML structure or a workflow command.
+"""
+
+import html.parser
+import io
+import json
+import os
+import re
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+import evals
+
+# Model output that tries every way out of its box: HTML and attribute injection, Markdown
+# markup and fences, table cells, workflow commands on a new line, an encoded newline, an
+# ANSI escape, a bidirectional override, a lone surrogate and a control XML 1.0 forbids.
+HOSTILE = ('Sure! <script>alert(1)</script></td></pre></textarea> "onerror=alert(2) x=\'y\' '
+           '<img src=x onerror=alert(3)> <a href="https://evil.example">go</a> '
+           "`` ``` **bold** _it_ [link](javascript:alert(4)) ![i](x) | cell | <!-- c -->\n"
+           "::set-output name=x::y\n::add-mask::secret\r\n%0A::error::pwned %250A "
+           "\x1b[31mred\u202eevil\ud800 bell\x07 end")
+HOSTILE_ID = 'case-<b>|*x*|</b>"id,:a'
+
+OLD_REFUND = ("I'm sorry the blender broke. Because the order is over $100, the refund needs "
+              "manager approval; I've sent the request now.")
+NEW_REFUND = "I'm sorry the blender broke. I've refunded $150 to your card right away."
+
+
+def check(type_, passed, reason):
+    return {"type": type_, "passed": passed, "reason": reason}
+
+
+def entry(case_id, status, change, output=None, baseline=None, **extra):
+    item = {"id": case_id, "input": f"input of {case_id}", "description": "", "tags": [],
+            "status": status, "baseline": baseline or status, "change": change,
+            "checks": extra.pop("checks", [check("contains_any", status == "pass", "reason")]),
+            "latency_s": extra.pop("latency_s", 0.25)}
+    if output is not None:
+        item["output"] = output
+    item.update(extra)
+    return item
+
+
+def make_record(cases, outputs_included=True, removed=()):
+    """A run record built by hand, the shape make_record writes."""
+    counted = [c for c in cases if c["change"] != "not_run"]
+
+    def count(status):
+        return sum(1 for c in counted if c["status"] == status)
+
+    def changed(change):
+        return sum(1 for c in counted if c["change"] == change)
+
+    scored = len(counted) - count("error")
+    return {
+        "format": "evals-run", "version": 1, "harness_version": evals.__version__,
+        "started_at": "2026-11-30T10:00:00+01:00", "finished_at": "2026-11-30T10:00:42+01:00",
+        "python": "3.11.7", "client": "my_client:ask", "git_commit": None,
+        "case_file": {"path": "cases.jsonl", "sha256": "0" * 64},
+        "outputs_included": outputs_included, "accepted": False,
+        "summary": {
+            "total": len(counted), "passed": count("pass"), "failed": count("fail"),
+            "review": count("review"), "errored": count("error"),
+            "pass_rate": count("pass") / scored if scored else None, "previous_pass_rate": 1.0,
+            **{k: changed(k) for k in ("regressed", "fixed", "still_failing", "passing", "new")},
+            "removed": len(removed), "flaky": [], "latency_s": {}, "tokens": None,
+            "cost_usd": None,
+        },
+        "removed": list(removed),
+        "cases": cases,
+    }
+
+
+def sample(outputs_included=True):
+    """(record, previous): two regressions (one hostile), an error, a new failure, a review,
+    a fix, passing cases and a case not run this time."""
+    cases = [
+        entry("refund", "fail", "regressed", NEW_REFUND, baseline="pass", checks=[
+            check("contains_any", False, "none of 'manager approval' found"),
+            check("max_words", True, "14 words")]),
+        entry(HOSTILE_ID, "fail", "regressed", HOSTILE, baseline="pass", checks=[
+            check("not_contains", False, "found '<script>'\n::add-mask::x, 50%0A done")]),
+        entry("timeout", "error", "errored", baseline="pass", checks=[],
+              error="TimeoutError: no answer within 30 s\n::warning::injected"),
+        entry("new-long", "fail", "new", "word " * 30, checks=[
+            check("max_words", False, "30 words, at most 10 allowed")]),
+        entry("judge", "review", "still_failing", "Fine.", checks=[
+            check("judge", False, "judge unsure")]),
+        entry("fixed-one", "pass", "fixed", "Yes, we ship to the EU."),
+        entry("steady", "pass", "passing", "Hello there"),
+        entry("brand-new-pass", "pass", "new", "All good"),
+        entry("skipped", "pass", "not_run", "NOT-RUN-OUTPUT", baseline="pass"),
+    ]
+    if not outputs_included:
+        for case in cases:
+            case.pop("output", None)
+    previous = {
+        "refund": {"id": "refund", "status": "pass", "baseline": "pass", "output": OLD_REFUND},
+        HOSTILE_ID: {"id": HOSTILE_ID, "status": "pass", "baseline": "pass",
+                     "output": "I cannot help </pre><script>old()</script>"},
+        "timeout": {"id": "timeout", "status": "pass", "baseline": "pass",
+                    "output": "PREVIOUS-TIMEOUT-OUTPUT"},
+        "judge": {"id": "judge", "status": "review", "baseline": "review", "output": "Fine."},
+        "fixed-one": {"id": "fixed-one", "status": "fail", "baseline": "fail",
+                      "output": "We do not ship abroad."},
+        "steady": {"id": "steady", "status": "pass", "baseline": "pass", "output": "Hello there"},
+        "skipped": {"id": "skipped", "status": "pass", "baseline": "pass",
+                    "output": "NOT-RUN-OUTPUT"},
+    }
+    if not outputs_included:
+        previous = {k: {f: v for f, v in e.items() if f != "output"} for k, e in previous.items()}
+    return make_record(cases, outputs_included, removed=["gone"]), previous
+
+
+OUTPUT_MARKERS = ("blender", "refunded", "alert(1)", "set-output", "word word", "Fine.",
+                  "ship to the EU", "Hello there", "All good", "NOT-RUN-OUTPUT",
+                  "PREVIOUS-TIMEOUT-OUTPUT", "do not ship", "I cannot help")
+
+
+class JUnitTest(unittest.TestCase):
+    def setUp(self):
+        self.record, _ = sample()
+        self.xml = evals.render_junit(self.record)
+        self.root = ET.fromstring(self.xml.encode("utf-8"))
+        self.cases = {c.get("name"): c for c in self.root.iter("testcase")}
+
+    def test_declaration_and_one_suite(self):
+        self.assertTrue(self.xml.startswith('<?xml version="1.0" encoding="UTF-8"?>\n'))
+        self.assertEqual(self.root.tag, "testsuites")
+        suites = self.root.findall("testsuite")
+        self.assertEqual(len(suites), 1)
+        self.assertEqual(suites[0].get("name"), "evals")
+
+    def test_counts_match_the_cases_run(self):
+        suite = self.root.find("testsuite")
+        self.assertEqual(suite.get("tests"), "8")  # the not_run case is left out
+        self.assertEqual(suite.get("failures"), "4")  # 2 regressed, 1 new failure, 1 review
+        self.assertEqual(suite.get("errors"), "1")
+        self.assertEqual(suite.get("skipped"), "0")
+        self.assertEqual(suite.get("time"), "42.000")
+        self.assertEqual(suite.get("timestamp"), "2026-11-30T09:00:00")
+        for name in ("tests", "failures", "errors", "skipped", "time"):
+            self.assertEqual(self.root.get(name), suite.get(name))
+        self.assertEqual(len(self.cases), 8)
+        self.assertNotIn("skipped", self.cases)
+        self.assertTrue(all(c.get("classname") == "evals" for c in self.cases.values()))
+        self.assertEqual(self.cases["refund"].get("time"), "0.250")
+
+    def test_failure_types_and_messages(self):
+        refund = self.cases["refund"].find("failure")
+        self.assertEqual(refund.get("type"), "regression")
+        self.assertEqual(refund.get("message"), "contains_any: none of 'manager approval' found")
+        self.assertIn("passed in the baseline", refund.text)
+        self.assertNotIn("max_words", refund.text)  # passing checks are not failures
+        self.assertEqual(self.cases["new-long"].find("failure").get("type"), "failure")
+        self.assertEqual(self.cases["judge"].find("failure").get("type"), "review")
+        for name in ("fixed-one", "steady", "brand-new-pass"):
+            self.assertIsNone(self.cases[name].find("failure"))
+            self.assertIsNone(self.cases[name].find("error"))
+
+    def test_error_element(self):
+        error = self.cases["timeout"].find("error")
+        self.assertEqual(error.get("type"), "TimeoutError")
+        self.assertEqual(error.get("message"),
+                         "TimeoutError: no answer within 30 s\n::warning::injected")
+        self.assertIsNone(self.cases["timeout"].find("failure"))
+        self.assertIsNone(self.cases["timeout"].find("system-out"))
+
+    def test_hostile_text_round_trips_without_forbidden_characters(self):
+        case = self.cases[HOSTILE_ID]  # the id survived as an attribute value
+        out = case.find("system-out").text
+        self.assertIn("<script>alert(1)</script></td>", out)
+        self.assertIn("\n::set-output name=x::y", out)
+        for forbidden in ("\x1b", "\x07", "\ud800"):
+            self.assertNotIn(forbidden, out)
+            self.assertNotIn(forbidden, self.xml)
+        self.assertIn("\u202e", out)  # allowed by XML 1.0: kept
+        message = case.find("failure").get("message")
+        self.assertEqual(message, "not_contains: found '<script>'\n::add-mask::x, 50%0A done")
+        self.assertNotIn("<script>", self.xml)
+        self.xml.encode("utf-8")  # no lone surrogate left
+
+    def test_outputs_omitted(self):
+        record, _ = sample(outputs_included=False)
+        record["cases"][0]["output"] = "LEAKED OUTPUT"  # even if one slipped into the record
+        text = evals.render_junit(record)
+        self.assertNotIn("system-out", text)
+        self.assertNotIn("LEAKED", text)
+
+    def test_record_without_change_or_times(self):
+        record = {"cases": [{"id": "a", "status": "fail", "baseline": "pass", "checks": [
+            check("equals", False, "differs")], "latency_s": 1.5},
+            {"id": "b", "status": "pass", "baseline": "pass", "checks": [], "latency_s": None}]}
+        root = ET.fromstring(evals.render_junit(record))
+        suite = root.find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("time")),
+                         ("2", "1", "1.500"))
+        self.assertIsNone(suite.get("timestamp"))
+        self.assertEqual(root.find(".//failure").get("type"), "regression")
+
+
+def fenced_blocks(markdown):
+    """[(fence, body)] of the fenced code blocks, parsed the CommonMark way: a block opened
+    by N backticks closes at the first line that is only a run of at least N backticks."""
+    blocks, lines, i = [], markdown.split("\n"), 0
+    while i < len(lines):
+        opening = re.match(r"^ {0,3}(`{3,})", lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, body, i = opening.group(1), [], i + 1
+        while i < len(lines) and not re.match(r"^ {0,3}`{%d,}\s*$" % len(fence), lines[i]):
+            body.append(lines[i])
+            i += 1
+        blocks.append((fence, "\n".join(body)))
+        i += 1
+    return blocks
+
+
+def outside_fences(markdown):
+    kept, inside = [], None
+    for line in markdown.split("\n"):
+        match = re.match(r"^ {0,3}(`{3,})", line)
+        if inside is None and match:
+            inside = match.group(1)
+        elif inside is not None and re.match(r"^ {0,3}`{%d,}\s*$" % len(inside), line):
+            inside = None
+        elif inside is None:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+class MarkdownTest(unittest.TestCase):
+    def setUp(self):
+        self.record, self.previous = sample()
+        self.md = evals.render_markdown(self.record, self.previous)
+
+    def test_headline_and_counts(self):
+        first = self.md.split("\n")[0]
+        self.assertTrue(first.startswith("## "))
+        self.assertIn("2 regressions", first)
+        self.assertIn("pass rate **42.9%** (3/8), previously 100.0%", self.md)
+        self.assertIn("| regressed | errored | failed |", self.md)
+        self.assertIn("| 2 | 1 | 3 | 1 | 1 | 2 | 3 | 8 |", self.md)
+
+    def test_sections_in_reading_order(self):
+        order = [self.md.index(h) for h in ("### Regressed (2)", "### Errored (1)",
+                                            "### New and other failures (2)", "### Fixed (1)")]
+        self.assertEqual(order, sorted(order))
+        self.assertLess(self.md.index("#### refund"), self.md.index("### Errored"))
+        self.assertIn("none of 'manager approval' found", self.md)
+        self.assertIn("Removed from the case file: gone", self.md)
+        self.assertNotIn("NOT-RUN-OUTPUT", self.md)
+        self.assertNotIn("steady", self.md)  # passing cases are only counted
+
+    def test_output_excerpt_cannot_leave_its_fence(self):
+        blocks = fenced_blocks(self.md)
+        hostile = [b for f, b in blocks if "alert(1)" in b]
+        self.assertEqual(len(hostile), 1)
+        fence = [f for f, b in blocks if "alert(1)" in b][0]
+        self.assertGreater(len(fence), 3)  # longer than the ``` run inside
+        self.assertIn("::set-output name=x::y", hostile[0])  # the whole excerpt stayed inside
+        self.assertIn("\\x1b[31m", hostile[0])
+        self.assertIn("\\u202e", hostile[0])
+
+    def test_no_markup_outside_fences(self):
+        rest = outside_fences(self.md)
+        for raw in ("<script", "<b>", "</b>", "<img", "<!--", "**bold**", "](", "\x1b"):
+            self.assertNotIn(raw, rest)
+        self.assertNotIn("alert(1)", rest)
+        heading = [l for l in rest.split("\n") if "case\\-" in l][0]
+        self.assertEqual(heading,
+                         '#### case\\-&lt;b&gt;\\|\\*x\\*\\|&lt;/b&gt;"id,\\:a')
+        # no unescaped pipe or emphasis marker on any line built from model or case text
+        for line in rest.split("\n"):
+            if line.startswith("|"):
+                continue  # the counts table: numbers only
+            self.assertIsNone(re.search(r"(?<!\\)[|*_`\[\]]", line.replace("**", "", 2)
+                                        if line.startswith("pass rate") else line), line)
+
+    def test_outputs_omitted(self):
+        record, previous = sample(outputs_included=False)
+        record["cases"][0]["output"] = "LEAKED OUTPUT"
+        text = evals.render_markdown(record, previous)
+        self.assertIn("(output omitted)", text)
+        self.assertNotIn("LEAKED", text)
+        for marker in OUTPUT_MARKERS:
+            self.assertNotIn(marker, text)
+
+    def test_all_green(self):
+        record = make_record([entry("a", "pass", "passing", "ok")])
+        text = evals.render_markdown(record, {"a": {"id": "a", "status": "pass",
+                                                   "baseline": "pass"}})
+        self.assertTrue(text.startswith("## ✅ evals: no regressions\n"))
+        self.assertNotIn("###", text)
+
+
+class TagCollector(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.attributes, self.text = [], set(), []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attributes.update(name for name, _ in attrs)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h4",
+                "div", "span", "b", "section", "details", "summary", "p", "pre", "ul", "li",
+                "code", "del", "ins", "table", "tr", "th", "td"}
+
+
+class HtmlTest(unittest.TestCase):
+    def setUp(self):
+        self.record, self.previous = sample()
+        self.page = evals.render_html(self.record, self.previous)
+        self.parsed = TagCollector()
+        self.parsed.feed(self.page)
+        self.text = "".join(self.parsed.text)
+
+    def test_self_contained(self):
+        self.assertTrue(self.page.startswith("<!DOCTYPE html>"))
+        self.assertNotIn("<script", self.page.lower())
+        # the only URL is the hostile output's, shown as escaped text
+        self.assertEqual(self.page.count("http"), self.page.count("http-equiv") + 1)
+        self.assertIn("&lt;a href=&quot;https://evil.example&quot;&gt;", self.page)
+        clean = evals.render_html(make_record([entry("a", "pass", "passing", "ok")]), {})
+        self.assertNotIn("http", clean.replace("http-equiv", ""))
+        for reference in ("src=", "href=", "url(", "@import", "<link", "<img"):
+            self.assertNotIn(reference, clean)
+        self.assertNotIn("<img", self.page)  # the hostile one is text: &lt;img
+        self.assertIn("default-src 'none'", self.page)
+        self.assertIn('name="viewport"', self.page)
+        self.assertIn("@media (max-width:760px)", self.page)
+
+    def test_only_our_tags_and_attributes(self):
+        # hostile ids and outputs produced no element and no attribute of their own
+        self.assertLessEqual(set(self.parsed.tags), ALLOWED_TAGS)
+        self.assertLessEqual(self.parsed.attributes,
+                             {"lang", "charset", "name", "content", "http-equiv", "class", "open"})
+
+    def test_hostile_text_is_shown_as_text(self):
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&lt;/td&gt;", self.page)
+        self.assertIn("&quot;onerror=alert(2) x=&#x27;y&#x27;", self.page)
+        self.assertIn('Sure! <script>alert(1)</script></td></pre></textarea> "onerror=', self.text)
+        self.assertIn(HOSTILE_ID, self.text)
+        self.assertIn("\\x1b[31mred\\u202eevil\\ud800", self.text)
+        self.page.encode("utf-8")  # the lone surrogate was spelled out
+
+    def regressed_card(self, case_id):
+        start = self.page.index(f'<span class="id">{case_id}</span>')
+        return self.page[start:self.page.index("</details>", start)]
+
+    def test_regressed_case_shows_both_outputs_with_marks(self):
+        card = self.regressed_card("refund")
+        self.assertIn("Baseline output", card)
+        self.assertIn("This run", card)
+        self.assertIn("<del>", card)
+        self.assertIn("<ins>", card)
+        self.assertRegex(card, r"<del>[^<]*manager approval")
+        self.assertRegex(card, r"<ins>[^<]*refunded \$150")
+        self.assertIn("sorry the blender broke.", card)  # unchanged words unmarked
+        self.assertIn("none of &#x27;manager approval&#x27; found", card)
+        self.assertIn("input of refund", card)
+
+    def test_reading_order(self):
+        positions = [self.page.index(s) for s in (
+            "Regressed: passed in the baseline", "Errored:", "Other failures", "Fixed (1)",
+            "Passing (2)", "Removed from the case file")]
+        self.assertEqual(positions, sorted(positions))
+        self.assertLess(self.page.index('"id">refund<'), self.page.index('"id">timeout<'))
+        self.assertNotIn("NOT-RUN-OUTPUT", self.page)
+        self.assertIn("(no output: the call failed)", self.page)
+
+    def test_outputs_omitted(self):
+        record, previous = sample(outputs_included=False)
+        record["cases"][0]["output"] = "LEAKED OUTPUT"
+        previous["refund"]["output"] = "LEAKED PREVIOUS"
+        page = evals.render_html(record, previous)
+        self.assertIn("(output omitted)", page)
+        self.assertNotIn("LEAKED", page)
+        for marker in OUTPUT_MARKERS:
+            self.assertNotIn(marker, page)
+        self.assertNotIn("<del>", page)
+
+    def test_attempt_outputs_never_printed(self):
+        record = make_record([entry("flaky", "fail", "regressed", "now", baseline="pass",
+                                    flaky=True, attempts=[
+                                        {"status": "pass", "output": "ATTEMPT-OUTPUT"},
+                                        {"status": "fail", "output": "now"}])])
+        page = evals.render_html(record, {})
+        self.assertNotIn("ATTEMPT-OUTPUT", page)
+        self.assertIn("1/2 calls passed", page)
+        self.assertIn(">flaky<", page)
+
+    def test_no_baseline(self):
+        record = make_record([entry("a", "fail", "new", "text")])
+        page = evals.render_html(record, {})
+        self.assertIn("(no baseline output recorded)", page)
+        self.assertNotIn("<ins>", page)
+
+
+def parse_command(line):
+    """A workflow command the way the runner reads one (actions/runner ActionCommand
+    TryParseV2 and its UnescapeProperty / UnescapeData): (name, properties, data) or None."""
+    line = line.lstrip()
+    if not line.startswith("::"):
+        return None
+    end = line.find("::", 2)
+    if end < 0:
+        return None
+    info, data = line[2:end], line[end + 2:]
+    name, _, props = info.partition(" ")
+    properties = {}
+    for part in filter(None, props.strip().split(",")):
+        key, sep, value = part.partition("=")
+        if sep:
+            for escaped, raw in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","),
+                                 ("%25", "%")):
+                value = value.replace(escaped, raw)
+            properties[key] = value
+    for escaped, raw in (("%0D", "\r"), ("%0A", "\n"), ("%25", "%")):
+        data = data.replace(escaped, raw)
+    return name, properties, data
+
+
+class GithubAnnotationsTest(unittest.TestCase):
+    def setUp(self):
+        self.record, _ = sample()
+        self.text = evals.github_annotations(self.record)
+        self.lines = self.text.splitlines()
+
+    def test_one_line_per_regression_and_error(self):
+        self.assertTrue(self.text.endswith("\n"))
+        self.assertEqual(len(self.text.split("\n")), len(self.lines) + 1)  # no stray breaks
+        errors = [l for l in self.lines if l.startswith("::error ")]
+        warnings = [l for l in self.lines if l.startswith("::warning ")]
+        self.assertEqual(len(errors), 2)
+        self.assertEqual(len(warnings), 1)
+        self.assertEqual(len(self.lines), 3)
+        for line in self.lines:
+            self.assertTrue(line.startswith(("::error ", "::warning ")), line)
+            self.assertNotIn("\r", line)
+
+    def test_escaping_reaches_the_runner_intact(self):
+        parsed = [parse_command(line) for line in self.lines]
+        self.assertEqual(parsed[0], ("error", {"title": "Regression: refund"},
+                                     "contains_any: none of 'manager approval' found"))
+        name, properties, data = parsed[1]
+        self.assertEqual(properties, {"title": "Regression: " + HOSTILE_ID})
+        self.assertEqual(data, "not_contains: found '<script>'\n::add-mask::x, 50%0A done")
+        self.assertEqual(parsed[2], ("warning", {"title": "Error: timeout"},
+                                     "TimeoutError: no answer within 30 s\n::warning::injected"))
+        self.assertTrue(self.lines[0].startswith("::error title=Regression%3A refund::"))
+        self.assertIn("50%250A done", self.lines[1])
+        self.assertIn("%2C", self.lines[1].split("::")[1])  # the id's comma, inside the title
+
+    def test_hostile_output_cannot_start_a_command(self):
+        hostile_reasons = ["x\n::set-output name=x::y", "::add-mask::secret", "%0A::error::a",
+                           "a\r\n::stop-commands::t", "a\u2028::error::b", "a\x85::error::c",
+                           "a\r::notice::d"]
+        record = make_record([entry(f"c{i}", "fail", "regressed", HOSTILE, baseline="pass",
+                                    checks=[check("regex", False, reason)])
+                              for i, reason in enumerate(hostile_reasons)]
+                             + [entry("e,x::y\nz", "error", "errored", error=HOSTILE)])
+        text = evals.github_annotations(record)
+        lines = text.split("\n")[:-1]
+        self.assertEqual(len(lines), len(hostile_reasons) + 1)
+        self.assertEqual(len(text.splitlines()), len(lines))  # no Unicode line break either
+        for line in lines:
+            self.assertTrue(line.startswith(("::error title=", "::warning title=")), line)
+            name, properties, data = parse_command(line)
+            self.assertEqual(list(properties), ["title"])  # no injected property
+        name, properties, data = parse_command(lines[-1])
+        self.assertEqual((name, properties["title"]), ("warning", "Error: e,x::y\nz"))
+
+    def test_nothing_to_report(self):
+        record = make_record([entry("a", "pass", "passing", "ok"),
+                              entry("b", "fail", "new", "no")])
+        self.assertEqual(evals.github_annotations(record), "")
+
+
+class EndToEndTest(unittest.TestCase):
+    """A record made by the command line (--rescore of recordings), then every report."""
+
+    CASES = [
+        {"id": "refund", "input": "Refund?", "checks": [
+            {"type": "contains_any", "values": ["manager approval"]}]},
+        {"id": "short", "input": "Short?", "checks": [{"type": "max_words", "n": 5}]},
+    ]
+
+    def run_cli(self, directory, outputs):
+        with open(os.path.join(directory, "recordings.jsonl"), "w", encoding="utf-8") as handle:
+            for case_id, output in outputs.items():
+                handle.write(json.dumps({"id": case_id, "output": output}) + "\n")
+        baseline = os.path.join(directory, "last_run.json")
+        before = None
+        if os.path.exists(baseline):
+            with open(baseline, encoding="utf-8") as handle:
+                before = json.load(handle)
+        code = evals.main(["--cases", os.path.join(directory, "cases.jsonl"),
+                           "--baseline", baseline,
+                           "--rescore", os.path.join(directory, "recordings.jsonl")],
+                          stdout=io.StringIO(), stderr=io.StringIO())
+        with open(baseline, encoding="utf-8") as handle:
+            return code, json.load(handle), before
+
+    def test_rescored_regression(self):
+        with tempfile.TemporaryDirectory() as directory:
+            with open(os.path.join(directory, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                handle.write("\n".join(json.dumps(c) for c in self.CASES) + "\n")
+            code, _, _ = self.run_cli(directory, {
+                "refund": "Refunds over $100 need manager approval.", "short": "Friday."})
+            self.assertEqual(code, 0)
+            code, record, before = self.run_cli(directory, {
+                "refund": "Refunded </td><script>x()</script> instantly.", "short": "Friday."})
+            self.assertEqual(code, 1)
+        previous = {e["id"]: e for e in before["cases"]}
+
+        root = ET.fromstring(evals.render_junit(record))
+        suite = root.find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("errors")),
+                         ("2", "1", "0"))
+        failure = root.find(".//testcase[@name='refund']/failure")
+        self.assertEqual(failure.get("type"), "regression")
+        self.assertIn("manager approval", failure.get("message"))
+
+        page = evals.render_html(record, previous)
+        self.assertNotIn("<script", page)
+        self.assertIn("need manager approval", page)
+        self.assertIn("<del>", page)
+        self.assertIn("<ins>", page)
+
+        markdown = evals.render_markdown(record, previous)
+        self.assertIn("1 regression", markdown.split("\n")[0])
+
+        lines = evals.github_annotations(record).splitlines()
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].startswith("::error title=Regression%3A refund::"))
+
+
+if __name__ == "__main__":
+    unittest.main()
