@@ -648,7 +648,7 @@ def check_char_count(output, min=None, max=None):
 
 @register("sentence_count", **_BOUNDS)
 def check_sentence_count(output, min=None, max=None):
-    """Sentences between min and max (ends at . ! ? except after common abbreviations)."""
+    """Sentences between min and max (. ! ? end one, not after abbreviations or initials)."""
     return _bound_result(len(_split_sentences(output)), "sentence", min, max)
 
 
@@ -750,7 +750,7 @@ def check_json_keys(output, keys, exact=False, allow_fence=False):
 @register("json_schema", schema=Param("schema", required=True),
           allow_fence=Param("bool", default=False))
 def check_json_schema(output, schema, allow_fence=False):
-    """The output is JSON valid against `schema` (a JSON Schema subset; see --list-checks)."""
+    """The output is JSON valid against `schema` (a JSON Schema subset, listed in the README)."""
     value, problem = _parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)
@@ -789,7 +789,7 @@ def _json_equal(a, b):
 def _is_schema_type(value, name):
     actual = _json_type(value)
     if name == "integer":
-        return actual == "number" and (isinstance(value, int) or value.is_integer())
+        return actual == "number" and (isinstance(value, int) or float.is_integer(value))
     return actual == name
 
 
@@ -1988,7 +1988,7 @@ def format_summary(record, quiet=False):
     ]
     extras = []
     latency = summary.get("latency_s") or {}
-    if latency and not quiet:
+    if latency and latency["max"] >= 0.001 and not quiet:  # sub-millisecond: a replay, not a model
         extras.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
                       f"max {latency['max']:.3f} s")
     if summary.get("tokens"):

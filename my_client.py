@@ -704,7 +704,7 @@ def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple
     body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}  # type: Dict[str, Any]
     if settings.system_prompt:
         body["systemInstruction"] = {"parts": [{"text": settings.system_prompt}]}
-    config = {}  # type: Dict[str, Any]
+    config: Dict[str, Any] = {}
     if settings.temperature is not None:
         config["temperature"] = settings.temperature
     if settings.max_tokens is not None:
@@ -873,7 +873,7 @@ class ReplayClient:
         self.reason = reason
         self._lock = threading.Lock()
         self._by_id = None  # type: Optional[Dict[str, Dict[str, Any]]]
-        self._by_input = {}  # type: Dict[str, List[Dict[str, Any]]]
+        self._by_input: Dict[str, List[Dict[str, Any]]] = {}
         self._noticed = False
         self.load_count = 0
 
@@ -893,8 +893,8 @@ class ReplayClient:
                     )
             if self._by_id is not None:
                 return self._by_id
-            by_id = {}  # type: Dict[str, Dict[str, Any]]
-            anonymous = []  # type: List[Dict[str, Any]]
+            by_id: Dict[str, Dict[str, Any]] = {}
+            anonymous: List[Dict[str, Any]] = []
             try:
                 handle = open(self.path, encoding="utf-8-sig")
             except FileNotFoundError:
@@ -921,7 +921,7 @@ class ReplayClient:
                         anonymous.append(record)
                     else:
                         by_id[str(record["id"])] = record
-            by_input = {}  # type: Dict[str, List[Dict[str, Any]]]
+            by_input: Dict[str, List[Dict[str, Any]]] = {}
             for record in list(by_id.values()) + anonymous:
                 if isinstance(record.get("input"), str):
                     by_input.setdefault(record["input"], []).append(record)
@@ -1043,7 +1043,7 @@ _ENV_VARS = (
     "EVALS_MAX_ATTEMPTS",
     "EVALS_MAX_RETRY_WAIT",
 )
-_clients = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
+_clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
 _clients_lock = threading.Lock()
 
 
