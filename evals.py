@@ -1674,7 +1674,9 @@ def merge_records(records, case_ids):
                 raise EvalsError(f"case {entry['id']!r} was run by more than one shard")
             else:
                 ran[entry["id"]] = entry
-    missing = [case_id for case_id in case_ids if case_id not in ran and case_id not in carried]
+    # A shard's record carries the cases it did not run as not_run (from its baseline), so
+    # only a case some record ran counts: otherwise a lost shard would pass unnoticed.
+    missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
     entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
