@@ -1713,6 +1713,10 @@ def write_atomic(path, data):
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        try:  # the temporary file is private (0600): keep the mode of the file it replaces
+            os.chmod(handle.name, os.stat(path).st_mode & 0o7777)
+        except FileNotFoundError:
+            pass
         os.replace(handle.name, path)
     except BaseException:
         try:
