@@ -2286,7 +2286,8 @@ def _md_fenced(value, limit=_EXCERPT_CHARS):
 
 
 def _rate_text(numbers):
-    text = f"pass rate **{_percent(numbers['pass_rate'])}** ({numbers['passed']}/{numbers['total']})"
+    text = (f"pass rate **{_percent(numbers['pass_rate'])}** "
+            f"({numbers['passed']}/{numbers['total']})")
     if numbers["previous_pass_rate"] is not None:
         text += f", previously {_percent(numbers['previous_pass_rate'])}"
     return text
@@ -2368,7 +2369,10 @@ def _word_diff(old, new):
     and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
     a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
     left, right = [], []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    # Compared without their trailing white space, so "email." at the end of one text and
+    # "email.\n" before a new line in the other are the same word.
+    matcher = difflib.SequenceMatcher(None, [t.rstrip() or t for t in a],
+                                      [t.rstrip() or t for t in b], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         removed, added = _html.escape("".join(a[i1:i2])), _html.escape("".join(b[j1:j2]))
         if tag == "equal":
@@ -2400,7 +2404,8 @@ font-size:14px;overflow-wrap:anywhere}
 .tile.warn b{color:var(--amber)}.tile.good b{color:var(--green)}
 .case{border:1px solid var(--line);border-left:4px solid var(--line);border-radius:6px;
 margin:12px 0;padding:10px 14px;background:#fff}
-.case.regressed,.case.failing{border-left-color:var(--red)}.case.errored{border-left-color:var(--amber)}
+.case.regressed,.case.failing{border-left-color:var(--red)}
+.case.errored{border-left-color:var(--amber)}
 .case.fixed{border-left-color:var(--green)}
 .case>summary,.case h3{font-size:16px;margin:0;font-weight:600;cursor:pointer}
 .id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
@@ -2408,7 +2413,8 @@ margin:12px 0;padding:10px 14px;background:#fff}
 margin-left:6px;border:1px solid currentColor;vertical-align:1px}
 .badge.regressed,.badge.failing{color:var(--red)}.badge.errored{color:var(--amber)}
 .badge.fixed{color:var(--green)}.badge.flaky{color:var(--blue)}
-h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
+h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;
+letter-spacing:.04em}
 pre{margin:0;padding:8px 10px;background:var(--bg);border:1px solid var(--line);border-radius:6px;
 white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;
 font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
@@ -2428,12 +2434,17 @@ details.list>summary{cursor:pointer;font-weight:600;margin:8px 0}
 padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em}
 .verdict.bad{background:var(--red)}.verdict.warn{background:var(--amber)}
 .verdict.good{background:var(--green)}
-@media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr)}main{padding:14px 10px 32px}
+@media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr);gap:0}
+main{padding:14px 10px 32px}
 h1{font-size:19px}.case{padding:8px 10px}
 .tiles{grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
 .tile{padding:4px 8px;font-size:12px}
 .tile b{font-size:19px}}
 """
+
+
+def _duration(seconds):
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
 def _h(value):
@@ -2460,7 +2471,7 @@ def _html_case(entry, change, key, record, previous):
     if base:
         facts.insert(0, f"baseline {_h(base)}")
     if isinstance(entry.get("latency_s"), (int, float)):
-        facts.append(f"{entry['latency_s']:.2f} s")
+        facts.append(_duration(entry["latency_s"]))
     if entry.get("model"):
         facts.append(_h(entry["model"]))
     attempts = entry.get("attempts")
@@ -2569,15 +2580,16 @@ def render_html(record, previous=None):
     for key, _title, group in sections:
         if key == "passing" or not group:
             continue
-        out.append(f"<section><h2>{headings[key]} ({len(group)})</h2>")
+        out.append(f'<section id="{key}"><h2>{headings[key]} ({len(group)})</h2>')
         out.extend(_html_case(entry, change, key, record, previous) for entry, change in group)
         out.append("</section>")
     passing = dict((key, group) for key, _t, group in sections)["passing"]
     if passing:
         cells = "".join(
             f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
-            f'<td>{_seconds(e.get("latency_s")):.2f} s</td></tr>' for e, c in passing)
-        out.append(f'<section><details class="list"><summary>Passing ({len(passing)})</summary>'
+            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
+        out.append('<section id="passing"><details class="list">'
+                   f"<summary>Passing ({len(passing)})</summary>"
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
                    "</table></details></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
