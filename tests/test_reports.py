@@ -344,7 +344,8 @@ class HtmlTest(unittest.TestCase):
         # hostile ids and outputs produced no element and no attribute of their own
         self.assertLessEqual(set(self.parsed.tags), ALLOWED_TAGS)
         self.assertLessEqual(self.parsed.attributes,
-                             {"lang", "charset", "name", "content", "http-equiv", "class", "open"})
+                             {"lang", "charset", "name", "content", "http-equiv", "class", "open",
+                              "id"})
 
     def test_hostile_text_is_shown_as_text(self):
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;&lt;/td&gt;", self.page)
