@@ -1544,7 +1544,7 @@ def diff_runs(baseline, results, all_case_ids=None):
             diff.new.append(result.id)
         elif result.status in ("fail", "review"):
             (diff.regressed if before["baseline"] == "pass" else diff.still_failing).append(result.id)
-        elif before["baseline"] == "pass" and before.get("status") != "fail":
+        elif before["baseline"] == "pass" and before.get("status") not in ("fail", "review"):
             diff.passing.append(result.id)
         else:
             diff.fixed.append(result.id)

@@ -666,6 +666,23 @@ class RepeatTest(unittest.TestCase):
         self.assertIn("flaky (repeats disagreed): k", evals.format_summary(record))
 
 
+class ReviewRegressionTest(unittest.TestCase):
+    """A regression the judge left undecided ("review") is fixed like a failed one."""
+
+    def test_review_then_pass_is_fixed_and_reported(self):
+        for before_status in ("fail", "review"):
+            baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass",
+                                             "status": before_status}})
+            diff = evals.diff_runs(baseline, [evals.CaseResult("k", "pass")])
+            self.assertEqual((diff.fixed, diff.passing), (["k"], []), before_status)
+        baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass", "status": "pass"}})
+        self.assertEqual(evals.diff_runs(baseline, [evals.CaseResult("k", "pass")]).passing,
+                         ["k"])
+        baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass", "status": "pass"}})
+        self.assertEqual(evals.diff_runs(baseline, [evals.CaseResult("k", "review")]).regressed,
+                         ["k"])
+
+
 class BudgetTest(unittest.TestCase):
     USAGE = {"input_tokens": 1000, "output_tokens": 1000}  # gpt-4o-mini: $0.00075 a call
 
