@@ -2201,7 +2201,8 @@ def render_junit(record):
     The output text goes in <system-out> unless the record omits outputs. Cases not run this
     time (a filtered run) are left out, as pytest leaves out deselected tests, so skipped="0".
     timestamp is the start in UTC without an offset (the Ant JUnit schema's pattern); time is
-    the wall-clock seconds of the run (the sum of latencies when the record lacks the times).
+    the wall-clock seconds of the run (the sum of latencies when the record lacks the times
+    or they fall in the same second).
 
     Built with xml.etree.ElementTree, which escapes &, <, >, quotes and (in attributes) tabs
     and line breaks; characters XML 1.0 forbids (C0 controls but tab/LF/CR, lone surrogates,
@@ -2250,7 +2251,7 @@ def render_junit(record):
         output = _output_of(entry, record)
         if output is not None:
             _ET.SubElement(testcase, "system-out").text = _xml_text(output)
-    if started and finished and finished >= started:
+    if started and finished and finished > started:  # else (same second) the latencies' sum
         total_time = (finished - started).total_seconds()
     for name, value in (("tests", len(rows)), ("failures", failures), ("errors", errors),
                         ("skipped", 0), ("time", f"{total_time:.3f}")):
@@ -2455,7 +2456,8 @@ def _h(value):
 def _html_case(entry, change, key, record, previous):
     """One case as an HTML card (str)."""
     status = _text(entry.get("status"))
-    base = _text((previous or {}).get(entry["id"], {}).get("baseline")) if previous else ""
+    before = (previous or {}).get(entry["id"])
+    base = _text(before.get("baseline")) if isinstance(before, dict) else ""
     badges = {"regressed": "regressed", "errored": "errored", "fixed": "fixed",
               "new": "new", "still_failing": "still failing"}
     badge_class = "failing" if key == "failing" else key
