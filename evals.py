@@ -2309,7 +2309,7 @@ def render_markdown(record, previous=None):
     Escaping: ids, reasons and errors are put on one line, every character with a
     CommonMark/GFM meaning (\\ ` * _ { } [ ] ( ) # + - . ! | ~ : = $ ^) is backslash-escaped
     and &, <, > become entities (no tag or comment can open), so emphasis, links,
-    images, table cells and math cannot form. Output excerpts go in a fenced code block whose
+    images, table cells, :emoji: shortcodes and $math$ cannot form. Output excerpts go in a fenced code block whose
     fence is longer than any backtick run in the text (CommonMark: a fence closes only on a
     run at least as long). Controls and bidirectional overrides are spelled out as \\uNNNN.
     A bare URL inside a reason may still be autolinked by GitHub; it cannot inject markup.
