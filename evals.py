@@ -3192,6 +3192,9 @@ def _add_command(args, stdout, stderr):
         else:
             stdout.write("the new case fails on that output, as it should: it catches this "
                          "answer\n")
+    elif args.from_run:
+        stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, or "
+                     "saved with --omit-outputs); the new checks were not tried on it\n")
     return EXIT_OK
 
 

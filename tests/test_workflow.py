@@ -535,6 +535,17 @@ class AddTest(Workspace):
         self.assertIn("pass max_words", out)
         self.assertIn("warning: the new case PASSES on that output", out)
 
+        # A record saved without outputs: the case is added, and the user is told that the
+        # checks could not be tried.
+        self.assertEqual(self.main("--cases", self.cases, "--baseline", self.baseline,
+                                   "--client", self.client, "--no-history",
+                                   "--omit-outputs")[0], 0)
+        code, out, _ = self.add("--id", "refund-5", "--from-run", "refund", "--max-words", "20")
+        self.assertEqual(code, 0)
+        self.assertIn("has no output for 'refund'", out)
+        self.assertNotIn("warning", out)
+        self.assertEqual(evals.load_cases(self.cases)[0][-1].id, "refund-5")
+
         before = self.read()
         code, _, err = self.add("--id", "refund-4", "--from-run", "nope", "--max-words", "2")
         self.assertEqual(code, 2)
@@ -754,7 +765,8 @@ class CostTest(unittest.TestCase):
         self.assertEqual(evals.call_cost("replay", usage), 0.0)
 
     def test_latency_percentiles_nearest_rank(self):
-        results = [evals.CaseResult("c%d" % n, "pass", latency_s=float(n)) for n in range(10, 0, -1)]
+        results = [evals.CaseResult("c%d" % n, "pass", latency_s=float(n))
+                   for n in range(10, 0, -1)]
         results.append(evals.CaseResult("e", "error", latency_s=100.0))
         results.append(evals.CaseResult("f", "fail", latency_s=None))
         self.assertEqual(evals.latency_percentiles(results),
