@@ -2311,7 +2311,8 @@ def render_markdown(record, previous=None):
     and &, <, > become entities (no tag or comment can open), so emphasis, links, images,
     table cells, :emoji: shortcodes and $math$ cannot form. Output excerpts go in a fenced
     code block whose fence is longer than any backtick run in the text (CommonMark: a fence
-    closes only on a run at least as long). Controls and bidirectional overrides are spelled out as \\uNNNN.
+    closes only on a run at least as long). Controls and bidirectional overrides are spelled
+    out as \\uNNNN.
     A bare URL inside a reason may still be autolinked by GitHub; it cannot inject markup.
     """
     rows = _report_cases(record, previous)
