@@ -1625,11 +1625,18 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": _summary(counts, run.pass_rate, baseline.pass_rate, diff, run.results,
+        "summary": _summary(counts, run.pass_rate, _previous_rate(baseline, ran), diff, run.results,
                             usages, costs),
         "removed": list(diff.removed),
         "cases": entries,
     }
+
+
+def _previous_rate(baseline, case_ids):
+    """The baseline's pass rate over the same cases (those of `case_ids` it has), so a filtered
+    run is compared like with like; None when it has none of them."""
+    statuses = [baseline.entries[i].get("status") for i in case_ids if i in baseline.entries]
+    return sum(1 for s in statuses if s == "pass") / len(statuses) if statuses else None
 
 
 def _summary(counts, pass_rate, previous_rate, diff, results, usages, costs):
@@ -1715,8 +1722,8 @@ def write_atomic(path, data):
             os.fsync(handle.fileno())
         try:  # the temporary file is private (0600): keep the mode of the file it replaces
             os.chmod(handle.name, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            pass
+        except FileNotFoundError:  # a new file gets the mode open() would give it
+            os.chmod(handle.name, 0o666 & ~_umask())
         os.replace(handle.name, path)
     except BaseException:
         try:
@@ -1724,6 +1731,13 @@ def write_atomic(path, data):
         except OSError:
             pass
         raise
+
+
+def _umask():
+    # The standard library reads the umask only by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path, data):
@@ -2914,8 +2928,8 @@ def _run_command(args, stdout, stderr):
     baseline = load_baseline(args.baseline)
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
-    if not selected:
-        raise EvalsError("no case matches the selection (--tag, --id, --failed, --shard)")
+    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
     prices = _load_prices(args.prices)
@@ -3245,6 +3259,8 @@ def _check_command(args, stdout, stderr):
         close = difflib.get_close_matches(args.case_id, [c.id for c in cases], n=3)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint}")
+    if args.output is None and sys.stdin.isatty():
+        stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
     if any(c["type"] == "judge" for c in case.checks):
         raise EvalsError(f"case {case.id!r} has a judge check; run it with evals.py --judge")
