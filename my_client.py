@@ -99,6 +99,8 @@ loaded once under a lock.  ``ask`` may be called from many threads.
 """
 
 import email.utils
+import functools
+import hashlib
 import http.client
 import json
 import os
@@ -124,6 +126,11 @@ __all__ = [
     "PROVIDERS",
     "DEFAULT_MODELS",
     "DEFAULT_BASE_URLS",
+    "judge",
+    "make_judge",
+    "JudgeReplay",
+    "prompt_key",
+    "capture",
 ]
 
 PROVIDERS = ("openai", "anthropic", "gemini", "ollama")
@@ -1075,3 +1082,324 @@ def ask(prompt: str) -> Reply:
         see the module docstring.
     """
     return _env_client()(prompt)
+
+
+# --------------------------------------------------------------------------
+# Judge: the model that grades evals.py's `judge` checks
+# --------------------------------------------------------------------------
+
+DEFAULT_JUDGE_RECORDINGS = "judge_recordings.jsonl"
+_JUDGE_ENV_VARS = (
+    "EVALS_JUDGE_PROVIDER",
+    "EVALS_JUDGE_MODEL",
+    "EVALS_JUDGE_BASE_URL",
+    "EVALS_JUDGE_TEMPERATURE",
+    "EVALS_JUDGE_RECORDINGS",
+    "EVALS_JUDGE_RECORD",
+) + _ENV_VARS
+
+
+def prompt_key(prompt: str) -> str:
+    """The key of a judge recording: sha256 hex of the prompt's UTF-8 bytes."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+def _append_line(path: str, row: Dict[str, Any]) -> None:
+    """Append one JSON line with a single O_APPEND write (lines of threads never interleave)."""
+    data = (json.dumps(row, ensure_ascii=False, default=repr) + "\n").encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        while data:
+            data = data[os.write(handle, data):]
+    finally:
+        os.close(handle)
+
+
+class JudgeReplay:
+    """Offline judge: recorded replies from a JSONL file, keyed by the prompt's sha256.
+
+    Each line: ``{"key": prompt_key(prompt), "reply": "<the judge's text>"}``;
+    ``model`` is optional and other fields (``id``, ``note``) are ignored.  A
+    prompt with no recording raises LookupError: an unrecorded verdict is an
+    error, never a pass.
+    """
+
+    def __init__(self, path: str, reason: str = "no judge provider configured") -> None:
+        self.path = path
+        self.reason = reason
+        self._lock = threading.Lock()
+        self._replies = None  # type: Optional[Dict[str, Dict[str, Any]]]
+
+    def __repr__(self) -> str:
+        return "JudgeReplay(path=%r)" % self.path
+
+    def _load(self) -> Dict[str, Dict[str, Any]]:
+        with self._lock:
+            if self._replies is not None:
+                return self._replies
+            with _notice_lock:
+                print(
+                    "my_client: %s; replaying recorded judge replies from %s, no judge model is called"
+                    % (self.reason, self.path),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            replies = {}  # type: Dict[str, Dict[str, Any]]
+            try:
+                handle = open(self.path, encoding="utf-8-sig")
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    "judge recordings file %s not found (set EVALS_JUDGE_PROVIDER to call a judge "
+                    "model; EVALS_JUDGE_RECORD=%s records its replies)" % (self.path, self.path)
+                ) from None
+            with handle:
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    where = "%s:%d" % (self.path, number)
+                    try:
+                        record = json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
+                    if not (isinstance(record, dict) and isinstance(record.get("key"), str)
+                            and isinstance(record.get("reply"), str)):
+                        raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
+                    replies[record["key"]] = record
+            self._replies = replies
+            return replies
+
+    def __call__(self, prompt: str) -> Reply:
+        """The recorded reply to ``prompt``; LookupError when there is none."""
+        record = self._load().get(prompt_key(prompt))
+        if record is None:
+            raise LookupError(
+                "no recorded judge reply for this prompt (key %s) in %s; set EVALS_JUDGE_PROVIDER "
+                "to ask a judge model" % (prompt_key(prompt)[:16], self.path)
+            )
+        return Reply(record["reply"], usage=None, model=str(record.get("model") or "replay"), attempts=0)
+
+
+def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tuple[str, Optional[str], Optional[str]]:
+    """(provider or "", model, base_url) of the judge: EVALS_JUDGE_* first, then EVALS_*.
+
+    The app's EVALS_MODEL / EVALS_BASE_URL apply only when the judge uses the
+    app's provider (a model name of one provider means nothing to another).
+    """
+    app = env.get("EVALS_PROVIDER", "").strip().lower()
+    own = env.get("EVALS_JUDGE_PROVIDER", "").strip().lower()
+    provider = provider.strip().lower() if provider is not None else own or app
+    same = provider == app
+    model = env.get("EVALS_JUDGE_MODEL") or (env.get("EVALS_MODEL") if same else None) or None
+    base_url = env.get("EVALS_JUDGE_BASE_URL") or (env.get("EVALS_BASE_URL") if same else None) or None
+    return provider, model, base_url
+
+
+def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
+    """Build a judge client ``judge(prompt) -> Reply`` (temperature 0, no system prompt).
+
+    provider None reads ``EVALS_JUDGE_PROVIDER``, then ``EVALS_PROVIDER``;
+    none (or ``replay``) replays ``EVALS_JUDGE_RECORDINGS`` (default
+    ``judge_recordings.jsonl``).  Overrides are those of :func:`make_client`;
+    ``recordings`` names the judge recordings file.
+    """
+    env = overrides.pop("env", None)
+    env = os.environ if env is None else env
+    name, model, base_url = _judge_config(env, provider)
+    if name in ("", "replay"):
+        path = overrides.get("recordings") or env.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS
+        reason = ("no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER unset)"
+                  if name == "" else "judge provider replay")
+        return JudgeReplay(path, reason=reason)
+    overrides.pop("recordings", None)
+    overrides.setdefault("model", model)
+    overrides.setdefault("base_url", base_url)
+    overrides.setdefault("system_prompt", None)
+    if "temperature" not in overrides:
+        raw = env.get("EVALS_JUDGE_TEMPERATURE")
+        overrides["temperature"] = (
+            0.0 if raw in (None, "") else _parse_number("EVALS_JUDGE_TEMPERATURE", raw, float, 0.0, allow_none=True)
+        )
+    return make_client(name, env=env, **overrides)
+
+
+_judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
+_record_lock = threading.Lock()
+
+
+def _env_judge() -> Callable[[str], Reply]:
+    config = tuple(os.environ.get(name) for name in _JUDGE_ENV_VARS) + (os.getcwd(),)
+    with _clients_lock:
+        client = _judges.get(config)
+        if client is None:
+            client = make_judge()
+            _judges[config] = client
+        return client
+
+
+def _judge_model() -> str:
+    """What the judge is ("openai:gpt-4o-mini", "replay"): part of evals' judge cache key, so
+    changing the judge model never reuses another model's cached verdicts."""
+    provider, model, _ = _judge_config(os.environ)
+    if provider in ("", "replay"):
+        return "replay"
+    return "%s:%s" % (provider, model or DEFAULT_MODELS.get(provider, "?"))
+
+
+def judge(prompt: str) -> Reply:
+    """Answer a judge prompt from evals.py (``--judge my_client:judge``).
+
+    Configured by ``EVALS_JUDGE_PROVIDER``, ``EVALS_JUDGE_MODEL``,
+    ``EVALS_JUDGE_BASE_URL`` (each falling back to the ``EVALS_*`` setting;
+    model and URL only for the app's own provider), temperature 0
+    (``EVALS_JUDGE_TEMPERATURE`` to change; ``none`` omits it).  Keys,
+    timeouts and retries are the provider's ``EVALS_*`` settings.  With no
+    provider it replays ``judge_recordings.jsonl`` (``EVALS_JUDGE_RECORDINGS``)
+    by the prompt's sha256 and says so once on stderr; a prompt with no
+    recording raises LookupError.  ``EVALS_JUDGE_RECORD=FILE`` appends every
+    live reply to FILE in the recordings format, for offline runs later.
+
+    The prompt holds the case's input and the output being graded: with a
+    live provider they are sent to that provider.
+    """
+    client = _env_judge()
+    reply = client(prompt)
+    record = os.environ.get("EVALS_JUDGE_RECORD")
+    if record and not isinstance(client, JudgeReplay):
+        with _record_lock:
+            _append_line(record, {"key": prompt_key(prompt), "reply": str(reply),
+                                  "model": getattr(reply, "model", None)})
+    return reply
+
+
+judge.judge_model = _judge_model  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------
+# Capture: log real calls of a running app, to review them into cases
+# --------------------------------------------------------------------------
+
+DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")
+_capture_lock = threading.Lock()
+_capture_warned = []  # type: List[bool]
+
+
+def _capture_input(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    for value in args:
+        if isinstance(value, str):
+            return str(value)
+    for name in ("prompt", "input", "message", "text", "question"):
+        if isinstance(kwargs.get(name), str):
+            return str(kwargs[name])
+    return json.loads(json.dumps({"args": list(args), "kwargs": kwargs}, default=repr))
+
+
+def _capture_output(result: Any) -> Any:
+    if result is None or isinstance(result, str):
+        return None if result is None else str(result)
+    return json.loads(json.dumps(result, default=repr))
+
+
+def _redacted(value: Any, patterns: List[Any]) -> Any:
+    if isinstance(value, str):
+        for pattern in patterns:
+            value = pattern.sub("[REDACTED]", value)
+        return value
+    if isinstance(value, list):
+        return [_redacted(v, patterns) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v, patterns) for k, v in value.items()}
+    return value
+
+
+def _fingerprint(value: Any) -> Any:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "chars": len(text)}
+
+
+def capture(
+    func: Optional[Callable[..., Any]] = None,
+    *,
+    path: str = DEFAULT_CAPTURES,
+    tags: Any = (),
+    context: Any = None,
+    store_text: bool = True,
+    redact: Any = (),
+) -> Any:
+    """Log every call of your own model function, to turn bad answers into cases.
+
+    One line in your app::
+
+        @my_client.capture(tags=["support"], redact=[r"\b\d{16}\b"])
+        def ask_support_bot(question): ...
+
+        # or: ask = my_client.capture(ask)
+
+    Each call appends ``{"ts", "input", "output", "tags", "context",
+    "latency_s", "error"}`` as one JSON line to ``path`` (default
+    ``.evals/captures.jsonl``), written with a single O_APPEND write under a
+    lock, so lines from many threads never interleave.  ``input`` is the
+    first string argument (else ``prompt=``/``input=``/... keyword, else the
+    arguments as JSON); ``output`` the return value.  A call that raises is
+    logged with ``error`` ("Type: message") and the exception is re-raised.
+
+    tags: list of strings kept with each call.  context: a dict, or a
+    function returning one per call (request id, user tier...).  redact:
+    regex patterns (str or compiled); every match in input, output, context
+    and error becomes ``[REDACTED]``.  store_text=False keeps only the
+    sha256 and length of input and output (and the error's type), so nothing
+    the user typed is written; such calls cannot become cases.
+
+    Logging never breaks the app: a capture that cannot be written is
+    dropped with one warning on stderr.  Review captures with
+    ``python evals.py review``.
+    """
+    patterns = [re.compile(p) if isinstance(p, str) else p for p in ([redact] if isinstance(redact, str) else redact)]
+    tag_list = [tags] if isinstance(tags, str) else [str(t) for t in tags]
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def record(args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any, error: Optional[BaseException], started: float) -> None:
+            try:
+                extra = context() if callable(context) else context
+                row = {
+                    "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "input": _redacted(_capture_input(args, kwargs), patterns),
+                    "output": _redacted(_capture_output(result), patterns) if error is None else None,
+                    "tags": tag_list,
+                    "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns) if extra is not None else None,
+                    "latency_s": round(time.perf_counter() - started, 6),
+                    "error": None,
+                }
+                if error is not None:
+                    text = str(error).strip()
+                    row["error"] = _redacted("%s: %s" % (type(error).__name__, text) if text else type(error).__name__, patterns)
+                if not store_text:
+                    row["input"] = _fingerprint(row["input"])
+                    row["output"] = _fingerprint(row["output"])
+                    if error is not None:
+                        row["error"] = type(error).__name__
+                with _capture_lock:
+                    _append_line(path, row)
+            except Exception as exc:  # never let logging break the app
+                with _capture_lock:
+                    if not _capture_warned:
+                        _capture_warned.append(True)
+                        print("my_client: capture to %s failed, calls are not logged: %s" % (path, exc), file=sys.stderr, flush=True)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                record(args, kwargs, None, exc, started)
+                raise
+            record(args, kwargs, result, None, started)
+            return result
+
+        return wrapper
+
+    return decorate(func) if func is not None else decorate

@@ -68,6 +68,7 @@ VALID_EXAMPLES = {
     "json_valid": {"type": "json_valid"},
     "json_keys": {"type": "json_keys", "keys": ["a"]},
     "json_schema": {"type": "json_schema", "schema": {"type": "object"}},
+    "judge": {"type": "judge", "rubric": "States that refunds over $100 need approval."},
 }
 
 
@@ -85,6 +86,7 @@ class RegistryTest(CheckTestCase):
             "regex", "phrase_count", "max_words", "word_count", "char_count", "sentence_count",
             "paragraph_count", "line_count", "bullet_count", "letter_case",
             "uppercase_word_count", "language", "json_valid", "json_keys", "json_schema",
+            "judge",  # tests/test_judge.py
         }
         self.assertEqual(tested, set(evals.CHECKS))
 
@@ -998,6 +1000,8 @@ class EmptyOutputTest(CheckTestCase):
     def test_empty_and_whitespace_fail_every_check(self):
         for output in ("", " ", "\n\t \r\n"):
             for name, check in VALID_EXAMPLES.items():
+                if name == "judge":
+                    continue  # scored by evaluate, empty output included: tests/test_judge.py
                 for negate in (False, True):
                     with self.subTest(output=output, check=name, negate=negate):
                         result = run({**check, "negate": negate}, output)
