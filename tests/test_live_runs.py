@@ -1,0 +1,462 @@
+"""End-to-end runs of the command line against a loopback OpenAI-compatible server.
+
+Each test starts a threaded HTTP server on 127.0.0.1 that decides what to do from the prompt
+text (fault injection per case), writes a case file into a temporary directory and runs
+`python evals.py` there in a subprocess with my_client configured through the environment.
+Every wait is bounded: subprocess timeouts, server-side delays, EVALS_TIMEOUT,
+EVALS_MAX_ATTEMPTS and EVALS_MAX_RETRY_WAIT.
+"""
+
+import http.server
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import evals
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVALS = os.path.join(ROOT, "evals.py")
+CLIENT = os.path.join(ROOT, "my_client.py") + ":ask"
+KEY = "sk-livetest-SECRET-9f8e7d6c5b4a39281706"
+MODEL = "gpt-4o-mini"
+RUN_TIMEOUT = 60  # seconds, per subprocess
+MAX_SERVER_DELAY = 3.0  # seconds; no handler sleeps longer
+
+GOOD_TEXT = "Approved: a manager will review your refund within 3 days."
+BAD_TEXT = "Sorry, I cannot help with that."
+
+
+def completion(text=GOOD_TEXT, finish="stop", usage=(12, 8), choices=True):
+    body = {"id": "chatcmpl-live", "object": "chat.completion", "model": MODEL,
+            "choices": [], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                                     "total_tokens": usage[0] + usage[1]}}
+    if choices:
+        body["choices"] = [{"index": 0, "finish_reason": finish,
+                            "message": {"role": "assistant", "content": text}}]
+    return body
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_POST(self):
+        server = self.server
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            prompt = json.loads(raw.decode("utf-8"))["messages"][-1]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            prompt = "<unreadable>"
+        with server.lock:
+            server.counts[prompt] = server.counts.get(prompt, 0) + 1
+            number = server.counts[prompt]
+            server.arrivals.append((time.monotonic(), prompt))
+            server.auth.add(self.headers.get("Authorization", ""))
+        action = server.behave(prompt, number)
+        if action.get("delay"):
+            time.sleep(min(action["delay"], MAX_SERVER_DELAY))
+        if action.get("reset"):
+            # SO_LINGER with a zero timeout: close() sends a TCP RST instead of an answer.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        if "json" in action:
+            payload = json.dumps(action["json"]).encode("utf-8")
+            content_type = "application/json"
+        else:
+            payload = action.get("body", b"")
+            content_type = "text/html"
+        try:
+            self.send_response(action.get("status", 200))
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in action.get("headers", {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:  # the client timed out and went away
+            self.close_connection = True
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+class FaultServer:
+    """Loopback chat-completions server; `behave(prompt, n)` returns the action for the n-th
+    request (1-based) carrying `prompt`. Counts requests per prompt and their arrival times."""
+
+    def __init__(self, behave):
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.behave = behave
+        self.server.lock = threading.Lock()
+        self.server.counts = {}
+        self.server.arrivals = []
+        self.server.auth = set()
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
+
+    def counts(self):
+        with self.server.lock:
+            return dict(self.server.counts)
+
+    def arrivals(self):
+        with self.server.lock:
+            return list(self.server.arrivals)
+
+    def auth_headers(self):
+        with self.server.lock:
+            return set(self.server.auth)
+
+
+# The fault of each case, chosen by its prompt: (case id, prompt, behaviour, expected status,
+# expected requests at the server, words the error reason must contain).
+def _ok(prompt, n):
+    return {"json": completion()}
+
+
+def _rate_limited_once(prompt, n):
+    if n == 1:
+        return {"status": 429, "headers": {"Retry-After": "0"},
+                "json": {"error": {"message": "Rate limit reached, retry shortly",
+                                   "type": "requests", "code": "rate_limit_exceeded"}}}
+    return {"json": completion()}
+
+
+def _busy_twice(prompt, n):
+    if n <= 2:
+        return {"status": 503, "body": b"<html><body>Service Unavailable</body></html>"}
+    return {"json": completion()}
+
+
+def _always_500(prompt, n):
+    return {"status": 500, "json": {"error": {"message": "The server had an error",
+                                              "type": "server_error"}}}
+
+
+def _slow(prompt, n):
+    return {"delay": 2.0, "json": completion()}
+
+
+def _reset(prompt, n):
+    return {"reset": True}
+
+
+def _not_json(prompt, n):
+    # Echoes the key, as some misconfigured proxies do: it must be scrubbed from the error.
+    return {"status": 200, "body": ("<html>gateway page for Bearer %s</html>" % KEY).encode()}
+
+
+def _empty_choices(prompt, n):
+    return {"json": completion(choices=False)}
+
+
+def _truncated(prompt, n):
+    return {"json": completion(text="Approved: a manager will", finish="length")}
+
+
+def _unauthorized(prompt, n):
+    return {"status": 401, "json": {"error": {
+        "message": "Incorrect API key provided: %s. You can find your API key at "
+                   "https://platform.openai.com/account/api-keys." % KEY,
+        "type": "invalid_request_error", "code": "invalid_api_key"}}}
+
+
+FAULTS = [
+    ("plain-ok", "Plain question", _ok, "pass", 1, ()),
+    ("rate-limited-once", "Rate limited once", _rate_limited_once, "pass", 2, ()),
+    ("busy-twice", "Busy twice", _busy_twice, "pass", 3, ()),
+    ("always-500", "Always 500", _always_500, "error", 3, ("HTTP 500", "3 attempts")),
+    ("too-slow", "Too slow", _slow, "error", 3, ("no response within", "EVALS_TIMEOUT")),
+    ("connection-reset", "Connection reset", _reset, "error", 3, ("connection",)),
+    ("not-json", "Not JSON", _not_json, "error", 1, ("non-JSON",)),
+    ("empty-choices", "Empty choices", _empty_choices, "error", 1, ("no choices",)),
+    ("truncated", "Truncated", _truncated, "error", 1, ("truncated", "length")),
+    ("unauthorized", "Unauthorized", _unauthorized, "error", 1, ("HTTP 401", "invalid_api_key")),
+]
+
+
+def write_cases(directory, cases):
+    """cases.jsonl in `directory`: one case per (id, prompt), passing when "manager" is said."""
+    with open(os.path.join(directory, "cases.jsonl"), "w", encoding="utf-8") as handle:
+        for case_id, prompt in cases:
+            handle.write(json.dumps({
+                "id": case_id, "input": prompt,
+                "checks": [{"type": "contains_any", "values": ["manager"]}],
+            }) + "\n")
+
+
+def run_evals(directory, server, *args, **env_extra):
+    """Run evals.py in `directory` against `server`; returns (exit code, stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
+    env.update({
+        "EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY, "EVALS_BASE_URL": server.url,
+        "EVALS_MODEL": MODEL, "EVALS_TIMEOUT": "0.75", "EVALS_MAX_ATTEMPTS": "3",
+        "EVALS_MAX_RETRY_WAIT": "1", "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    env.update(env_extra)
+    done = subprocess.run(
+        [sys.executable, EVALS, "--client", CLIENT, "--out", "record.json", *args],
+        cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        timeout=RUN_TIMEOUT)
+    return (done.returncode, done.stdout.decode("utf-8", "replace"),
+            done.stderr.decode("utf-8", "replace"))
+
+
+def read_record(directory, name="record.json"):
+    with open(os.path.join(directory, name), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+class LiveRunCase(unittest.TestCase):
+    """Temp directory, loopback server and a helper that runs evals.py in a subprocess."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="evals-live-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def start_server(self, behave):
+        server = FaultServer(behave)
+        self.addCleanup(server.stop)
+        return server
+
+    def write_cases(self, cases):
+        write_cases(self.dir, cases)
+
+    def run_evals(self, server, *args, **env_extra):
+        code, self.stdout, self.stderr = run_evals(self.dir, server, *args, **env_extra)
+        return code
+
+    def record(self):
+        return read_record(self.dir)
+
+    def entries(self):
+        return {e["id"]: e for e in self.record()["cases"]}
+
+    def describe(self):
+        return "\nstdout:\n%s\nstderr:\n%s" % (self.stdout[-3000:], self.stderr[-3000:])
+
+
+class FaultInjectionTests(unittest.TestCase):
+    """One run, -j 4, one fault per case: statuses, reasons, retries, order, no key leaked."""
+
+    @classmethod
+    def setUpClass(cls):
+        tmp = tempfile.TemporaryDirectory(prefix="evals-live-")
+        cls.addClassCleanup(tmp.cleanup)
+        cls.dir = tmp.name
+        behaviours = {prompt: behave for _id, prompt, behave, *_ in FAULTS}
+        cls.server = FaultServer(lambda prompt, n: behaviours[prompt](prompt, n))
+        cls.addClassCleanup(cls.server.stop)
+        write_cases(cls.dir, [(case_id, prompt) for case_id, prompt, *_ in FAULTS])
+        cls.code, cls.stdout, cls.stderr = run_evals(
+            cls.dir, cls.server, "-j", "4", "--junit", "report.xml", "--markdown", "report.md",
+            "--html", "report.html", "--json", "copy.json", "--record", "recorded.jsonl")
+
+    def record(self):
+        return read_record(self.dir)
+
+    def entries(self):
+        return {e["id"]: e for e in self.record()["cases"]}
+
+    def describe(self):
+        return "\nstdout:\n%s\nstderr:\n%s" % (self.stdout[-3000:], self.stderr[-3000:])
+
+    def test_exit_code_is_2_for_errored_cases(self):
+        self.assertEqual(self.code, 2, self.describe())
+        summary = self.record()["summary"]
+        self.assertEqual(summary["total"], len(FAULTS))
+        self.assertEqual(summary["passed"], 3)
+        self.assertEqual(summary["errored"], len(FAULTS) - 3)
+        self.assertIn("errored", self.stdout)
+
+    def test_statuses_and_reasons(self):
+        entries = self.entries()
+        for case_id, _prompt, _behave, status, _count, words in FAULTS:
+            with self.subTest(case=case_id):
+                entry = entries[case_id]
+                self.assertEqual(entry["status"], status, entry)
+                if status == "pass":
+                    self.assertNotIn("error", entry)
+                    self.assertEqual(entry["output"], GOOD_TEXT)
+                    self.assertEqual(entry["usage"], {"input_tokens": 12, "output_tokens": 8})
+                    self.assertEqual(entry["model"], MODEL)
+                else:
+                    self.assertEqual(entry["checks"], [], "an error is never scored")
+                    self.assertNotIn("output", entry)
+                    self.assertTrue(entry["error"].startswith("ProviderError: openai: "), entry)
+                    self.assertNotIn("\n", entry["error"])
+                    for word in words:
+                        self.assertIn(word.lower(), entry["error"].lower(), entry["error"])
+
+    def test_requests_per_prompt_count_the_retries(self):
+        counts = self.server.counts()
+        expected = {prompt: count for _id, prompt, _b, _s, count, _w in FAULTS}
+        self.assertEqual(counts, expected)
+        self.assertEqual(self.server.auth_headers(), {"Bearer " + KEY})
+
+    def test_one_result_per_case_in_case_file_order(self):
+        ids = [case_id for case_id, *_ in FAULTS]
+        for name in ("record.json", "copy.json"):
+            with open(os.path.join(self.dir, name), encoding="utf-8") as handle:
+                self.assertEqual([e["id"] for e in json.load(handle)["cases"]], ids, name)
+        self.assertEqual(self.record()["options"]["concurrency"], 4)
+
+    def test_reports_and_recordings_are_written(self):
+        for name in ("report.xml", "report.md", "report.html", "recorded.jsonl"):
+            self.assertTrue(os.path.getsize(os.path.join(self.dir, name)) > 0, name)
+        with open(os.path.join(self.dir, "recorded.jsonl"), encoding="utf-8") as handle:
+            recorded = {json.loads(line)["id"] for line in handle if line.strip()}
+        self.assertEqual(recorded, {i for i, _p, _b, status, *_ in FAULTS if status == "pass"},
+                         "errored calls must not be recorded as outputs")
+
+    def test_api_key_appears_nowhere(self):
+        self.assertNotIn(KEY, self.stdout)
+        self.assertNotIn(KEY, self.stderr)
+        key = KEY.encode("utf-8")
+        seen = []
+        for folder, _dirs, files in os.walk(self.dir):
+            for name in files:
+                path = os.path.join(folder, name)
+                seen.append(os.path.relpath(path, self.dir))
+                with open(path, "rb") as handle:
+                    self.assertNotIn(key, handle.read(), path)
+        self.assertIn("record.json", seen)
+        self.assertIn("report.html", seen)
+
+
+class BudgetTests(LiveRunCase):
+    # gpt-4o-mini: $0.15 in / $0.60 out per million tokens. 1000 in + 500 out per call:
+    # 1000 * 0.15e-6 + 500 * 0.60e-6 = $0.00045 a call. With a $0.002 budget the first call
+    # goes out unestimated, then each next call is estimated at $0.00045 and allowed while
+    # spent + 0.00045 <= 0.002: calls 2, 3, 4 (spent 0.00135 + 0.00045 = 0.0018) go out, call 5
+    # (0.0018 + 0.00045 = 0.00225) does not. So exactly 4 calls, 6 cases errored.
+    PRICE_IN, PRICE_OUT = evals.PRICES[MODEL]
+    CALL_COST = (1000 * PRICE_IN + 500 * PRICE_OUT) / 1_000_000
+    BUDGET = 0.002
+    EXPECTED_CALLS = 4
+
+    def setUp(self):
+        super().setUp()
+        self.assertAlmostEqual(self.CALL_COST, 0.00045)
+        self.server = self.start_server(
+            lambda prompt, n: {"json": completion(usage=(1000, 500))})
+        self.ids = ["case-%02d" % i for i in range(10)]
+        self.write_cases([(i, "Question %s" % i) for i in self.ids])
+
+    def check_budget_run(self, concurrency):
+        code = self.run_evals(self.server, "--budget", str(self.BUDGET), "-j", str(concurrency))
+        self.assertEqual(code, 2, self.describe())
+        self.assertEqual(sum(self.server.counts().values()), self.EXPECTED_CALLS)
+        entries = self.entries()
+        called = [i for i in self.ids if entries[i]["status"] == "pass"]
+        skipped = [i for i in self.ids if entries[i]["status"] == "error"]
+        self.assertEqual(len(called), self.EXPECTED_CALLS)
+        self.assertEqual(len(skipped), len(self.ids) - self.EXPECTED_CALLS)
+        for case_id in skipped:
+            self.assertIn("budget", entries[case_id]["error"])
+            self.assertNotIn("output", entries[case_id])
+        summary = self.record()["summary"]
+        self.assertAlmostEqual(summary["cost_usd"], self.EXPECTED_CALLS * self.CALL_COST)
+        self.assertLessEqual(summary["cost_usd"], self.BUDGET)
+        return called
+
+    def test_budget_stops_calling_serial(self):
+        called = self.check_budget_run(1)
+        self.assertEqual(called, self.ids[:self.EXPECTED_CALLS])
+
+    def test_budget_stops_calling_concurrent(self):
+        self.check_budget_run(4)
+
+
+class RepeatTests(LiveRunCase):
+    def test_alternating_answers_mark_the_case_flaky(self):
+        def behave(prompt, n):
+            if prompt == "Flip":
+                return {"json": completion(GOOD_TEXT if n % 2 else BAD_TEXT)}
+            return {"json": completion()}
+
+        server = self.start_server(behave)
+        self.write_cases([("steady", "Steady"), ("flip", "Flip")])
+        code = self.run_evals(server, "--repeat", "3")
+        self.assertEqual(code, 0, self.describe())
+        self.assertEqual(server.counts(), {"Steady": 3, "Flip": 3})
+        record = self.record()
+        self.assertEqual(record["summary"]["flaky"], ["flip"])
+        entries = self.entries()
+        # pass, fail, pass: 2 of 3 passes is the default majority
+        self.assertEqual(entries["flip"]["status"], "pass")
+        self.assertTrue(entries["flip"]["flaky"])
+        self.assertEqual([a["status"] for a in entries["flip"]["attempts"]],
+                         ["pass", "fail", "pass"])
+        self.assertEqual(entries["steady"]["status"], "pass")
+        self.assertNotIn("flaky", entries["steady"])
+
+    def test_min_pass_3_of_3_fails_the_flaky_case(self):
+        def behave(prompt, n):
+            return {"json": completion(GOOD_TEXT if n % 2 else BAD_TEXT)}
+
+        server = self.start_server(behave)
+        self.write_cases([("flip", "Flip")])
+        code = self.run_evals(server, "--repeat", "3", "--min-pass", "3")
+        self.assertEqual(code, 0, self.describe())  # no baseline: a new failure, not a regression
+        entry = self.entries()["flip"]
+        self.assertEqual(entry["status"], "fail")
+        self.assertEqual(self.record()["summary"]["flaky"], ["flip"])
+
+
+class RateLimitTests(LiveRunCase):
+    def test_rate_limit_spaces_the_calls(self):
+        server = self.start_server(lambda prompt, n: {"json": completion()})
+        self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(10)])
+        code = self.run_evals(server, "--rate-limit", "20", "-j", "4")
+        self.assertEqual(code, 0, self.describe())
+        arrivals = sorted(t for t, _prompt in server.arrivals())
+        self.assertEqual(len(arrivals), 10)
+        # 20 a second: starts at 0, 0.05, ..., 0.45 s. Allow a little scheduling jitter.
+        self.assertGreaterEqual(arrivals[-1] - arrivals[0], 0.40)
+        # Never a burst: any 3 consecutive calls span about 2 intervals.
+        for first, third in zip(arrivals, arrivals[2:]):
+            self.assertGreaterEqual(third - first, 0.07)
+
+    def test_without_rate_limit_calls_overlap(self):
+        server = self.start_server(lambda prompt, n: {"delay": 0.2, "json": completion()})
+        self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(8)])
+        code = self.run_evals(server, "-j", "4")
+        self.assertEqual(code, 0, self.describe())
+        arrivals = sorted(t for t, _prompt in server.arrivals())
+        self.assertEqual(len(arrivals), 8)
+        # 4 in flight: the first 4 arrive together, well inside one 0.2 s answer.
+        self.assertLess(arrivals[3] - arrivals[0], 0.15)
+
+
+if __name__ == "__main__":
+    unittest.main()
