@@ -60,6 +60,7 @@ __all__ = [
     "write_json_atomic", "append_case", "merge_records", "select_cases", "shard_of",
     "history_append", "history_rows", "RunOptions", "Budget", "PRICES", "call_cost",
     "render_junit", "render_markdown", "render_html", "github_annotations",
+    "Judge", "JudgeRequired", "NO_JUDGE", "judge_prompt", "parse_verdict", "verdict_status",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -3061,7 +3062,8 @@ def _run_parser():
                     "  evals.py history [CASE_ID]   verdicts over time from the local history\n"
                     "  evals.py add --id ID ...     append a validated case to the case file\n"
                     "  evals.py check CASE_ID       score one output (stdin) against one case\n"
-                    "  evals.py report RECORD       write reports for a saved run record",
+                    "  evals.py report RECORD       write reports for a saved run record\n"
+                    "  evals.py review              turn captured calls into cases",
         epilog=_EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl "
                "offline until a provider is configured (see my_client.py).",
     )
@@ -3167,7 +3169,7 @@ def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
     argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
-    command (merge, history, add, check, report) runs it, anything else runs the cases.
+    command (merge, history, add, check, report, review) runs it, anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout = stdout or sys.stdout
@@ -3642,12 +3644,286 @@ def _report_command(args, stdout, stderr):
     return EXIT_OK
 
 
+# ---- review: calls captured in a running app (my_client.capture) become approved cases -----
+
+DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")
+_EOF = object()
+
+
+def _review_parser():
+    parser = argparse.ArgumentParser(
+        prog="evals.py review",
+        description="Walk the calls captured by my_client.capture that are not reviewed yet and "
+                    "turn bad answers into cases. For each call the input and output are shown; "
+                    "[a]pprove asks what the answer should have said (the rubric of a `judge` "
+                    "check) and, separately, facts it must state and claims it must not make; "
+                    "[e]dit takes the case as pasted JSON; [s]kip marks the call reviewed; [q]uit "
+                    "stops. A case is shown in full and appended (validated, atomically) only "
+                    "after you answer y; end of input is a no. Answers are read from standard "
+                    "input, one a line, so the command can be scripted.",
+        epilog="Reviewed calls are listed (by hash) in FILE.reviewed next to the captures and "
+               "are not shown again.")
+    parser.add_argument("--captures", default=DEFAULT_CAPTURES, metavar="FILE",
+                        help=f"captured calls, JSONL (default: {DEFAULT_CAPTURES})")
+    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
+                        help=f"case file to append to (default: {DEFAULT_CASES})")
+    return parser
+
+
+def _read_captures(path):
+    """([(sha256 of the line, capture dict)] in file order, count of lines that are not
+    captures); identical lines count once."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise EvalsError(f"{path}: no captures yet (wrap your model call with "
+                         "my_client.capture to record them)") from None
+    except OSError as exc:
+        raise EvalsError(f"{path}: cannot read the captures: {exc.strerror or exc}") from None
+    captures, seen, bad = [], set(), 0
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not (isinstance(row, dict) and "input" in row and "output" in row):
+            bad += 1
+            continue
+        key = hashlib.sha256(line.encode("utf-8")).hexdigest()
+        if key not in seen:
+            seen.add(key)
+            captures.append((key, row))
+    return captures, bad
+
+
+def _read_reviewed(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return {line.strip() for line in handle if line.strip()}
+    except FileNotFoundError:
+        return set()
+
+
+def _mark_reviewed(path, key):
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(handle, (key + "\n").encode("ascii"))
+    finally:
+        os.close(handle)
+
+
+def _ask(stdout, prompt):
+    """One answer line from standard input (without its line end), or _EOF at end of input."""
+    stdout.write(prompt)
+    stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        stdout.write("\n")
+        return _EOF
+    if not sys.stdin.isatty():  # a scripted session: echo, so the transcript reads like one
+        stdout.write(line if line.endswith("\n") else line + "\n")
+    return line.rstrip("\r\n")
+
+
+def _phrases(text):
+    return [part.strip() for part in text.split(";") if part.strip()]
+
+
+def _suggest_id(text, taken):
+    """A case id from the first words of the input, made unique against `taken`."""
+    words = re.findall(r"[a-z0-9]+", text.casefold())
+    base = "-".join(words[:6])[:48].strip("-") or "captured"
+    suggestion, number = base, 2
+    while suggestion in taken:
+        suggestion, number = f"{base}-{number}", number + 1
+    return suggestion
+
+
+def _existing_ids(path):
+    if not os.path.exists(path):
+        return set()
+    with open(path, "rb") as handle:
+        if not handle.read().strip():
+            return set()
+    return {case.id for case in load_cases(path)[0]}
+
+
+def _capture_text(value):
+    """The captured input or output as text, or None when only a hash was stored."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) == {"sha256", "chars"}:
+        return None
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _draft_case(row, text, cases_path, stdout):
+    """A case from the reviewer's answers: a dict, None (nothing to check), or _EOF."""
+    correction = _ask(stdout, "What should the answer have said? (the judge's rubric; "
+                              "empty for none)\n> ")
+    if correction is _EOF:
+        return _EOF
+    required = _ask(stdout, "Facts the answer must state, separated by ';' (empty for none)\n> ")
+    if required is _EOF:
+        return _EOF
+    forbidden = _ask(stdout, "Claims the answer must not make, separated by ';' "
+                             "(empty for none)\n> ")
+    if forbidden is _EOF:
+        return _EOF
+    # Each list comes from its own answer: the correction is never mined for phrases, so a
+    # correction such as 'Include "manager approval"' cannot become a forbidden claim.
+    check = {"type": "judge"}
+    if correction.strip():
+        check["rubric"] = correction.strip()
+    if _phrases(required):
+        check["must_include"] = _phrases(required)
+    if _phrases(forbidden):
+        check["must_not_claim"] = _phrases(forbidden)
+    if len(check) == 1:
+        stdout.write("nothing to check: give a correction, a fact or a claim\n")
+        return None
+    suggestion = _suggest_id(text, _existing_ids(cases_path))
+    case_id = _ask(stdout, f"case id [{suggestion}]: ")
+    if case_id is _EOF:
+        return _EOF
+    case = {"id": case_id.strip() or suggestion, "input": text, "checks": [check],
+            "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
+                          "wrong." + (f" Correction: {correction.strip()}" if correction.strip()
+                                      else ""),
+            "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"]}
+    output = _capture_text(row.get("output"))
+    if output is not None:
+        case["metadata"] = {"captured_output": output}
+    return case
+
+
+def _pasted_case(text, cases_path, stdout):
+    """A case pasted as JSON (lines up to an empty line): a dict, None (invalid), or _EOF."""
+    draft = {"id": _suggest_id(text, _existing_ids(cases_path)), "input": text,
+             "checks": [{"type": "judge", "rubric": "What a correct answer says."}]}
+    stdout.write("Paste the case as JSON (it may span lines; end it with an empty line). A "
+                 "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n")
+    stdout.flush()
+    lines = []
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            if not lines:
+                return _EOF
+            break
+        if not line.strip():
+            if lines:
+                break
+            continue
+        lines.append(line)
+    try:
+        case = json.loads("".join(lines), parse_constant=_reject_constant)
+    except ValueError as exc:
+        stdout.write(f"not valid JSON: {exc}\n")
+        return None
+    problems = _case_problems(case)
+    if problems:
+        stdout.write("the case is not valid:\n  " + "\n  ".join(problems) + "\n")
+        return None
+    return case
+
+
+def _review_one(number, total, row, cases_path, stdout):
+    """Review one capture: "added", "skipped" or "quit"."""
+    text = _capture_text(row.get("input"))
+    output = _capture_text(row.get("output"))
+    head = f"\n--- capture {number} of {total}"
+    details = [str(row[k]) for k in ("ts",) if row.get(k)]
+    if row.get("tags"):
+        details.append("tags: " + ", ".join(str(t) for t in row["tags"]))
+    stdout.write(head + (f" ({'; '.join(details)})" if details else "") + " ---\n")
+    stdout.write("input:\n  " + ("(not stored: store_text=False)" if text is None
+                                 else _visible(text).replace("\n", "\n  ")) + "\n")
+    if row.get("error"):
+        stdout.write(f"error: {_visible(row['error'])}\n")
+    else:
+        stdout.write("output:\n  " + ("(not stored)" if output is None
+                                      else _visible(output).replace("\n", "\n  ")) + "\n")
+    if row.get("context"):
+        stdout.write("context: " + _visible(json.dumps(row["context"], ensure_ascii=False)) + "\n")
+    while True:
+        choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ")
+        if choice is _EOF:
+            return "quit"
+        choice = choice.strip().lower()
+        if choice in ("q", "quit"):
+            return "quit"
+        if choice in ("s", "skip"):
+            return "skipped"
+        if choice not in ("a", "approve", "e", "edit"):
+            stdout.write("answer a, e, s or q\n")
+            continue
+        if text is None:
+            stdout.write("this capture has no input text (captured with store_text=False); it "
+                         "cannot become a case\n")
+            continue
+        if choice in ("a", "approve"):
+            case = _draft_case(row, text, cases_path, stdout)
+        else:
+            case = _pasted_case(text, cases_path, stdout)
+        if case is _EOF:
+            stdout.write("end of input: nothing appended\n")
+            return "quit"
+        if case is None:
+            continue
+        stdout.write(json.dumps(case, ensure_ascii=False, indent=1) + "\n")
+        answer = _ask(stdout, f"Append this case to {cases_path}? [y/N] ")
+        if answer is _EOF:
+            stdout.write("end of input: nothing appended\n")
+            return "quit"
+        if answer.strip().lower() not in ("y", "yes"):
+            stdout.write("not appended\n")
+            continue
+        try:
+            append_case(cases_path, case)
+        except EvalsError as exc:
+            stdout.write(f"not appended: {exc}\n")
+            continue
+        stdout.write(f"added case {case['id']!r} to {cases_path}\n")
+        return "added"
+
+
+def _review_command(args, stdout, stderr):
+    captures, bad = _read_captures(args.captures)
+    if bad:
+        stderr.write(f"evals: {args.captures}: {bad} line(s) are not captures; ignored\n")
+    _existing_ids(args.cases)  # an invalid case file is reported before any question
+    reviewed_path = args.captures + ".reviewed"
+    reviewed = _read_reviewed(reviewed_path)
+    pending = [(key, row) for key, row in captures if key not in reviewed]
+    if not pending:
+        stdout.write(f"nothing to review: {len(captures)} capture(s) in {args.captures}, all "
+                     "reviewed\n")
+        return EXIT_OK
+    added = done = 0
+    for number, (key, row) in enumerate(pending, 1):
+        outcome = _review_one(number, len(pending), row, args.cases, stdout)
+        if outcome == "quit":
+            break
+        _mark_reviewed(reviewed_path, key)
+        done += 1
+        added += outcome == "added"
+    stdout.write(f"{added} case(s) added to {args.cases}; {len(pending) - done} capture(s) left "
+                 "to review\n")
+    return EXIT_OK
+
+
 _COMMANDS = {
     "merge": (_merge_parser, _merge_command),
     "history": (_history_parser, _history_command),
     "add": (_add_parser, _add_command),
     "check": (_check_parser, _check_command),
     "report": (_report_parser, _report_command),
+    "review": (_review_parser, _review_command),
 }
 
 

@@ -96,6 +96,36 @@ running), and anything wrong with a 200 response.
 
 Thread safety: clients keep no mutable state per call; the replay file is
 loaded once under a lock.  ``ask`` may be called from many threads.
+
+Judge (``python evals.py --judge my_client:judge``): ``judge(prompt) -> Reply``
+answers the prompts of ``judge`` checks with the same providers, at
+temperature 0 and without ``EVALS_SYSTEM_PROMPT``:
+
+=========================== =================================================
+``EVALS_JUDGE_PROVIDER``    provider of the judge; unset: ``EVALS_PROVIDER``;
+                            neither (or ``replay``): replay recorded replies.
+``EVALS_JUDGE_MODEL``       judge model; unset: ``EVALS_MODEL`` when the judge
+                            uses the app's provider, else that provider's
+                            default.  ``EVALS_JUDGE_BASE_URL`` likewise.
+``EVALS_JUDGE_RECORDINGS``  replay file, default ``judge_recordings.jsonl``:
+                            ``{"key": sha256 of the prompt, "reply": str}``
+                            a line.  A prompt with no recording raises
+                            LookupError (the case is an error, never a pass).
+``EVALS_JUDGE_RECORD``      file to append every live judge reply to, in the
+                            replay format (record once, replay in CI).
+``EVALS_JUDGE_TEMPERATURE`` default ``0``; ``none`` omits the field.
+=========================== =================================================
+
+Keys, timeouts and retries are the ``EVALS_*`` / key variables above.  The
+judge's prompt holds the case's input and the output it grades: with a live
+judge provider both are sent to that provider.
+
+Capture (in your running app): ``capture`` wraps your own model function and
+appends each call to ``.evals/captures.jsonl`` so that bad answers can be
+reviewed into cases with ``python evals.py review``::
+
+    @my_client.capture(tags=["support"], redact=[r"\\b\\d{16}\\b"])
+    def answer(question): ...
 """
 
 import email.utils
@@ -1329,7 +1359,7 @@ def capture(
     store_text: bool = True,
     redact: Any = (),
 ) -> Any:
-    """Log every call of your own model function, to turn bad answers into cases.
+    r"""Log every call of your own model function, to turn bad answers into cases.
 
     One line in your app::
 
@@ -1347,7 +1377,8 @@ def capture(
     logged with ``error`` ("Type: message") and the exception is re-raised.
 
     tags: list of strings kept with each call.  context: a dict, or a
-    function returning one per call (request id, user tier...).  redact:
+    function returning one, called before each call (request id, user
+    tier...).  redact:
     regex patterns (str or compiled); every match in input, output, context
     and error becomes ``[REDACTED]``.  store_text=False keeps only the
     sha256 and length of input and output (and the error's type), so nothing
@@ -1361,9 +1392,8 @@ def capture(
     tag_list = [tags] if isinstance(tags, str) else [str(t) for t in tags]
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def record(args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any, error: Optional[BaseException], started: float) -> None:
+        def record(args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any, error: Optional[BaseException], started: float, extra: Any) -> None:
             try:
-                extra = context() if callable(context) else context
                 row = {
                     "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "input": _redacted(_capture_input(args, kwargs), patterns),
@@ -1391,13 +1421,17 @@ def capture(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:  # taken before the call, while the request it describes is current
+                extra = context() if callable(context) else context
+            except Exception as exc:
+                extra = {"context_error": "%s: %s" % (type(exc).__name__, exc)}
             started = time.perf_counter()
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:
-                record(args, kwargs, None, exc, started)
+                record(args, kwargs, None, exc, started, extra)
                 raise
-            record(args, kwargs, result, None, started)
+            record(args, kwargs, result, None, started, extra)
             return result
 
         return wrapper
