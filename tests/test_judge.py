@@ -1,4 +1,4 @@
-"""The `judge` check: strict verdict parsing, gating, review, errors, cache, CLI, my_client.judge."""
+"""The `judge` check: strict verdicts, gating, review, errors, cache, CLI, my_client.judge."""
 
 import contextlib
 import io
@@ -101,7 +101,8 @@ class ParseVerdictTest(unittest.TestCase):
         self.problem('"pass"', "expected a JSON object, got string")
 
     def test_missing_keys(self):
-        self.problem('{"reason": "fine", "confidence": "high"}', "missing key 'missing_requirements'")
+        self.problem('{"reason": "fine", "confidence": "high"}',
+                     "missing key 'missing_requirements'")
 
     def test_wrong_types(self):
         reply = json.loads(CLEAN)
@@ -596,6 +597,74 @@ class MyClientJudgeTest(unittest.TestCase):
             status, checks = evals.evaluate(case(), RIGHT, my_client.judge)
         self.assertEqual(status, "error")
         self.assertIn("LookupError: no recorded judge reply", checks[0]["reason"])
+
+
+EXAMPLE = os.path.join(ROOT, "examples", "refund-judge")
+EXAMPLE_VERDICTS = {
+    "paraphrase-approval": "pass", "negation-not-instant": "pass",
+    "contradiction-no-approval": "fail", "extra-promise": "fail", "hedged-threshold": "review",
+    "timeline-missing": "fail", "under-limit": "pass",
+}
+
+
+class RefundJudgeExampleTest(unittest.TestCase):
+    """The example runs offline with the command its README gives, with the verdicts it shows."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.root = tmp.name
+        self.dir = os.path.join(self.root, "examples", "refund-judge")
+        os.makedirs(self.dir)
+        for source, target in ((ROOT, self.root), (EXAMPLE, self.dir)):
+            for name in os.listdir(source):
+                if name.endswith((".py", ".jsonl", ".md")) and os.path.isfile(
+                        os.path.join(source, name)):
+                    with open(os.path.join(source, name), "rb") as src, \
+                            open(os.path.join(target, name), "wb") as dst:
+                        dst.write(src.read())
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+
+    def run_example(self, *args):
+        return subprocess.run([sys.executable, *args], cwd=self.dir, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def readme(self):
+        with open(os.path.join(EXAMPLE, "README.md"), encoding="utf-8") as handle:
+            return handle.read()
+
+    def test_documented_command_and_verdicts(self):
+        command = ("python ../../evals.py --client ../../my_client.py:ask "
+                   "--judge ../../my_client.py:judge")
+        self.assertIn(command, self.readme())
+        done = self.run_example(*command.split()[1:])
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("replaying recorded judge replies", done.stderr)
+        with open(os.path.join(self.dir, "last_run.json"), encoding="utf-8") as handle:
+            record = json.load(handle)
+        statuses = {e["id"]: e["status"] for e in record["cases"]}
+        self.assertEqual(statuses, EXAMPLE_VERDICTS)
+        self.assertIn(done.stdout.strip(), self.readme())  # the README shows this very output
+        for case_id, status in EXAMPLE_VERDICTS.items():
+            self.assertRegex(self.readme(), rf"\| `{case_id}` \|.*\| {status} \|\n")
+        checks = {e["id"]: e["checks"] for e in record["cases"]}
+        self.assertTrue(checks["timeline-missing"][1]["skipped"])
+        self.assertEqual(checks["paraphrase-approval"][1]["judge"]["name"],
+                         "../../my_client.py:judge (replay)")
+        # Again: every verdict from the cache, no judge call, same statuses; --strict exits 1.
+        done = self.run_example(*command.split()[1:], "--strict")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertNotIn("replaying recorded judge replies", done.stderr)
+        self.assertIn("4 still failing", done.stdout)
+
+    def test_literal_checks_get_the_traps_wrong(self):
+        done = self.run_example("../../evals.py", "--cases", "literal.jsonl", "--rescore",
+                                "recordings.jsonl", "--no-save", "--no-history")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("NEW FAIL: paraphrase-approval", done.stdout)
+        self.assertIn("NEW FAIL: negation-not-instant", done.stdout)
+        self.assertNotIn("contradiction-no-approval", done.stdout)
+        self.assertNotIn("extra-promise", done.stdout)
 
 
 class ShippedSuiteTest(unittest.TestCase):
