@@ -2464,7 +2464,8 @@ def _report_cases(record, previous=None):
 
 
 def _failed_checks(entry):
-    return [c for c in entry.get("checks") or [] if isinstance(c, dict) and not c.get("passed")]
+    return [c for c in entry.get("checks") or []
+            if isinstance(c, dict) and not c.get("passed") and not c.get("skipped")]
 
 
 def _reasons(entry):
@@ -2840,7 +2841,8 @@ def _html_case(entry, change, key, record, previous):
     checks = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
     if checks:
         items = "".join(
-            f'<li class="{"pass" if c.get("passed") else "fail"}"><code>{_h(c.get("type"))}'
+            f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
+            f'<code>{_h(c.get("type"))}'
             f'</code> {_h(c.get("reason"))}</li>' for c in checks)
         body.append(f'<h4>Checks</h4><ul class="checks">{items}</ul>')
     elif status == "review":
@@ -3535,11 +3537,14 @@ def _add_command(args, stdout, stderr):
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if output is not None:
         built = Case(id=args.id, input=text, checks=tuple(checks))
-        status, results = evaluate(built, output)
+        status, results = evaluate(built, output, NO_JUDGE)
         for result in results:
-            mark = "pass" if result["passed"] else "FAIL"
+            mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
             stdout.write(f"  {mark} {result['type']}: {result['reason']}\n")
-        if status == "pass":
+        if status == "pass" and any(r.get("skipped") for r in results):
+            stdout.write("note: judge checks are not tried here (add calls no judge); run the "
+                         "suite with --judge to see how they score this answer\n")
+        elif status == "pass":
             stdout.write("warning: the new case PASSES on that output, so it would not catch "
                          "this answer; tighten its checks\n")
         else:

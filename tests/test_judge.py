@@ -599,6 +599,55 @@ class MyClientJudgeTest(unittest.TestCase):
         self.assertIn("LookupError: no recorded judge reply", checks[0]["reason"])
 
 
+class SkippedIsNotFailedTest(unittest.TestCase):
+    """A skipped judge check shows nowhere as a failure: reasons, summary, history, reports."""
+
+    def setUp(self):
+        cases = [
+            evals.Case("judge-only", "q1", (JUDGE_CHECK,)),
+            evals.Case("gated", "q2", ({"type": "max_words", "n": 2}, JUDGE_CHECK)),
+        ]
+        results = evals.run_cases(cases, lambda prompt: RIGHT,
+                                  evals.RunOptions(judge=evals.NO_JUDGE))
+        run = evals.RunResult(results, "2025-01-01T00:00:00+00:00",
+                              "2025-01-01T00:00:01+00:00", "test")
+        baseline = evals.Baseline({})
+        self.record = evals.make_record(run, baseline, evals.diff_runs(baseline, results), cases)
+        self.results = results
+
+    def test_everywhere(self):
+        self.assertEqual([r.status for r in self.results], ["pass", "fail"])
+        self.assertEqual(self.results[0].reasons, [])
+        self.assertEqual(self.results[1].reasons, ["max_words: 10 words, expected at most 2"])
+        entries = {e["id"]: e for e in self.record["cases"]}
+        self.assertEqual(evals._entry_reasons(entries["judge-only"]), [])
+        self.assertEqual(evals._reasons(entries["gated"]),
+                         ["max_words: 10 words, expected at most 2"])
+        summary = evals.format_summary(self.record)
+        self.assertNotIn("judge:", summary)
+        self.assertNotIn("judge-only", summary)
+        for text in (evals.render_junit(self.record), evals.render_markdown(self.record),
+                     evals.render_html(self.record)):
+            self.assertNotIn("judge: skipped", text)
+        self.assertNotIn('class="fail"><code>judge', evals.render_html(self.record))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "history.sqlite")
+            evals.history_append(path, self.record)
+            (row,) = evals.history_rows(path, "gated")
+        self.assertEqual(row["reasons"], "max_words: 10 words, expected at most 2")
+
+    def test_add_does_not_call_a_judge(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["add", "--id", "new", "--input", "q", "--output", RIGHT,
+                               "--check", json.dumps(JUDGE_CHECK),
+                               "--cases", os.path.join(tmp, "cases.jsonl")], out, err)
+        self.assertEqual(code, 0, out.getvalue() + err.getvalue())
+        self.assertIn("  skip judge: skipped", out.getvalue())
+        self.assertIn("note: judge checks are not tried here", out.getvalue())
+        self.assertNotIn("PASSES", out.getvalue())
+
+
 EXAMPLE = os.path.join(ROOT, "examples", "refund-judge")
 EXAMPLE_VERDICTS = {
     "paraphrase-approval": "pass", "negation-not-instant": "pass",
