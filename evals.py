@@ -862,7 +862,7 @@ def _schema_definition_problems(schema, path="schema"):
     problems = []
     for key in schema:
         if key not in _SCHEMA_KEYWORDS:
-            known = ", ".join(sorted(k for k in _SCHEMA_KEYWORDS if not k.startswith("$")))
+            known = ", ".join(sorted(_SCHEMA_KEYWORDS))
             problems.append(f"{path}: unsupported keyword {key!r} (supported: {known})")
     kind = schema.get("type")
     kinds = [kind] if isinstance(kind, str) else kind
@@ -1540,6 +1540,7 @@ class Budget:
         self._reserved = 0.0
         self._in_flight = 0
         self._largest = None
+        self.unpriced = 0
         self._changed = threading.Condition()
 
     def reserve(self):
@@ -1555,13 +1556,19 @@ class Budget:
             self._in_flight += 1
             return estimate
 
-    def settle(self, estimate, cost):
+    def settle(self, estimate, cost, answered=True):
+        """Record a finished call: its cost in dollars, or None when it could not be priced
+        (answered: the call returned an output; such calls are counted in `unpriced`)."""
         with self._changed:
             self._reserved -= estimate
             self._in_flight -= 1
             if cost is not None:
                 self.spent += cost
                 self._largest = max(self._largest or 0.0, cost)
+            elif answered:
+                # Unpriceable: the limit cannot be enforced for it, so stop serialising calls.
+                self.unpriced += 1
+                self._largest = self._largest or 0.0
             self._changed.notify_all()
 
 
@@ -1636,7 +1643,7 @@ def _call_with_timeout(call_model, case, timeout):
 def _attempt(case, call_model, options, limiter):
     """One call and its scoring, as a CaseResult."""
     estimate = options.budget.reserve() if options.budget else 0.0
-    cost = None
+    cost, answered = None, False
     try:
         if limiter:
             limiter.wait()
@@ -1649,19 +1656,19 @@ def _attempt(case, call_model, options, limiter):
         latency = round(time.perf_counter() - started, 6)
         if not isinstance(output, str):
             return CaseResult(case.id, "error", latency_s=latency,
-                              error=f"call_model returned {type(output).__name__}, expected str")
+                              error=f"the client returned {type(output).__name__}, expected str")
         usage = getattr(output, "usage", None)
         usage = usage if isinstance(usage, dict) else None
         model = getattr(output, "model", None)
         model = model if isinstance(model, str) else None
-        cost = call_cost(model, usage, options.prices)
+        cost, answered = call_cost(model, usage, options.prices), True
         status, checks = evaluate(case, str(output), options.judge)
         error = next((c["reason"] for c in checks if c.get("error")), None)
         return CaseResult(case.id, status, output=str(output), checks=checks, error=error,
                           latency_s=latency, usage=usage, model=model, cost_usd=cost)
     finally:
         if options.budget:
-            options.budget.settle(estimate, cost)
+            options.budget.settle(estimate, cost, answered)
 
 
 def _combine_attempts(case, attempts, needed):
@@ -1959,25 +1966,27 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": _summary(counts, run.pass_rate, _previous_rate(baseline, ran), diff, run.results,
-                            usages, costs),
+        "summary": _summary(counts, run.pass_rate, _previous_counts(baseline, ran), diff,
+                            run.results, usages, costs),
         "removed": list(diff.removed),
         "cases": entries,
     }
 
 
-def _previous_rate(baseline, case_ids):
-    """The baseline's pass rate over the same cases (those of `case_ids` it has), so a filtered
-    run is compared like with like; None when it has none of them."""
+def _previous_counts(baseline, case_ids):
+    """(passed, total) of the baseline's last run over the same cases (those of `case_ids` it
+    has), so a filtered or sharded run is compared like with like."""
     statuses = [baseline.entries[i].get("status") for i in case_ids if i in baseline.entries]
-    return sum(1 for s in statuses if s == "pass") / len(statuses) if statuses else None
+    return sum(1 for s in statuses if s == "pass"), len(statuses)
 
 
-def _summary(counts, pass_rate, previous_rate, diff, results, usages, costs):
+def _summary(counts, pass_rate, previous, diff, results, usages, costs):
+    passed_before, total_before = previous
     summary = {
         "total": counts["total"], "passed": counts["pass"], "failed": counts["fail"],
         "review": counts["review"], "errored": counts["error"], "pass_rate": pass_rate,
-        "previous_pass_rate": previous_rate,
+        "previous_pass_rate": passed_before / total_before if total_before else None,
+        "previous_passed": passed_before, "previous_total": total_before,
     }
     summary.update((k, len(v)) for k, v in dataclasses.asdict(diff).items())
     summary["flaky"] = [r.id for r in results if r.flaky]
@@ -1997,24 +2006,33 @@ def _record_results(record):
             for entry in record["cases"] if entry.get("change") != "not_run"]
 
 
-def merge_records(records, case_ids):
+def merge_records(records, case_ids, names=None, case_file_sha256=None):
     """Combine shard run records (dicts) into one record, in the order of `case_ids`.
 
-    Each case must have been run by exactly one record; raises EvalsError naming the case
-    otherwise, so a lost or doubled shard cannot pass unnoticed. Summary counts are recomputed;
-    provenance is taken from the first record, with the earliest start and latest finish.
+    Each case must have been run by exactly one record, and every record must come from the
+    same case file (`case_file_sha256`, when given); raises EvalsError naming the case or the
+    record (`names`, e.g. file names) otherwise, so a lost, doubled or stale shard cannot pass
+    unnoticed. Summary counts are recomputed; provenance is taken from the first record, with
+    the earliest start and latest finish.
     """
-    ran, carried = {}, {}
-    for number, record in enumerate(records, 1):
+    names = names or [f"record {n}" for n in range(1, len(records) + 1)]
+    ran, carried, owner = {}, {}, {}
+    for name, record in zip(names, records):
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
-            raise EvalsError(f"record {number} is not an evals run record")
+            raise EvalsError(f"{name}: not an evals run record")
+        digest = record.get("case_file", {}).get("sha256")
+        if case_file_sha256 and digest != case_file_sha256:
+            raise EvalsError(f"{name}: ran another version of the case file (sha256 "
+                             f"{str(digest)[:12]}, the case file now is {case_file_sha256[:12]})")
         for entry in record["cases"]:
             if entry.get("change") == "not_run":
                 carried.setdefault(entry["id"], entry)
             elif entry["id"] in ran:
-                raise EvalsError(f"case {entry['id']!r} was run by more than one shard")
+                raise EvalsError(f"case {entry['id']!r} was run by more than one shard: "
+                                 f"{owner[entry['id']]} and {name}")
             else:
                 ran[entry["id"]] = entry
+                owner[entry["id"]] = name
     # A shard's record carries the cases it did not run as not_run (from its baseline), so
     # only a case some record ran counts: otherwise a lost shard would pass unnoticed.
     missing = [case_id for case_id in case_ids if case_id not in ran]
@@ -2036,8 +2054,9 @@ def merge_records(records, case_ids):
     for result in results:
         counts[result.status] += 1
     rate = counts["pass"] / len(results) if results else None
-    merged["summary"] = _summary(counts, rate, records[0]["summary"].get("previous_pass_rate"),
-                                 diff, results, [r.usage for r in results if r.usage],
+    previous = (sum(r["summary"].get("previous_passed") or 0 for r in records),
+                sum(r["summary"].get("previous_total") or 0 for r in records))
+    merged["summary"] = _summary(counts, rate, previous, diff, results, [r.usage for r in results if r.usage],
                                  [r.cost_usd for r in results if r.cost_usd is not None])
     return merged
 
@@ -2295,7 +2314,9 @@ def load_client(spec):
         else:
             module = importlib.import_module(module_name)
     except Exception as exc:
-        raise ClientError(f"--client {spec!r}: cannot import {module_name}: "
+        hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
+                if spec == DEFAULT_CLIENT else "")
+        raise ClientError(f"--client {spec!r}: cannot import {module_name}{hint}: "
                           f"{_describe_error(exc)}") from None
     func = getattr(module, attr, None)
     if not callable(func):
@@ -2360,7 +2381,7 @@ def format_summary(record, quiet=False):
     by_change = {}
     for entry in record["cases"]:
         by_change.setdefault(entry.get("change"), []).append(entry)
-    for change, label in _SUMMARY_SECTIONS[:1] if quiet else _SUMMARY_SECTIONS:
+    for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
         for entry in by_change.get(change, []):
             if change == "new" and entry["status"] == "pass":
                 continue
@@ -3261,7 +3282,7 @@ def _run_command(args, stdout, stderr):
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
-        stdout.write(f"{args.cases}: {len(cases)} cases, all valid\n")
+        stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     baseline = load_baseline(args.baseline)
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
@@ -3270,6 +3291,11 @@ def _run_command(args, stdout, stderr):
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    if args.accept and (args.no_save or args.out):
+        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
+    if args.record and args.omit_outputs:
+        raise EvalsError("--record writes outputs, --omit-outputs forbids writing them: "
+                         "choose one")
     prices = _load_prices(args.prices)
     judge = _judge_for(args, selected)
     if args.rescore:
@@ -3284,7 +3310,8 @@ def _run_command(args, stdout, stderr):
         budget=Budget(args.budget, prices) if args.budget else None)
     if not args.quiet:
         scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
-        stdout.write(f"evals {__version__}: {scope} cases from {args.cases}, client {client_name}"
+        stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
+                     f"{args.cases}, client {client_name}"
                      + (f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1
                         else "") + "\n")
         stdout.flush()
@@ -3313,7 +3340,11 @@ def _run_command(args, stdout, stderr):
     diff = diff_runs(baseline, results, all_ids)
     record = make_record(run, baseline, diff, cases, args.accept, not args.omit_outputs, all_ids,
                          options)
-    if not args.no_history:
+    if options.budget and options.budget.unpriced:
+        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
+                     "call(s) (the model is not in the price table or reported no usage); "
+                     "they were not counted\n")
+    if not (args.no_history or args.no_save):
         history = _history_path(args)
         history_append(history, record)
         record["summary"]["flaky_history"] = history_flaky(history, [r.id for r in results])
@@ -3384,12 +3415,13 @@ def _write_reports(args, record, previous, stdout):
 def _save_recordings(path, cases, results, stderr):
     existing = load_outputs(path) if os.path.exists(path) else {}
     inputs = {c.id: c.input for c in cases}
-    for result in results:
-        if result.status != "error":
-            existing[result.id] = result.output
+    fresh = [r for r in results if r.status != "error"]
+    for result in fresh:
+        existing[result.id] = result.output
     rows = [{"id": i, "input": inputs.get(i, ""), "output": o} for i, o in existing.items()]
     write_jsonl_atomic(path, rows)
-    stderr.write(f"evals: recorded {len(rows)} outputs in {path}\n")
+    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
+                 f"({len(rows)} in all)\n")
 
 
 # ---- other commands -------------------------------------------------------------------------
@@ -3413,7 +3445,7 @@ def _merge_parser():
 
 
 def _merge_command(args, stdout, stderr):
-    cases, _ = load_cases(args.cases)
+    cases, digest = load_cases(args.cases)
     records = []
     for path in args.records:
         try:
@@ -3421,7 +3453,7 @@ def _merge_command(args, stdout, stderr):
                 records.append(json.load(handle))
         except (OSError, ValueError) as exc:
             raise EvalsError(f"{path}: cannot read the run record: {exc}") from None
-    merged = merge_records(records, [c.id for c in cases])
+    merged = merge_records(records, [c.id for c in cases], args.records, digest)
     write_json_atomic(args.out, merged)
     stdout.write(f"merged {len(records)} records into {args.out}\n")
     stdout.write(format_summary(merged, args.quiet))
@@ -3433,7 +3465,8 @@ def _history_parser():
         prog="evals.py history",
         description="Show recent runs from the local SQLite history, or one case's verdicts "
                     "over time (newest first).")
-    parser.add_argument("case_id", nargs="?", metavar="CASE_ID")
+    parser.add_argument("case_id", nargs="?", metavar="CASE_ID",
+                        help="show this case's verdicts and reasons run by run")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
                         help="the history lives in .evals/history.sqlite beside this file")
     parser.add_argument("--history", metavar="FILE", help="the SQLite history file")
@@ -3449,6 +3482,8 @@ def _history_command(args, stdout, stderr):
     rows = history_rows(path, args.case_id, args.limit)
     if args.case_id and not rows:
         raise EvalsError(f"no history for case {args.case_id!r}")
+    stdout.write("  run  started                    commit      "
+                 + ("status  reasons\n" if args.case_id else "result\n"))
     for row in rows:
         commit = (row["git_commit"] or "-")[:10]
         if args.case_id:
@@ -3468,7 +3503,8 @@ def _add_parser():
         description="Append a validated case to the case file (atomically; an existing id is "
                     "refused). Turn a bad answer into a case: --from-run ID takes the input of "
                     "that case from the last run and shows how the new checks score its output.",
-        epilog="example: evals.py add --id refund-approval-2 --from-run refund-over-100 "
+        epilog="example: evals.py add --id refund-approval-2 --from-run "
+               "refund-over-100-needs-approval "
                "--contains-any 'manager approval' --not-contains 'instant refund'")
     parser.add_argument("--id", required=True, help="the new case's id (unique)")
     parser.add_argument("--input", help="the prompt")
@@ -3587,7 +3623,8 @@ def _check_parser():
         description="Score one output against one case's checks, for quick iteration on a "
                     "check: the output is read from standard input (or --output). Exit 0 when "
                     "every check passes, 1 when one fails, 2 for invalid input.",
-        epilog="example: echo 'Refunds need manager approval.' | evals.py check refund-limit")
+        epilog="example: echo 'Refunds need manager approval.' | evals.py check "
+               "refund-contradiction")
     parser.add_argument("case_id", metavar="CASE_ID")
     parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
                         help=f"case file (default: {DEFAULT_CASES})")
@@ -3618,15 +3655,20 @@ def _check_command(args, stdout, stderr):
 def _report_parser():
     parser = argparse.ArgumentParser(
         prog="evals.py report",
-        description="Write reports for a saved run record, diffed against an older one.")
-    parser.add_argument("record", metavar="RECORD", help="the run record (e.g. last_run.json)")
+        description="Write reports for a saved run record. The categories (regressed, fixed, "
+                    "...) are the record's own, from the baseline it was compared with when it "
+                    "ran; --baseline names that older record to show its outputs beside the "
+                    "new ones (e.g. the last_run.json of the main branch).")
+    parser.add_argument("record", metavar="RECORD", help="the run record (e.g. merged_run.json)")
     parser.add_argument("--baseline", metavar="FILE",
-                        help="the older run record to show outputs from")
-    parser.add_argument("--junit", metavar="FILE")
-    parser.add_argument("--markdown", metavar="FILE")
-    parser.add_argument("--html", metavar="FILE")
-    parser.add_argument("--json", metavar="FILE")
-    parser.add_argument("--github", action="store_true")
+                        help="the older run record whose outputs are shown side by side")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    parser.add_argument("--json", metavar="FILE", help="write the record (JSON) here too")
+    parser.add_argument("--github", action="store_true",
+                        help="print GitHub Actions annotations for regressions and append the "
+                             "Markdown report to $GITHUB_STEP_SUMMARY")
     parser.add_argument("--omit-outputs", action="store_true",
                         help="leave output text out of the reports")
     return parser
@@ -3640,6 +3682,8 @@ def _report_command(args, stdout, stderr):
         raise EvalsError(f"{args.record}: cannot read the run record: {exc}") from None
     if record.get("format") != RECORD_FORMAT:
         raise EvalsError(f"{args.record}: not an evals run record")
+    if args.baseline and not os.path.exists(args.baseline):
+        raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}
     if args.omit_outputs:
         record = dict(record, outputs_included=False, cases=[

@@ -172,7 +172,7 @@ class CliTest(unittest.TestCase):
         self.answer({**GOOD, "json?": "!int"})
         code, out, _ = self.run_cli()
         self.assertEqual(code, 2)
-        self.assertIn("call_model returned int, expected str", out)
+        self.assertIn("the client returned int, expected str", out)
 
     def test_timeout_is_an_error(self):
         self.answer({**GOOD, "short?": "!sleep:3"})
@@ -236,8 +236,10 @@ class CliTest(unittest.TestCase):
         self.assertEqual([c["id"] for c in self.record()["cases"]], ["json", "short", "new"])
 
     def test_omit_outputs_keeps_output_text_out_of_files(self):
-        code, _, _ = self.run_cli("--omit-outputs", "--record", self.path("rec.jsonl"))
+        code, _, _ = self.run_cli("--omit-outputs", "--json", self.path("report.json"))
         self.assertEqual(code, 0)
+        with open(self.path("report.json")) as handle:
+            self.assertNotIn("manager approval.", handle.read())
         with open(self.baseline) as handle:
             text = handle.read()
         self.assertNotIn("manager approval.", text)
@@ -281,9 +283,30 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertEqual([c["id"] for c in self.record()["cases"]], [c["id"] for c in cases])
 
+    def test_contradictory_options_are_refused_before_any_call(self):
+        for options, words in ((("--accept", "--no-save"), "--accept updates the baseline"),
+                               (("--accept", "--out", self.path("x.json")), "--accept updates"),
+                               (("--record", self.path("r.jsonl"), "--omit-outputs"),
+                                "--omit-outputs forbids")):
+            code, _, err = self.run_cli(*options)
+            self.assertEqual(code, 2, options)
+            self.assertIn(words, err)
+        self.assertEqual(self.calls(), [])
+        self.assertFalse(os.path.exists(self.baseline))
+
+    def test_report_with_a_missing_baseline_file_is_an_error(self):
+        self.run_cli()
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["report", self.baseline, "--baseline", self.path("nope.json"),
+                           "--html", self.path("r.html")], out, err)
+        self.assertEqual(code, 2)
+        self.assertIn("nope.json: no such file", err.getvalue())
+        self.assertFalse(os.path.exists(self.path("r.html")))
+
     def test_no_save_leaves_the_baseline_alone(self):
         self.run_cli("--no-save")
         self.assertFalse(os.path.exists(self.baseline))
+        self.assertFalse(os.path.exists(self.path(".evals")))  # nor the history
 
     def test_strict_fails_on_known_failures(self):
         self.answer({**GOOD, "json?": "nope"})

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import unittest.mock
 import xml.etree.ElementTree as ET
@@ -286,7 +287,7 @@ class ShardMergeTest(Workspace):
         self.assertEqual(code, expected_code, out + err)
         full, merged = self.load("full.json"), self.load("merged.json")
         self.assertEqual(comparable(merged), comparable(full))
-        for key in COUNT_KEYS:
+        for key in COUNT_KEYS + ("previous_pass_rate", "previous_passed", "previous_total"):
             self.assertEqual(merged["summary"][key], full["summary"][key], key)
         self.assertLessEqual(merged["started_at"], merged["finished_at"])
         return full, merged, out
@@ -334,7 +335,27 @@ class ShardMergeTest(Workspace):
         code, _, err = self.merge(records[0], records[1], records[2], records[1])
         self.assertEqual(code, 2)
         first = [i for i in SHARD_IDS if evals.shard_of(i, 3) == 1][0]
-        self.assertIn("case %r was run by more than one shard" % first, err)
+        self.assertIn("case %r was run by more than one shard: %s and %s"
+                      % (first, records[1], records[1]), err)
+        self.assertFalse(os.path.exists(self.path("merged.json")))
+
+    def test_previous_pass_rate_is_the_whole_suites_not_one_shards(self):
+        self.all_ok(SHARD_IDS, c4="nope")
+        self.assertEqual(self.run_cli("--no-history", "--accept")[0], 0)  # baseline: 8 of 9
+        self.all_ok(SHARD_IDS)
+        records = self.run_shards()
+        for order in (records, records[::-1]):
+            code, out, _ = self.merge(*order)
+            self.assertEqual(code, 0, out)
+            self.assertIn("previous 88.9%", out)
+            self.assertEqual(self.load("merged.json")["summary"]["previous_passed"], 8)
+
+    def test_a_shard_of_another_case_file_version_is_refused(self):
+        records = self.run_shards()
+        self.write_cases([ok_case(i) for i in SHARD_IDS] + [ok_case("added-later")])
+        code, _, err = self.merge(*records)
+        self.assertEqual(code, 2)
+        self.assertIn("ran another version of the case file", err)
         self.assertFalse(os.path.exists(self.path("merged.json")))
 
 
@@ -369,7 +390,7 @@ class HistoryTest(Workspace):
 
         code, out, _ = self.main("history", "--baseline", self.baseline)
         self.assertEqual(code, 0)
-        lines = out.splitlines()
+        lines = out.splitlines()[1:]  # under a header line
         self.assertEqual(len(lines), 3)
         self.assertRegex(lines[0], r"^run +3 .* 2/3 passed \(66\.7%\), 1 regressed$")
         self.assertRegex(lines[1], r"^run +2 .* 2/3 passed \(66\.7%\), 1 regressed$")
@@ -377,12 +398,12 @@ class HistoryTest(Workspace):
 
         code, out, _ = self.main("history", "late", "--baseline", self.baseline)
         self.assertEqual(code, 0)
-        statuses = [line.split()[4] for line in out.splitlines()]
+        statuses = [line.split()[4] for line in out.splitlines()[1:]]
         self.assertEqual(statuses, ["fail", "pass", "pass"])
-        self.assertIn("contains_all: missing: 'ok'", out.splitlines()[0])
+        self.assertIn("contains_all: missing: 'ok'", out.splitlines()[1])
 
         code, out, _ = self.main("history", "late", "--baseline", self.baseline, "--limit", "1")
-        self.assertEqual(len(out.splitlines()), 1)
+        self.assertEqual(len(out.splitlines()), 2)
 
         code, _, err = self.main("history", "no-such-case", "--baseline", self.baseline)
         self.assertEqual(code, 2)
@@ -744,6 +765,23 @@ class BudgetTest(unittest.TestCase):
                                   evals.RunOptions(budget=evals.Budget(0.000001)))
         self.assertEqual([r.status for r in results], ["pass"] * 3)
         self.assertIsNone(results[0].cost_usd)
+
+    def test_unpriced_calls_are_counted_and_do_not_serialise_the_run(self):
+        # The first call goes alone (it would calibrate the estimate); once it proved
+        # unpriceable, the other two must be in flight together to pass the barrier.
+        barrier = threading.Barrier(2, timeout=5)
+        first = self.cases(3)[0].input
+
+        def call(prompt):
+            if prompt != first:
+                barrier.wait()
+            return Priced("ok", "some-local-model", dict(self.USAGE))
+
+        budget = evals.Budget(1.0)
+        results = evals.run_cases(self.cases(3), call,
+                                  evals.RunOptions(concurrency=3, budget=budget))
+        self.assertEqual([r.status for r in results], ["pass"] * 3)
+        self.assertEqual(budget.unpriced, 3)
 
 
 class CostTest(unittest.TestCase):
