@@ -1355,6 +1355,14 @@ def _judge_check(case, check, output, judge, failed):
     return result
 
 
+def _without_judge_text(check):
+    """The check dict without the judge's prompt and reply, which hold the output (for
+    --omit-outputs); the verdict and reason are kept."""
+    if not isinstance(check.get("judge"), dict):
+        return check
+    return dict(check, judge=dict(check["judge"], prompt=None, reply=None, omitted=True))
+
+
 def _case_status(checks):
     """"error" if a check errored, else "fail" if one failed, else "review" if a judge was
     unsure, else "pass". Skipped checks (passed None) count for nothing."""
@@ -1931,6 +1939,8 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         if case is not None:
             entry.update(input=case.input, description=case.description, tags=list(case.tags))
         entry.update(latency_s=result.latency_s, checks=result.checks)
+        if not include_outputs:
+            entry["checks"] = [_without_judge_text(c) for c in result.checks]
         optional = {"error": result.error, "usage": result.usage, "model": result.model,
                     "cost_usd": result.cost_usd, "attempts": result.attempts,
                     "flaky": result.flaky or None}
@@ -1946,6 +1956,9 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
             carried = {k: v for k, v in before.items() if include_outputs or k != "output"}
+            if not include_outputs and isinstance(carried.get("checks"), list):
+                carried["checks"] = [_without_judge_text(c) if isinstance(c, dict) else c
+                                     for c in carried["checks"]]
             carried["change"] = "not_run"
             entries.append(carried)
     counts = run.counts
@@ -3374,7 +3387,11 @@ def _judge_for(args, cases):
     if args.judge:
         cache = os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals",
                              "judge_cache.jsonl")
-        return Judge(load_client(args.judge), name=args.judge, cache_path=cache)
+        try:
+            func = load_client(args.judge)
+        except ClientError as exc:
+            raise ClientError(str(exc).replace("--client", "--judge", 1)) from None
+        return Judge(func, name=args.judge, cache_path=cache)
     needs = [case for case in cases if any(c["type"] == "judge" for c in case.checks)]
     if needs:
         first = needs[0]

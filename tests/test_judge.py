@@ -506,6 +506,28 @@ class CliTest(unittest.TestCase):
         self.assertEqual(self.count("calls.log"), 0)
         self.assertFalse(os.path.exists(self.path("last_run.json")))
 
+    def test_omit_outputs_leaves_the_judge_prompt_and_reply_out(self):
+        code, out, err = self.run_cli("--omit-outputs")
+        self.assertEqual(code, 0, out + err)
+        with open(self.path("last_run.json"), encoding="utf-8") as handle:
+            text = handle.read()
+        self.assertNotIn(RIGHT, text)
+        exchange = self.record()["approval"]["checks"][1]["judge"]
+        self.assertEqual((exchange["prompt"], exchange["reply"], exchange["omitted"]),
+                         (None, None, True))
+        self.assertEqual(exchange["verdict"]["confidence"], "high")
+
+    def test_judge_that_cannot_be_imported_exits_2(self):
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["--cases", self.path("cases.jsonl"), "--no-history",
+                           "--baseline", self.path("last_run.json"),
+                           "--client", self.path("client_mod.py") + ":ask",
+                           "--judge", self.path("judge_mod.py") + ":nope"], out, err)
+        self.assertEqual(code, 2)
+        self.assertIn("--judge ", err.getvalue())
+        self.assertIn("has no callable 'nope'", err.getvalue())
+        self.assertEqual(self.count("calls.log"), 0)
+
     def test_invalid_judge_check_exits_2(self):
         self.write("cases.jsonl", json.dumps({"id": "x", "input": "q1", "checks": [
             {"type": "judge", "context": "policy"}]}) + "\n")
