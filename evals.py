@@ -34,6 +34,7 @@ import contextvars
 import dataclasses
 import datetime
 import difflib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -49,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 
 __version__ = "0.1.0"
 
@@ -216,11 +218,13 @@ def _count_phrase(text, phrase, ignore_case=True, whole_word=False):
     return sum(1 for _ in _phrase_pattern(phrase, True).finditer(text))
 
 
-def _has_phrase(text, phrase, ignore_case=True, whole_word=False):
-    text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
+def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
+    """The phrases (list, in order) that occur in `text`; the text is folded once."""
+    text = _fold(text, ignore_case)
     if not whole_word:
-        return phrase in text
-    return _phrase_pattern(phrase, True).search(text) is not None
+        return [p for p in phrases if _fold(p, ignore_case) in text]
+    return [p for p in phrases
+            if _phrase_pattern(_fold(p, ignore_case), True).search(text) is not None]
 
 
 def _words(text, split="whitespace"):
@@ -399,7 +403,20 @@ _SCRIPT_RANGES = (
 )
 
 
-_FENCE = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.DOTALL)
+_FENCE_OPENING = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n")
+
+
+def _unfence(text):
+    """The body of a Markdown code fence (```json ... ```) that wraps ALL of `text` (already
+    stripped of surrounding white space), or None when it is not one such fence."""
+    if not (text.startswith("```") and text.endswith("```")):
+        return None
+    opening = _FENCE_OPENING.match(text)
+    if opening is None or opening.end() > len(text) - 3:
+        return None
+    body = text[opening.end():-3].rstrip(" \t")
+    body = body[:-1] if body.endswith("\n") else body
+    return body[:-1] if body.endswith("\r") else body
 
 
 class _NotJson(ValueError):
@@ -410,6 +427,17 @@ def _reject_constant(name):
     raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _strict_json(text):
+    """json.loads(text) with NaN/Infinity rejected, reusing one decoder (json.loads with
+    arguments builds a new one per call). Raises ValueError like json.loads."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _STRICT_DECODER.decode(text)
+
+
 def _parse_json(output, allow_fence=False):
     """Parse `output` as one RFC 8259 JSON text; returns (value, None) or (None, reason).
 
@@ -418,18 +446,18 @@ def _parse_json(output, allow_fence=False):
     """
     text = output
     if allow_fence:
-        match = _FENCE.fullmatch(output.strip())
-        if match:
-            text = match.group(1)
+        body = _unfence(output.strip())
+        if body is not None:
+            text = body
     try:
-        return json.loads(text, parse_constant=_reject_constant), None
+        return _strict_json(text), None
     except _NotJson as exc:
         return None, f"not valid JSON: {exc}"
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:
         hint = ""
-        if not allow_fence and _FENCE.fullmatch(output.strip()):
+        if not allow_fence and _unfence(output.strip()) is not None:
             hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
 
@@ -512,7 +540,7 @@ _CASE_PARAMS = {"ignore_case": Param("bool", default=True), "whole_word": Param(
 @register("contains_any", values=Param("texts", required=True), **_CASE_PARAMS)
 def check_contains_any(output, values, ignore_case=True, whole_word=False):
     """At least one of `values` occurs in the output (case-insensitive by default)."""
-    found = [v for v in values if _has_phrase(output, v, ignore_case, whole_word)]
+    found = _found_phrases(output, values, ignore_case, whole_word)
     if found:
         return CheckResult(True, f"found {_quote_all(found)}")
     return CheckResult(False, f"none of {_quote_all(values)} found")
@@ -521,7 +549,8 @@ def check_contains_any(output, values, ignore_case=True, whole_word=False):
 @register("contains_all", values=Param("texts", required=True), **_CASE_PARAMS)
 def check_contains_all(output, values, ignore_case=True, whole_word=False):
     """Every one of `values` occurs in the output (case-insensitive by default)."""
-    missing = [v for v in values if not _has_phrase(output, v, ignore_case, whole_word)]
+    found = set(_found_phrases(output, values, ignore_case, whole_word))
+    missing = [v for v in values if v not in found]
     if missing:
         return CheckResult(False, f"missing: {_quote_all(missing)}")
     return CheckResult(True, f"found all of {_quote_all(values)}")
@@ -530,7 +559,7 @@ def check_contains_all(output, values, ignore_case=True, whole_word=False):
 @register("not_contains", values=Param("texts", required=True), **_CASE_PARAMS)
 def check_not_contains(output, values, ignore_case=True, whole_word=False):
     """None of `values` occurs in the output (case-insensitive by default)."""
-    found = [v for v in values if _has_phrase(output, v, ignore_case, whole_word)]
+    found = _found_phrases(output, values, ignore_case, whole_word)
     if found:
         return CheckResult(False, f"found forbidden: {_quote_all(found)}")
     return CheckResult(True, f"none of {_quote_all(values)} found")
@@ -1017,7 +1046,7 @@ def run_check(check, output):
     """
     if check.get("type") == "judge":
         raise JudgeRequired(_NEEDS_JUDGE)
-    if not output.strip():
+    if not output or output.isspace():  # isspace: no copy of a long output per check
         return CheckResult(False, "the output is empty")
     spec = CHECKS[check["type"]]
     params = {k: v for k, v in check.items() if k not in ("type", "negate")}
@@ -1026,6 +1055,24 @@ def run_check(check, output):
         verdict = "does not hold" if not result.passed else "holds, but must not"
         return CheckResult(not result.passed, f"negated: {verdict}: {result.reason}")
     return result
+
+
+# Verdicts repeat across cases ("found 'manager'"), so their dicts are shared, not copied: a
+# 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
+# check dicts of a result as read-only.
+_VERDICTS = {}
+_VERDICTS_MAX = 8192
+
+
+def _verdict(kind, result):
+    key = (kind, result.passed, result.reason)
+    shared = _VERDICTS.get(key)
+    if shared is None:
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        shared = _VERDICTS[key] = {"type": kind, "passed": result.passed,
+                                   "reason": result.reason}
+    return shared
 
 
 def evaluate(case, output, judge=None):
@@ -1044,8 +1091,7 @@ def evaluate(case, output, judge=None):
             checks.append(None)
             judged.append(index)
             continue
-        result = run_check(check, output)
-        checks.append({"type": check["type"], "passed": result.passed, "reason": result.reason})
+        checks.append(_verdict(check["type"], run_check(check, output)))
     failed = [c for c in checks if c is not None and not c["passed"]]
     for index in judged:
         checks[index] = _judge_check(case, case.checks[index], output, judge, failed)
@@ -1136,11 +1182,11 @@ def judge_prompt(case_input, output, check):
 def _verdict_json(reply):
     """The one JSON value of a judge reply: (value, None) or (None, reason)."""
     text = reply.strip()
-    fenced = _FENCE.fullmatch(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    fenced = _unfence(text)
+    if fenced is not None:
+        text = fenced.strip()
     try:
-        return json.loads(text, parse_constant=_reject_constant), None
+        return _strict_json(text), None
     except _NotJson as exc:
         return None, str(exc)
     except RecursionError:
@@ -1382,7 +1428,7 @@ def _case_status(checks):
 _CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
 
-def _case_problems(data):
+def _case_problems(data, check_memo=None):
     """Problems of one decoded case line (list of str); empty when it is a valid case."""
     if not isinstance(data, dict):
         return [f"a case must be a JSON object, got {_json_type(data)}"]
@@ -1400,7 +1446,17 @@ def _case_problems(data):
                         else "missing field 'checks'")
     else:
         for number, check in enumerate(checks, 1):
-            problems.extend(f"check {number}: {p}" for p in validate_check(check))
+            if check_memo is None:
+                check_problems = validate_check(check)
+            else:
+                # Suites repeat checks: validate each distinct one once and share one copy.
+                key = repr(check)
+                if key not in check_memo:
+                    check_memo[key] = (check, validate_check(check))
+                check, check_problems = check_memo[key]
+                checks[number - 1] = check
+            if check_problems:
+                problems.extend(f"check {number}: {p}" for p in check_problems)
     if "description" in data and not isinstance(data["description"], str):
         problems.append("field 'description' must be a string")
     if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
@@ -1410,22 +1466,25 @@ def _case_problems(data):
     return problems
 
 
-def _read_lines(path):
-    """(text lines with their 1-based numbers, sha256 hex of the bytes); raises CaseFileError."""
+def _read_lines(path, digest):
+    """Yield (1-based line number, text line) of a UTF-8 file, updating `digest` (a hashlib
+    object) with its bytes; a BOM and CR line ends are dropped. Raises CaseFileError.
+
+    Lines end at "\n" only: JSON strings may hold U+2028, which is not a line end.
+    """
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        handle = open(path, "rb")
     except OSError as exc:
         raise CaseFileError([f"{path}: cannot read the case file: {exc.strerror or exc}"]) from None
-    digest = hashlib.sha256(data).hexdigest()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise CaseFileError([f"{path}:{line}: not UTF-8 text ({exc.reason})"]) from None
-    # split("\n"), not splitlines(): JSON strings may hold U+2028, which is not a line end.
-    lines = [(number, raw.rstrip("\r")) for number, raw in enumerate(text.split("\n"), 1)]
-    return lines, digest
+    with handle:
+        for number, data in enumerate(handle, 1):
+            digest.update(data)
+            if number == 1 and data.startswith(b"\xef\xbb\xbf"):
+                data = data[3:]
+            try:
+                yield number, data.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:
+                raise CaseFileError([f"{path}:{number}: not UTF-8 text ({exc.reason})"]) from None
 
 
 def load_cases(path):
@@ -1435,22 +1494,42 @@ def load_cases(path):
     collected and raised together as CaseFileError ("FILE:LINE: message"), so a user fixes them
     in one pass and no model is called on a half-valid suite.
     """
-    lines, digest = _read_lines(path)
-    cases, problems, first_line = [], [], {}
-    for number, raw in lines:
+    digest = hashlib.sha256()
+    cases, problems, first_line, check_memo = [], [], {}, {}
+    # Loading builds many small containers and no cycles: a collection now is wasted time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _load_case_lines(path, digest, cases, problems, first_line, check_memo)
+    finally:
+        if collecting:
+            gc.enable()
+    if not cases and not problems:
+        problems.append(f"{path}: no cases (the file is empty)")
+    if problems:
+        raise CaseFileError(problems)
+    return cases, digest.hexdigest()
+
+
+_NO_METADATA = types.MappingProxyType({})  # one shared, read-only "no metadata"
+
+
+def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
+    for number, raw in _read_lines(path, digest):
         if not raw.strip():
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(raw, parse_constant=_reject_constant)
+            data = _strict_json(raw)
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
             continue
         except ValueError as exc:
             problems.append(f"{where}: invalid JSON: {exc}")
             continue
-        line_problems = _case_problems(data)
-        problems.extend(f"{where}: {p}" for p in line_problems)
+        line_problems = _case_problems(data, check_memo)
+        if line_problems:
+            problems.extend(f"{where}: {p}" for p in line_problems)
         case_id = data.get("id") if isinstance(data, dict) else None
         if isinstance(case_id, str):
             if case_id in first_line:
@@ -1461,14 +1540,11 @@ def load_cases(path):
         if not line_problems:
             cases.append(Case(
                 id=data["id"], input=data["input"], checks=tuple(data["checks"]),
-                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
-                metadata=data.get("metadata", {}), path=str(path), line=number,
+                description=data.get("description", ""),
+                # Interned: a large suite repeats a few tags thousands of times.
+                tags=tuple(sys.intern(tag) for tag in data.get("tags", ())),
+                metadata=data.get("metadata") or _NO_METADATA, path=str(path), line=number,
             ))
-    if not cases and not problems:
-        problems.append(f"{path}: no cases (the file is empty)")
-    if problems:
-        raise CaseFileError(problems)
-    return cases, digest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1817,25 +1893,32 @@ class Baseline:
         return self.entries.get(case_id)
 
 
-def load_baseline(path):
+_VERDICT_FIELDS = ("id", "status", "baseline", "change")
+
+
+def load_baseline(path, verdicts_only=False):
     """Read a previous run record; returns a Baseline (with no entries when the file is absent).
 
     Reads this tool's record (cases list) and the original 50-line harness's
     {"rate", "results": {id: bool}, "ts"}. Raises BaselineError for a file that exists but is
-    not one of those, so it is never silently replaced.
+    not one of those, so it is never silently replaced. verdicts_only keeps just each entry's
+    id, status, baseline and change (all a diff needs), for large suites.
     """
+    slim = ((lambda e: {k: e[k] for k in _VERDICT_FIELDS if k in e} if isinstance(e, dict)
+             else e) if verdicts_only else (lambda e: e))
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        with open(path, encoding="utf-8-sig") as handle:
+            record = _read_record_lines(handle, slim)
+            if record is None:
+                handle.seek(0)
+                record = json.load(handle)
     except FileNotFoundError:
         return Baseline({}, None)
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
-    try:
-        record = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
                             "it is not overwritten") from None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
     entries = {}
     if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
         if record.get("version") != RECORD_VERSION:
@@ -1856,6 +1939,36 @@ def load_baseline(path):
         return Baseline(entries, rate if isinstance(rate, (int, float)) else None)
     raise BaselineError(f"{path}: not a run record (expected this tool's record or "
                         "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
+
+
+def _read_record_lines(handle, slim):
+    """A record in record_chunks' layout, read one case a line (slim(entry) kept); None when
+    the file is laid out otherwise (then it is read as one JSON document)."""
+    header = []
+    for line in handle:
+        if line == ' "cases": [\n':
+            break
+        header.append(line)
+    else:
+        return None
+    entries = []
+    for line in handle:
+        if line == " ]\n":
+            break
+        try:
+            entries.append(slim(json.loads(line.rstrip("\n").rstrip(","))))
+        except ValueError:
+            return None
+    else:
+        return None
+    try:
+        record = json.loads("".join(header) + ' "cases": []\n}')
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    record["cases"] = entries
+    return record
 
 
 @dataclasses.dataclass
@@ -1937,7 +2050,7 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         entry = {"id": result.id, "status": result.status, "baseline": kept,
                  "change": change.get(result.id, "new")}
         if case is not None:
-            entry.update(input=case.input, description=case.description, tags=list(case.tags))
+            entry.update(input=case.input, description=case.description, tags=case.tags)
         entry.update(latency_s=result.latency_s, checks=result.checks)
         if not include_outputs:
             entry["checks"] = [_without_judge_text(c) for c in result.checks]
@@ -2075,15 +2188,20 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 
 
 def write_atomic(path, data):
-    """Write `data` (bytes) to `path` atomically: a temporary file in the same folder, fsync,
-    then os.replace, so an interrupted write (Ctrl-C, a crash, a full disk) never leaves a
-    truncated file and the old content stays whole until the new one is complete."""
+    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
+    atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
+    write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
+    stays whole until the new one is complete."""
     directory = os.path.dirname(os.path.abspath(path))
     handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
                                          prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                for chunk in data:
+                    handle.write(chunk.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
         try:  # the temporary file is private (0600): keep the mode of the file it replaces
@@ -2109,6 +2227,26 @@ def _umask():
 def write_json_atomic(path, data):
     """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
     write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+
+
+def record_chunks(record):
+    """A run record as JSON text, in pieces (str): the header keys one a line, then one case a
+    line, so a baseline diffs well in git and a large one is written without building one
+    huge string."""
+    yield "{\n"
+    for key, value in record.items():
+        if key != "cases":
+            yield f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n"
+    cases = record.get("cases", [])
+    yield ' "cases": [\n'
+    for number, entry in enumerate(cases, 1):
+        yield json.dumps(entry, ensure_ascii=False) + (",\n" if number < len(cases) else "\n")
+    yield " ]\n}\n"
+
+
+def write_record(path, record):
+    """Write a run record to `path` atomically, laid out by record_chunks."""
+    write_atomic(path, record_chunks(record))
 
 
 def write_jsonl_atomic(path, rows):
@@ -2163,8 +2301,9 @@ def history_append(path, record):
         connection.executemany(
             "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
             "VALUES (?, ?, ?, ?, ?)",
-            [(run_id, r.id, r.status, "\n".join(r.reasons) if r.status != "pass" else "",
-              r.latency_s) for r in _record_results(record)])
+            [(run_id, e["id"], e["status"],
+              "\n".join(_entry_reasons(e)) if e["status"] != "pass" else "", e.get("latency_s"))
+             for e in record["cases"] if e.get("change") != "not_run"])
         connection.execute("COMMIT")
         return run_id
     except BaseException:
@@ -2176,20 +2315,23 @@ def history_append(path, record):
 
 
 def history_flaky(path, case_ids, window=10):
-    """Cases whose verdict flipped at least twice over their last `window` runs (list of ids)."""
+    """Cases (of `case_ids`, in that order) whose verdict changed at least twice over the last
+    `window` runs in the history; errors are not verdicts and are skipped."""
     connection = _history_connect(path)
     try:
-        flaky = []
-        for case_id in case_ids:
-            rows = connection.execute(
-                "SELECT status FROM results WHERE case_id = ? ORDER BY run_id DESC LIMIT ?",
-                (case_id, window)).fetchall()
-            statuses = [row[0] for row in rows if row[0] != "error"]
-            if sum(1 for a, b in zip(statuses, statuses[1:]) if a != b) >= 2:
-                flaky.append(case_id)
-        return flaky
+        runs = [row[0] for row in connection.execute(
+            "SELECT id FROM runs ORDER BY id DESC LIMIT ?", (window,))]
+        statuses = {}
+        if runs:
+            for case_id, status in connection.execute(
+                    "SELECT case_id, status FROM results WHERE run_id >= ? AND status != 'error' "
+                    "ORDER BY run_id", (runs[-1],)):
+                statuses.setdefault(case_id, []).append(status)
     finally:
         connection.close()
+    flips = {case_id: sum(1 for a, b in zip(seen, seen[1:]) if a != b)
+             for case_id, seen in statuses.items()}
+    return [case_id for case_id in case_ids if flips.get(case_id, 0) >= 2]
 
 
 def history_rows(path, case_id=None, limit=20):
@@ -2264,21 +2406,27 @@ def load_outputs(path):
     file and line for anything else.
     """
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            text = handle.read()
+        handle = open(path, encoding="utf-8-sig")
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"format"' in stripped[:200]:
-        try:
-            record = json.loads(text)
-        except ValueError:
-            record = None
-        if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-            return {e["id"]: e["output"] for e in record.get("cases", [])
-                    if isinstance(e.get("output"), str)}
+    with handle:
+        head = handle.read(200).lstrip()
+        handle.seek(0)
+        if head.startswith("{") and '"format"' in head:
+            try:
+                record = json.load(handle)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
+                return {e["id"]: e["output"] for e in record.get("cases", [])
+                        if isinstance(e.get("output"), str)}
+            handle.seek(0)
+        return _read_output_lines(path, handle)
+
+
+def _read_output_lines(path, handle):
     outputs = {}
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(handle, 1):
         if not line.strip():
             continue
         try:
@@ -3297,7 +3445,10 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
-    baseline = load_baseline(args.baseline)
+    # A run of every case with no report of old outputs needs only the baseline's verdicts.
+    whole = not (args.tag or args.id or args.failed or args.shard)
+    baseline = load_baseline(args.baseline, verdicts_only=whole and not (
+        args.markdown or args.html or args.github))
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
@@ -3317,6 +3468,8 @@ def _run_command(args, stdout, stderr):
     else:
         client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = load_client(client_name)
+    # What is loaded lives until the end: keep the collector from walking it again and again.
+    gc.freeze()
     options = RunOptions(
         concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
         min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices, judge=judge,
@@ -3370,10 +3523,10 @@ def _run_command(args, stdout, stderr):
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
                        else None)
     if out:
-        write_json_atomic(out, record)
+        write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
     elif not args.no_save:
-        write_json_atomic(args.baseline, record)
+        write_record(args.baseline, record)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     _write_reports(args, record, baseline.entries, stdout)
@@ -3411,14 +3564,15 @@ def _write_reports(args, record, previous, stdout):
         shown_previous = {k: {f: v for f, v in e.items() if f != "output"}
                           for k, e in previous.items()}
     writers = (
-        (args.json, lambda: json.dumps(record, ensure_ascii=False, indent=1) + "\n"),
+        (args.json, lambda: record_chunks(record)),
         (args.junit, lambda: render_junit(record)),
         (args.markdown, lambda: render_markdown(record, shown_previous)),
         (args.html, lambda: render_html(record, shown_previous)),
     )
     for path, render in writers:
         if path:
-            write_atomic(path, render().encode("utf-8"))
+            rendered = render()
+            write_atomic(path, [rendered] if isinstance(rendered, str) else rendered)
     if args.github:
         annotations = github_annotations(record)
         if annotations:
@@ -3471,7 +3625,7 @@ def _merge_command(args, stdout, stderr):
         except (OSError, ValueError) as exc:
             raise EvalsError(f"{path}: cannot read the run record: {exc}") from None
     merged = merge_records(records, [c.id for c in cases], args.records, digest)
-    write_json_atomic(args.out, merged)
+    write_record(args.out, merged)
     stdout.write(f"merged {len(records)} records into {args.out}\n")
     stdout.write(format_summary(merged, args.quiet))
     return _exit_code(merged["summary"], args.strict, merged.get("accepted"))
@@ -3554,7 +3708,7 @@ def _add_command(args, stdout, stderr):
     checks = []
     for number, text in enumerate(args.check, 1):
         try:
-            checks.append(json.loads(text, parse_constant=_reject_constant))
+            checks.append(_strict_json(text))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     shortcuts = (("contains_all", args.contains_all), ("contains_any", args.contains_any),
@@ -3887,7 +4041,7 @@ def _pasted_case(text, cases_path, stdout):
             continue
         lines.append(line)
     try:
-        case = json.loads("".join(lines), parse_constant=_reject_constant)
+        case = _strict_json("".join(lines))
     except ValueError as exc:
         stdout.write(f"not valid JSON: {exc}\n")
         return None
