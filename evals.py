@@ -32,25 +32,39 @@ Python 3.9 or newer, standard library only.
 import argparse
 import contextvars
 import dataclasses
-import datetime
-import difflib
 import gc
-import hashlib
 import importlib
 import importlib.util
 import json
 import math
 import os
-import platform
 import queue
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import types
+
+
+class _LazyModule:
+    """A standard-library module imported on first use: `--help` and small runs should not
+    pay for what only some commands need (reports, git, hashing, temporary files)."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attribute):
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+datetime = _LazyModule("datetime")
+difflib = _LazyModule("difflib")
+hashlib = _LazyModule("hashlib")
+subprocess = _LazyModule("subprocess")
+tempfile = _LazyModule("tempfile")
+_html = _LazyModule("html")
+_ET = _LazyModule("xml.etree.ElementTree")
 
 __version__ = "0.1.0"
 
@@ -2084,7 +2098,7 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         "harness_version": __version__,
         "started_at": run.started_at,
         "finished_at": run.finished_at,
-        "python": platform.python_version(),
+        "python": "%d.%d.%d" % sys.version_info[:3],
         "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
@@ -2563,8 +2577,6 @@ def format_summary(record, quiet=False):
 # renderer escapes it for the format it lands in, and none prints output text when the record
 # says outputs_included is false.
 
-import html as _html  # noqa: E402 - kept next to the report code, the only user
-import xml.etree.ElementTree as _ET  # noqa: E402
 
 _EXCERPT_CHARS = 400  # output quoted per case in Markdown
 _MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
