@@ -3696,6 +3696,10 @@ def _add_parser():
                              "baseline record")
     parser.add_argument("--output", metavar="TEXT",
                         help="an output to score the new checks on (the bad answer)")
+    parser.add_argument("--recordings", metavar="FILE",
+                        help="also append that output to this recordings file (e.g. "
+                             "recordings.jsonl), so the offline replay has an answer for the "
+                             "new case")
     parser.add_argument("--check", action="append", default=[], metavar="JSON",
                         help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' '
                              "(repeatable)")
@@ -3752,8 +3756,17 @@ def _add_command(args, stdout, stderr):
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
+    if args.recordings and output is None:
+        raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
+    if args.recordings and os.path.exists(args.recordings) and \
+            args.id in load_outputs(args.recordings):
+        raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     append_case(args.cases, case)
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
+    if args.recordings:
+        _append_recording(args.recordings, args.id, text, output)
+        stdout.write(f"recorded its output in {args.recordings}, so the offline replay scores "
+                     "it\n")
     if output is not None:
         built = Case(id=args.id, input=text, checks=tuple(checks))
         status, results = evaluate(built, output, NO_JUDGE)
@@ -3794,10 +3807,24 @@ def append_case(path, case):
     clash = next((c for c in existing if c.id == case["id"]), None)
     if clash is not None:
         raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
+    _append_line(path, data, case)
+
+
+def _append_line(path, data, row):
+    """Rewrite `path` atomically as its bytes `data` plus `row` (a dict) as one JSON line."""
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    data += json.dumps(case, ensure_ascii=False).encode("utf-8") + b"\n"
-    write_atomic(path, data)
+    write_atomic(path, data + json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
+def _append_recording(path, case_id, text, output):
+    """Append {"id", "input", "output"} to a recordings file (created if missing)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        data = b""
+    _append_line(path, data, {"id": case_id, "input": text, "output": output})
 
 
 def _check_parser():

@@ -128,6 +128,7 @@ reviewed into cases with ``python evals.py review``::
     def answer(question): ...
 """
 
+import atexit
 import email.utils
 import functools
 import hashlib
@@ -136,6 +137,7 @@ import json
 import os
 import random
 import re
+import select
 import socket
 import sys
 import threading
@@ -385,11 +387,91 @@ class _Network(Exception):
         self.retryable = retryable
 
 
+# Each thread keeps its connections open between calls (HTTP keep-alive): a suite of hundreds
+# of cases then pays the TCP and TLS handshakes once per thread, not once per case.
+_KEPT = threading.local()
+
+
+class _Pool(dict):
+    """One thread's kept-alive connections by (scheme, host, port); closed when the thread
+    ends (its thread-local data is dropped) or, for the main thread, at exit."""
+
+    def close(self) -> None:
+        for connection in self.values():
+            connection.close()
+        self.clear()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def close_connections() -> None:
+    """Close the calling thread's kept-alive connections (they reopen on the next call)."""
+    pool = getattr(_KEPT, "pool", None)
+    if pool is not None:
+        pool.close()
+
+
+atexit.register(close_connections)
+
+
+def _kept_connection(scheme: str, host: str, port: Optional[int], timeout: float) -> Any:
+    pool = getattr(_KEPT, "pool", None)
+    if pool is None:
+        pool = _KEPT.pool = _Pool()
+    key = (scheme, host, port)
+    connection = pool.get(key)
+    if connection is not None and connection.sock is not None:
+        # A server may close an idle kept-alive connection; a readable socket means it did
+        # (or sent something unasked), so start afresh rather than fail the next request.
+        readable, _, _ = select.select([connection.sock], [], [], 0)
+        if readable:
+            connection.close()
+    if connection is None:
+        if scheme == "https":
+            connection = http.client.HTTPSConnection(host, port, timeout=timeout)
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=timeout)
+        pool[key] = connection
+    connection.timeout = timeout
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout)
+    return connection
+
+
+def _send_kept_alive(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Tuple[int, Mapping[str, str], bytes]:
+    parts = urllib.parse.urlsplit(url)
+    connection = _kept_connection(parts.scheme, parts.hostname or "", parts.port, timeout)
+    target = parts.path + ("?" + parts.query if parts.query else "")
+    try:
+        connection.request("POST", target or "/", body=data, headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        raise _classify_network_error(exc, timeout) from None
+    if response.will_close:
+        connection.close()
+    return response.status, response.headers, body
+
+
+def _uses_proxy(scheme: str, host: str) -> bool:
+    if host in _LOOPBACK_HOSTS:  # local servers (ollama, vLLM, tests): never through a proxy
+        return False
+    return bool(urllib.request.getproxies().get(scheme)) and not urllib.request.proxy_bypass(host)
+
+
 def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Tuple[int, Mapping[str, str], bytes]:
-    """POST once; return (status, headers, body) for any HTTP status, raise _Network otherwise."""
+    """POST once; return (status, headers, body) for any HTTP status, raise _Network otherwise.
+
+    Direct connections are kept alive per thread (http.client); through an HTTP(S) proxy from
+    the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
+    """
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if not _uses_proxy(parts.scheme, host):
+        return _send_kept_alive(url, headers, data, timeout)
     request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-    host = urllib.parse.urlsplit(url).hostname or ""
-    # Local servers (ollama, vLLM, tests) are never reached through an HTTP proxy.
     opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
     try:
         with opener(request, timeout=timeout) as response:

@@ -9,6 +9,9 @@ Scripted responses are dicts:
     {"status": 502, "body": b"<html>", "headers": {"Retry-After": "2"}}
     {"delay": 0.5, ...}                             sleep before answering
     {"reset": True}                                 close the socket with RST, no answer
+    {"drop_after": True, ...}                       answer, then close the kept-alive
+                                                    connection without telling the client
+Each recorded request also has "peer": the client's port, which tells connections apart.
 """
 
 import http.server
@@ -23,6 +26,7 @@ MAX_DELAY = 2.0  # seconds; scripted delays are clamped so a test cannot hang
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as production servers do (TCP_NODELAY)
 
     def log_message(self, format, *args):  # keep test output quiet
         pass
@@ -41,6 +45,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     "path": self.path,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                     "json": body,
+                    "peer": self.client_address[1],
                 }
             )
             action = server.script.pop(0) if server.script else {
@@ -70,6 +75,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
         except OSError:  # the client gave up (timeout test)
+            self.close_connection = True
+        if action.get("drop_after"):
             self.close_connection = True
 
 

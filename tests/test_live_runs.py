@@ -45,6 +45,7 @@ def completion(text=GOOD_TEXT, finish="stop", usage=(12, 8), choices=True):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as production servers do (TCP_NODELAY)
 
     def log_message(self, format, *args):
         pass

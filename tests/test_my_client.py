@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import types
 import unittest
 from unittest import mock
@@ -356,6 +357,38 @@ class OpenAITests(LoopbackCase):
         self.server.add(openai_ok())
         self.assertEqual(client("hi"), "Hello!")
         self.assertEqual(self.server.requests[0]["headers"]["authorization"], "Bearer " + KEY)
+
+
+class KeepAliveTests(LoopbackCase):
+    def test_calls_from_one_thread_share_one_connection(self):
+        self.server.add(openai_ok(), openai_ok(), openai_ok())
+        client = self.client()
+        for _ in range(3):
+            self.assertEqual(client("hi").attempts, 1)
+        peers = [r["peer"] for r in self.server.requests]
+        self.assertEqual(len(set(peers)), 1, peers)
+
+    def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(self):
+        self.server.add(dict(openai_ok(), drop_after=True), openai_ok())
+        client = self.client()
+        client("first")
+        time.sleep(0.05)  # let the server's close arrive
+        reply = client("second")
+        self.assertEqual(reply, "Hello!")
+        self.assertEqual(reply.attempts, 1)
+        self.assertEqual(self.sleeps, [])
+        first, second = self.server.requests
+        self.assertNotEqual(first["peer"], second["peer"])
+
+    def test_threads_do_not_share_connections(self):
+        self.server.add(*[openai_ok() for _ in range(4)])
+        client = self.client()
+        threads = [threading.Thread(target=client, args=("hi",)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        self.assertEqual(len({r["peer"] for r in self.server.requests}), 4)
 
 
 class OllamaTests(LoopbackCase):

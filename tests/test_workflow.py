@@ -573,6 +573,40 @@ class AddTest(Workspace):
         self.assertIn("no case 'nope' in the last run", err)
         self.assertEqual(self.read(), before)
 
+    def test_recordings_gives_the_replay_an_answer_for_the_new_case(self):
+        self.write_cases([{"id": "refund", "input": "Can I get a refund?",
+                           "checks": [{"type": "max_words", "n": 50}]}])
+        recordings = self.path("recordings.jsonl")
+        with open(recordings, "w") as handle:
+            handle.write(json.dumps({"id": "refund", "input": "Can I get a refund?",
+                                     "output": "Yes, an instant refund."}) + "\n")
+        code, out, err = self.add("--id", "refund-2", "--input", "Refund now?",
+                                  "--output", "Instant refund!", "--not-contains", "instant",
+                                  "--recordings", recordings)
+        self.assertEqual(code, 0, err)
+        self.assertIn("recorded its output in", out)
+        self.assertEqual(evals.load_outputs(recordings),
+                         {"refund": "Yes, an instant refund.", "refund-2": "Instant refund!"})
+        # The offline replay now scores it (and finds the bad answer) instead of erroring.
+        code, out, _ = self.main("--cases", self.cases, "--baseline", self.baseline,
+                                 "--rescore", recordings, "--no-history", "--no-save")
+        self.assertEqual(code, 0, out)
+        self.assertIn("NEW FAIL: refund-2\n    not_contains: found forbidden: 'instant'", out)
+        # An id the recordings file has already is refused before anything is written.
+        with open(recordings, "a") as handle:
+            handle.write(json.dumps({"id": "orphan", "input": "x", "output": "old"}) + "\n")
+        before_cases, before_recordings = self.read(), _text(recordings)
+        code, _, err = self.add("--id", "orphan", "--input", "x", "--output", "new",
+                                "--max-words", "3", "--recordings", recordings)
+        self.assertEqual(code, 2)
+        self.assertIn("has a recording for 'orphan' already", err)
+        code, _, err = self.add("--id", "no-output", "--input", "x", "--max-words", "3",
+                                "--recordings", recordings)
+        self.assertEqual(code, 2)
+        self.assertIn("--recordings needs an output", err)
+        self.assertEqual(self.read(), before_cases)
+        self.assertEqual(_text(recordings), before_recordings)
+
 
 # ---------------------------------------------------------------------------------------------
 # 5. check
@@ -886,6 +920,11 @@ class ReportCommandTest(Workspace):
         self.assertEqual(code, 2)
         self.assertIn("not an evals run record", err)
         self.assertFalse(os.path.exists(self.path("r.xml")))
+
+
+def _text(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
 if __name__ == "__main__":
