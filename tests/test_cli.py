@@ -365,9 +365,12 @@ class InterruptTest(unittest.TestCase):
             baseline = os.path.join(tmp, "last_run.json")
             with open(baseline, "w") as handle:
                 handle.write('{"rate": 1.0, "results": {"fast": true}, "ts": 0}')
+            # A shell's background job starts with SIGINT ignored, and Python keeps it so:
+            # give the child the default disposition, as a terminal's foreground job has.
             process = subprocess.Popen(
                 [sys.executable, EVALS, "--client", "client:ask"], cwd=tmp,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             try:
                 deadline = time.monotonic() + 20
                 while not os.path.exists(os.path.join(tmp, "started")):
