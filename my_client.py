@@ -977,6 +977,28 @@ def _current_case() -> Any:
 _notice_lock = threading.Lock()
 
 
+
+def _jsonl_rows(path: str, missing: str) -> Any:
+    """Yield ("FILE:LINE", decoded value) for each non-blank line of a JSON Lines file.
+
+    Raises FileNotFoundError with the message `missing`, and ValueError naming FILE:LINE for
+    a line that is not JSON.
+    """
+    try:
+        handle = open(path, encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise FileNotFoundError(missing) from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = "%s:%d" % (path, number)
+            try:
+                yield where, json.loads(line)
+            except ValueError as exc:
+                raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
+
+
 class ReplayClient:
     """Offline client returning recorded outputs from a JSONL file.
 
@@ -1014,32 +1036,19 @@ class ReplayClient:
                 return self._by_id
             by_id: Dict[str, Dict[str, Any]] = {}
             anonymous: List[Dict[str, Any]] = []
-            try:
-                handle = open(self.path, encoding="utf-8-sig")
-            except FileNotFoundError:
-                raise FileNotFoundError(
-                    "recordings file %s not found (record one with: python evals.py --record %s, "
-                    "or set EVALS_PROVIDER to call a model)" % (self.path, self.path)
-                ) from None
-            with handle:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    where = "%s:%d" % (self.path, number)
-                    try:
-                        record = json.loads(line)
-                    except ValueError as exc:
-                        raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
-                    if not isinstance(record, dict):
-                        raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
-                    if not isinstance(record.get("output"), str):
-                        raise ValueError("%s: missing string field 'output'" % where)
-                    if record.get("id") is None and not isinstance(record.get("input"), str):
-                        raise ValueError("%s: needs an 'id' or an 'input' field" % where)
-                    if record.get("id") is None:
-                        anonymous.append(record)
-                    else:
-                        by_id[str(record["id"])] = record
+            missing = ("recordings file %s not found (record one with: python evals.py --record %s, "
+                       "or set EVALS_PROVIDER to call a model)" % (self.path, self.path))
+            for where, record in _jsonl_rows(self.path, missing):
+                if not isinstance(record, dict):
+                    raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
+                if not isinstance(record.get("output"), str):
+                    raise ValueError("%s: missing string field 'output'" % where)
+                if record.get("id") is None and not isinstance(record.get("input"), str):
+                    raise ValueError("%s: needs an 'id' or an 'input' field" % where)
+                if record.get("id") is None:
+                    anonymous.append(record)
+                else:
+                    by_id[str(record["id"])] = record
             by_input: Dict[str, List[Dict[str, Any]]] = {}
             for record in list(by_id.values()) + anonymous:
                 if isinstance(record.get("input"), str):
@@ -1259,26 +1268,14 @@ class JudgeReplay:
                     flush=True,
                 )
             replies = {}  # type: Dict[str, Dict[str, Any]]
-            try:
-                handle = open(self.path, encoding="utf-8-sig")
-            except FileNotFoundError:
-                raise FileNotFoundError(
-                    "judge recordings file %s not found (set EVALS_JUDGE_PROVIDER to call a judge "
-                    "model; EVALS_JUDGE_RECORD=%s records its replies)" % (self.path, self.path)
-                ) from None
-            with handle:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    where = "%s:%d" % (self.path, number)
-                    try:
-                        record = json.loads(line)
-                    except ValueError as exc:
-                        raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
-                    if not (isinstance(record, dict) and isinstance(record.get("key"), str)
-                            and isinstance(record.get("reply"), str)):
-                        raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
-                    replies[record["key"]] = record
+            missing = ("judge recordings file %s not found (set EVALS_JUDGE_PROVIDER to call a "
+                       "judge model; EVALS_JUDGE_RECORD=%s records its replies)"
+                       % (self.path, self.path))
+            for where, record in _jsonl_rows(self.path, missing):
+                if not (isinstance(record, dict) and isinstance(record.get("key"), str)
+                        and isinstance(record.get("reply"), str)):
+                    raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
+                replies[record["key"]] = record
             self._replies = replies
             return replies
 
