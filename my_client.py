@@ -94,6 +94,12 @@ that mean "out of quota / spend limit" (retrying cannot help), connection
 refused and DNS failures (almost always a wrong URL or a server that is not
 running), and anything wrong with a 200 response.
 
+Connections: each thread keeps its HTTP connection to a provider open between
+calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
+one the server closed while idle is replaced before the next request.  Through
+a proxy from the environment (``HTTPS_PROXY``, ``NO_PROXY``) each call opens
+its own connection.  ``close_connections()`` closes the calling thread's.
+
 Thread safety: clients keep no mutable state per call; the replay file is
 loaded once under a lock.  ``ask`` may be called from many threads.
 
@@ -163,6 +169,7 @@ __all__ = [
     "JudgeReplay",
     "prompt_key",
     "capture",
+    "close_connections",
 ]
 
 PROVIDERS = ("openai", "anthropic", "gemini", "ollama")
