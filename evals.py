@@ -1910,16 +1910,20 @@ class Baseline:
 _VERDICT_FIELDS = ("id", "status", "baseline", "change")
 
 
-def load_baseline(path, verdicts_only=False):
+def load_baseline(path, verdicts_only=False, full_ids=()):
     """Read a previous run record; returns a Baseline (with no entries when the file is absent).
 
     Reads this tool's record (cases list) and the original 50-line harness's
     {"rate", "results": {id: bool}, "ts"}. Raises BaselineError for a file that exists but is
     not one of those, so it is never silently replaced. verdicts_only keeps just each entry's
-    id, status, baseline and change (all a diff needs), for large suites.
+    id, status, baseline and change (all a diff needs), for large suites, except for the ids in
+    `full_ids`, whose entries are kept whole.
     """
-    slim = ((lambda e: {k: e[k] for k in _VERDICT_FIELDS if k in e} if isinstance(e, dict)
-             else e) if verdicts_only else (lambda e: e))
+    def slim(entry):
+        if not (verdicts_only and isinstance(entry, dict)) or entry.get("id") in full_ids:
+            return entry
+        return {k: entry[k] for k in _VERDICT_FIELDS if k in entry}
+
     try:
         with open(path, encoding="utf-8-sig") as handle:
             record = _read_record_lines(handle, slim)
@@ -2074,6 +2078,13 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         entry.update((k, v) for k, v in optional.items() if v is not None)
         if include_outputs and result.output is not None:
             entry["output"] = result.output
+        if include_outputs and kept is not None and kept != result.status:
+            # The baseline outlives this run (a regression not accepted, an error): keep the
+            # output that earned it, so a later report can show it beside the new one.
+            earned = (before["baseline_output"] if "baseline_output" in before
+                      else before.get("output") if before.get("status") == kept else None)
+            if earned is not None:
+                entry["baseline_output"] = earned
         if not include_outputs and entry.get("attempts"):
             entry["attempts"] = [{k: v for k, v in a.items() if k != "output"}
                                  for a in entry["attempts"]]
@@ -2082,7 +2093,8 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
     known = set(all_case_ids) if all_case_ids is not None else ran
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
-            carried = {k: v for k, v in before.items() if include_outputs or k != "output"}
+            carried = {k: v for k, v in before.items()
+                       if include_outputs or k not in ("output", "baseline_output")}
             if not include_outputs and isinstance(carried.get("checks"), list):
                 carried["checks"] = [_without_judge_text(c) if isinstance(c, dict) else c
                                      for c in carried["checks"]]
@@ -2521,6 +2533,24 @@ _SUMMARY_SECTIONS = (
 )
 
 
+def _grouped_errors(entries, lines):
+    """Print errors shared by three or more cases once (a missing key errs on every case);
+    returns the entries left to list one by one."""
+    by_error = {}
+    for entry in entries:
+        by_error.setdefault(entry.get("error"), []).append(entry)
+    single = []
+    for error, group in by_error.items():
+        if len(group) < 3:
+            single.extend(group)
+            continue
+        ids = ", ".join(e["id"] for e in group[:5]) + (
+            f" (+{len(group) - 5} more)" if len(group) > 5 else "")
+        lines.append(f"ERROR: {len(group)} cases: {ids}")
+        lines.append(f"    {error}")
+    return single
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
@@ -2557,7 +2587,10 @@ def format_summary(record, quiet=False):
     for entry in record["cases"]:
         by_change.setdefault(entry.get("change"), []).append(entry)
     for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
-        for entry in by_change.get(change, []):
+        entries = by_change.get(change, [])
+        if change == "errored":
+            entries = _grouped_errors(entries, lines)
+        for entry in entries:
             if change == "new" and entry["status"] == "pass":
                 continue
             status = " (needs review)" if entry["status"] == "review" else ""
@@ -3463,6 +3496,9 @@ def _run_command(args, stdout, stderr):
         args.markdown or args.html or args.github))
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
+    if not selected and args.failed and not (args.tag or args.id or args.shard):
+        stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
+        return EXIT_OK
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     if args.min_pass is not None and args.min_pass > args.repeat:
@@ -3516,6 +3552,10 @@ def _run_command(args, stdout, stderr):
     run = RunResult(results, started, _now(), client_name, args.cases, digest)
     all_ids = [c.id for c in cases]
     diff = diff_runs(baseline, results, all_ids)
+    kept_baselines = set(diff.regressed) | set(diff.errored)
+    if whole and kept_baselines and not args.omit_outputs:
+        # Read again, whole, the few entries whose earlier output the new record carries on.
+        baseline = load_baseline(args.baseline, verdicts_only=True, full_ids=kept_baselines)
     record = make_record(run, baseline, diff, cases, args.accept, not args.omit_outputs, all_ids,
                          options)
     if options.budget and options.budget.unpriced:
@@ -3569,12 +3609,21 @@ def _judge_for(args, cases):
 NO_JUDGE = object()
 
 
+def _shown_previous(previous, include_outputs):
+    """Baseline entries as reports show them: the output that earned the baseline (for a
+    regression, the last passing one), or no output at all."""
+    shown = {}
+    for case_id, entry in previous.items():
+        entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
+        earned = previous[case_id].get("baseline_output", previous[case_id].get("output"))
+        if include_outputs and earned is not None:
+            entry["output"] = earned
+        shown[case_id] = entry
+    return shown
+
+
 def _write_reports(args, record, previous, stdout):
-    if not args.omit_outputs:
-        shown_previous = previous
-    else:
-        shown_previous = {k: {f: v for f, v in e.items() if f != "output"}
-                          for k, e in previous.items()}
+    shown_previous = _shown_previous(previous, not args.omit_outputs)
     writers = (
         (args.json, lambda: record_chunks(record)),
         (args.junit, lambda: render_junit(record)),
@@ -3665,7 +3714,7 @@ def _history_command(args, stdout, stderr):
     rows = history_rows(path, args.case_id, args.limit)
     if args.case_id and not rows:
         raise EvalsError(f"no history for case {args.case_id!r}")
-    stdout.write("  run  started                    commit      "
+    stdout.write(f"{'run':<9}  {'started':<25}  {'commit':<10}  "
                  + ("status  reasons\n" if args.case_id else "result\n"))
     for row in rows:
         commit = (row["git_commit"] or "-")[:10]
@@ -3897,7 +3946,8 @@ def _report_command(args, stdout, stderr):
     previous = load_baseline(args.baseline).entries if args.baseline else {}
     if args.omit_outputs:
         record = dict(record, outputs_included=False, cases=[
-            {k: v for k, v in e.items() if k != "output"} for e in record["cases"]])
+            {k: v for k, v in e.items() if k not in ("output", "baseline_output")}
+            for e in record["cases"]])
     _write_reports(args, record, previous, stdout)
     stdout.write(format_summary(record))
     return EXIT_OK

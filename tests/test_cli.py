@@ -131,6 +131,26 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("FIXED: refund", out)
 
+    def test_a_regression_keeps_the_output_that_passed_for_the_reports(self):
+        self.run_cli()
+        bad = "Refunds are instant, no approval needed."
+        self.answer({**GOOD, "refund?": bad})
+        self.assertEqual(self.run_cli()[0], 1)
+        entry = self.record()["cases"][0]
+        self.assertEqual((entry["output"], entry["baseline_output"]), (bad, GOOD["refund?"]))
+        # A second run against that record still shows the passing output beside the new one.
+        code, _, _ = self.run_cli("--html", self.path("r.html"), "--markdown", self.path("r.md"))
+        self.assertEqual(code, 1)
+        with open(self.path("r.html"), encoding="utf-8") as handle:
+            html = handle.read()
+        self.assertIn("need manager approval", html)  # the baseline's words (marked removed)
+        self.assertIn("instant", html)
+        self.assertEqual(self.record()["cases"][0]["baseline_output"], GOOD["refund?"])
+        # Without outputs, neither is written.
+        self.run_cli("--omit-outputs")
+        with open(self.baseline, encoding="utf-8") as handle:
+            self.assertNotIn("manager approval.", handle.read())
+
     def test_regression_then_fix_without_accept_is_fixed(self):
         self.run_cli()
         self.answer({**GOOD, "short?": "one two three four five six"})
@@ -167,6 +187,16 @@ class CliTest(unittest.TestCase):
         code, out, _ = self.run_cli()
         self.assertEqual(code, 2)
         self.assertIn("0/1", out)
+
+    def test_one_error_shared_by_many_cases_is_printed_once(self):
+        self.answer({"refund?": "!raise", "json?": "!raise", "short?": "!raise"})
+        code, out, _ = self.run_cli()
+        self.assertEqual(code, 2)
+        self.assertIn("ERROR: 3 cases: refund, json, short\n    RuntimeError: HTTP 500", out)
+        self.assertEqual(out.count("RuntimeError"), 1)
+        self.answer({**GOOD, "refund?": "!raise", "json?": "!raise"})
+        code, out, _ = self.run_cli()
+        self.assertEqual(out.count("RuntimeError"), 2)  # two are listed one by one
 
     def test_non_string_answer_is_an_error(self):
         self.answer({**GOOD, "json?": "!int"})

@@ -190,10 +190,16 @@ class SelectionTest(Workspace):
         self.assertEqual(by_id["tone"]["change"], "new")  # errored before: no baseline yet
         self.assertEqual(by_id["brand-new"]["change"], "new")
         self.assertEqual(record["summary"]["total"], 3)
-        # Nothing left to rerun.
-        code, _, err = self.run_cli("--failed", "--no-history")
-        self.assertEqual(code, 2)
-        self.assertIn("no case matches the selection", err)
+        # Nothing left to rerun: that is good news, not invalid input, and nothing is written.
+        with open(self.baseline, "rb") as handle:
+            kept = handle.read()
+        calls = len(self.calls())
+        code, out, _ = self.run_cli("--failed", "--no-history")
+        self.assertEqual(code, 0)
+        self.assertIn("nothing to rerun: every case passed", out)
+        self.assertEqual(len(self.calls()), calls)
+        with open(self.baseline, "rb") as handle:
+            self.assertEqual(handle.read(), kept)
         # A later full run still compares the cases that were not run: a regression there
         # is reported against the kept "pass".
         self.all_ok(self.IDS + ["brand-new"], greeting="nope")
