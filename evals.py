@@ -961,10 +961,8 @@ def _regex_problems(pattern, flags=""):
     return []
 
 
-_KNOWN_LANGUAGES = (
-    "ar bg bn cs da de el en es et fa fi fr gu he hi hr hu id it ja kn ko lt lv ml mr nl no pa pl "
-    "pt ro ru sk sl sv sw ta te th tl tr uk ur vi zh".split()
-)
+# The codes _detect_language can return: a code it can never tell would always fail.
+_KNOWN_LANGUAGES = tuple(sorted(set(_LANG_WORDS) | {lang for _, _, lang in _SCRIPT_RANGES}))
 
 
 def _param_problem(param, value):
@@ -1541,6 +1539,9 @@ def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
         except ValueError as exc:
             problems.append(f"{where}: invalid JSON: {exc}")
             continue
+        except RecursionError:
+            problems.append(f"{where}: invalid JSON: nested too deeply")
+            continue
         line_problems = _case_problems(data, check_memo)
         if line_problems:
             problems.extend(f"{where}: {p}" for p in line_problems)
@@ -1748,7 +1749,9 @@ def _attempt(case, call_model, options, limiter):
         started = time.perf_counter()
         try:
             output = _call_with_timeout(call_model, case, options.timeout)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
             return CaseResult(case.id, "error", error=_describe_error(exc),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
@@ -1896,6 +1899,41 @@ def latency_percentiles(results):
 # ---------------------------------------------------------------------------------------------
 
 
+_STATUSES = ("pass", "fail", "review", "error")
+_CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
+
+
+def record_problem(record):
+    """What is wrong with a run record (dict) read from a file, as a message, or None.
+
+    Checks what the diff, merge and reports rely on: version, a "cases" list of entries with a
+    string id, a known status, a known baseline (or none) and a known change.
+    """
+    if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
+        return "not an evals run record"
+    if record.get("version") != RECORD_VERSION:
+        return (f"run record version {record.get('version')!r} is not supported "
+                f"(this is evals {__version__})")
+    if not isinstance(record.get("summary", {}), dict):
+        return "'summary' must be an object"
+    if not isinstance(record.get("case_file", {}), dict):
+        return "'case_file' must be an object"
+    cases = record.get("cases")
+    if not isinstance(cases, list):
+        return "'cases' must be a list"
+    for number, entry in enumerate(cases, 1):
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
+            return f"entry {number} of 'cases' needs a string 'id'"
+        name = f"case {entry['id']!r}"
+        if entry.get("status") not in _STATUSES:
+            return f"{name}: 'status' must be one of {', '.join(_STATUSES)}"
+        if "baseline" not in entry or entry["baseline"] not in _STATUSES + (None,):
+            return f"{name}: 'baseline' must be one of {', '.join(_STATUSES)} or null"
+        if entry.get("change", "new") not in _CHANGES:
+            return f"{name}: 'change' must be one of {', '.join(_CHANGES)}"
+    return None
+
+
 @dataclasses.dataclass
 class Baseline:
     """A previous run record: `entries` {case id: {"baseline", "status", ...}} and its pass rate."""
@@ -1939,12 +1977,10 @@ def load_baseline(path, verdicts_only=False, full_ids=()):
         raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
     entries = {}
     if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-        if record.get("version") != RECORD_VERSION:
-            raise BaselineError(f"{path}: run record version {record.get('version')!r} is not "
-                                f"supported (this is evals {__version__})")
-        for entry in record.get("cases", []):
-            if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
-                raise BaselineError(f"{path}: every entry of 'cases' needs a string 'id'")
+        problem = record_problem(record)
+        if problem:
+            raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
+        for entry in record["cases"]:
             entries[entry["id"]] = dict(entry)
         return Baseline(entries, record.get("summary", {}).get("pass_rate"))
     if isinstance(record, dict) and isinstance(record.get("results"), dict):
@@ -2070,8 +2106,6 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         if case is not None:
             entry.update(input=case.input, description=case.description, tags=case.tags)
         entry.update(latency_s=result.latency_s, checks=result.checks)
-        if not include_outputs:
-            entry["checks"] = [_without_judge_text(c) for c in result.checks]
         optional = {"error": result.error, "usage": result.usage, "model": result.model,
                     "cost_usd": result.cost_usd, "attempts": result.attempts,
                     "flaky": result.flaky or None}
@@ -2085,19 +2119,18 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
                       else before.get("output") if before.get("status") == kept else None)
             if earned is not None:
                 entry["baseline_output"] = earned
-        if not include_outputs and entry.get("attempts"):
-            entry["attempts"] = [{k: v for k, v in a.items() if k != "output"}
-                                 for a in entry["attempts"]]
+        if not include_outputs:
+            entry = without_outputs(entry, result.output, case.checks if case else ())
         entries.append(entry)
     ran = {r.id for r in run.results}
     known = set(all_case_ids) if all_case_ids is not None else ran
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
-            carried = {k: v for k, v in before.items()
-                       if include_outputs or k not in ("output", "baseline_output")}
-            if not include_outputs and isinstance(carried.get("checks"), list):
-                carried["checks"] = [_without_judge_text(c) if isinstance(c, dict) else c
-                                     for c in carried["checks"]]
+            carried = dict(before)
+            if not include_outputs:
+                case = by_id.get(case_id)
+                carried = without_outputs(carried, before.get("output"),
+                                          case.checks if case else ())
             carried["change"] = "not_run"
             entries.append(carried)
     counts = run.counts
@@ -2130,6 +2163,66 @@ def _previous_counts(baseline, case_ids):
     has), so a filtered or sharded run is compared like with like."""
     statuses = [baseline.entries[i].get("status") for i in case_ids if i in baseline.entries]
     return sum(1 for s in statuses if s == "pass"), len(statuses)
+
+
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'" + r'|"(?:[^"\\\n]|\\.)*"')  # repr and JSON quotes
+
+
+def _redact(reason, outputs, keep):
+    """`reason` with each quoted text taken from one of `outputs` shown as '[output omitted]';
+    texts in `keep` (the check's own phrases, e.g. "missing: 'manager approval'") stay."""
+    import ast
+
+    def hide(match):
+        try:
+            text = ast.literal_eval(match.group())
+        except (ValueError, SyntaxError):
+            return match.group()
+        core = text[:-3] if isinstance(text, str) and text.endswith("...") else text
+        if not isinstance(core, str) or not core or core in keep:
+            return match.group()
+        return "'[output omitted]'" if any(core in o for o in outputs) else match.group()
+
+    return _QUOTED.sub(hide, reason) if outputs else reason
+
+
+def _check_strings(checks):
+    """Every string in check definitions (their parameters), for _redact to keep."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+
+    walk(list(checks))
+    return found
+
+
+def without_outputs(entry, output=None, checks=()):
+    """A record entry with no model text (for --omit-outputs): no output, baseline output or
+    per-call outputs, no judge prompt or reply, and check reasons that quote the output
+    (e.g. "expected 'OK', got '...'") redacted. `checks`: the case's check definitions."""
+    entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
+    attempts = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
+    outputs = [o for o in [output] + [a.get("output") for a in attempts if isinstance(a, dict)]
+               if isinstance(o, str) and o]
+    keep = _check_strings(checks)
+    if isinstance(entry.get("checks"), list):
+        entry["checks"] = [
+            dict(_without_judge_text(c), reason=_redact(c.get("reason", ""), outputs, keep))
+            if isinstance(c, dict) else c for c in entry["checks"]]
+    if attempts:
+        entry["attempts"] = [
+            {**{k: v for k, v in a.items() if k != "output"},
+             "reasons": [_redact(r, outputs, keep) for r in a.get("reasons", [])]}
+            if isinstance(a, dict) else a for a in attempts]
+    return entry
 
 
 def _summary(counts, pass_rate, previous, diff, results, usages, costs):
@@ -2170,8 +2263,9 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
     ran, carried, owner = {}, {}, {}
     for name, record in zip(names, records):
-        if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
-            raise EvalsError(f"{name}: not an evals run record")
+        problem = record_problem(record)
+        if problem:
+            raise EvalsError(f"{name}: {problem}")
         digest = record.get("case_file", {}).get("sha256")
         if case_file_sha256 and digest != case_file_sha256:
             raise EvalsError(f"{name}: ran another version of the case file (sha256 "
@@ -2219,6 +2313,8 @@ def write_atomic(path, data):
     write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
     stays whole until the new one is complete."""
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise EvalsError(f"cannot write {path}: there is no folder {directory}")
     handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
                                          prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
@@ -2227,7 +2323,9 @@ def write_atomic(path, data):
                 handle.write(data)
             else:
                 for chunk in data:
-                    handle.write(chunk.encode("utf-8"))
+                    # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a
+                    # JSON string its \uXXXX escape is the same value, so write that.
+                    handle.write(chunk.encode("utf-8", "backslashreplace"))
             handle.flush()
             os.fsync(handle.fileno())
         try:  # the temporary file is private (0600): keep the mode of the file it replaces
@@ -2277,8 +2375,7 @@ def write_record(path, record):
 
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
-    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    write_atomic(path, text.encode("utf-8"))
+    write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 # ---- history: every run appended to a local SQLite database ---------------------------------
@@ -3421,6 +3518,15 @@ def main(argv=None, stdout=None, stderr=None):
     except EvalsError as exc:
         stderr.write(f"evals: {exc}\n")
         return EXIT_INVALID
+    except OSError as exc:  # a file that cannot be read or written: the run is not complete
+        stderr.write(f"evals: {exc.filename or ''}: {exc.strerror or exc}\n")
+        return EXIT_INVALID
+    except Exception:  # noqa: B902 - a bug must not exit 1, the code of a regression
+        import traceback
+
+        stderr.write(traceback.format_exc())
+        stderr.write("evals: internal error (above); nothing was compared\n")
+        return EXIT_INVALID
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -3491,11 +3597,17 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     # A run of every case with no report of old outputs needs only the baseline's verdicts.
-    whole = not (args.tag or args.id or args.failed or args.shard)
+    whole = not (args.tag or args.id or args.failed or args.shard or args.no_judge)
     baseline = load_baseline(args.baseline, verdicts_only=whole and not (
         args.markdown or args.html or args.github))
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
+    judge_only = []
+    if args.no_judge:
+        # With no check left to score, such a case is not run: it keeps its baseline entry
+        # rather than "pass" on nothing.
+        judge_only = [c.id for c in selected if all(k["type"] == "judge" for k in c.checks)]
+        selected = [c for c in selected if c.id not in set(judge_only)]
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
         return EXIT_OK
@@ -3505,6 +3617,15 @@ def _run_command(args, stdout, stderr):
         raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
     if args.accept and (args.no_save or args.out):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
+    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client")):
+        if getattr(args, first) and getattr(args, second):
+            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
+                             "contradict each other: choose one")
+    outputs = (args.out, args.json, args.junit, args.markdown, args.html, args.record)
+    for path in [args.baseline] * (not args.no_save) + [p for p in outputs if p]:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):  # found now, before any model is called
+            raise EvalsError(f"cannot write {path}: there is no folder {folder}")
     if args.record and args.omit_outputs:
         raise EvalsError("--record writes outputs, --omit-outputs forbids writing them: "
                          "choose one")
@@ -3563,13 +3684,13 @@ def _run_command(args, stdout, stderr):
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
     if not (args.no_history or args.no_save):
-        history = _history_path(args)
-        history_append(history, record)
-        record["summary"]["flaky_history"] = history_flaky(history, [r.id for r in results])
+        _append_history(args, record, [r.id for r in results], stderr)
     stdout.write(format_summary(record, args.quiet))
     if args.no_judge and any(c["type"] == "judge" for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
+    if judge_only:
+        stdout.write(f"not run (--no-judge; only judge checks): {', '.join(judge_only)}\n")
     if args.record:
         _save_recordings(args.record, cases, results, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
@@ -3583,6 +3704,20 @@ def _run_command(args, stdout, stderr):
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     _write_reports(args, record, baseline.entries, stdout)
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _append_history(args, record, case_ids, stderr):
+    """Append to the history and name the cases that flip; a history that cannot be used is a
+    warning, never a reason to lose the run record."""
+    import sqlite3
+
+    history = _history_path(args)
+    try:
+        history_append(history, record)
+        record["summary"]["flaky_history"] = history_flaky(history, case_ids)
+    except (sqlite3.Error, OSError) as exc:
+        stderr.write(f"evals: warning: history {history} not updated: {exc} (--no-history "
+                     "skips it)\n")
 
 
 def _judge_for(args, cases):
@@ -3939,15 +4074,15 @@ def _report_command(args, stdout, stderr):
             record = json.load(handle)
     except (OSError, ValueError) as exc:
         raise EvalsError(f"{args.record}: cannot read the run record: {exc}") from None
-    if record.get("format") != RECORD_FORMAT:
-        raise EvalsError(f"{args.record}: not an evals run record")
+    problem = record_problem(record)
+    if problem:
+        raise EvalsError(f"{args.record}: {problem}")
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}
     if args.omit_outputs:
-        record = dict(record, outputs_included=False, cases=[
-            {k: v for k, v in e.items() if k not in ("output", "baseline_output")}
-            for e in record["cases"]])
+        record = dict(record, outputs_included=False,
+                      cases=[without_outputs(e, e.get("output")) for e in record["cases"]])
     _write_reports(args, record, previous, stdout)
     stdout.write(format_summary(record))
     return EXIT_OK

@@ -360,15 +360,24 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
     )
 
 
+def _checked_key(provider: str, where: str, value: str) -> str:
+    # A key with a line break or other control character would make http.client raise an
+    # error quoting the whole header, key included: refuse it here, without echoing it.
+    if any(ord(char) < 0x20 or ord(char) == 0x7F or char.isspace() for char in value):
+        raise ConfigError("%s: the key in %s contains white space or a control character "
+                          "(a pasted line break?); it is not sent" % (provider, where))
+    return value
+
+
 def _read_key(settings: Settings) -> Optional[str]:
     """Return the API key for this call (override, else environment), or raise ConfigError."""
     if settings.api_key:
-        return settings.api_key
+        return _checked_key(settings.provider, "api_key", settings.api_key.strip())
     names = KEY_VARS[settings.provider]
     for name in names:
         value = settings.env.get(name, "").strip()
         if value:
-            return value
+            return _checked_key(settings.provider, name, value)
     if not names:
         return None
     raise ConfigError(
@@ -454,8 +463,8 @@ def _send_kept_alive(url: str, headers: Dict[str, str], data: bytes, timeout: fl
         connection.request("POST", target or "/", body=data, headers=headers)
         response = connection.getresponse()
         body = response.read()
-    except (OSError, http.client.HTTPException) as exc:
-        connection.close()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
         raise _classify_network_error(exc, timeout) from None
     if response.will_close:
         connection.close()
@@ -493,7 +502,7 @@ def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -
         return exc.code, exc.headers, body
     except urllib.error.URLError as exc:
         raise _classify_network_error(exc.reason, timeout) from None
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise _classify_network_error(exc, timeout) from None
 
 

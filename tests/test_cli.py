@@ -275,6 +275,35 @@ class CliTest(unittest.TestCase):
         self.assertNotIn("manager approval.", text)
         self.assertFalse(self.record()["outputs_included"])
 
+    def test_omit_outputs_also_keeps_quoted_output_out_of_reasons_and_reports(self):
+        secret = "SECRET-CUSTOMER-SSN 123-45-6789"
+        self.write_cases([
+            {"id": "eq", "input": "refund?", "checks": [{"type": "equals", "value": "OK"}]},
+            {"id": "rx", "input": "json?", "checks": [
+                {"type": "regex", "pattern": "SSN [0-9-]+"},
+                {"type": "not_contains", "values": ["SECRET"]}], "tags": ["t"]},
+        ])
+        self.answer({"refund?": secret, "json?": secret})
+        files = {name: self.path(name) for name in ("r.json", "r.xml", "r.md", "r.html")}
+        code, out, _ = self.run_cli("--omit-outputs", "--repeat", "2", "--json", files["r.json"],
+                                    "--junit", files["r.xml"], "--markdown", files["r.md"],
+                                    "--html", files["r.html"])
+        self.assertEqual(code, 0)
+        self.assertIn("equals: expected 'OK', got '[output omitted]'", out)
+        # A filtered run carries the other case's entry: still without its text.
+        self.run_cli("--omit-outputs", "--tag", "t")
+        import sqlite3
+        connection = sqlite3.connect(self.path(os.path.join(".evals", "history.sqlite")))
+        self.addCleanup(connection.close)
+        history = " ".join(r[0] for r in connection.execute("SELECT reasons FROM results"))
+        for name in list(files.values()) + [self.baseline]:
+            with open(name, encoding="utf-8") as handle:
+                text = handle.read()
+            self.assertNotIn("123-45-6789", text, name)
+        self.assertNotIn("123-45-6789", history)
+        # The check's own phrases are not output: they stay.
+        self.assertIn("found forbidden: 'SECRET'", history)
+
     def test_record_then_rescore_calls_no_model(self):
         self.run_cli("--record", self.path("rec.jsonl"))
         with open(self.path("rec.jsonl")) as handle:

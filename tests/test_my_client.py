@@ -359,6 +359,25 @@ class OpenAITests(LoopbackCase):
         self.assertEqual(self.server.requests[0]["headers"]["authorization"], "Bearer " + KEY)
 
 
+class KeyWithLineBreakTests(LoopbackCase):
+    def test_a_key_with_a_line_break_is_refused_without_echoing_it(self):
+        for key in (KEY + "\nsk-old", KEY[:10] + " " + KEY[10:]):
+            with self.assertRaises(my_client.ConfigError) as ctx:
+                self.client(api_key=key)("hi")
+            self.assertIn("white space or a control character", str(ctx.exception))
+            self.assertNoKey(str(ctx.exception))
+        with self.assertRaises(my_client.ConfigError) as ctx:
+            self.client(api_key=None, env={"OPENAI_API_KEY": KEY + "\r\nx"})("hi")
+        self.assertIn("OPENAI_API_KEY", str(ctx.exception))
+        self.assertNoKey(str(ctx.exception))
+        self.assertEqual(self.server.requests, [])
+
+    def test_surrounding_white_space_is_trimmed(self):
+        self.server.add(openai_ok())
+        self.assertEqual(self.client(api_key=" " + KEY + "\n")("hi"), "Hello!")
+        self.assertEqual(self.server.requests[0]["headers"]["authorization"], "Bearer " + KEY)
+
+
 class KeepAliveTests(LoopbackCase):
     def test_calls_from_one_thread_share_one_connection(self):
         self.server.add(openai_ok(), openai_ok(), openai_ok())
