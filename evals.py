@@ -595,17 +595,20 @@ def check_equals(output, value, ignore_case=False, strip=True):
     return CheckResult(False, f"expected {_quote(value)}, got {_quote(text)}")
 
 
+_WORD_CHAR = re.compile(r"\w")  # the same word characters as whole_word in contains_*
+
+
 def _edge_match(text, value, ignore_case, whole_word, at_start):
     text, value = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
         if not text.startswith(value):
             return False
-        rest = text[len(value):]
-        return not (whole_word and rest[:1].isalnum() and value[-1:].isalnum())
-    if not text.endswith(value):
-        return False
-    rest = text[: len(text) - len(value)]
-    return not (whole_word and rest[-1:].isalnum() and value[:1].isalnum())
+        outside, inside = text[len(value):len(value) + 1], value[-1:]
+    else:
+        if not text.endswith(value):
+            return False
+        outside, inside = text[len(text) - len(value) - 1:len(text) - len(value)], value[:1]
+    return not (whole_word and _WORD_CHAR.match(outside) and _WORD_CHAR.match(inside))
 
 
 @register("starts_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False),
@@ -1495,8 +1498,8 @@ def _read_lines(path, digest):
                 data = data[3:]
             try:
                 yield number, data.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise CaseFileError([f"{path}:{number}: not UTF-8 text ({exc.reason})"]) from None
+            except UnicodeDecodeError:
+                yield number, None  # reported with the file's other problems
 
 
 def load_cases(path):
@@ -1528,6 +1531,9 @@ _NO_METADATA = types.MappingProxyType({})  # one shared, read-only "no metadata"
 
 def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
     for number, raw in _read_lines(path, digest):
+        if raw is None:
+            problems.append(f"{path}:{number}: not UTF-8 text")
+            continue
         if not raw.strip():
             continue
         where = f"{path}:{number}"
@@ -1712,31 +1718,58 @@ class RunOptions:
         return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
 
 
-def _call_with_timeout(call_model, case, timeout):
-    box = {}
+def _call(call_model, case):
+    """call_model(case.input) with current_case() set: ("output", value) or ("error", exc)."""
+    token = _CURRENT_CASE.set(case)
+    try:
+        return "output", call_model(case.input)
+    except BaseException as exc:  # noqa: B902 - reported as the case's error
+        return "error", exc
+    finally:
+        _CURRENT_CASE.reset(token)
 
-    def target():
-        token = _CURRENT_CASE.set(case)
+
+class _Caller:
+    """A thread that makes one worker's calls when they have a time limit: a call cannot be
+    killed, so an overrunning one is abandoned with its thread (a daemon; its late answer is
+    ignored) and the worker goes on with a new caller. Until then the thread is reused, so
+    connections an adapter keeps per thread stay open from case to case."""
+
+    def __init__(self):
+        self._jobs = queue.Queue()
+        self._answers = queue.Queue()
+        threading.Thread(target=self._serve, name="evals-caller", daemon=True).start()
+
+    def _serve(self):
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            self._answers.put(_call(*job))
+
+    def call(self, call_model, case, timeout):
+        self._jobs.put((call_model, case))
         try:
-            box["output"] = call_model(case.input)
-        except BaseException as exc:  # noqa: B902 - reported as the case's error
-            box["error"] = exc
-        finally:
-            _CURRENT_CASE.reset(token)
+            return self._answers.get(timeout=timeout)
+        except queue.Empty:
+            self._jobs.put(None)  # the thread ends once the overrunning call returns
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
 
+
+_CALLERS = threading.local()
+
+
+def _call_with_timeout(call_model, case, timeout):
     if timeout is None:
-        target()
+        kind, value = _call(call_model, case)
     else:
-        # The call cannot be killed; a daemon thread is abandoned if it overruns and its
-        # late answer is ignored.
-        worker = threading.Thread(target=target, name=f"evals-call-{case.id}", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            raise TimeoutError(f"no answer within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["output"]
+        caller = getattr(_CALLERS, "caller", None) or _Caller()
+        _CALLERS.caller = None  # a caller whose call times out is not used again
+        kind, value = caller.call(call_model, case, timeout)
+        _CALLERS.caller = caller
+    if kind == "error":
+        raise value
+    return value
 
 
 def _attempt(case, call_model, options, limiter):
@@ -1945,7 +1978,7 @@ class Baseline:
         return self.entries.get(case_id)
 
 
-_VERDICT_FIELDS = ("id", "status", "baseline", "change")
+_VERDICT_FIELDS = ("id", "status", "baseline", "change", "scored")
 
 
 def load_baseline(path, verdicts_only=False, full_ids=()):
@@ -2060,7 +2093,8 @@ def diff_runs(baseline, results, all_case_ids=None):
             diff.new.append(result.id)
         elif result.status in ("fail", "review"):
             (diff.regressed if before["baseline"] == "pass" else diff.still_failing).append(result.id)
-        elif before["baseline"] == "pass" and before.get("status") not in ("fail", "review"):
+        elif before["baseline"] == "pass" and before.get("scored", before.get("status")) not in (
+                "fail", "review"):
             diff.passing.append(result.id)
         else:
             diff.fixed.append(result.id)
@@ -2103,6 +2137,10 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
         case = by_id.get(result.id)
         entry = {"id": result.id, "status": result.status, "baseline": kept,
                  "change": change.get(result.id, "new")}
+        if result.status == "error" and before.get("scored", before.get("status")):
+            # The last verdict that was scored, so that a pass after the error is seen as a
+            # fix when that verdict was a failure.
+            entry["scored"] = before.get("scored", before.get("status"))
         if case is not None:
             entry.update(input=case.input, description=case.description, tags=case.tags)
         entry.update(latency_s=result.latency_s, checks=result.checks)
@@ -2548,7 +2586,11 @@ def load_outputs(path):
 
 
 def _read_output_lines(path, handle):
-    outputs = {}
+    return {row["id"]: row["output"] for row in _recording_rows(path, handle)}
+
+
+def _recording_rows(path, handle):
+    """Yield each row (dict) of a recordings JSON Lines file; EvalsError names FILE:LINE."""
     for number, line in enumerate(handle, 1):
         if not line.strip():
             continue
@@ -2559,8 +2601,7 @@ def _read_output_lines(path, handle):
         if not (isinstance(row, dict) and isinstance(row.get("id"), str)
                 and isinstance(row.get("output"), str)):
             raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
-        outputs[row["id"]] = row["output"]
-    return outputs
+        yield row
 
 
 def replay_client(outputs, source="recorded outputs"):
@@ -3780,13 +3821,21 @@ def _write_reports(args, record, previous, stdout):
 
 
 def _save_recordings(path, cases, results, stderr):
-    existing = load_outputs(path) if os.path.exists(path) else {}
+    """Record this run's outputs in a recordings file: rows of the cases run are updated (or
+    added), every other row is kept as it was, fields and all."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8-sig") as handle:
+            rows = {row["id"]: row for row in _recording_rows(path, handle)}
     inputs = {c.id: c.input for c in cases}
     fresh = [r for r in results if r.status != "error"]
     for result in fresh:
-        existing[result.id] = result.output
-    rows = [{"id": i, "input": inputs.get(i, ""), "output": o} for i, o in existing.items()]
-    write_jsonl_atomic(path, rows)
+        row = dict(rows.get(result.id, {}), id=result.id, input=inputs[result.id],
+                   output=result.output)
+        if result.model:
+            row["model"] = result.model
+        rows[result.id] = row
+    write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")
 

@@ -134,6 +134,16 @@ class LoadCasesTest(unittest.TestCase):
             evals.load_cases(path)
         self.assertTrue(caught.exception.problems[0].startswith(f"{path}:2: not UTF-8"))
 
+    def test_a_line_that_is_not_utf8_does_not_hide_the_other_problems(self):
+        path = os.path.join(self.tmp.name, "cases.jsonl")
+        with open(path, "wb") as handle:
+            handle.write(b'{"id": "\xff"}\n' + line(id="b", input="x", checks=[]).encode() + b"\n")
+        with self.assertRaises(evals.CaseFileError) as caught:
+            evals.load_cases(path)
+        self.assertEqual(caught.exception.problems, [
+            f"{path}:1: not UTF-8 text",
+            f"{path}:2: field 'checks' must be a non-empty list of checks"])
+
     def test_missing_and_empty_files(self):
         missing = os.path.join(self.tmp.name, "nope.jsonl")
         with self.assertRaises(evals.CaseFileError) as caught:

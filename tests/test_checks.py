@@ -231,6 +231,13 @@ class StartsWithTest(CheckTestCase):
         self.assertPasses(check, "Yes, it was")
         self.assertPasses({"type": "starts_with", "value": "Yes"}, "Yesterday was fine")
 
+    def test_whole_word_counts_underscore_as_a_word_character_like_contains(self):
+        self.assertFails({"type": "starts_with", "value": "foo", "whole_word": True}, "foo_bar")
+        self.assertFails({"type": "ends_with", "value": "bar", "whole_word": True}, "x_bar")
+        self.assertFails({"type": "contains_any", "values": ["foo"], "whole_word": True},
+                         "foo_bar")
+        self.assertPasses({"type": "ends_with", "value": "bar", "whole_word": True}, "x-bar")
+
     def test_paragraph(self):
         output = "Intro line here.\n\n  Summary: all good.\n\nBye."
         self.assertPasses({"type": "starts_with", "value": "Summary:", "paragraph": 2}, output,

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -179,6 +180,33 @@ class CliTest(unittest.TestCase):
         self.answer({**GOOD, "refund?": "no."})
         self.assertEqual(self.run_cli()[0], 1)
 
+    def test_pass_fail_error_pass_is_reported_as_fixed(self):
+        self.run_cli()
+        self.answer({**GOOD, "short?": "one two three four five six seven"})
+        self.assertEqual(self.run_cli()[0], 1)
+        self.answer({**GOOD, "short?": "!raise"})
+        self.assertEqual(self.run_cli()[0], 2)
+        self.answer(GOOD)
+        code, out, _ = self.run_cli()
+        self.assertEqual(code, 0)
+        self.assertIn("FIXED: short", out)
+
+    def test_record_keeps_the_other_rows_whole(self):
+        recordings = self.path("rec.jsonl")
+        with open(recordings, "w") as handle:
+            handle.write(json.dumps({"id": "other", "input": "what is other?", "output": "o",
+                                     "model": "gpt-x", "note": "kept"}) + "\n")
+            handle.write(json.dumps({"id": "short", "input": "short?", "output": "old",
+                                     "note": "mine"}) + "\n")
+        self.run_cli("--record", recordings)
+        with open(recordings) as handle:
+            rows = {row["id"]: row for row in map(json.loads, handle)}
+        self.assertEqual(rows["other"], {"id": "other", "input": "what is other?", "output": "o",
+                                         "model": "gpt-x", "note": "kept"})
+        self.assertEqual(rows["short"], {"id": "short", "input": "short?", "output": "Friday.",
+                                         "note": "mine"})
+        self.assertEqual(rows["refund"]["output"], GOOD["refund?"])
+
     def test_provider_error_text_is_not_scored_as_output(self):
         # "manager approval" in an error message must not make the case pass.
         self.write_cases([{"id": "e", "input": "refund?", "checks": [
@@ -211,6 +239,31 @@ class CliTest(unittest.TestCase):
         self.assertLess(time.monotonic() - started, 2.5)
         self.assertEqual(code, 2)
         self.assertIn("ERROR: short\n    TimeoutError: no answer within 0.3 s", out)
+
+    def test_calls_with_a_time_limit_reuse_their_threads(self):
+        # Adapters keep connections per thread: a timeout must not mean a new thread per call.
+        threads = []
+
+        def ask(prompt):
+            threads.append(threading.get_ident())
+            return "fine"
+
+        cases, _ = evals.load_cases(self.cases)
+        many = [evals.Case(id=f"c{i}", input="x", checks=cases[2].checks) for i in range(12)]
+        results = evals.run_cases(many, ask, evals.RunOptions(concurrency=2, timeout=5))
+        self.assertEqual([r.status for r in results], ["pass"] * 12)
+        self.assertLessEqual(len(set(threads)), 2)
+        # After a call overruns, the next one gets a fresh thread and still works.
+        slow = {"c0"}
+
+        def sometimes_slow(prompt):
+            if evals.current_case().id in slow:
+                slow.clear()
+                time.sleep(1)
+            return "fine"
+
+        results = evals.run_cases(many[:3], sometimes_slow, evals.RunOptions(timeout=0.2))
+        self.assertEqual([r.status for r in results], ["error", "pass", "pass"])
 
     def test_empty_output_fails_negative_checks(self):
         self.write_cases([{"id": "e", "input": "short?", "checks": [
