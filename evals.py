@@ -30,17 +30,14 @@ Python 3.9 or newer, standard library only.
 """
 
 import argparse
+import collections
 import contextvars
-import dataclasses
 import gc
 import importlib
 import importlib.util
-import json
 import math
 import os
-import queue
 import re
-import signal
 import sys
 import threading
 import time
@@ -59,6 +56,9 @@ class _LazyModule:
 
 
 datetime = _LazyModule("datetime")
+json = _LazyModule("json")
+queue = _LazyModule("queue")
+signal = _LazyModule("signal")
 difflib = _LazyModule("difflib")
 hashlib = _LazyModule("hashlib")
 subprocess = _LazyModule("subprocess")
@@ -118,32 +118,31 @@ class Interrupted(Exception):
         super().__init__("interrupted")
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckResult:
+# Plain classes and named tuples rather than dataclasses: importing dataclasses (and with it
+# inspect) costs more start-up time than the whole command line needs for --help.
+
+_NO_METADATA = types.MappingProxyType({})  # one shared, read-only "no metadata"
+
+
+class CheckResult(collections.namedtuple("CheckResult", "passed reason")):
     """The verdict of one check on one output: `passed` and a reason a reviewer understands.
 
     The reason is given for passes too ("found 'doctor'"), so a negated check can explain itself.
     """
 
-    passed: bool
-    reason: str
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One line of the case file. `line` is the 1-based line number in `path`."""
+class Case(collections.namedtuple(
+        "Case", "id input checks description tags metadata path line",
+        defaults=("", (), _NO_METADATA, "", 0))):
+    """One line of the case file (immutable): id and input (str), checks (tuple of dicts),
+    description (str), tags (tuple of str), metadata (mapping), and where it came from: `path`
+    and the 1-based `line`."""
 
-    id: str
-    input: str
-    checks: tuple
-    description: str = ""
-    tags: tuple = ()
-    metadata: dict = dataclasses.field(default_factory=dict)
-    path: str = ""
-    line: int = 0
+    __slots__ = ()
 
 
-@dataclasses.dataclass
 class CaseResult:
     """The outcome of one case.
 
@@ -156,17 +155,24 @@ class CaseResult:
     attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed.
     """
 
-    id: str
-    status: str
-    output: object = None
-    checks: list = dataclasses.field(default_factory=list)
-    error: object = None
-    latency_s: object = None
-    usage: object = None
-    model: object = None
-    cost_usd: object = None
-    attempts: object = None
-    flaky: bool = False
+    __slots__ = ("id", "status", "output", "checks", "error", "latency_s", "usage", "model",
+                 "cost_usd", "attempts", "flaky")
+
+    def __init__(self, id, status, output=None, checks=None, error=None, latency_s=None,
+                 usage=None, model=None, cost_usd=None, attempts=None, flaky=False):
+        self.id, self.status, self.output = id, status, output
+        self.checks = [] if checks is None else checks
+        self.error, self.latency_s, self.usage, self.model = error, latency_s, usage, model
+        self.cost_usd, self.attempts, self.flaky = cost_usd, attempts, flaky
+
+    def replace(self, **changes):
+        """A copy with some fields changed."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return CaseResult(**fields)
+
+    def __repr__(self):
+        return f"CaseResult(id={self.id!r}, status={self.status!r}, error={self.error!r})"
 
     @property
     def reasons(self):
@@ -177,16 +183,14 @@ class CaseResult:
                 if not c["passed"] and not c.get("skipped")]
 
 
-@dataclasses.dataclass
 class RunResult:
-    """A finished run: per-case results in case-file order plus provenance."""
+    """A finished run: per-case results (CaseResult, in case-file order) plus provenance:
+    start and finish times (ISO 8601 str), the client's name, the case file and its sha256."""
 
-    results: list
-    started_at: str
-    finished_at: str
-    client: str
-    case_file: str = ""
-    case_file_sha256: str = ""
+    def __init__(self, results, started_at, finished_at, client, case_file="",
+                 case_file_sha256=""):
+        self.results, self.started_at, self.finished_at = results, started_at, finished_at
+        self.client, self.case_file, self.case_file_sha256 = client, case_file, case_file_sha256
 
     @property
     def counts(self):
@@ -441,7 +445,7 @@ def _reject_constant(name):
     raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_STRICT_DECODER = []  # made on first use: json is imported lazily
 
 
 def _strict_json(text):
@@ -449,7 +453,9 @@ def _strict_json(text):
     arguments builds a new one per call). Raises ValueError like json.loads."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _STRICT_DECODER.decode(text)
+    if not _STRICT_DECODER:
+        _STRICT_DECODER.append(json.JSONDecoder(parse_constant=_reject_constant))
+    return _STRICT_DECODER[0].decode(text)
 
 
 def _parse_json(output, allow_fence=False):
@@ -510,22 +516,17 @@ def _bound_result(count, unit, min=None, max=None):
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Param:
+class Param(collections.namedtuple("Param", "kind required default choices",
+                                   defaults=(False, None, ()))):
     """A check parameter: `kind` names its validator; `required` or a `default`."""
 
-    kind: str
-    required: bool = False
-    default: object = None
-    choices: tuple = ()
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckSpec:
-    name: str
-    func: object
-    params: dict
-    summary: str
+class CheckSpec(collections.namedtuple("CheckSpec", "name func params summary")):
+    """A registered check: its function, parameters (name -> Param) and one-line summary."""
+
+    __slots__ = ()
 
 
 CHECKS = {}
@@ -1526,9 +1527,6 @@ def load_cases(path):
     return cases, digest.hexdigest()
 
 
-_NO_METADATA = types.MappingProxyType({})  # one shared, read-only "no metadata"
-
-
 def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
     for number, raw in _read_lines(path, digest):
         if raw is None:
@@ -1694,7 +1692,6 @@ class RateLimiter:
             time.sleep(start - now)
 
 
-@dataclasses.dataclass
 class RunOptions:
     """How cases are run.
 
@@ -1704,14 +1701,11 @@ class RunOptions:
     table for cost estimates (default PRICES). judge: the callable for `judge` checks, or None.
     """
 
-    concurrency: int = 1
-    timeout: object = None
-    repeat: int = 1
-    min_pass: object = None
-    rate_limit: object = None
-    budget: object = None
-    prices: object = None
-    judge: object = None
+    def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
+                 budget=None, prices=None, judge=None):
+        self.concurrency, self.timeout, self.repeat, self.min_pass = (
+            concurrency, timeout, repeat, min_pass)
+        self.rate_limit, self.budget, self.prices, self.judge = rate_limit, budget, prices, judge
 
     @property
     def needed(self):
@@ -1824,8 +1818,8 @@ def _combine_attempts(case, attempts, needed):
     if any(a.usage for a in attempts):
         usage = {key: sum((a.usage or {}).get(key) or 0 for a in attempts)
                  for key in ("input_tokens", "output_tokens")}
-    return dataclasses.replace(
-        shown, status=status, usage=usage, cost_usd=sum(costs) if costs else None,
+    return shown.replace(
+        status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
                    "latency_s": a.latency_s, "reasons": a.reasons if a.status != "pass" else []}
                   for a in attempts],
@@ -1967,12 +1961,11 @@ def record_problem(record):
     return None
 
 
-@dataclasses.dataclass
 class Baseline:
     """A previous run record: `entries` {case id: {"baseline", "status", ...}} and its pass rate."""
 
-    entries: dict
-    pass_rate: object = None
+    def __init__(self, entries, pass_rate=None):
+        self.entries, self.pass_rate = entries, pass_rate
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2058,7 +2051,6 @@ def _read_record_lines(handle, slim):
     return record
 
 
-@dataclasses.dataclass
 class Diff:
     """The comparison of a run with its baseline: lists of case ids per category.
 
@@ -2068,13 +2060,16 @@ class Diff:
     baseline, no longer in the case file.
     """
 
-    regressed: list = dataclasses.field(default_factory=list)
-    fixed: list = dataclasses.field(default_factory=list)
-    still_failing: list = dataclasses.field(default_factory=list)
-    passing: list = dataclasses.field(default_factory=list)
-    new: list = dataclasses.field(default_factory=list)
-    errored: list = dataclasses.field(default_factory=list)
-    removed: list = dataclasses.field(default_factory=list)
+    CATEGORIES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "removed")
+
+    def __init__(self, removed=()):
+        for name in self.CATEGORIES:
+            setattr(self, name, [])
+        self.removed = list(removed)
+
+    def as_dict(self):
+        """{category: [case ids]} in the order of CATEGORIES."""
+        return {name: getattr(self, name) for name in self.CATEGORIES}
 
 
 def diff_runs(baseline, results, all_case_ids=None):
@@ -2122,7 +2117,7 @@ def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=T
     "not_run". cases: the Case objects (for input, description, tags). With include_outputs
     false no output text is written.
     """
-    change = {case_id: name for name, ids in dataclasses.asdict(diff).items()
+    change = {case_id: name for name, ids in diff.as_dict().items()
               for case_id in ids}
     by_id = {case.id: case for case in cases or ()}
     entries = []
@@ -2271,7 +2266,7 @@ def _summary(counts, pass_rate, previous, diff, results, usages, costs):
         "previous_pass_rate": passed_before / total_before if total_before else None,
         "previous_passed": passed_before, "previous_total": total_before,
     }
-    summary.update((k, len(v)) for k, v in dataclasses.asdict(diff).items())
+    summary.update((k, len(v)) for k, v in diff.as_dict().items())
     summary["flaky"] = [r.id for r in results if r.flaky]
     summary["latency_s"] = latency_percentiles(results)
     summary["tokens"] = {
@@ -2284,7 +2279,7 @@ def _summary(counts, pass_rate, previous, diff, results, usages, costs):
 
 def _record_results(record):
     """CaseResults rebuilt from a record's entries that were run (change != "not_run")."""
-    fields = {f.name for f in dataclasses.fields(CaseResult)}
+    fields = set(CaseResult.__slots__)
     return [CaseResult(**{k: v for k, v in entry.items() if k in fields})
             for entry in record["cases"] if entry.get("change") != "not_run"]
 
