@@ -69,14 +69,26 @@ _ET = _LazyModule("xml.etree.ElementTree")
 __version__ = "0.1.0"
 
 __all__ = [
-    "Baseline", "BaselineError", "CaseFileError", "CheckResult", "Case", "CaseResult", "Diff",
-    "EvalsError", "RunResult", "CHECKS", "current_case", "diff_runs", "evaluate",
-    "format_summary", "load_baseline", "load_cases", "load_client", "main",
-    "make_record", "run_cases", "run_check", "validate_check", "write_atomic",
-    "write_json_atomic", "append_case", "merge_records", "select_cases", "shard_of",
-    "history_append", "history_rows", "RunOptions", "Budget", "PRICES", "call_cost",
-    "render_junit", "render_markdown", "render_html", "github_annotations",
-    "Judge", "JudgeRequired", "NO_JUDGE", "judge_prompt", "parse_verdict", "verdict_status",
+    # errors and data
+    "EvalsError", "CaseFileError", "BaselineError", "ClientError", "JudgeRequired",
+    "BudgetExceeded", "Interrupted", "Case", "CheckResult", "CaseResult", "RunResult",
+    "RunOptions", "Baseline", "Diff",
+    # checks (each check_* function is public too; see the end of the Checks section)
+    "CHECKS", "Param", "CheckSpec", "register", "validate_check", "run_check", "evaluate",
+    # cases
+    "load_cases", "append_case", "select_cases", "shard_of",
+    # runner
+    "current_case", "run_case", "run_cases", "Budget", "RateLimiter", "PRICES", "call_cost",
+    "latency_percentiles", "load_client", "load_outputs", "replay_client",
+    # judge
+    "Judge", "NO_JUDGE", "judge_prompt", "parse_verdict", "verdict_status",
+    # baseline, records, history
+    "load_baseline", "diff_runs", "make_record", "merge_records", "record_problem",
+    "without_outputs", "record_chunks", "write_record", "write_atomic", "write_json_atomic",
+    "write_jsonl_atomic", "history_append", "history_flaky", "history_rows",
+    # reports and command line
+    "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
+    "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -1435,6 +1447,10 @@ def _case_status(checks):
     if any(c.get("review") for c in checks):
         return "review"
     return "pass"
+
+
+# Every check function is public: tests and users call them directly.
+__all__ += sorted(spec.func.__name__ for spec in CHECKS.values())
 
 
 # ---------------------------------------------------------------------------------------------
