@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import types
+import unicodedata
 
 
 class _LazyModule:
@@ -224,8 +225,9 @@ class RunResult:
 
 
 def _fold(text, ignore_case):
-    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader.
-    return text.casefold() if ignore_case else text
+    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader; NFC: "é" typed
+    # as "e" and a combining accent is the same letter as the single character "é".
+    return unicodedata.normalize("NFC", text.casefold() if ignore_case else text)
 
 
 def _phrase_pattern(phrase, whole_word):

@@ -231,6 +231,13 @@ class StartsWithTest(CheckTestCase):
         self.assertPasses(check, "Yes, it was")
         self.assertPasses({"type": "starts_with", "value": "Yes"}, "Yesterday was fine")
 
+    def test_canonically_equal_text_matches_nfc(self):
+        decomposed = "Cafe\u0301 au lait"  # "e" + combining acute, as some keyboards type it
+        self.assertPasses({"type": "contains_any", "values": ["café"]}, decomposed)
+        self.assertPasses({"type": "starts_with", "value": "Café"}, decomposed)
+        self.assertFails({"type": "not_contains", "values": ["CAFÉ"]}, decomposed)
+        self.assertPasses({"type": "equals", "value": "cafe\u0301"}, "café")
+
     def test_whole_word_counts_underscore_as_a_word_character_like_contains(self):
         self.assertFails({"type": "starts_with", "value": "foo", "whole_word": True}, "foo_bar")
         self.assertFails({"type": "ends_with", "value": "bar", "whole_word": True}, "x_bar")
