@@ -2448,11 +2448,21 @@ def _history_connect(path):
 
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    # timeout: concurrent runs wait for each other's write instead of failing.
-    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.executescript(_HISTORY_SCHEMA)
-    return connection
+    # timeout: concurrent runs wait for each other's write instead of failing. Two runs that
+    # create the database at the same moment can still be told "locked" at once (switching to
+    # WAL is not covered by that wait), so that step is tried again for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(_HISTORY_SCHEMA)
+            return connection
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def history_append(path, record):

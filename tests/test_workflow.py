@@ -444,6 +444,7 @@ class HistoryTest(Workspace):
         for proc in procs:
             out, err = proc.communicate(timeout=60)
             self.assertEqual(proc.returncode, 0, err.decode())
+            self.assertNotIn("warning", err.decode())
         connection = sqlite3.connect(db)
         self.addCleanup(connection.close)
         self.assertEqual(connection.execute("PRAGMA integrity_check").fetchone()[0], "ok")
