@@ -86,7 +86,9 @@ timeouts, connection resets and dropped connections are retried, up to
 ``Retry-After`` (seconds or HTTP-date; also ``retry-after-ms`` and Gemini's
 ``RetryInfo.retryDelay``) when given, otherwise exponential backoff with full
 jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.  Total sleeping is
-capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what remains, and a
+capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what remains (once it
+is all spent, no further attempt is made, whatever ``EVALS_MAX_ATTEMPTS``
+allows), and a
 ``Retry-After`` longer than what remains fails at once (waiting less than the
 server asked would only earn another 429).  Not retried: other 4xx (bad key,
 bad model, bad request; the provider's own error message is surfaced), 429s
