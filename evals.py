@@ -1765,7 +1765,9 @@ class _Caller:
             return self._answers.get(timeout=timeout)
         except queue.Empty:
             self._jobs.put(None)  # the thread ends once the overrunning call returns
-            raise TimeoutError(f"no answer within {timeout:g} s") from None
+            overrun = TimeoutError(f"no answer within {timeout:g} s")
+            overrun.abandoned = True  # the call goes on in its thread
+            raise overrun from None
 
 
 _CALLERS = threading.local()
@@ -1797,6 +1799,8 @@ def _attempt(case, call_model, options, limiter):
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
+            if getattr(exc, "abandoned", False):
+                cost = estimate  # abandoned, not cancelled: the provider may still bill it
             return CaseResult(case.id, "error", error=_describe_error(exc),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)

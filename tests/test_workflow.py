@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import unittest.mock
 import xml.etree.ElementTree as ET
@@ -797,6 +798,22 @@ class BudgetTest(unittest.TestCase):
         self.assertLessEqual(budget.spent, 0.0032)
         self.assertEqual(len(calls), sum(r.status == "pass" for r in results))
         self.assertEqual(len(calls), 4)
+
+    def test_a_call_abandoned_by_the_timeout_is_counted_at_its_estimate(self):
+        # It may still be billed: $0.00075 for the first call, the same for the one that
+        # overran, so with $0.002 a third call would pass the budget and is not made.
+        def call(prompt):
+            if prompt == "q1":
+                time.sleep(1)
+            return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
+
+        budget = evals.Budget(0.002)
+        results = evals.run_cases(self.cases(3), call,
+                                  evals.RunOptions(timeout=0.2, budget=budget))
+        self.assertEqual([r.status for r in results], ["pass", "error", "error"])
+        self.assertIn("TimeoutError", results[1].error)
+        self.assertIn("budget", results[2].error)
+        self.assertAlmostEqual(budget.spent, 0.0015)
 
     def test_unpriced_calls_never_stop_the_run(self):
         def call(prompt):
