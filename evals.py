@@ -3471,7 +3471,7 @@ def _run_parser():
     inputs.add_argument("--accept", action="store_true",
                         help="take this run's verdicts as the new baseline, regressions included")
     inputs.add_argument("--no-save", action="store_true",
-                        help="compare with the baseline but do not update it")
+                        help="compare with the baseline; write no record and no history")
     inputs.add_argument("--out", metavar="FILE",
                         help="write the run record here instead of updating the baseline "
                              "(default with --shard: run-shard-K-of-N.json)")
@@ -3517,10 +3517,12 @@ def _run_parser():
     model.add_argument("--judge", metavar="MODULE:FUNCTION",
                        help="callable str -> str that answers the prompts of `judge` checks")
     model.add_argument("--no-judge", action="store_true",
-                       help="skip `judge` checks (said in the summary); deterministic checks run")
+                       help="skip `judge` checks (said in the summary); deterministic checks "
+                            "run, and cases with only judge checks are not run")
     output = parser.add_argument_group("output")
     output.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the count lines and regressions; no progress line")
+                        help="print only the count lines, regressions and errors; no progress "
+                             "line")
     output.add_argument("--strict", action="store_true",
                         help="exit 1 when any case does not pass, not only on regressions")
     output.add_argument("--omit-outputs", action="store_true",
