@@ -230,16 +230,34 @@ def _fold(text, ignore_case):
     return unicodedata.normalize("NFC", text.casefold() if ignore_case else text)
 
 
-def _phrase_pattern(phrase, whole_word):
-    pattern = re.escape(phrase)
-    if whole_word:
-        # A boundary only where the phrase has a word character at that end, so "$100" and
-        # "e.g." still match as whole phrases.
-        if re.match(r"\w", phrase):
-            pattern = r"(?<!\w)" + pattern
-        if re.search(r"\w$", phrase):
-            pattern = pattern + r"(?!\w)"
-    return re.compile(pattern)
+def _is_word_char(char):
+    """A letter, digit, "_" or combining mark (so "नमस" is not a whole word inside "नमस्ते",
+    whose next character is a vowel-killing mark); "" is not."""
+    return bool(char) and (char.isalnum() or char == "_"
+                           or unicodedata.category(char).startswith("M"))
+
+
+def _whole_word_count(text, phrase, first_only=False):
+    """Non-overlapping occurrences of `phrase` in `text` with no word character joined to it.
+
+    A boundary is needed only where the phrase itself ends in a word character, so "$100" and
+    "e.g." still match as whole phrases.
+    """
+    guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
+    count, start = 0, 0
+    while True:
+        at = text.find(phrase, start)
+        if at < 0:
+            return count
+        end = at + len(phrase)
+        if (guard_start and _is_word_char(text[at - 1:at])) or \
+                (guard_end and _is_word_char(text[end:end + 1])):
+            start = at + 1
+            continue
+        count += 1
+        if first_only:
+            return count
+        start = end
 
 
 def _count_phrase(text, phrase, ignore_case=True, whole_word=False):
@@ -247,7 +265,7 @@ def _count_phrase(text, phrase, ignore_case=True, whole_word=False):
     text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
     if not whole_word:
         return text.count(phrase)
-    return sum(1 for _ in _phrase_pattern(phrase, True).finditer(text))
+    return _whole_word_count(text, phrase)
 
 
 def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
@@ -255,8 +273,7 @@ def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
     text = _fold(text, ignore_case)
     if not whole_word:
         return [p for p in phrases if _fold(p, ignore_case) in text]
-    return [p for p in phrases
-            if _phrase_pattern(_fold(p, ignore_case), True).search(text) is not None]
+    return [p for p in phrases if _whole_word_count(text, _fold(p, ignore_case), True)]
 
 
 def _words(text, split="whitespace"):
@@ -610,9 +627,6 @@ def check_equals(output, value, ignore_case=False, strip=True):
     return CheckResult(False, f"expected {_quote(value)}, got {_quote(text)}")
 
 
-_WORD_CHAR = re.compile(r"\w")  # the same word characters as whole_word in contains_*
-
-
 def _edge_match(text, value, ignore_case, whole_word, at_start):
     text, value = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
@@ -623,7 +637,7 @@ def _edge_match(text, value, ignore_case, whole_word, at_start):
         if not text.endswith(value):
             return False
         outside, inside = text[len(text) - len(value) - 1:len(text) - len(value)], value[:1]
-    return not (whole_word and _WORD_CHAR.match(outside) and _WORD_CHAR.match(inside))
+    return not (whole_word and _is_word_char(outside) and _is_word_char(inside))
 
 
 @register("starts_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False),

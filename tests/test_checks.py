@@ -231,6 +231,13 @@ class StartsWithTest(CheckTestCase):
         self.assertPasses(check, "Yes, it was")
         self.assertPasses({"type": "starts_with", "value": "Yes"}, "Yesterday was fine")
 
+    def test_whole_word_treats_combining_marks_as_part_of_the_word(self):
+        check = {"type": "contains_any", "values": ["नमस"], "whole_word": True}
+        self.assertFails(check, "नमस्ते दोस्त")  # the virama joins the next letter
+        self.assertPasses(check, "नमस दोस्त")
+        self.assertFails({"type": "ends_with", "value": "te", "whole_word": True},
+                         "cafe\u0301te")
+
     def test_canonically_equal_text_matches_nfc(self):
         decomposed = "Cafe\u0301 au lait"  # "e" + combining acute, as some keyboards type it
         self.assertPasses({"type": "contains_any", "values": ["café"]}, decomposed)
