@@ -41,7 +41,6 @@ import re
 import sys
 import threading
 import time
-import types
 import unicodedata
 
 
@@ -134,9 +133,6 @@ class Interrupted(Exception):
 # Plain classes and named tuples rather than dataclasses: importing dataclasses (and with it
 # inspect) costs more start-up time than the whole command line needs for --help.
 
-_NO_METADATA = types.MappingProxyType({})  # one shared, read-only "no metadata"
-
-
 class CheckResult(collections.namedtuple("CheckResult", "passed reason")):
     """The verdict of one check on one output: `passed` and a reason a reviewer understands.
 
@@ -148,10 +144,10 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason")):
 
 class Case(collections.namedtuple(
         "Case", "id input checks description tags metadata path line",
-        defaults=("", (), _NO_METADATA, "", 0))):
+        defaults=("", (), None, "", 0))):
     """One line of the case file (immutable): id and input (str), checks (tuple of dicts),
-    description (str), tags (tuple of str), metadata (mapping), and where it came from: `path`
-    and the 1-based `line`."""
+    description (str), tags (tuple of str), metadata (dict, or None when the line has none),
+    and where it came from: `path` and the 1-based `line`."""
 
     __slots__ = ()
 
@@ -1594,7 +1590,7 @@ def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
                 description=data.get("description", ""),
                 # Interned: a large suite repeats a few tags thousands of times.
                 tags=tuple(sys.intern(tag) for tag in data.get("tags", ())),
-                metadata=data.get("metadata") or _NO_METADATA, path=str(path), line=number,
+                metadata=data.get("metadata"), path=str(path), line=number,
             ))
 
 
@@ -1773,6 +1769,10 @@ class _Caller:
                 return
             self._answers.put(_call(*job))
 
+    def stop(self):
+        """End the thread once it is idle (its kept-alive connections close with it)."""
+        self._jobs.put(None)
+
     def call(self, call_model, case, timeout):
         self._jobs.put((call_model, case))
         try:
@@ -1785,6 +1785,14 @@ class _Caller:
 
 
 _CALLERS = threading.local()
+
+
+def _release_caller():
+    """Stop the calling thread's caller, when it has one (at the end of a worker)."""
+    caller = getattr(_CALLERS, "caller", None)
+    if caller is not None:
+        _CALLERS.caller = None
+        caller.stop()
 
 
 def _call_with_timeout(call_model, case, timeout):
@@ -1907,6 +1915,8 @@ def run_cases(cases, call_model, options=None, on_result=None):
                     on_result(results[index])
         except KeyboardInterrupt:
             raise Interrupted(finished()) from None
+        finally:
+            _release_caller()
         return results
     todo = queue.Queue()
     for index in range(len(cases)):
@@ -1915,15 +1925,19 @@ def run_cases(cases, call_model, options=None, on_result=None):
     stop = threading.Event()
 
     def worker():
-        while not stop.is_set():
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                done.put((index, run_case(cases[index], call_model, options, limiter)))
-            except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
-                done.put((index, CaseResult(cases[index].id, "error", error=_describe_error(exc))))
+        try:
+            while not stop.is_set():
+                try:
+                    index = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    done.put((index, run_case(cases[index], call_model, options, limiter)))
+                except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
+                    done.put((index, CaseResult(cases[index].id, "error",
+                                                error=_describe_error(exc))))
+        finally:
+            _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
     for number in range(min(options.concurrency, len(cases))):
@@ -2076,6 +2090,8 @@ def _read_record_lines(handle, slim):
         except ValueError:
             return None
     else:
+        return None
+    if handle.read().strip() != "}":  # anything else after the cases: not this layout
         return None
     try:
         record = json.loads("".join(header) + ' "cases": []\n}')
@@ -2517,20 +2533,28 @@ def history_append(path, record):
 
 
 def history_flaky(path, case_ids, window=10):
-    """Cases (of `case_ids`, in that order) whose verdict changed at least twice over the last
-    `window` runs in the history; errors are not verdicts and are skipped."""
+    """Cases (of `case_ids`, in that order) whose verdict changed at least twice over their own
+    last `window` scored runs in the history; errors are not verdicts and are skipped."""
+    import sqlite3
+
     connection = _history_connect(path)
     try:
-        runs = [row[0] for row in connection.execute(
-            "SELECT id FROM runs ORDER BY id DESC LIMIT ?", (window,))]
-        statuses = {}
-        if runs:
-            for case_id, status in connection.execute(
-                    "SELECT case_id, status FROM results WHERE run_id >= ? AND status != 'error' "
-                    "ORDER BY run_id", (runs[-1],)):
-                statuses.setdefault(case_id, []).append(status)
+        try:  # one query; window functions need SQLite 3.25 (2018) or newer
+            rows = connection.execute(
+                "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
+                "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
+                "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id",
+                (window,)).fetchall()
+        except sqlite3.OperationalError:
+            rows = [(case_id, status) for case_id in case_ids for (status,) in reversed(
+                connection.execute(
+                    "SELECT status FROM results WHERE case_id = ? AND status != 'error' "
+                    "ORDER BY run_id DESC LIMIT ?", (case_id, window)).fetchall())]
     finally:
         connection.close()
+    statuses = {}
+    for case_id, status in rows:
+        statuses.setdefault(case_id, []).append(status)
     flips = {case_id: sum(1 for a, b in zip(seen, seen[1:]) if a != b)
              for case_id, seen in statuses.items()}
     return [case_id for case_id in case_ids if flips.get(case_id, 0) >= 2]
@@ -3593,6 +3617,7 @@ def main(argv=None, stdout=None, stderr=None):
     args, code = _parse(parser_factory(), argv, stdout, stderr)
     if args is None:
         return code
+    frozen = gc.get_freeze_count()
     try:
         return command(args, stdout, stderr)
     except CaseFileError as exc:
@@ -3611,6 +3636,9 @@ def main(argv=None, stdout=None, stderr=None):
         stderr.write(traceback.format_exc())
         stderr.write("evals: internal error (above); nothing was compared\n")
         return EXIT_INVALID
+    finally:
+        if gc.get_freeze_count() > frozen:  # the run froze what it loaded: give it back
+            gc.unfreeze()
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -3691,7 +3719,8 @@ def _run_command(args, stdout, stderr):
         # With no check left to score, such a case is not run: it keeps its baseline entry
         # rather than "pass" on nothing.
         judge_only = [c.id for c in selected if all(k["type"] == "judge" for k in c.checks)]
-        selected = [c for c in selected if c.id not in set(judge_only)]
+        skipped = set(judge_only)
+        selected = [c for c in selected if c.id not in skipped]
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
         return EXIT_OK
@@ -3706,7 +3735,8 @@ def _run_command(args, stdout, stderr):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
     outputs = (args.out, args.json, args.junit, args.markdown, args.html, args.record)
-    for path in [args.baseline] * (not args.no_save) + [p for p in outputs if p]:
+    writes_baseline = not (args.no_save or args.out or args.shard)
+    for path in [args.baseline] * writes_baseline + [p for p in outputs if p]:
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):  # found now, before any model is called
             raise EvalsError(f"cannot write {path}: there is no folder {folder}")
@@ -4090,7 +4120,8 @@ def _append_line(path, data, row):
     """Rewrite `path` atomically as its bytes `data` plus `row` (a dict) as one JSON line."""
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    write_atomic(path, data + json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+    line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    write_atomic(path, data + line + b"\n")
 
 
 def _append_recording(path, case_id, text, output):

@@ -433,18 +433,28 @@ def close_connections() -> None:
 atexit.register(close_connections)
 
 
+def _dropped(sock: Any) -> bool:
+    """True when an idle socket is readable (closed by the server) or cannot be polled."""
+    try:
+        if hasattr(select, "poll"):  # poll: no FD_SETSIZE limit on descriptor numbers
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def _kept_connection(scheme: str, host: str, port: Optional[int], timeout: float) -> Any:
     pool = getattr(_KEPT, "pool", None)
     if pool is None:
         pool = _KEPT.pool = _Pool()
     key = (scheme, host, port)
     connection = pool.get(key)
-    if connection is not None and connection.sock is not None:
+    if connection is not None and connection.sock is not None and _dropped(connection.sock):
         # A server may close an idle kept-alive connection; a readable socket means it did
         # (or sent something unasked), so start afresh rather than fail the next request.
-        readable, _, _ = select.select([connection.sock], [], [], 0)
-        if readable:
-            connection.close()
+        connection.close()
     if connection is None:
         if scheme == "https":
             connection = http.client.HTTPSConnection(host, port, timeout=timeout)

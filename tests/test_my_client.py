@@ -399,6 +399,15 @@ class KeepAliveTests(LoopbackCase):
         first, second = self.server.requests
         self.assertNotEqual(first["peer"], second["peer"])
 
+    def test_a_socket_the_peer_closed_is_seen_as_dropped(self):
+        import socket
+
+        mine, theirs = socket.socketpair()
+        self.addCleanup(mine.close)
+        self.assertFalse(my_client._dropped(mine))
+        theirs.close()
+        self.assertTrue(my_client._dropped(mine))
+
     def test_threads_do_not_share_connections(self):
         self.server.add(*[openai_ok() for _ in range(4)])
         client = self.client()

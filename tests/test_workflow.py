@@ -5,6 +5,7 @@ line is driven in process through evals.main([...], stdout, stderr), except wher
 processes must race for the history database.
 """
 
+import gc
 import io
 import json
 import os
@@ -944,6 +945,85 @@ class ReportCommandTest(Workspace):
         self.assertEqual(code, 2)
         self.assertIn("not an evals run record", err)
         self.assertFalse(os.path.exists(self.path("r.xml")))
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Found in review: resources, odd inputs, the flaky window
+# ---------------------------------------------------------------------------------------------
+
+
+class ReviewFindingsTest(Workspace):
+    def test_runs_with_a_time_limit_leave_no_threads_behind(self):
+        cases = [evals.Case(id="t%d" % i, input="q", checks=({"type": "max_words", "n": 3},))
+                 for i in range(8)]
+        before = threading.active_count()
+        for _ in range(3):
+            evals.run_cases(cases, lambda prompt: "ok", evals.RunOptions(concurrency=4,
+                                                                         timeout=5))
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(threading.active_count(), before)
+
+    def test_a_run_gives_back_what_it_froze_from_the_collector(self):
+        self.write_cases([ok_case("a")])
+        self.all_ok(["a"])
+        frozen = gc.get_freeze_count()
+        self.assertEqual(self.run_cli("--no-history")[0], 0)
+        self.assertEqual(gc.get_freeze_count(), frozen)
+
+    def test_add_with_a_lone_surrogate_writes_both_files(self):
+        self.write_cases([ok_case("a")])
+        recordings = self.path("recs.jsonl")
+        code, _, err = self.main("add", "--cases", self.cases, "--id", "b", "--input", "q",
+                                 "--output", "half an emoji \ud83d", "--max-words", "1",
+                                 "--recordings", recordings)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(evals.load_outputs(recordings), {"b": "half an emoji \ud83d"})
+        self.assertEqual([c.id for c in evals.load_cases(self.cases)[0]], ["a", "b"])
+
+    def test_flaky_counts_each_cases_own_last_runs(self):
+        self.write_cases([ok_case("a"), ok_case("b")])
+        for answer in ("ok", "no", "ok"):
+            self.all_ok(["a", "b"], a=answer)
+            self.run_cli()
+        self.all_ok(["a", "b"])
+        for _ in range(10):
+            self.run_cli("--id", "b")
+        self.all_ok(["a", "b"], a="no")
+        code, out, _ = self.run_cli()
+        self.assertEqual(code, 1)
+        self.assertIn("flaky (flipped across recent runs): a", out)
+
+    def test_cases_can_be_pickled_and_copied(self):
+        import copy
+        import pickle
+
+        case = evals.Case(id="a", input="q", checks=({"type": "max_words", "n": 3},))
+        self.assertEqual(pickle.loads(pickle.dumps(case)), case)
+        self.assertEqual(copy.deepcopy(case), case)
+        self.assertIsNone(case.metadata)
+
+    def test_a_baseline_with_anything_after_its_cases_is_refused_not_overwritten(self):
+        self.write_cases([ok_case("a")])
+        self.all_ok(["a"])
+        self.run_cli("--no-history")
+        with open(self.baseline, "a") as handle:
+            handle.write("<<<<<<< HEAD\n")
+        with open(self.baseline) as handle:
+            broken = handle.read()
+        code, _, err = self.run_cli("--no-history")
+        self.assertEqual(code, 2)
+        self.assertIn("not valid JSON", err)
+        with open(self.baseline) as handle:
+            self.assertEqual(handle.read(), broken)
+
+    def test_a_baseline_that_is_only_read_needs_no_writable_folder(self):
+        self.write_cases([ok_case("a")])
+        self.all_ok(["a"])
+        code, _, err = self.run_cli("--baseline", self.path("nodir/last_run.json"),
+                                    "--out", self.path("x.json"), "--no-history")
+        self.assertEqual(code, 0, err)
 
 
 def _text(path):
