@@ -1833,6 +1833,8 @@ def _attempt(case, call_model, options, limiter):
         usage = usage if isinstance(usage, dict) else None
         model = getattr(output, "model", None)
         model = model if isinstance(model, str) else None
+        if getattr(call_model, "model", None) == "replay":
+            latency = None  # a recorded answer took no model time
         cost, answered = call_cost(model, usage, options.prices), True
         status, checks = evaluate(case, str(output), options.judge)
         error = next((c["reason"] for c in checks if c.get("error")), None)
@@ -2320,7 +2322,8 @@ def _summary(counts, pass_rate, previous, diff, results, usages, costs):
     }
     summary.update((k, len(v)) for k, v in diff.as_dict().items())
     summary["flaky"] = [r.id for r in results if r.flaky]
-    summary["latency_s"] = latency_percentiles(results)
+    # Replayed answers (model "replay") took no model time: their latency says nothing.
+    summary["latency_s"] = latency_percentiles([r for r in results if r.model != "replay"])
     summary["tokens"] = {
         "input": sum(u.get("input_tokens") or 0 for u in usages),
         "output": sum(u.get("output_tokens") or 0 for u in usages),
@@ -2679,6 +2682,7 @@ def replay_client(outputs, source="recorded outputs"):
             raise LookupError(f"no recorded output for case {name!r} in {source}")
         return outputs[case.id]
 
+    replay.model = "replay"  # recorded answers: neither timed nor priced
     return replay
 
 
@@ -2772,7 +2776,7 @@ def format_summary(record, quiet=False):
     ]
     extras = []
     latency = summary.get("latency_s") or {}
-    if latency and latency["max"] >= 0.001 and not quiet:  # sub-millisecond: a replay, not a model
+    if latency and not quiet:
         extras.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
                       f"max {latency['max']:.3f} s")
     if summary.get("tokens"):
