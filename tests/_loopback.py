@@ -24,6 +24,34 @@ import time
 MAX_DELAY = 2.0  # seconds; scripted delays are clamped so a test cannot hang
 
 
+def answer(handler, action, max_delay=MAX_DELAY):
+    """Carry out one scripted action on a BaseHTTPRequestHandler (see the module docstring)."""
+    if action.get("delay"):
+        time.sleep(min(float(action["delay"]), max_delay))
+    if action.get("reset"):
+        # SO_LINGER with a zero timeout makes close() send a TCP RST.
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.close_connection = True
+        handler.connection.close()
+        return
+    if "json" in action:
+        payload = json.dumps(action["json"]).encode("utf-8")
+        content_type = "application/json"
+    else:
+        payload = action.get("body", b"")
+        content_type = "text/html"
+    try:
+        handler.send_response(action.get("status", 200))
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(payload)))
+        for name, value in (action.get("headers") or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(payload)
+    except OSError:  # the client gave up (timeout test)
+        handler.close_connection = True
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # as production servers do (TCP_NODELAY)
@@ -52,30 +80,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "status": 599,
                 "json": {"error": {"message": "loopback: no scripted response left"}},
             }
-        if action.get("delay"):
-            time.sleep(min(float(action["delay"]), MAX_DELAY))
-        if action.get("reset"):
-            # SO_LINGER with a zero timeout makes close() send a TCP RST.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
-        if "json" in action:
-            payload = json.dumps(action["json"]).encode("utf-8")
-            content_type = "application/json"
-        else:
-            payload = action.get("body", b"")
-            content_type = "text/html"
-        try:
-            self.send_response(action.get("status", 200))
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in (action.get("headers") or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:  # the client gave up (timeout test)
-            self.close_connection = True
+        answer(self, action)
         if action.get("drop_after"):
             self.close_connection = True
 

@@ -10,8 +10,6 @@ EVALS_MAX_ATTEMPTS and EVALS_MAX_RETRY_WAIT.
 import http.server
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,6 +18,7 @@ import time
 import unittest
 
 import evals
+from tests._loopback import answer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
@@ -64,30 +63,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             server.arrivals.append((time.monotonic(), prompt))
             server.auth.add(self.headers.get("Authorization", ""))
         action = server.behave(prompt, number)
-        if action.get("delay"):
-            time.sleep(min(action["delay"], MAX_SERVER_DELAY))
-        if action.get("reset"):
-            # SO_LINGER with a zero timeout: close() sends a TCP RST instead of an answer.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
-        if "json" in action:
-            payload = json.dumps(action["json"]).encode("utf-8")
-            content_type = "application/json"
-        else:
-            payload = action.get("body", b"")
-            content_type = "text/html"
-        try:
-            self.send_response(action.get("status", 200))
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in action.get("headers", {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:  # the client timed out and went away
-            self.close_connection = True
+        answer(self, action, MAX_SERVER_DELAY)
 
 
 class _Server(http.server.ThreadingHTTPServer):
