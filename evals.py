@@ -1323,12 +1323,15 @@ class Judge:
     O_APPEND write a line under a lock (threads and concurrent runs do not interleave lines),
     and lines that do not parse are ignored. Only replies that parse as verdicts are cached,
     so a malformed reply or a failed call is asked again next run. `calls` counts real calls.
+    timeout: seconds a judge call may take (the run's --timeout), or None; a slower call makes
+    the case an error.
     """
 
-    def __init__(self, func, name=None, cache_path=None):
+    def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
         self.name = name or _callable_name(func)
         self.cache_path = cache_path
+        self.timeout = timeout
         self.calls = 0
         self._lock = threading.Lock()
         self._cache = None
@@ -1367,7 +1370,7 @@ class Judge:
         if hit is not None:
             model = hit.get("model")
             return hit["reply"], model if isinstance(model, str) else None, True
-        reply = self.func(prompt)
+        reply = _within(lambda: self.func(prompt), self.timeout)
         with self._lock:
             self.calls += 1
         if not isinstance(reply, str):
@@ -1740,11 +1743,11 @@ class RunOptions:
         return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
 
 
-def _call(call_model, case):
-    """call_model(case.input) with current_case() set: ("output", value) or ("error", exc)."""
+def _call(func, case):
+    """func() with current_case() set to `case`: ("output", value) or ("error", exc)."""
     token = _CURRENT_CASE.set(case)
     try:
-        return "output", call_model(case.input)
+        return "output", func()
     except BaseException as exc:  # noqa: B902 - reported as the case's error
         return "error", exc
     finally:
@@ -1773,8 +1776,8 @@ class _Caller:
         """End the thread once it is idle (its kept-alive connections close with it)."""
         self._jobs.put(None)
 
-    def call(self, call_model, case, timeout):
-        self._jobs.put((call_model, case))
+    def call(self, func, case, timeout):
+        self._jobs.put((func, case))
         try:
             return self._answers.get(timeout=timeout)
         except queue.Empty:
@@ -1795,17 +1798,28 @@ def _release_caller():
         caller.stop()
 
 
-def _call_with_timeout(call_model, case, timeout):
+def _within(func, timeout):
+    """func() for the current case, within `timeout` seconds (None: no limit); raises what it
+    raises, or TimeoutError (with `abandoned` set) when it overruns."""
+    case = current_case()
     if timeout is None:
-        kind, value = _call(call_model, case)
+        kind, value = _call(func, case)
     else:
         caller = getattr(_CALLERS, "caller", None) or _Caller()
         _CALLERS.caller = None  # a caller whose call times out is not used again
-        kind, value = caller.call(call_model, case, timeout)
+        kind, value = caller.call(func, case, timeout)
         _CALLERS.caller = caller
     if kind == "error":
         raise value
     return value
+
+
+def _call_with_timeout(call_model, case, timeout):
+    token = _CURRENT_CASE.set(case)
+    try:
+        return _within(lambda: call_model(case.input), timeout)
+    finally:
+        _CURRENT_CASE.reset(token)
 
 
 def _attempt(case, call_model, options, limiter):
@@ -3849,7 +3863,7 @@ def _judge_for(args, cases):
             func = load_client(args.judge)
         except ClientError as exc:
             raise ClientError(str(exc).replace("--client", "--judge", 1)) from None
-        return Judge(func, name=args.judge, cache_path=cache)
+        return Judge(func, name=args.judge, cache_path=cache, timeout=args.timeout)
     needs = [case for case in cases if any(c["type"] == "judge" for c in case.checks)]
     if needs:
         first = needs[0]

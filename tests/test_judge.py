@@ -131,6 +131,19 @@ class ParseVerdictTest(unittest.TestCase):
 
 
 class EvaluateTest(unittest.TestCase):
+    def test_a_judge_slower_than_the_time_limit_makes_an_error_not_a_hang(self):
+        release = threading.Event()
+
+        def stuck(prompt):
+            release.wait(5)
+            return CLEAN
+
+        self.addCleanup(release.set)
+        judge = evals.Judge(stuck, name="stuck", timeout=0.2)
+        status, checks = evals.evaluate(case(), RIGHT, judge)
+        self.assertEqual(status, "error")
+        self.assertIn("TimeoutError: no answer within 0.2 s", checks[0]["reason"])
+
     def test_clean_pass_keeps_the_exchange(self):
         judge = ScriptedJudge(CLEAN)
         status, checks = evals.evaluate(case(), RIGHT, judge)
