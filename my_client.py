@@ -1203,16 +1203,20 @@ _clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
 _clients_lock = threading.Lock()
 
 
-def _env_client() -> Callable[[str], Reply]:
-    # Cached per configuration (keys excluded: they are read on every call),
-    # so the replay file is loaded once and the stderr notice printed once.
-    config = tuple(os.environ.get(name) for name in _ENV_VARS) + (os.getcwd(),)
+def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[str, ...],
+            factory: Callable[[], Callable[[str], Reply]]) -> Callable[[str], Reply]:
+    # One client per configuration (keys excluded: they are read on every call), so a replay
+    # file is loaded once and its stderr notice printed once.
+    config = tuple(os.environ.get(name) for name in names) + (os.getcwd(),)
     with _clients_lock:
-        client = _clients.get(config)
+        client = cache.get(config)
         if client is None:
-            client = make_client()
-            _clients[config] = client
+            client = cache[config] = factory()
         return client
+
+
+def _env_client() -> Callable[[str], Reply]:
+    return _cached(_clients, _ENV_VARS, make_client)
 
 
 def ask(prompt: str) -> Reply:
@@ -1366,13 +1370,7 @@ _record_lock = threading.Lock()
 
 
 def _env_judge() -> Callable[[str], Reply]:
-    config = tuple(os.environ.get(name) for name in _JUDGE_ENV_VARS) + (os.getcwd(),)
-    with _clients_lock:
-        client = _judges.get(config)
-        if client is None:
-            client = make_judge()
-            _judges[config] = client
-        return client
+    return _cached(_judges, _JUDGE_ENV_VARS, make_judge)
 
 
 def _judge_model() -> str:
