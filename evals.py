@@ -1798,10 +1798,10 @@ def _release_caller():
         caller.stop()
 
 
-def _within(func, timeout):
-    """func() for the current case, within `timeout` seconds (None: no limit); raises what it
-    raises, or TimeoutError (with `abandoned` set) when it overruns."""
-    case = current_case()
+def _within(func, timeout, case=None):
+    """func() for `case` (default: the current case), within `timeout` seconds (None: no
+    limit); raises what it raises, or TimeoutError (with `abandoned` set) when it overruns."""
+    case = case or current_case()
     if timeout is None:
         kind, value = _call(func, case)
     else:
@@ -1815,11 +1815,7 @@ def _within(func, timeout):
 
 
 def _call_with_timeout(call_model, case, timeout):
-    token = _CURRENT_CASE.set(case)
-    try:
-        return _within(lambda: call_model(case.input), timeout)
-    finally:
-        _CURRENT_CASE.reset(token)
+    return _within(lambda: call_model(case.input), timeout, case)
 
 
 def _attempt(case, call_model, options, limiter):
