@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 import unittest
+import unittest.mock
 
 import evals
 
@@ -431,6 +432,49 @@ class CliTest(unittest.TestCase):
         self.assertIn("cannot import no_such_module_xyz", err)
         code, _, err = self.run_cli("-j", "0")
         self.assertEqual(code, 2)
+
+    def test_github_prints_one_annotation_per_regression_and_writes_the_job_summary(self):
+        self.run_cli()
+        self.answer({**GOOD, "refund?": "no", "short?": "one two three four five six"})
+        summary = self.path("step_summary.md")
+        with open(summary, "w") as handle:
+            handle.write("earlier step\n")
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": summary}):
+            code, out, _ = self.run_cli("--github", "--no-save")
+        self.assertEqual(code, 1)
+        annotations = [line for line in out.splitlines() if line.startswith("::")]
+        self.assertEqual(len(annotations), 2)
+        self.assertTrue(annotations[0].startswith("::error title=Regression%3A refund::"))
+        with open(summary) as handle:
+            text = handle.read()
+        self.assertTrue(text.startswith("earlier step\n"))
+        self.assertIn("refund", text[len("earlier step\n"):])
+
+    def test_quiet_prints_counts_regressions_and_errors_only(self):
+        self.run_cli()
+        self.answer({**GOOD, "refund?": "no", "json?": "!raise"})
+        self.write_cases(CASES + [{"id": "known", "input": "short?", "checks": [
+            {"type": "max_words", "n": 0}]}])
+        code, out, _ = self.run_cli("-q", "--no-save")
+        self.assertEqual(code, 2)
+        self.assertNotIn("evals 0.1.0", out)
+        self.assertIn("REGRESSED: refund", out)
+        self.assertIn("ERROR: json", out)
+        self.assertNotIn("NEW FAIL", out)
+        self.assertTrue(out.startswith("pass rate "))
+
+    def test_validate_list_checks_and_version_call_no_model(self):
+        out = io.StringIO()
+        self.assertEqual(evals.main(["--cases", self.cases, "--validate"], out), 0)
+        self.assertEqual(out.getvalue(), f"{self.cases}: 3 cases, all valid\n")
+        out = io.StringIO()
+        self.assertEqual(evals.main(["--list-checks"], out), 0)
+        for name in evals.CHECKS:
+            self.assertIn(f"  {name} ", out.getvalue())
+        out = io.StringIO()
+        self.assertEqual(evals.main(["--version"], out), 0)
+        self.assertEqual(out.getvalue().strip(), f"evals {evals.__version__}")
+        self.assertEqual(self.calls(), [])
 
     def test_help_documents_exit_codes(self):
         out = io.StringIO()
