@@ -16,76 +16,55 @@ Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepte
                 {"type": "max_words", "n": 80}],
      "description": "optional", "tags": ["smoke"]}
 
-Each case ends `pass` (every check passed), `fail` (a check failed) or `error` (the call raised,
-timed out or returned something that is not a string; an error is never scored and never a
-pass). The run is compared with the previous run record (the baseline, `last_run.json`):
-a case that passed there and does not pass now is a regression, and it stays one on every run
-until it passes again or `--accept` takes the new result as the baseline.
+Each case ends `pass` (every check passed), `fail` (a check failed), `review` (a judge was
+unsure) or `error` (the call raised, timed out or returned something that is not a string; an
+error is never scored and never a pass). The run is compared with the previous run record (the
+baseline, `last_run.json`): a case that passed there and does not pass now is a regression, and
+it stays one on every run until it passes again or `--accept` takes the new result. The rules
+live in one function, `decide`; the README's outcome table is its documentation.
 
 Exit codes: 0 nothing regressed; 1 at least one regression (or, with --strict, any failing
 case); 2 invalid input (case file, baseline, options, client) or any errored case, which wins
 over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no baseline written).
 
-Python 3.9 or newer, standard library only.
+Python 3.9 or newer, standard library only. Sections, each calling only the ones above it:
+errors and data, text units, checks, cases, runner, outcomes and the baseline, reports, command
+line.
 """
 
 import argparse
 import collections
 import contextvars
-import gc
-import importlib
-import importlib.util
+import json
 import math
 import os
+import queue
 import re
 import sys
 import threading
 import time
 import unicodedata
 
-
-class _LazyModule:
-    """A standard-library module imported on first use: `--help` and small runs should not
-    pay for what only some commands need (reports, git, hashing, temporary files)."""
-
-    def __init__(self, name):
-        self._name = name
-
-    def __getattr__(self, attribute):
-        return getattr(importlib.import_module(self._name), attribute)
-
-
-datetime = _LazyModule("datetime")
-json = _LazyModule("json")
-queue = _LazyModule("queue")
-signal = _LazyModule("signal")
-difflib = _LazyModule("difflib")
-hashlib = _LazyModule("hashlib")
-subprocess = _LazyModule("subprocess")
-tempfile = _LazyModule("tempfile")
-_html = _LazyModule("html")
-_ET = _LazyModule("xml.etree.ElementTree")
-
 __version__ = "0.1.0"
 
 __all__ = [
     # errors and data
-    "EvalsError", "CaseFileError", "BaselineError", "ClientError", "JudgeRequired",
-    "BudgetExceeded", "Interrupted", "Case", "CheckResult", "CaseResult", "RunResult",
-    "RunOptions", "Baseline", "Diff",
-    # checks (each check_* function is public too; see the end of the Checks section)
-    "CHECKS", "Param", "CheckSpec", "register", "validate_check", "run_check", "evaluate",
+    "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
+    "CaseResult", "load_callable",
+    # checks (each check_* function is public too)
+    "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
+    "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
     # cases
     "load_cases", "append_case", "select_cases", "shard_of",
     # runner
-    "current_case", "run_case", "run_cases", "Budget", "RateLimiter", "PRICES", "call_cost",
-    "latency_percentiles", "load_client", "load_outputs", "replay_client",
-    # judge
-    "Judge", "NO_JUDGE", "judge_prompt", "parse_verdict", "verdict_status",
-    # baseline, records, history
-    "load_baseline", "diff_runs", "make_record", "merge_records", "record_problem",
-    "without_outputs", "record_chunks", "write_record", "write_atomic", "write_json_atomic",
-    "write_jsonl_atomic", "history_append", "history_flaky", "history_rows",
+    "current_case", "Judge", "run_case", "run_cases", "RunOptions", "Budget", "BudgetExceeded",
+    "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
+    "load_outputs", "replay_client",
+    # outcomes, baseline, records, history
+    "decide", "Baseline", "load_baseline", "make_record", "merge_records", "summarize",
+    "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
+    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "history_append",
+    "history_flaky", "history_rows",
     # reports and command line
     "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
     "main",
@@ -98,7 +77,7 @@ RECORD_FORMAT = "evals-run"
 RECORD_VERSION = 1
 
 # ---------------------------------------------------------------------------------------------
-# Errors and data classes
+# Errors, data and files
 # ---------------------------------------------------------------------------------------------
 
 
@@ -119,27 +98,36 @@ class BaselineError(EvalsError):
 
 
 class ClientError(EvalsError):
-    """The `module:function` client cannot be imported or is not callable."""
+    """A `module:function` (client, judge or check) cannot be imported or is not callable."""
 
 
-class Interrupted(Exception):
-    """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
-
-    def __init__(self, results):
-        self.results = results
-        super().__init__("interrupted")
-
-
-# Plain classes and named tuples rather than dataclasses: importing dataclasses (and with it
+# Named tuples and plain classes rather than dataclasses: importing dataclasses (and with it
 # inspect) costs more start-up time than the whole command line needs for --help.
 
-class CheckResult(collections.namedtuple("CheckResult", "passed reason")):
-    """The verdict of one check on one output: `passed` and a reason a reviewer understands.
+class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
+                                         defaults=((), None, None))):
+    """The verdict of one check on one output.
 
-    The reason is given for passes too ("found 'doctor'"), so a negated check can explain itself.
+    passed: True, False, or None for a check that was skipped. reason: what a reviewer reads,
+    given for passes too ("found 'doctor'"), so a negated check can explain itself. quoted: the
+    parts of `reason` copied from the output (already quoted), so hiding outputs replaces them
+    without parsing the sentence. flag: None, "review" (a judge was unsure), "error" (the check
+    could not be scored) or "skipped". judge: the judge exchange, for a `judge` check.
     """
 
     __slots__ = ()
+
+    def as_dict(self, kind):
+        """The check as a run record holds it: {"type", "passed", "reason"} and, when they
+        apply, the flag (e.g. "review": true), "quoted" and "judge"."""
+        entry = {"type": kind, "passed": self.passed, "reason": self.reason}
+        if self.flag:
+            entry[self.flag] = True
+        if self.quoted:
+            entry["quoted"] = list(self.quoted)
+        if self.judge is not None:
+            entry["judge"] = self.judge
+        return entry
 
 
 class Case(collections.namedtuple(
@@ -153,15 +141,14 @@ class Case(collections.namedtuple(
 
 
 class CaseResult:
-    """The outcome of one case.
+    """The outcome of one case run.
 
-    status: "pass", "fail", "review" (a judge was unsure; not passed) or "error". checks: list
-    of dicts {"type", "passed", "reason"} (empty for a failed call; a judge check adds "judge",
-    and "skipped" with passed None, "review" or "error"). output: the model's text, None
-    for a failed call. error: "Type: message" for an error, else None. latency_s: seconds spent in
-    the call (None when no call was made). usage: {"input_tokens", "output_tokens"} or None;
-    model: the model that answered, if the adapter said; cost_usd: estimated dollars or None.
-    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed.
+    status: "pass", "fail", "review" or "error" (see `case_status`). checks: list of check dicts
+    (CheckResult.as_dict; empty for a failed call). output: the model's text, None for a failed
+    call. error: "Type: message" for an error, else None. latency_s: seconds spent in the call
+    (None when no model was called). usage: {"input_tokens", "output_tokens"} or None; model: the
+    model that answered, if the adapter said; cost_usd: estimated dollars or None. attempts:
+    with --repeat, one dict per call; flaky: the repeated calls disagreed.
     """
 
     __slots__ = ("id", "status", "output", "checks", "error", "latency_s", "usage", "model",
@@ -185,36 +172,149 @@ class CaseResult:
 
     @property
     def reasons(self):
-        """The failing checks' reasons as "type: reason" strings, or the error text."""
-        if self.status == "error":
-            return [self.error]
-        return [f"{c['type']}: {c['reason']}" for c in self.checks
-                if not c["passed"] and not c.get("skipped")]
+        """Why the case did not pass: the error text, or the failing checks' reasons."""
+        return case_reasons(self.status, self.error, self.checks)
 
 
-class RunResult:
-    """A finished run: per-case results (CaseResult, in case-file order) plus provenance:
-    start and finish times (ISO 8601 str), the client's name, the case file and its sha256."""
-
-    def __init__(self, results, started_at, finished_at, client, case_file="",
-                 case_file_sha256=""):
-        self.results, self.started_at, self.finished_at = results, started_at, finished_at
-        self.client, self.case_file, self.case_file_sha256 = client, case_file, case_file_sha256
-
-    @property
-    def counts(self):
-        """{"total", "pass", "fail", "review", "error"} as integers."""
-        counts = {"total": len(self.results), "pass": 0, "fail": 0, "review": 0, "error": 0}
-        for result in self.results:
-            counts[result.status] += 1
-        return counts
-
-    @property
-    def pass_rate(self):
-        """Passed cases over all cases, errors counted as not passed; None for an empty run."""
-        return self.counts["pass"] / len(self.results) if self.results else None
+_CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
 
 
+def current_case():
+    """The Case being answered or scored in the calling thread, or None outside a run.
+
+    Lets an adapter, a judge or a user's check that needs more than its text (a replay keyed by
+    case id, a logger) find out which case it serves while keeping str-in/str-out signatures.
+    """
+    return _CURRENT_CASE.get()
+
+
+def case_status(checks):
+    """A case's status from its check dicts: "error" if a check could not be scored, else
+    "fail" if one failed, else "review" if a judge was unsure, else "pass". Skipped checks
+    (passed None) count for nothing."""
+    if any(c.get("error") for c in checks):
+        return "error"
+    if any(c["passed"] is False and not c.get("review") for c in checks):
+        return "fail"
+    return "review" if any(c.get("review") for c in checks) else "pass"
+
+
+def case_reasons(status, error, checks):
+    """Why a case did not pass (list of str): its error, or "type: reason" for each check that
+    failed or needs review; [] for a pass. The one source of reasons for every report."""
+    if status == "error":
+        return [error or "the call failed"]
+    if status == "pass":
+        return []
+    reasons = [f"{c.get('type')}: {c.get('reason')}" for c in checks or ()
+               if isinstance(c, dict) and c.get("passed") is False]
+    return reasons or (["needs review: the judge was not sure"] if status == "review"
+                       else ["failed"])
+
+
+def _now():
+    """The current time in UTC, ISO 8601 to the second (str)."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _sha256(text):
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _describe_error(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def load_callable(spec, option="--client"):
+    """Import a callable named "module:function" or "path/to/file.py:function".
+
+    The current directory is importable, as when you run `python evals.py` from your repo.
+    Raises ClientError naming `option` when it cannot be imported or is not callable.
+    """
+    import importlib.util
+
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ClientError(f"{option} {spec!r}: expected module:function, e.g. my_client:ask")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py"):
+            name = os.path.splitext(os.path.basename(module_name))[0]
+            loaded = importlib.util.spec_from_file_location(name, module_name)
+            if loaded is None:
+                raise ImportError(f"cannot load {module_name}")
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except Exception as exc:
+        hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
+                if spec == DEFAULT_CLIENT and option == "--client" else "")
+        raise ClientError(f"{option} {spec!r}: cannot import {module_name}{hint}: "
+                          f"{_describe_error(exc)}") from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise ClientError(f"{option} {spec!r}: {module_name} has no callable {attr!r}")
+    return func
+
+
+def write_atomic(path, data):
+    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
+    atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
+    write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
+    stays whole until the new one is complete."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise EvalsError(f"cannot write {path}: there is no folder {directory}")
+    import tempfile
+
+    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
+                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with handle:
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                for chunk in data:
+                    # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a
+                    # JSON string its \uXXXX escape is the same value, so write that.
+                    handle.write(chunk.encode("utf-8", "backslashreplace"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:  # the temporary file is private (0600): keep the mode of the file it replaces
+            os.chmod(handle.name, os.stat(path).st_mode & 0o7777)
+        except FileNotFoundError:  # a new file gets the mode open() would give it
+            os.chmod(handle.name, 0o666 & ~_umask())
+        os.replace(handle.name, path)
+    except BaseException:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        raise
+
+
+def _umask():
+    # The standard library reads the umask only by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_json_atomic(path, data):
+    """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
+    write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+
+
+def write_jsonl_atomic(path, rows):
+    """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
+    write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 # ---------------------------------------------------------------------------------------------
 # Text units: the definitions every check shares (words, sentences, paragraphs, matching)
 # ---------------------------------------------------------------------------------------------
@@ -472,17 +572,15 @@ def _reject_constant(name):
     raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
-_STRICT_DECODER = []  # made on first use: json is imported lazily
+# One decoder, reused: json.loads with arguments builds a new one per call.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _strict_json(text):
-    """json.loads(text) with NaN/Infinity rejected, reusing one decoder (json.loads with
-    arguments builds a new one per call). Raises ValueError like json.loads."""
+    """json.loads(text) with NaN/Infinity rejected. Raises ValueError like json.loads."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    if not _STRICT_DECODER:
-        _STRICT_DECODER.append(json.JSONDecoder(parse_constant=_reject_constant))
-    return _STRICT_DECODER[0].decode(text)
+    return _STRICT_DECODER.decode(text)
 
 
 def _parse_json(output, allow_fence=False):
@@ -508,6 +606,102 @@ def _parse_json(output, allow_fence=False):
             hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
 
+# ---------------------------------------------------------------------------------------------
+# Checks: each one function, declared by its signature, (output, **params) -> CheckResult
+# ---------------------------------------------------------------------------------------------
+#
+# A check's parameters are its function's parameters: the annotation is the kind (how a value
+# is validated), a default makes it optional, and a function with **params takes any other key.
+# An optional `rule` sees the whole check for what spans parameters (bounds, a pattern with its
+# flags). Validation, --list-checks, `negate` and the README table all come from this registry.
+
+
+class Kind(collections.namedtuple("Kind", "name problem")):
+    """A parameter kind: `problem(value)` is what is wrong with a value (str), or None."""
+
+    __slots__ = ()
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_texts(value, allow_empty=False):
+    return (isinstance(value, list) and (allow_empty or bool(value))
+            and all(isinstance(v, str) and (allow_empty or v) for v in value))
+
+
+def _kind(name, test, message):
+    return Kind(name, lambda value: None if test(value) else message)
+
+
+Bool = _kind("bool", lambda v: isinstance(v, bool), "must be true or false")
+Count = _kind("count", _is_count, "must be a non-negative integer")
+Position = _kind("position", lambda v: _is_count(v) and v >= 1, "must be an integer of 1 or more")
+Text = _kind("text", lambda v: isinstance(v, str) and v, "must be a non-empty string")
+Texts = _kind("texts", _is_texts, "must be a non-empty list of non-empty strings")
+_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+Flags = _kind("flags", lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
+              "must be a string of regex flag letters from 'imsx'")
+
+
+def Choice(*choices):
+    """The kind of a parameter that takes one of `choices`."""
+    return _kind("choice", lambda v: v in choices,
+                 "must be one of " + ", ".join(repr(c) for c in choices))
+
+
+Split = Choice("whitespace", "alphanumeric")
+LetterCase = Choice("upper", "lower")
+Confidence = Choice("high", "medium")
+Param = collections.namedtuple("Param", "kind required default")
+
+
+class CheckSpec(collections.namedtuple("CheckSpec",
+                                       "name func params open rule needs_judge summary")):
+    """A registered check: function, parameters ({name: Param}), whether it takes any other
+    key (`open`), its rule across parameters, whether it needs a judge, one-line summary."""
+
+    __slots__ = ()
+
+
+CHECKS = {}
+_NEGATE = Param(Bool, False, False)
+
+
+def register(func=None, *, rule=None, needs_judge=False):
+    """Register `check_NAME(output, ...)` as the check type NAME, reading its parameters from
+    its signature (see the section comment). Returns the function unchanged, so tests and users
+    call it directly. rule(check dict) -> list of problems; needs_judge: the function takes
+    keyword-only `ask` (prompt -> reply) and `case_input`."""
+    if func is None:
+        return lambda f: register(f, rule=rule, needs_judge=needs_judge)
+    code = func.__code__
+    names = code.co_varnames[1:code.co_argcount]
+    defaults = func.__defaults__ or ()
+    first_optional = len(names) - len(defaults)
+    params = {name: Param(func.__annotations__[name], index < first_optional,
+                          defaults[index - first_optional] if index >= first_optional else None)
+              for index, name in enumerate(names)}
+    name = func.__name__[len("check_"):]
+    summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
+    CHECKS[name] = CheckSpec(name, func, params, bool(code.co_flags & 0x08), rule, needs_judge,
+                             summary)
+    return func
+
+
+def _bounds(low="min", high="max", needed=True, hint=""):
+    """A rule: bounds `low` <= `high` (inclusive), at least one of them given when `needed`."""
+    def rule(check):
+        lower, upper = check.get(low), check.get(high)
+        if lower is None and upper is None and needed:
+            return [f"give {low!r}, {high!r} or both (inclusive bounds)"]
+        lower = lower if lower is not None else CHECKS[check["type"]].params[low].default
+        if lower is not None and upper is not None and lower > upper:
+            return [f"impossible bounds, {low} {lower} > {high} {upper}{hint}"]
+        return []
+    return rule
+
 
 def _quote(text, limit=80):
     text = text if len(text) <= limit else text[: limit - 3] + "..."
@@ -522,75 +716,32 @@ def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _bound_result(count, unit, min=None, max=None):
-    """Pass when min <= count <= max (both inclusive); the reason states the count and bound."""
-    measured = _plural(count, unit)
+def _counted(count, measured, min=None, max=None):
+    """Pass when min <= count <= max (inclusive); the reason is `measured` and the bound."""
     if min is not None and count < min:
         return CheckResult(False, f"{measured}, expected at least {min}")
     if max is not None and count > max:
         return CheckResult(False, f"{measured}, expected at most {max}")
-    wanted = (
-        f"exactly {min}" if min == max
-        else f"between {min} and {max}" if min is not None and max is not None
-        else f"at least {min}" if min is not None
-        else f"at most {max}"
-    )
+    wanted = (f"exactly {min}" if min == max
+              else f"between {min} and {max}" if min is not None and max is not None
+              else f"at least {min}" if min is not None else f"at most {max}")
     return CheckResult(True, f"{measured}, {wanted}")
 
 
-# ---------------------------------------------------------------------------------------------
-# Checks: one registry, each check a small pure function (output, **params) -> CheckResult
-# ---------------------------------------------------------------------------------------------
+# ---- phrases and exact text ----
 
-
-class Param(collections.namedtuple("Param", "kind required default choices",
-                                   defaults=(False, None, ()))):
-    """A check parameter: `kind` names its validator; `required` or a `default`."""
-
-    __slots__ = ()
-
-
-class CheckSpec(collections.namedtuple("CheckSpec", "name func params summary")):
-    """A registered check: its function, parameters (name -> Param) and one-line summary."""
-
-    __slots__ = ()
-
-
-CHECKS = {}
-
-_COMMON_PARAMS = {"negate": Param("bool", default=False)}
-_BOUNDS = {"min": Param("count"), "max": Param("count")}
-
-
-def register(name, **params):
-    """Register a check function under `name` with its parameters (Param values).
-
-    The decorated function is returned unchanged, so tests call it directly.
-    """
-
-    def decorate(func):
-        summary = (func.__doc__ or "").strip().split("\n")[0]
-        CHECKS[name] = CheckSpec(name, func, dict(params), summary)
-        return func
-
-    return decorate
-
-
-_CASE_PARAMS = {"ignore_case": Param("bool", default=True), "whole_word": Param("bool", default=False)}
-
-
-@register("contains_any", values=Param("texts", required=True), **_CASE_PARAMS)
-def check_contains_any(output, values, ignore_case=True, whole_word=False):
-    """At least one of `values` occurs in the output (case-insensitive by default)."""
+@register
+def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """At least one of `values` occurs (case-insensitive by default)."""
     found = _found_phrases(output, values, ignore_case, whole_word)
     if found:
         return CheckResult(True, f"found {_quote_all(found)}")
     return CheckResult(False, f"none of {_quote_all(values)} found")
 
 
-@register("contains_all", values=Param("texts", required=True), **_CASE_PARAMS)
-def check_contains_all(output, values, ignore_case=True, whole_word=False):
-    """Every one of `values` occurs in the output (case-insensitive by default)."""
+@register
+def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """Every one of `values` occurs; the reason lists the missing ones."""
     found = set(_found_phrases(output, values, ignore_case, whole_word))
     missing = [v for v in values if v not in found]
     if missing:
@@ -598,29 +749,23 @@ def check_contains_all(output, values, ignore_case=True, whole_word=False):
     return CheckResult(True, f"found all of {_quote_all(values)}")
 
 
-@register("not_contains", values=Param("texts", required=True), **_CASE_PARAMS)
-def check_not_contains(output, values, ignore_case=True, whole_word=False):
-    """None of `values` occurs in the output (case-insensitive by default)."""
+@register
+def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """None of `values` occurs; the reason lists the ones found."""
     found = _found_phrases(output, values, ignore_case, whole_word)
     if found:
         return CheckResult(False, f"found forbidden: {_quote_all(found)}")
     return CheckResult(True, f"none of {_quote_all(values)} found")
 
 
-_EXACT_PARAMS = {
-    "value": Param("text", required=True),
-    "ignore_case": Param("bool", default=False),
-    "strip": Param("bool", default=True),
-}
-
-
-@register("equals", **_EXACT_PARAMS)
-def check_equals(output, value, ignore_case=False, strip=True):
+@register
+def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
     text = output.strip() if strip else output
     if _fold(text, ignore_case) == _fold(value, ignore_case):
         return CheckResult(True, f"equals {_quote(value)}")
-    return CheckResult(False, f"expected {_quote(value)}, got {_quote(text)}")
+    got = _quote(text)
+    return CheckResult(False, f"expected {_quote(value)}, got {got}", (got,))
 
 
 def _edge_match(text, value, ignore_case, whole_word, at_start):
@@ -636,13 +781,11 @@ def _edge_match(text, value, ignore_case, whole_word, at_start):
     return not (whole_word and _is_word_char(outside) and _is_word_char(inside))
 
 
-@register("starts_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False),
-          paragraph=Param("position"))
-def check_starts_with(output, value, ignore_case=False, strip=True, whole_word=False,
-                      paragraph=None):
-    """The output (or its Nth paragraph, 1-based) starts with `value`."""
-    text = output
-    where = "output"
+@register
+def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
+                      whole_word: Bool = False, paragraph: Position = None):
+    """The output, or its Nth `paragraph` (1-based), starts with `value`."""
+    text, where = output, "output"
     if paragraph is not None:
         paragraphs = _paragraphs(output)
         if paragraph > len(paragraphs):
@@ -651,21 +794,19 @@ def check_starts_with(output, value, ignore_case=False, strip=True, whole_word=F
     text = text.strip() if strip else text
     if _edge_match(text, value, ignore_case, whole_word, at_start=True):
         return CheckResult(True, f"{where} starts with {_quote(value)}")
-    return CheckResult(False, f"{where} starts with {_quote(text[: len(value) + 20])}, "
-                              f"expected {_quote(value)}")
+    got = _quote(text[: len(value) + 20])
+    return CheckResult(False, f"{where} starts with {got}, expected {_quote(value)}", (got,))
 
 
-@register("ends_with", **_EXACT_PARAMS, whole_word=Param("bool", default=False))
-def check_ends_with(output, value, ignore_case=False, strip=True, whole_word=False):
+@register
+def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
+                    whole_word: Bool = False):
     """The output ends with `value` (surrounding white space stripped by default)."""
     text = output.strip() if strip else output
     if _edge_match(text, value, ignore_case, whole_word, at_start=False):
         return CheckResult(True, f"ends with {_quote(value)}")
-    return CheckResult(False, f"ends with {_quote(text[-(len(value) + 20):])}, "
-                              f"expected {_quote(value)}")
-
-
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+    got = _quote(text[-(len(value) + 20):])
+    return CheckResult(False, f"ends with {got}, expected {_quote(value)}", (got,))
 
 
 def _compile(pattern, flags=""):
@@ -675,112 +816,147 @@ def _compile(pattern, flags=""):
     return re.compile(pattern, value)
 
 
-@register("regex", pattern=Param("pattern", required=True), flags=Param("flags", default=""),
-          min_matches=Param("count", default=1), max_matches=Param("count"))
-def check_regex(output, pattern, flags="", min_matches=1, max_matches=None):
-    """Python `re` pattern: between min_matches (default 1) and max_matches non-overlapping matches."""
+def _regex_problems(pattern, flags=""):
+    if not isinstance(pattern, str) or not pattern:
+        return ["must be a non-empty string"]
+    try:
+        _compile(pattern, flags)
+    except re.error as exc:
+        return [f"is not a valid regular expression: {exc}"]
+    return []
+
+
+def _regex_rule(check):
+    # The pattern is compiled with its flags: in verbose mode ("x") "#" starts a comment.
+    problems = [f"parameter 'pattern' {p}"
+                for p in _regex_problems(check["pattern"], check.get("flags", ""))]
+    return problems + _bounds("min_matches", "max_matches", needed=False,
+                              hint=" (set min_matches to 0 to allow no match)")(check)
+
+
+@register(rule=_regex_rule)
+def check_regex(output, pattern: Text, flags: Flags = "", min_matches: Count = 1,
+                max_matches: Count = None):
+    """Python `re` `pattern` (`flags`: letters of `imsx`) has between `min_matches` and
+    `max_matches` non-overlapping matches."""
     compiled = _compile(pattern, flags)
     if min_matches == 1 and max_matches is None:
         match = compiled.search(output)
         if match:
-            return CheckResult(True, f"matched {_quote(match.group())}")
+            got = _quote(match.group())
+            return CheckResult(True, f"matched {got}", (got,))
         return CheckResult(False, f"no match for /{pattern}/{flags}")
     count = sum(1 for _ in compiled.finditer(output))
-    result = _bound_result(count, "match", min_matches, max_matches)
     measured = f"{count} {'match' if count == 1 else 'matches'} of /{pattern}/{flags}"
-    return CheckResult(result.passed, measured + result.reason[len(_plural(count, "match")):])
+    return _counted(count, measured, min_matches, max_matches)
 
 
-@register("phrase_count", phrase=Param("text", required=True), **_BOUNDS,
-          ignore_case=Param("bool", default=True), whole_word=Param("bool", default=True))
-def check_phrase_count(output, phrase, min=None, max=None, ignore_case=True, whole_word=True):
-    """`phrase` occurs between min and max times (whole words, case-insensitive by default)."""
+# ---- counts ----
+
+@register(rule=_bounds())
+def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = None,
+                       ignore_case: Bool = True, whole_word: Bool = True):
+    """`phrase` occurs `min`..`max` times (whole words, case-insensitive by default)."""
     count = _count_phrase(output, phrase, ignore_case, whole_word)
-    result = _bound_result(count, "occurrence", min, max)
-    measured = f"{_plural(count, 'occurrence')} of {_quote(phrase)}"
-    return CheckResult(result.passed, measured + result.reason[len(_plural(count, "occurrence")):])
+    return _counted(count, f"{_plural(count, 'occurrence')} of {_quote(phrase)}", min, max)
 
 
-@register("max_words", n=Param("count", required=True))
-def check_max_words(output, n):
+@register
+def check_max_words(output, n: Count):
     """At most `n` whitespace-separated words (the original harness's check)."""
-    return _bound_result(len(output.split()), "word", None, n)
+    count = len(output.split())
+    return _counted(count, _plural(count, "word"), None, n)
 
 
-@register("word_count", **_BOUNDS, split=Param("choice", default="whitespace",
-                                               choices=("whitespace", "alphanumeric")))
-def check_word_count(output, min=None, max=None, split="whitespace"):
-    """Words between min and max; words split on white space, or runs of letters and digits."""
-    return _bound_result(len(_words(output, split)), "word", min, max)
+@register(rule=_bounds())
+def check_word_count(output, min: Count = None, max: Count = None,
+                     split: Split = "whitespace"):
+    """`min`..`max` words, split on white space or (`alphanumeric`) as runs of `\\w`."""
+    count = len(_words(output, split))
+    return _counted(count, _plural(count, "word"), min, max)
 
 
-@register("char_count", **_BOUNDS)
-def check_char_count(output, min=None, max=None):
-    """Characters (Unicode code points, white space included) between min and max."""
-    return _bound_result(len(output), "character", min, max)
+@register(rule=_bounds())
+def check_char_count(output, min: Count = None, max: Count = None):
+    """`min`..`max` characters (Unicode code points, white space included)."""
+    return _counted(len(output), _plural(len(output), "character"), min, max)
 
 
-@register("sentence_count", **_BOUNDS)
-def check_sentence_count(output, min=None, max=None):
-    """Sentences between min and max (. ! ? end one, not after abbreviations or initials)."""
-    return _bound_result(len(_split_sentences(output)), "sentence", min, max)
+@register(rule=_bounds())
+def check_sentence_count(output, min: Count = None, max: Count = None):
+    """`min`..`max` sentences (`.` `!` `?` end one, not after abbreviations or initials; an
+    approximation of nltk's punkt)."""
+    count = len(_split_sentences(output))
+    return _counted(count, _plural(count, "sentence"), min, max)
 
 
-@register("paragraph_count", **_BOUNDS, separator=Param("text"))
-def check_paragraph_count(output, min=None, max=None, separator=None):
-    """Paragraphs between min and max: pieces between blank lines (or `separator`), empty ones not counted."""
-    return _bound_result(len(_paragraphs(output, separator)), "paragraph", min, max)
+@register(rule=_bounds())
+def check_paragraph_count(output, min: Count = None, max: Count = None, separator: Text = None):
+    """`min`..`max` non-empty paragraphs, split on blank lines or on `separator`."""
+    count = len(_paragraphs(output, separator))
+    return _counted(count, _plural(count, "paragraph"), min, max)
 
 
-@register("line_count", **_BOUNDS)
-def check_line_count(output, min=None, max=None):
-    """Non-blank lines between min and max."""
+@register(rule=_bounds())
+def check_line_count(output, min: Count = None, max: Count = None):
+    """`min`..`max` non-blank lines."""
     count = sum(1 for line in output.splitlines() if line.strip())
-    return _bound_result(count, "non-blank line", min, max)
+    return _counted(count, _plural(count, "non-blank line"), min, max)
 
 
 _BULLET = re.compile(r"^[ \t]*[-*+][ \t]+\S", re.MULTILINE)
 _NUMBERED = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S", re.MULTILINE)
 
 
-@register("bullet_count", **_BOUNDS, numbered=Param("bool", default=False))
-def check_bullet_count(output, min=None, max=None, numbered=False):
-    """Bullet items between min and max: lines starting "- ", "* " or "+ " (and "1. " if numbered)."""
-    pattern = _NUMBERED if numbered else _BULLET
-    return _bound_result(len(pattern.findall(output)), "bullet item", min, max)
+@register(rule=_bounds())
+def check_bullet_count(output, min: Count = None, max: Count = None, numbered: Bool = False):
+    """`min`..`max` lines starting `- `, `* `, `+ ` (and `1. ` / `1) ` when `numbered`)."""
+    count = len((_NUMBERED if numbered else _BULLET).findall(output))
+    return _counted(count, _plural(count, "bullet item"), min, max)
 
 
-@register("letter_case", style=Param("choice", required=True, choices=("upper", "lower")))
-def check_letter_case(output, style):
-    """Every cased letter is upper case (style "upper") or lower case ("lower")."""
+@register
+def check_letter_case(output, style: LetterCase):
+    """Every cased letter is in that `style` of case, and there is one."""
     wrong = [c for c in output if (c.islower() if style == "upper" else c.isupper())]
     if not any(c.isupper() or c.islower() for c in output):
         return CheckResult(False, "the output has no letters")
     if wrong:
-        sample = "".join(dict.fromkeys(wrong))[:10]
-        return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {_quote(sample)}")
+        got = _quote("".join(dict.fromkeys(wrong))[:10])
+        return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}",
+                           (got,))
     return CheckResult(True, f"all letters are {style} case")
 
 
-@register("uppercase_word_count", **_BOUNDS)
-def check_uppercase_word_count(output, min=None, max=None):
-    """Words written entirely in capitals ("NASA", "NOT") between min and max."""
+@register(rule=_bounds())
+def check_uppercase_word_count(output, min: Count = None, max: Count = None):
+    """`min`..`max` words written entirely in capitals ("NASA", "NOT")."""
     count = sum(1 for word in _words(output, "alphanumeric") if word.isupper())
-    return _bound_result(count, "all-capitals word", min, max)
+    return _counted(count, _plural(count, "all-capitals word"), min, max)
 
 
-@register("language", code=Param("language", required=True))
-def check_language(output, code):
-    """The main language of the output is `code` (ISO 639-1, e.g. "en", "de"; a stdlib estimate)."""
+# The codes _detect_language can return: a code it can never tell would always fail.
+_KNOWN_LANGUAGES = tuple(sorted(set(_LANG_WORDS) | {lang for _, _, lang in _SCRIPT_RANGES}))
+Language = _kind("language", lambda v: v in _KNOWN_LANGUAGES,
+                 "must be an ISO 639-1 code, one of " + " ".join(_KNOWN_LANGUAGES))
+
+
+@register
+def check_language(output, code: Language):
+    """The main language is `code` (ISO 639-1; a stdlib estimate from the script and stop
+    words)."""
     detected = _detect_language(output)
     if detected == code:
         return CheckResult(True, f"language is {code!r}")
     return CheckResult(False, f"language looks like {detected!r}, expected {code!r}")
 
 
-@register("json_valid", allow_fence=Param("bool", default=False))
-def check_json_valid(output, allow_fence=False):
-    """The output is one JSON text (RFC 8259: no NaN/Infinity); allow_fence accepts a wrapping ``` fence."""
+# ---- JSON ----
+
+@register
+def check_json_valid(output, allow_fence: Bool = False):
+    """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
+    `allow_fence` accepts one wrapping ``` fence."""
     value, problem = _parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)
@@ -796,15 +972,12 @@ def _json_type(value):
         return "string"
     if isinstance(value, bool):
         return "boolean"
-    if value is None:
-        return "null"
-    return "number"
+    return "null" if value is None else "number"
 
 
-@register("json_keys", keys=Param("texts", required=True), exact=Param("bool", default=False),
-          allow_fence=Param("bool", default=False))
-def check_json_keys(output, keys, exact=False, allow_fence=False):
-    """The output is a JSON object with all of `keys` (with exact, no other keys)."""
+@register
+def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool = False):
+    """A JSON object with all of `keys` (with `exact`, no others)."""
     value, problem = _parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)
@@ -817,22 +990,9 @@ def check_json_keys(output, keys, exact=False, allow_fence=False):
         return CheckResult(False, f"missing keys: {_quote_all(missing)}")
     extra = [k for k in value if k not in keys]
     if exact and extra:
-        return CheckResult(False, f"unexpected keys: {_quote_all(extra)}")
+        got = _quote_all(extra)
+        return CheckResult(False, f"unexpected keys: {got}", (got,))
     return CheckResult(True, f"has keys {_quote_all(keys)}")
-
-
-@register("json_schema", schema=Param("schema", required=True),
-          allow_fence=Param("bool", default=False))
-def check_json_schema(output, schema, allow_fence=False):
-    """The output is JSON valid against `schema` (a JSON Schema subset, listed in the README)."""
-    value, problem = _parse_json(output, allow_fence)
-    if problem:
-        return CheckResult(False, problem)
-    errors = _schema_errors(value, schema, "$")
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        return CheckResult(False, "; ".join(errors[:3]) + more)
-    return CheckResult(True, "matches the schema")
 
 
 # JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org).
@@ -867,8 +1027,9 @@ def _is_schema_type(value, name):
     return actual == name
 
 
-def _schema_errors(value, schema, path):
-    """Problems of `value` against the subset `schema` (list of "path: problem" strings)."""
+def _schema_errors(value, schema, path, quoted):
+    """Problems of `value` against the subset `schema` (list of "path: problem" strings); the
+    parts quoted from `value` are appended to `quoted`."""
     if schema is True or schema == {}:
         return []
     if schema is False:
@@ -882,7 +1043,8 @@ def _schema_errors(value, schema, path):
     if "const" in schema and not _json_equal(value, schema["const"]):
         errors.append(f"{path}: expected {json.dumps(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        errors.append(f"{path}: {json.dumps(value)[:40]} not one of {json.dumps(schema['enum'])[:80]}")
+        quoted.append(json.dumps(value)[:40])
+        errors.append(f"{path}: {quoted[-1]} not one of {json.dumps(schema['enum'])[:80]}")
     if _json_type(value) == "number":
         for key, test, words in (
             ("minimum", lambda v, b: v >= b, "at least"),
@@ -898,7 +1060,8 @@ def _schema_errors(value, schema, path):
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             errors.append(f"{path}: {len(value)} characters, expected at most {schema['maxLength']}")
         if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{path}: {_quote(value, 40)} does not match /{schema['pattern']}/")
+            quoted.append(_quote(value, 40))
+            errors.append(f"{path}: {quoted[-1]} does not match /{schema['pattern']}/")
     if isinstance(value, list):
         if "minItems" in schema and len(value) < schema["minItems"]:
             errors.append(f"{path}: {len(value)} items, expected at least {schema['minItems']}")
@@ -906,7 +1069,7 @@ def _schema_errors(value, schema, path):
             errors.append(f"{path}: {len(value)} items, expected at most {schema['maxItems']}")
         if "items" in schema:
             for index, item in enumerate(value):
-                errors.extend(_schema_errors(item, schema["items"], f"{path}[{index}]"))
+                errors.extend(_schema_errors(item, schema["items"], f"{path}[{index}]", quoted))
     if isinstance(value, dict):
         for key in schema.get("required", ()):
             if key not in value:
@@ -916,11 +1079,12 @@ def _schema_errors(value, schema, path):
         for key, item in value.items():
             child = f"{path}.{key}"
             if key in properties:
-                errors.extend(_schema_errors(item, properties[key], child))
+                errors.extend(_schema_errors(item, properties[key], child, quoted))
             elif extra_schema is False:
-                errors.append(f"{path}: unexpected key {_quote(key)}")
+                quoted.append(_quote(key))
+                errors.append(f"{path}: unexpected key {quoted[-1]}")
             else:
-                errors.extend(_schema_errors(item, extra_schema, child))
+                errors.extend(_schema_errors(item, extra_schema, child, quoted))
     return errors
 
 
@@ -968,186 +1132,30 @@ def _schema_definition_problems(schema, path="schema"):
     return problems
 
 
-# ---- parameter validation: every problem found when the case file is loaded -----------------
-
-def _is_count(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+Schema = Kind("schema", lambda value: "; ".join(_schema_definition_problems(value)) or None)
 
 
-def _is_texts(value, allow_empty=False):
-    return (isinstance(value, list) and (allow_empty or bool(value))
-            and all(isinstance(v, str) and (allow_empty or v) for v in value))
+@register
+def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
+    """JSON valid against `schema` (the JSON Schema subset listed in the README)."""
+    value, problem = _parse_json(output, allow_fence)
+    if problem:
+        return CheckResult(False, problem)
+    quoted = []
+    errors = _schema_errors(value, schema, "$", quoted)
+    if errors:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        return CheckResult(False, "; ".join(errors[:3]) + more, tuple(quoted))
+    return CheckResult(True, "matches the schema")
 
 
-def _regex_problems(pattern, flags=""):
-    if not isinstance(pattern, str) or not pattern:
-        return ["must be a non-empty string"]
-    try:
-        _compile(pattern, flags)
-    except re.error as exc:
-        return [f"is not a valid regular expression: {exc}"]
-    return []
-
-
-# The codes _detect_language can return: a code it can never tell would always fail.
-_KNOWN_LANGUAGES = tuple(sorted(set(_LANG_WORDS) | {lang for _, _, lang in _SCRIPT_RANGES}))
-
-
-def _param_problem(param, value):
-    """A description of what is wrong with `value` for `param`, or None."""
-    kind = param.kind
-    if kind == "bool" and not isinstance(value, bool):
-        return "must be true or false"
-    if kind == "count" and not _is_count(value):
-        return "must be a non-negative integer"
-    if kind == "position" and not (_is_count(value) and value >= 1):
-        return "must be an integer of 1 or more"
-    if kind == "text" and not (isinstance(value, str) and value):
-        return "must be a non-empty string"
-    if kind == "texts" and not _is_texts(value):
-        return "must be a non-empty list of non-empty strings"
-    if kind == "choice" and value not in param.choices:
-        return "must be one of " + ", ".join(repr(c) for c in param.choices)
-    if kind == "flags" and not (isinstance(value, str) and set(value) <= set(_REGEX_FLAGS)):
-        return "must be a string of regex flag letters from 'imsx'"
-    if kind == "pattern":
-        problems = _regex_problems(value)
-        return problems[0] if problems else None
-    if kind == "schema":
-        problems = _schema_definition_problems(value)
-        return "; ".join(problems) if problems else None
-    if kind == "language" and value not in _KNOWN_LANGUAGES:
-        return "must be an ISO 639-1 code, one of " + " ".join(_KNOWN_LANGUAGES)
-    return None
-
-
-def validate_check(check):
-    """Problems of one check definition (a dict from the case file), as a list of strings.
-
-    An empty list means `run_check` will accept it. Checked: the type is known, parameters are
-    known and of the right type, required ones are present, regexes compile (with their flags),
-    bounds are present where needed and possible (min <= max).
-    """
-    if not isinstance(check, dict):
-        return [f"must be an object, got {_json_type(check)}"]
-    kind = check.get("type")
-    if not isinstance(kind, str):
-        return ["has no 'type' (a string naming the check)"]
-    spec = CHECKS.get(kind)
-    if spec is None:
-        close = difflib.get_close_matches(kind, CHECKS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        return [f"unknown check type {kind!r}{hint} Known types: {', '.join(sorted(CHECKS))}"]
-    params = {**_COMMON_PARAMS, **spec.params}
-    problems = []
-    for key, value in check.items():
-        if key == "type":
-            continue
-        if key not in params:
-            allowed = ", ".join(params) or "none"
-            problems.append(f"{kind}: unknown parameter {key!r} (allowed: {allowed})")
-            continue
-        if params[key].kind == "pattern" and "flags" in check:
-            continue  # compiled below together with its flags ("x" allows # comments)
-        problem = _param_problem(params[key], value)
-        if problem:
-            problems.append(f"{kind}: parameter {key!r} {problem}")
-    for key, param in params.items():
-        if param.required and key not in check:
-            problems.append(f"{kind}: missing required parameter {key!r}")
-    if problems:
-        return problems
-    if "min" in spec.params:
-        low, high = check.get("min"), check.get("max")
-        if low is None and high is None:
-            problems.append(f"{kind}: give 'min', 'max' or both (inclusive bounds)")
-        elif low is not None and high is not None and low > high:
-            problems.append(f"{kind}: impossible bounds, min {low} > max {high}")
-    if kind == "regex":
-        problems.extend(f"regex: pattern {p}"
-                        for p in _regex_problems(check["pattern"], check.get("flags", "")))
-        low, high = check.get("min_matches", 1), check.get("max_matches")
-        if high is not None and low > high:
-            problems.append(f"regex: impossible bounds, min_matches {low} > max_matches {high}"
-                            " (set min_matches to 0 to allow no match)")
-    if kind == "judge":
-        problems.extend(_judge_problems(check))
-    return problems
-
-
-def run_check(check, output):
-    """Score one validated check (dict) on `output` (str); returns a CheckResult.
-
-    An empty or white-space-only output fails every check, negated ones included: an answer
-    with nothing in it must not pass `not_contains` or `max_words` by having said nothing.
-    `negate: true` inverts the verdict and keeps the inner reason.
-    Raises KeyError for an unknown type; validate with `validate_check` first. Raises
-    JudgeRequired for a `judge` check, which needs a judge: score it with `evaluate`.
-    """
-    if check.get("type") == "judge":
-        raise JudgeRequired(_NEEDS_JUDGE)
-    if not output or output.isspace():  # isspace: no copy of a long output per check
-        return CheckResult(False, "the output is empty")
-    spec = CHECKS[check["type"]]
-    params = {k: v for k, v in check.items() if k not in ("type", "negate")}
-    result = spec.func(output, **params)
-    if check.get("negate"):
-        verdict = "does not hold" if not result.passed else "holds, but must not"
-        return CheckResult(not result.passed, f"negated: {verdict}: {result.reason}")
-    return result
-
-
-# Verdicts repeat across cases ("found 'manager'"), so their dicts are shared, not copied: a
-# 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
-# check dicts of a result as read-only.
-_VERDICTS = {}
-_VERDICTS_MAX = 8192
-
-
-def _verdict(kind, result):
-    key = (kind, result.passed, result.reason)
-    shared = _VERDICTS.get(key)
-    if shared is None:
-        if len(_VERDICTS) >= _VERDICTS_MAX:
-            _VERDICTS.clear()
-        shared = _VERDICTS[key] = {"type": kind, "passed": result.passed,
-                                   "reason": result.reason}
-    return shared
-
-
-def evaluate(case, output, judge=None):
-    """Score every check of `case` on `output`: (status, list of check dicts in case order).
-
-    status: "pass", "fail", "review" (a judge found nothing wrong but was not confident
-    enough) or "error" (a judge check could not be scored; its dict has "error": true).
-    judge: the callable (prompt str -> str, or a Judge) for `judge` checks; NO_JUDGE skips
-    them; None leaves them errors. Deterministic checks run first; when one fails the judge is
-    not asked and its checks are recorded as skipped ("passed": null, "skipped": true), which
-    never counts as a failure. See the Judge section.
-    """
-    checks, judged = [], []
-    for index, check in enumerate(case.checks):
-        if check["type"] == "judge":
-            checks.append(None)
-            judged.append(index)
-            continue
-        checks.append(_verdict(check["type"], run_check(check, output)))
-    failed = [c for c in checks if c is not None and not c["passed"]]
-    for index in judged:
-        checks[index] = _judge_check(case, case.checks[index], output, judge, failed)
-    return _case_status(checks), checks
-
-
-# ---------------------------------------------------------------------------------------------
-# Judge: a model grades what literal checks cannot (paraphrase, negation, contradiction)
-# ---------------------------------------------------------------------------------------------
+# ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
 #
-# A `judge` check sends one prompt (judge_prompt) to a judge callable (str -> str) and reads a
-# strict JSON verdict (parse_verdict). No outcome is silent: a listed violation fails the check;
-# no violation but a confidence below min_confidence makes the case `review` (not passed); a
-# reply that is not a valid verdict, or a judge call that raised, makes the case `error` (never
-# scored, never a pass). evaluate() runs the deterministic checks first and asks the judge only
-# when every one of them passed; otherwise the judge check is recorded as skipped.
+# A `judge` check sends one prompt (judge_prompt) to a judge (prompt str -> reply str) and reads
+# a strict JSON verdict (parse_verdict). No outcome is silent: a listed violation fails the
+# check; no violation but a confidence below min_confidence makes it `review` (not passed); a
+# reply that is not a valid verdict, or a judge call that raised, makes it `error` (never scored,
+# never a pass). evaluate() asks the judge only when every deterministic check passed.
 
 JUDGE_KEYS = ("missing_requirements", "forbidden_claims_found", "unsupported_claims", "reason",
               "confidence")
@@ -1156,29 +1164,11 @@ _JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", 
 _CONFIDENCE = {"low": 0, "medium": 1, "high": 2}
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
+NO_JUDGE = object()  # evaluate(..., judge=NO_JUDGE) skips judge checks (--no-judge)
 
 
 class JudgeRequired(EvalsError):
     """A `judge` check was scored without a judge (run_check never scores one)."""
-
-
-@register("judge", rubric=Param("text"), must_include=Param("texts"),
-          must_not_claim=Param("texts"), context=Param("text"),
-          min_confidence=Param("choice", default="medium", choices=("high", "medium")))
-def check_judge(output, **params):
-    """A judge model grades meaning: rubric, facts to include, claims not to make (needs --judge)."""
-    raise JudgeRequired(_NEEDS_JUDGE)
-
-
-def _judge_problems(check):
-    """Problems of a `judge` check beyond its parameter types (for validate_check)."""
-    problems = []
-    if not any(key in check for key in ("rubric", "must_include", "must_not_claim")):
-        problems.append("judge: give at least one of 'rubric', 'must_include', 'must_not_claim'")
-    if check.get("negate"):
-        problems.append("judge: 'negate' is not supported; put what the answer must not say in "
-                        "'must_not_claim'")
-    return problems
 
 
 _JUDGE_INSTRUCTIONS = """\
@@ -1313,174 +1303,220 @@ def _callable_name(func):
     return f"{module}:{name}"
 
 
-class Judge:
-    """The judge of a run: a callable (prompt str -> str), its name and an optional reply cache.
-
-    name: how the run record names it (default "module:function" of the callable). cache_path:
-    a JSONL file of replies, one {"key", "name", "model", "reply", "ts"} a line, keyed by
-    sha256 of the name (plus the callable's `judge_model` attribute, a str or a function
-    returning one, when it has it) and the prompt. The file is read once, appended to with one
-    O_APPEND write a line under a lock (threads and concurrent runs do not interleave lines),
-    and lines that do not parse are ignored. Only replies that parse as verdicts are cached,
-    so a malformed reply or a failed call is asked again next run. `calls` counts real calls.
-    timeout: seconds a judge call may take (the run's --timeout), or None; a slower call makes
-    the case an error.
-    """
-
-    def __init__(self, func, name=None, cache_path=None, timeout=None):
-        self.func = func
-        self.name = name or _callable_name(func)
-        self.cache_path = cache_path
-        self.timeout = timeout
-        self.calls = 0
-        self._lock = threading.Lock()
-        self._cache = None
-
-    def __call__(self, prompt):
-        return self.func(prompt)
-
-    def key(self, prompt):
-        hint = getattr(self.func, "judge_model", None)
-        hint = hint() if callable(hint) else hint
-        identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
-        return hashlib.sha256(f"{identity}\n{prompt}".encode("utf-8")).hexdigest()
-
-    def _cached(self, key):
-        with self._lock:
-            if self._cache is None:
-                self._cache = {}
-                try:
-                    with open(self.cache_path, encoding="utf-8", errors="replace") as handle:
-                        for line in handle:
-                            try:
-                                row = json.loads(line)
-                            except ValueError:
-                                continue
-                            if (isinstance(row, dict) and isinstance(row.get("key"), str)
-                                    and isinstance(row.get("reply"), str)):
-                                self._cache[row["key"]] = row
-                except OSError:
-                    pass
-            return self._cache.get(key)
-
-    def ask(self, prompt):
-        """(reply text, model name or None, cached) for `prompt`; raises what the callable
-        raises, and TypeError when it returns something that is not a str."""
-        hit = self._cached(self.key(prompt)) if self.cache_path else None
-        if hit is not None:
-            model = hit.get("model")
-            return hit["reply"], model if isinstance(model, str) else None, True
-        reply = _within(lambda: self.func(prompt), self.timeout)
-        with self._lock:
-            self.calls += 1
-        if not isinstance(reply, str):
-            raise TypeError(f"the judge returned {type(reply).__name__}, expected str")
-        model = getattr(reply, "model", None)
-        return str(reply), model if isinstance(model, str) and model else None, False
-
-    def remember(self, prompt, reply, model):
-        """Append a reply to the cache (a write that fails only costs a call next run)."""
-        if not self.cache_path:
-            return
-        key = self.key(prompt)
-        row = {"key": key, "name": self.name, "model": model, "reply": reply, "ts": _now()}
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-        with self._lock:
-            try:
-                os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
-                handle = os.open(self.cache_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    os.write(handle, data)
-                finally:
-                    os.close(handle)
-            except OSError:
-                return
-            if self._cache is not None:
-                self._cache[key] = row
+def _judge_rule(check):
+    problems = []
+    if not any(key in check for key in ("rubric", "must_include", "must_not_claim")):
+        problems.append("give at least one of 'rubric', 'must_include', 'must_not_claim'")
+    if check.get("negate"):
+        problems.append("'negate' is not supported; put what the answer must not say in "
+                        "'must_not_claim'")
+    return problems
 
 
-def _judge_check(case, check, output, judge, failed):
-    """The check dict of one `judge` check: {"type", "passed", "reason", "judge": exchange}
-    with "skipped", "review" or "error" set to true when that is the outcome."""
-    if judge is NO_JUDGE:
-        return {"type": "judge", "passed": None, "skipped": True,
-                "reason": "skipped (--no-judge): not judged"}
-    if failed:
-        names = ", ".join(dict.fromkeys(c["type"] for c in failed))
-        return {"type": "judge", "passed": None, "skipped": True,
-                "reason": f"skipped: a deterministic check failed ({names}), so the judge was "
-                          "not asked"}
-    if not output.strip():
-        return {"type": "judge", "passed": False, "reason": "the output is empty"}
-    if judge is None:
-        return {"type": "judge", "passed": False, "error": True, "reason": _NEEDS_JUDGE}
-    judge = judge if isinstance(judge, Judge) else Judge(judge)
-    prompt = judge_prompt(case.input, output, check)
-    exchange = {"name": judge.name, "prompt": prompt, "reply": None, "verdict": None,
-                "cached": False}
-    token = _CURRENT_CASE.set(case)
+@register(rule=_judge_rule, needs_judge=True)
+def check_judge(output, rubric: Text = None, must_include: Texts = None,
+                must_not_claim: Texts = None, context: Text = None,
+                min_confidence: Confidence = "medium", *, ask, case_input):
+    """A judge model finds no violation of the `rubric`, the facts it `must_include` and the
+    claims it `must_not_claim`, confidently enough (needs --judge)."""
+    check = {"rubric": rubric, "must_include": must_include, "must_not_claim": must_not_claim,
+             "context": context}
+    prompt = judge_prompt(case_input, output, {k: v for k, v in check.items() if v})
+    name = getattr(ask, "name", None) or _callable_name(ask)
+    exchange = {"name": name, "prompt": prompt, "reply": None, "verdict": None, "cached": False}
     try:
-        reply, model, cached = judge.ask(prompt)
+        reply = ask(prompt)
     except Exception as exc:
-        return {"type": "judge", "passed": False, "error": True,
-                "reason": f"the judge call failed: {_describe_error(exc)}", "judge": exchange}
-    finally:
-        _CURRENT_CASE.reset(token)
-    exchange.update(reply=reply, cached=cached)
-    if model:
-        exchange["name"] = f"{judge.name} ({model})"
+        return CheckResult(False, f"the judge call failed: {_describe_error(exc)}", (),
+                           "error", exchange)
     verdict, problem = parse_verdict(reply)
+    if isinstance(reply, str):
+        model = getattr(reply, "model", None)
+        exchange.update(reply=str(reply), cached=bool(getattr(reply, "cached", False)))
+        if isinstance(model, str) and model:
+            exchange["name"] = f"{name} ({model})"
     if problem:
-        return {"type": "judge", "passed": False, "error": True,
-                "reason": f"the judge's reply is not a valid verdict: {problem}",
-                "judge": exchange}
+        return CheckResult(False, f"the judge's reply is not a valid verdict: {problem}", (),
+                           "error", exchange)
     exchange["verdict"] = verdict
-    if not cached:
-        judge.remember(prompt, reply, model)
-    status, reason = verdict_status(verdict, check.get("min_confidence", "medium"))
-    result = {"type": "judge", "passed": status == "pass", "reason": reason, "judge": exchange}
-    if status == "review":
-        result["review"] = True
+    status, reason = verdict_status(verdict, min_confidence)
+    return CheckResult(status == "pass", reason, (), "review" if status == "review" else None,
+                       exchange)
+
+
+# ---- the user's own checks ----
+
+_USER_CHECKS = {}
+
+
+def _function_problem(spec):
+    if not isinstance(spec, str):
+        return "must be a string MODULE:FUNCTION"
+    if spec not in _USER_CHECKS:
+        try:
+            _USER_CHECKS[spec] = load_callable(spec, "function")
+        except ClientError as exc:
+            return f"cannot be loaded: {exc}"
+    return None
+
+
+Function = Kind("function", _function_problem)
+
+
+@register
+def check_python(output, function: Function, **params):
+    """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
+    called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
+    an exception makes the case an error."""
+    try:
+        verdict = _USER_CHECKS[function](output, **params)
+    except Exception as exc:
+        return CheckResult(False, f"{function} raised {_describe_error(exc)}", (), "error")
+    reason = "returned True" if verdict is True else "returned False"
+    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
+        verdict, reason = verdict
+    if not isinstance(verdict, bool):
+        return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
+                                  "bool or (bool, reason)", (), "error")
+    return CheckResult(verdict, reason)
+
+
+# ---- validating and running checks ----
+
+def validate_check(check):
+    """Problems of one check definition (a dict from the case file), as a list of strings.
+
+    An empty list means `run_check` will accept it: the type is known, parameters are known
+    and of their kind, required ones are present, and the check's rule holds (bounds, a
+    regex with its flags). A `python` check's function is imported here.
+    """
+    if not isinstance(check, dict):
+        return [f"must be an object, got {_json_type(check)}"]
+    kind = check.get("type")
+    if not isinstance(kind, str):
+        return ["has no 'type' (a string naming the check)"]
+    spec = CHECKS.get(kind)
+    if spec is None:
+        return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
+                + ", ".join(sorted(CHECKS))]
+    params = {"negate": _NEGATE, **spec.params}
+    problems = []
+    for key, value in check.items():
+        param = params.get(key)
+        if param is not None:
+            problem = param.kind.problem(value)
+            problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
+        elif key != "type" and not spec.open:
+            problems.append(f"{kind}: unknown parameter {key!r} (allowed: {', '.join(params)})")
+    problems += [f"{kind}: missing required parameter {key!r}"
+                 for key, param in params.items() if param.required and key not in check]
+    if not problems and spec.rule:
+        problems += [f"{kind}: {problem}" for problem in spec.rule(check)]
+    return problems
+
+
+def _did_you_mean(name, known):
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else "."
+
+
+def run_check(check, output, ask=None, case_input=""):
+    """Score one validated check (dict) on `output` (str); returns a CheckResult.
+
+    An empty or white-space-only output fails every check, negated ones included: an answer
+    with nothing in it must not pass `not_contains` or `max_words` by having said nothing.
+    `negate: true` inverts a pass or a fail and keeps the inner reason. A check that needs a
+    judge takes `ask` (prompt -> reply) and the case's input; without `ask` it raises
+    JudgeRequired. Raises KeyError for an unknown type: validate with `validate_check` first.
+    """
+    spec = CHECKS[check["type"]]
+    if spec.needs_judge and ask is None:
+        raise JudgeRequired(_NEEDS_JUDGE)
+    if not output or output.isspace():  # isspace: no copy of a long output per check
+        return CheckResult(False, "the output is empty")
+    params = {k: v for k, v in check.items() if k != "type" and k != "negate"}
+    if spec.needs_judge:
+        params.update(ask=ask, case_input=case_input)
+    result = spec.func(output, **params)
+    if check.get("negate") and result.flag is None:
+        verdict = "does not hold" if not result.passed else "holds, but must not"
+        return result._replace(passed=not result.passed,
+                               reason=f"negated: {verdict}: {result.reason}")
     return result
 
 
-def _without_judge_text(check):
-    """The check dict without the judge's prompt and reply, which hold the output (for
-    --omit-outputs); the verdict and reason are kept."""
-    if not isinstance(check.get("judge"), dict):
-        return check
-    return dict(check, judge=dict(check["judge"], prompt=None, reply=None, omitted=True))
+def _NO_CALL(prompt):  # never called: an empty output fails before the judge is asked
+    raise JudgeRequired(_NEEDS_JUDGE)
 
 
-def _case_status(checks):
-    """"error" if a check errored, else "fail" if one failed, else "review" if a judge was
-    unsure, else "pass". Skipped checks (passed None) count for nothing."""
-    if any(c.get("error") for c in checks):
-        return "error"
-    if any(c["passed"] is False and not c.get("review") for c in checks):
-        return "fail"
-    if any(c.get("review") for c in checks):
-        return "review"
-    return "pass"
+def evaluate(case, output, judge=None):
+    """Score every check of `case` on `output`: (status, list of check dicts in case order).
+
+    status: see `case_status`. judge: a callable (prompt str -> reply str, or a Judge) for
+    checks that need one; NO_JUDGE skips them; None makes them errors. Deterministic checks run
+    first; when one fails the judge is not asked and its checks are recorded as skipped
+    ("passed": null, "skipped": true), which never counts as a failure.
+    """
+    token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
+    try:
+        return _evaluate(case, output, judge)
+    finally:
+        _CURRENT_CASE.reset(token)
 
 
-# Every check function is public: tests and users call them directly.
-__all__ += sorted(spec.func.__name__ for spec in CHECKS.values())
+def _evaluate(case, output, judge):
+    results = [None] * len(case.checks)
+    judged = []
+    for index, check in enumerate(case.checks):
+        if CHECKS[check["type"]].needs_judge:
+            judged.append(index)
+        else:
+            results[index] = _shared(check["type"], run_check(check, output))
+    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
+    for index in judged:
+        if judge is NO_JUDGE:
+            result = CheckResult(None, "skipped (--no-judge): not judged", (), "skipped")
+        elif failed:
+            result = CheckResult(None, f"skipped: a deterministic check failed ({failed}), so "
+                                       "the judge was not asked", (), "skipped")
+        elif judge is None and output.strip():
+            result = CheckResult(False, _NEEDS_JUDGE, (), "error")
+        else:
+            result = run_check(case.checks[index], output, judge or _NO_CALL, case.input)
+        results[index] = result.as_dict(case.checks[index]["type"])
+    return case_status(results), results
 
+
+# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
+# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
+# check dicts of a result as read-only.
+_SHARED = {}
+
+
+def _shared(kind, result):
+    key = (kind, result)
+    shared = _SHARED.get(key)
+    if shared is None:
+        if len(_SHARED) >= 8192:
+            _SHARED.clear()
+        shared = _SHARED[key] = result.as_dict(kind)
+    return shared
 
 # ---------------------------------------------------------------------------------------------
 # Cases: loading and validating the JSONL case file, all problems at once
 # ---------------------------------------------------------------------------------------------
 
-_CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
+CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
 
 def _case_problems(data, check_memo=None):
     """Problems of one decoded case line (list of str); empty when it is a valid case."""
     if not isinstance(data, dict):
         return [f"a case must be a JSON object, got {_json_type(data)}"]
-    problems = [f"unknown field {key!r} (allowed: {', '.join(_CASE_FIELDS)})"
-                for key in data if key not in _CASE_FIELDS]
+    problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
+                for key in data if key not in CASE_FIELDS]
     if not (isinstance(data.get("id"), str) and data["id"].strip()):
         problems.append("field 'id' must be a non-empty string" if "id" in data
                         else "missing field 'id'")
@@ -1541,16 +1577,11 @@ def load_cases(path):
     collected and raised together as CaseFileError ("FILE:LINE: message"), so a user fixes them
     in one pass and no model is called on a half-valid suite.
     """
+    import hashlib
+
     digest = hashlib.sha256()
     cases, problems, first_line, check_memo = [], [], {}, {}
-    # Loading builds many small containers and no cycles: a collection now is wasted time.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        _load_case_lines(path, digest, cases, problems, first_line, check_memo)
-    finally:
-        if collecting:
-            gc.enable()
+    _load_case_lines(path, digest, cases, problems, first_line, check_memo)
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
@@ -1591,32 +1622,76 @@ def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
             cases.append(Case(
                 id=data["id"], input=data["input"], checks=tuple(data["checks"]),
                 description=data.get("description", ""),
-                # Interned: a large suite repeats a few tags thousands of times.
-                tags=tuple(sys.intern(tag) for tag in data.get("tags", ())),
+                tags=tuple(data.get("tags", ())),
                 metadata=data.get("metadata"), path=str(path), line=number,
             ))
 
 
+def append_case(path, case):
+    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`.
+
+    The file is rewritten atomically with the new line at the end (created if missing); its
+    other bytes are kept as they are. Raises EvalsError when the case is invalid or its id is
+    already used, and CaseFileError when the existing file is invalid; nothing is written then.
+    """
+    problems = _case_problems(case)
+    if problems:
+        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        data = b""
+    existing = load_cases(path)[0] if data.strip() else []
+    clash = next((c for c in existing if c.id == case["id"]), None)
+    if clash is not None:
+        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
+    _append_line(path, data, case)
+
+
+def _append_line(path, data, row):
+    """Rewrite `path` atomically as its bytes `data` plus `row` (a dict) as one JSON line."""
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    write_atomic(path, data + line + b"\n")
+
+
+# ---- selection: tags, ids, what failed last time, shards ----
+
+def shard_of(case_id, count):
+    """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
+    not change when cases are reordered, added or removed elsewhere in the file."""
+    return int(_sha256(case_id)[:16], 16) % count
+
+
+def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
+    """The cases to run, in file order.
+
+    tags: keep cases with any of these tags. ids: keep cases whose id matches any of these
+    shell-style patterns ("refund-*"). failed_in: a Baseline; keep cases whose last status
+    there was not "pass". shard: (index, count) with 1 <= index <= count.
+    """
+    import fnmatch
+
+    selected = []
+    for case in cases:
+        if tags and not set(tags) & set(case.tags):
+            continue
+        if ids and not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in ids):
+            continue
+        if failed_in is not None:
+            before = failed_in.get(case.id)
+            if before is not None and before.get("status") == "pass":
+                continue
+        if shard is not None and shard_of(case.id, shard[1]) != shard[0] - 1:
+            continue
+        selected.append(case)
+    return selected
+
 # ---------------------------------------------------------------------------------------------
 # Runner: call the model for every case, in case-file order, never scoring an error
 # ---------------------------------------------------------------------------------------------
-
-_CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
-
-
-def current_case():
-    """The Case whose input the calling thread is answering, or None outside a run.
-
-    Lets an adapter that needs more than the prompt (a replay keyed by case id, a logger) find
-    out which case it serves while keeping `call_model` string-in/string-out.
-    """
-    return _CURRENT_CASE.get()
-
-
-def _describe_error(exc):
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
 
 # Estimated list prices in US dollars per million tokens: (input, output). They change; check
 # your provider's pricing page and extend or override them with --prices FILE
@@ -1723,6 +1798,14 @@ class RateLimiter:
             time.sleep(start - now)
 
 
+class Interrupted(Exception):
+    """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
+
+    def __init__(self, results):
+        self.results = results
+        super().__init__("interrupted")
+
+
 class RunOptions:
     """How cases are run.
 
@@ -1814,8 +1897,98 @@ def _within(func, timeout, case=None):
     return value
 
 
-def _call_with_timeout(call_model, case, timeout):
-    return _within(lambda: call_model(case.input), timeout, case)
+class _Reply(str):
+    """A judge's reply: its text, the model that wrote it (or None) and whether it was cached."""
+
+    model, cached = None, False
+
+
+class Judge:
+    """The judge of a run: a callable (prompt str -> str), its name and an optional reply cache.
+
+    name: how the run record names it (default "module:function" of the callable). cache_path:
+    a JSONL file of replies, one {"key", "name", "model", "reply", "ts"} a line, keyed by
+    sha256 of the name (plus the callable's `judge_model` attribute, a str or a function
+    returning one, when it has it) and the prompt. The file is read once, appended to with one
+    O_APPEND write a line under a lock (threads and concurrent runs do not interleave lines),
+    and lines that do not parse are ignored. Only replies that parse as verdicts are cached,
+    so a malformed reply or a failed call is asked again next run. `calls` counts real calls.
+    timeout: seconds a judge call may take (the run's --timeout), or None; a slower call makes
+    the case an error.
+    """
+
+    def __init__(self, func, name=None, cache_path=None, timeout=None):
+        self.func = func
+        self.name = name or _callable_name(func)
+        self.cache_path = cache_path
+        self.timeout = timeout
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._cache = None
+
+    def key(self, prompt):
+        hint = getattr(self.func, "judge_model", None)
+        hint = hint() if callable(hint) else hint
+        identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
+        return _sha256(f"{identity}\n{prompt}")
+
+    def _cached(self, key):
+        with self._lock:
+            if self._cache is None:
+                self._cache = {}
+                try:
+                    with open(self.cache_path, encoding="utf-8", errors="replace") as handle:
+                        for line in handle:
+                            try:
+                                row = json.loads(line)
+                            except ValueError:
+                                continue
+                            if (isinstance(row, dict) and isinstance(row.get("key"), str)
+                                    and isinstance(row.get("reply"), str)):
+                                self._cache[row["key"]] = row
+                except OSError:
+                    pass
+            return self._cache.get(key)
+
+    def __call__(self, prompt):
+        """The reply to `prompt` (a str with `model` and `cached`), from the cache or from the
+        judge within `timeout`; raises what the judge raises, TypeError for a non-str reply."""
+        hit = self._cached(self.key(prompt)) if self.cache_path else None
+        if hit is not None:
+            reply, reply.cached = _Reply(hit["reply"]), True
+            reply.model = hit.get("model") if isinstance(hit.get("model"), str) else None
+            return reply
+        answer = _within(lambda: self.func(prompt), self.timeout)
+        with self._lock:
+            self.calls += 1
+        if not isinstance(answer, str):
+            raise TypeError(f"the judge returned {type(answer).__name__}, expected str")
+        reply = _Reply(answer)
+        model = getattr(answer, "model", None)
+        reply.model = model if isinstance(model, str) and model else None
+        if parse_verdict(reply)[1] is None:  # a malformed reply is asked again next run
+            self._remember(prompt, str(reply), reply.model)
+        return reply
+
+    def _remember(self, prompt, reply, model):
+        """Append a reply to the cache (a write that fails only costs a call next run)."""
+        if not self.cache_path:
+            return
+        key = self.key(prompt)
+        row = {"key": key, "name": self.name, "model": model, "reply": reply, "ts": _now()}
+        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
+                handle = os.open(self.cache_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(handle, data)
+                finally:
+                    os.close(handle)
+            except OSError:
+                return
+            if self._cache is not None:
+                self._cache[key] = row
 
 
 def _attempt(case, call_model, options, limiter):
@@ -1827,7 +2000,7 @@ def _attempt(case, call_model, options, limiter):
             limiter.wait()
         started = time.perf_counter()
         try:
-            output = _call_with_timeout(call_model, case, options.timeout)
+            output = _within(lambda: call_model(case.input), options.timeout, case)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
@@ -1877,7 +2050,8 @@ def _combine_attempts(case, attempts, needed):
     return shown.replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
-                   "latency_s": a.latency_s, "reasons": a.reasons if a.status != "pass" else []}
+                   "latency_s": a.latency_s,
+                   "checks": [c for c in a.checks if c.get("passed") is False]}
                   for a in attempts],
         flaky=len({a.status for a in attempts}) > 1,
         error=shown.error if status == "error" else None,
@@ -1971,10 +2145,74 @@ def run_cases(cases, call_model, options=None, on_result=None):
     return results
 
 
-def latency_percentiles(results):
-    """{"p50", "p90", "p99", "max"} latency in seconds over calls that answered (nearest-rank
-    percentiles), or {} when no call answered."""
-    values = sorted(r.latency_s for r in results if r.status != "error" and r.latency_s is not None)
+# ---- recorded outputs: replay a run without calling any model ----
+
+def load_outputs(path):
+    """Recorded outputs by case id ({id: str}) from a recordings JSONL file or a run record.
+
+    Recordings: one {"id", "output"} object a line (an "input" field is allowed and ignored).
+    A run record: this tool's last_run.json saved with outputs. Raises EvalsError naming
+    file and line for anything else.
+    """
+    try:
+        handle = open(path, encoding="utf-8-sig")
+    except OSError as exc:
+        raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
+    with handle:
+        head = handle.read(200).lstrip()
+        handle.seek(0)
+        if head.startswith("{") and '"format"' in head:
+            try:
+                record = json.load(handle)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
+                return {e["id"]: e["output"] for e in record.get("cases", [])
+                        if isinstance(e.get("output"), str)}
+            handle.seek(0)
+        return {row["id"]: row["output"] for row in _recording_rows(path, handle)}
+
+
+def _recording_rows(path, handle):
+    """Yield each row (dict) of a recordings JSON Lines file; EvalsError names FILE:LINE."""
+    for number, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
+        if not (isinstance(row, dict) and isinstance(row.get("id"), str)
+                and isinstance(row.get("output"), str)):
+            raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
+        yield row
+
+
+def replay_client(outputs, source="recorded outputs"):
+    """A call_model that answers each case with its recorded output; a missing one is an error."""
+
+    def replay(prompt):
+        case = current_case()
+        if case is None or case.id not in outputs:
+            name = case.id if case else "?"
+            raise LookupError(f"no recorded output for case {name!r} in {source}")
+        return outputs[case.id]
+
+    replay.model = "replay"  # recorded answers: neither timed nor priced
+    return replay
+
+
+def load_client(spec):
+    """The callable named by "module:function" or "path/to/file.py:function" (see
+    load_callable); raises ClientError with the reason."""
+    return load_callable(spec, "--client")
+
+
+
+def latency_percentiles(latencies):
+    """{"p50", "p90", "p99", "max"} of `latencies` (seconds; None entries ignored), nearest-rank
+    percentiles; {} when there are none."""
+    values = sorted(v for v in latencies if v is not None)
     if not values:
         return {}
     pick = {name: values[max(0, math.ceil(q * len(values)) - 1)]
@@ -1984,12 +2222,49 @@ def latency_percentiles(results):
 
 
 # ---------------------------------------------------------------------------------------------
-# Baseline diff: what regressed, what was fixed, what is new, against the previous run record
+# Outcomes and the baseline: one decision per case, one record, the history
 # ---------------------------------------------------------------------------------------------
 
+STATUSES = ("pass", "fail", "review", "error")
+CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
 
-_STATUSES = ("pass", "fail", "review", "error")
-_CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
+
+def decide(status, before, accept=False):
+    """The one rule for a case's change against the baseline: (change, next baseline).
+
+    status: this run's ("pass", "fail", "review" or "error"). before: the case's entry in the
+    baseline record ({"baseline", "status", "scored"}) or None. The next baseline is what the
+    following run compares with. The README's outcome table documents these lines:
+
+    - error: "errored"; the baseline is kept, so the case is compared again next run.
+    - no baseline: "new"; this status becomes its baseline.
+    - not passed (fail or review) after a baseline "pass": "regressed", and the baseline stays
+      "pass" (so the regression is reported on every run) until `accept`.
+    - not passed after a baseline that did not pass: "still_failing".
+    - passed, with a baseline "pass" whose last scored run also passed: "passing"; any other
+      pass is "fixed" (review counts as not passed, like fail).
+    """
+    kept = before.get("baseline") if before else None
+    if status == "error":
+        return "errored", kept
+    if kept is None:
+        return "new", status
+    if status != "pass":
+        if kept == "pass":
+            return "regressed", (status if accept else "pass")
+        return "still_failing", status
+    last = before.get("scored", before.get("status"))
+    return ("passing" if kept == "pass" and last not in ("fail", "review") else "fixed"), status
+
+
+class Baseline:
+    """A previous run record: `entries` {case id: entry dict} and its own `summary` (dict)."""
+
+    def __init__(self, entries, summary=None):
+        self.entries, self.summary = entries, summary or {}
+
+    def get(self, case_id):
+        return self.entries.get(case_id)
 
 
 def record_problem(record):
@@ -2003,165 +2278,74 @@ def record_problem(record):
     if record.get("version") != RECORD_VERSION:
         return (f"run record version {record.get('version')!r} is not supported "
                 f"(this is evals {__version__})")
-    if not isinstance(record.get("summary", {}), dict):
-        return "'summary' must be an object"
-    if not isinstance(record.get("case_file", {}), dict):
-        return "'case_file' must be an object"
-    cases = record.get("cases")
-    if not isinstance(cases, list):
+    for key in ("summary", "case_file"):
+        if not isinstance(record.get(key, {}), dict):
+            return f"{key!r} must be an object"
+    if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
-    for number, entry in enumerate(cases, 1):
+    for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
         name = f"case {entry['id']!r}"
-        if entry.get("status") not in _STATUSES:
-            return f"{name}: 'status' must be one of {', '.join(_STATUSES)}"
-        if "baseline" not in entry or entry["baseline"] not in _STATUSES + (None,):
-            return f"{name}: 'baseline' must be one of {', '.join(_STATUSES)} or null"
-        if entry.get("change", "new") not in _CHANGES:
-            return f"{name}: 'change' must be one of {', '.join(_CHANGES)}"
+        if entry.get("status") not in STATUSES:
+            return f"{name}: 'status' must be one of {', '.join(STATUSES)}"
+        if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
+            return f"{name}: 'baseline' must be one of {', '.join(STATUSES)} or null"
+        if entry.get("change", "new") not in CHANGES:
+            return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
     return None
 
 
-class Baseline:
-    """A previous run record: `entries` {case id: {"baseline", "status", ...}} and its pass rate."""
-
-    def __init__(self, entries, pass_rate=None):
-        self.entries, self.pass_rate = entries, pass_rate
-
-    def get(self, case_id):
-        return self.entries.get(case_id)
-
-
-_VERDICT_FIELDS = ("id", "status", "baseline", "change", "scored")
-
-
-def load_baseline(path, verdicts_only=False, full_ids=()):
-    """Read a previous run record; returns a Baseline (with no entries when the file is absent).
-
-    Reads this tool's record (cases list) and the original 50-line harness's
-    {"rate", "results": {id: bool}, "ts"}. Raises BaselineError for a file that exists but is
-    not one of those, so it is never silently replaced. verdicts_only keeps just each entry's
-    id, status, baseline and change (all a diff needs), for large suites, except for the ids in
-    `full_ids`, whose entries are kept whole.
-    """
-    def slim(entry):
-        if not (verdicts_only and isinstance(entry, dict)) or entry.get("id") in full_ids:
-            return entry
-        return {k: entry[k] for k in _VERDICT_FIELDS if k in entry}
-
+def read_record(path, error=EvalsError):
+    """A run record (dict) read and checked from `path`; raises `error` naming the file."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
-            record = _read_record_lines(handle, slim)
-            if record is None:
-                handle.seek(0)
-                record = json.load(handle)
+            record = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: cannot read the run record: {exc}") from None
+    problem = record_problem(record)
+    if problem:
+        raise error(f"{path}: {problem}")
+    return record
+
+
+def load_baseline(path):
+    """Read a previous run record; returns a Baseline (with no entries when the file is absent).
+
+    Reads this tool's record and the original 50-line harness's {"rate", "results": {id: bool},
+    "ts"}. Raises BaselineError for a file that exists but is not one of those, so it is never
+    silently replaced.
+    """
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            record = json.load(handle)
     except FileNotFoundError:
-        return Baseline({}, None)
+        return Baseline({})
     except (UnicodeDecodeError, ValueError) as exc:
         raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
                             "it is not overwritten") from None
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
-    entries = {}
     if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
         problem = record_problem(record)
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
-        for entry in record["cases"]:
-            entries[entry["id"]] = dict(entry)
-        return Baseline(entries, record.get("summary", {}).get("pass_rate"))
+        return Baseline({entry["id"]: entry for entry in record["cases"]}, record.get("summary"))
     if isinstance(record, dict) and isinstance(record.get("results"), dict):
+        entries = {}
         for case_id, passed in record["results"].items():
             if not isinstance(passed, bool):
                 raise BaselineError(f"{path}: results[{case_id!r}] must be true or false")
             status = "pass" if passed else "fail"
             entries[case_id] = {"id": case_id, "status": status, "baseline": status}
-        rate = record.get("rate")
-        return Baseline(entries, rate if isinstance(rate, (int, float)) else None)
+        return Baseline(entries)
     raise BaselineError(f"{path}: not a run record (expected this tool's record or "
                         "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
 
 
-def _read_record_lines(handle, slim):
-    """A record in record_chunks' layout, read one case a line (slim(entry) kept); None when
-    the file is laid out otherwise (then it is read as one JSON document)."""
-    header = []
-    for line in handle:
-        if line == ' "cases": [\n':
-            break
-        header.append(line)
-    else:
-        return None
-    entries = []
-    for line in handle:
-        if line == " ]\n":
-            break
-        try:
-            entries.append(slim(json.loads(line.rstrip("\n").rstrip(","))))
-        except ValueError:
-            return None
-    else:
-        return None
-    if handle.read().strip() != "}":  # anything else after the cases: not this layout
-        return None
-    try:
-        record = json.loads("".join(header) + ' "cases": []\n}')
-    except ValueError:
-        return None
-    if not isinstance(record, dict):
-        return None
-    record["cases"] = entries
-    return record
-
-
-class Diff:
-    """The comparison of a run with its baseline: lists of case ids per category.
-
-    regressed: passed in the baseline, fails (or needs review) now. fixed: did not pass before (or last run),
-    passes now. still_failing: failed before and now. passing: passed before and now.
-    new: not in the baseline. errored: errored now (baseline entry kept). removed: in the
-    baseline, no longer in the case file.
-    """
-
-    CATEGORIES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "removed")
-
-    def __init__(self, removed=()):
-        for name in self.CATEGORIES:
-            setattr(self, name, [])
-        self.removed = list(removed)
-
-    def as_dict(self):
-        """{category: [case ids]} in the order of CATEGORIES."""
-        return {name: getattr(self, name) for name in self.CATEGORIES}
-
-
-def diff_runs(baseline, results, all_case_ids=None):
-    """Compare CaseResults with baseline entries (from load_baseline); returns a Diff.
-
-    all_case_ids: ids in the case file (defaults to the ids run); baseline ids outside it are
-    `removed`, while ids in it that were not run (a filtered run) are simply not compared.
-    """
-    diff = Diff()
-    known = set(all_case_ids) if all_case_ids is not None else {r.id for r in results}
-    for result in results:
-        before = baseline.get(result.id)
-        if result.status == "error":
-            diff.errored.append(result.id)
-        elif before is None or before.get("baseline") is None:
-            diff.new.append(result.id)
-        elif result.status in ("fail", "review"):
-            (diff.regressed if before["baseline"] == "pass" else diff.still_failing).append(result.id)
-        elif before["baseline"] == "pass" and before.get("scored", before.get("status")) not in (
-                "fail", "review"):
-            diff.passing.append(result.id)
-        else:
-            diff.fixed.append(result.id)
-    diff.removed = [case_id for case_id in baseline.entries if case_id not in known]
-    return diff
-
-
 def _git_commit(directory):
+    import subprocess
+
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory or ".", timeout=5,
                               capture_output=True, text=True)
@@ -2170,87 +2354,71 @@ def _git_commit(directory):
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def make_record(run, baseline, diff, cases=None, accept=False, include_outputs=True,
+RunResult = collections.namedtuple(
+    "RunResult", "results started_at finished_at client case_file case_file_sha256",
+    defaults=("", ""))
+RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and finish times
+(ISO 8601), the client's name, the case file and its sha256."""
+
+
+def _entry(result, before, case, accept, include_outputs):
+    """The record entry of one case run (dict), its change decided by `decide`."""
+    change, kept = decide(result.status, before, accept)
+    before = before or {}
+    entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
+    if result.status == "error" and before.get("scored", before.get("status")):
+        # The last scored verdict, so that a pass after the error is seen as a fix when that
+        # verdict was a failure.
+        entry["scored"] = before.get("scored", before.get("status"))
+    if case is not None:
+        entry.update(input=case.input, description=case.description, tags=case.tags)
+    entry.update(latency_s=result.latency_s, checks=result.checks)
+    optional = {"error": result.error, "usage": result.usage, "model": result.model,
+                "cost_usd": result.cost_usd, "attempts": result.attempts,
+                "flaky": result.flaky or None, "output": result.output}
+    entry.update((k, v) for k, v in optional.items() if v is not None)
+    if kept is not None and kept != result.status:
+        # The baseline outlives this run (a regression not accepted, an error): keep the
+        # output that earned it, so a later report can show it beside the new one.
+        earned = before.get("baseline_output", before.get("output")
+                            if before.get("status") == kept else None)
+        if earned is not None:
+            entry["baseline_output"] = earned
+    return entry if include_outputs else without_outputs(entry)
+
+
+def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None):
     """The run record to save as the next baseline (a JSON-ready dict; keys in the README).
 
-    Each case entry has `status` (this run), `change` (its Diff category) and `baseline` (what
-    the next run compares with): a regression keeps baseline "pass" until `accept` is true, so
-    it is reported on every run; an errored case keeps its previous baseline; cases in the case
-    file that were not run this time (a filtered or sharded run) keep their entries with change
-    "not_run". cases: the Case objects (for input, description, tags). With include_outputs
-    false no output text is written.
+    run: a RunResult; baseline: a Baseline; cases: the Case objects (for input, description,
+    tags). Each entry's `change` and `baseline` come from `decide`. Baseline entries of cases
+    in the case file (`all_case_ids`, default: the cases run) that were not run this time (a
+    filtered or sharded run) are carried with change "not_run"; the others are `removed`.
+    With include_outputs false no output text is written.
     """
-    change = {case_id: name for name, ids in diff.as_dict().items()
-              for case_id in ids}
     by_id = {case.id: case for case in cases or ()}
-    entries = []
-    for result in run.results:
-        before = baseline.get(result.id) or {}
-        if result.status == "error":
-            kept = before.get("baseline")
-        elif change.get(result.id) == "regressed" and not accept:
-            kept = "pass"
-        else:
-            kept = result.status
-        case = by_id.get(result.id)
-        entry = {"id": result.id, "status": result.status, "baseline": kept,
-                 "change": change.get(result.id, "new")}
-        if result.status == "error" and before.get("scored", before.get("status")):
-            # The last verdict that was scored, so that a pass after the error is seen as a
-            # fix when that verdict was a failure.
-            entry["scored"] = before.get("scored", before.get("status"))
-        if case is not None:
-            entry.update(input=case.input, description=case.description, tags=case.tags)
-        entry.update(latency_s=result.latency_s, checks=result.checks)
-        optional = {"error": result.error, "usage": result.usage, "model": result.model,
-                    "cost_usd": result.cost_usd, "attempts": result.attempts,
-                    "flaky": result.flaky or None}
-        entry.update((k, v) for k, v in optional.items() if v is not None)
-        if include_outputs and result.output is not None:
-            entry["output"] = result.output
-        if include_outputs and kept is not None and kept != result.status:
-            # The baseline outlives this run (a regression not accepted, an error): keep the
-            # output that earned it, so a later report can show it beside the new one.
-            earned = (before["baseline_output"] if "baseline_output" in before
-                      else before.get("output") if before.get("status") == kept else None)
-            if earned is not None:
-                entry["baseline_output"] = earned
-        if not include_outputs:
-            entry = without_outputs(entry, result.output, case.checks if case else ())
-        entries.append(entry)
+    entries = [_entry(r, baseline.get(r.id), by_id.get(r.id), accept, include_outputs)
+               for r in run.results]
     ran = {r.id for r in run.results}
     known = set(all_case_ids) if all_case_ids is not None else ran
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
-            carried = dict(before)
-            if not include_outputs:
-                case = by_id.get(case_id)
-                carried = without_outputs(carried, before.get("output"),
-                                          case.checks if case else ())
-            carried["change"] = "not_run"
-            entries.append(carried)
-    counts = run.counts
-    usages = [r.usage for r in run.results if r.usage]
-    costs = [r.cost_usd for r in run.results if r.cost_usd is not None]
+            carried = before if include_outputs else without_outputs(before)
+            entries.append(dict(carried, change="not_run"))
     options = options or RunOptions()
     return {
-        "format": RECORD_FORMAT,
-        "version": RECORD_VERSION,
-        "harness_version": __version__,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "python": "%d.%d.%d" % sys.version_info[:3],
-        "client": run.client,
+        "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
+        "started_at": run.started_at, "finished_at": run.finished_at,
+        "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-        "outputs_included": include_outputs,
-        "accepted": accept,
+        "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": _summary(counts, run.pass_rate, _previous_counts(baseline, ran), diff,
-                            run.results, usages, costs),
-        "removed": list(diff.removed),
+        "summary": summarize(entries, [i for i in baseline.entries if i not in known],
+                             _previous_counts(baseline, ran)),
+        "removed": [i for i in baseline.entries if i not in known],
         "cases": entries,
     }
 
@@ -2262,78 +2430,28 @@ def _previous_counts(baseline, case_ids):
     return sum(1 for s in statuses if s == "pass"), len(statuses)
 
 
-_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'" + r'|"(?:[^"\\\n]|\\.)*"')  # repr and JSON quotes
-
-
-def _redact(reason, outputs, keep):
-    """`reason` with each quoted text taken from one of `outputs` shown as '[output omitted]';
-    texts in `keep` (the check's own phrases, e.g. "missing: 'manager approval'") stay."""
-    import ast
-
-    def hide(match):
-        try:
-            text = ast.literal_eval(match.group())
-        except (ValueError, SyntaxError):
-            return match.group()
-        core = text[:-3] if isinstance(text, str) and text.endswith("...") else text
-        if not isinstance(core, str) or not core or core in keep:
-            return match.group()
-        return "'[output omitted]'" if any(core in o for o in outputs) else match.group()
-
-    return _QUOTED.sub(hide, reason) if outputs else reason
-
-
-def _check_strings(checks):
-    """Every string in check definitions (their parameters), for _redact to keep."""
-    found = set()
-
-    def walk(value):
-        if isinstance(value, str):
-            found.add(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-
-    walk(list(checks))
-    return found
-
-
-def without_outputs(entry, output=None, checks=()):
-    """A record entry with no model text (for --omit-outputs): no output, baseline output or
-    per-call outputs, no judge prompt or reply, and check reasons that quote the output
-    (e.g. "expected 'OK', got '...'") redacted. `checks`: the case's check definitions."""
-    entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
-    attempts = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
-    outputs = [o for o in [output] + [a.get("output") for a in attempts if isinstance(a, dict)]
-               if isinstance(o, str) and o]
-    keep = _check_strings(checks)
-    if isinstance(entry.get("checks"), list):
-        entry["checks"] = [
-            dict(_without_judge_text(c), reason=_redact(c.get("reason", ""), outputs, keep))
-            if isinstance(c, dict) else c for c in entry["checks"]]
-    if attempts:
-        entry["attempts"] = [
-            {**{k: v for k, v in a.items() if k != "output"},
-             "reasons": [_redact(r, outputs, keep) for r in a.get("reasons", [])]}
-            if isinstance(a, dict) else a for a in attempts]
-    return entry
-
-
-def _summary(counts, pass_rate, previous, diff, results, usages, costs):
-    passed_before, total_before = previous
+def summarize(entries, removed=(), previous=(0, 0)):
+    """The summary of a record (dict) from its entries: counts per status and per change,
+    the pass rate (passed / cases run: an error counts as not passed), the baseline's pass rate
+    over the same cases (`previous` = (passed, total)), flaky cases, latency percentiles
+    (replayed answers left out), tokens and estimated cost. Entries not run are left out."""
+    ran = [e for e in entries if e.get("change") != "not_run"]
+    status = collections.Counter(e.get("status") for e in ran)
+    change = collections.Counter(e.get("change") for e in ran)
+    usages = [e["usage"] for e in ran if isinstance(e.get("usage"), dict)]
+    costs = [e["cost_usd"] for e in ran if isinstance(e.get("cost_usd"), (int, float))]
     summary = {
-        "total": counts["total"], "passed": counts["pass"], "failed": counts["fail"],
-        "review": counts["review"], "errored": counts["error"], "pass_rate": pass_rate,
-        "previous_pass_rate": passed_before / total_before if total_before else None,
-        "previous_passed": passed_before, "previous_total": total_before,
+        "total": len(ran), "passed": status["pass"], "failed": status["fail"],
+        "review": status["review"], "errored": status["error"],
+        "pass_rate": status["pass"] / len(ran) if ran else None,
+        "previous_pass_rate": previous[0] / previous[1] if previous[1] else None,
+        "previous_passed": previous[0], "previous_total": previous[1],
     }
-    summary.update((k, len(v)) for k, v in diff.as_dict().items())
-    summary["flaky"] = [r.id for r in results if r.flaky]
-    # Replayed answers (model "replay") took no model time: their latency says nothing.
-    summary["latency_s"] = latency_percentiles([r for r in results if r.model != "replay"])
+    summary.update((name, change[name]) for name in CHANGES[:-2])
+    summary["removed"] = len(removed)
+    summary["flaky"] = [e["id"] for e in ran if e.get("flaky")]
+    summary["latency_s"] = latency_percentiles(
+        e.get("latency_s") for e in ran if e.get("status") != "error" and e.get("model") != "replay")
     summary["tokens"] = {
         "input": sum(u.get("input_tokens") or 0 for u in usages),
         "output": sum(u.get("output_tokens") or 0 for u in usages),
@@ -2342,11 +2460,45 @@ def _summary(counts, pass_rate, previous, diff, results, usages, costs):
     return summary
 
 
-def _record_results(record):
-    """CaseResults rebuilt from a record's entries that were run (change != "not_run")."""
-    fields = set(CaseResult.__slots__)
-    return [CaseResult(**{k: v for k, v in entry.items() if k in fields})
-            for entry in record["cases"] if entry.get("change") != "not_run"]
+def completed(record):
+    """`record` with every entry's change and the summary filled in where a hand-made or older
+    record lacks them; the change of such an entry is decided from its own kept baseline."""
+    cases = [dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
+             if isinstance(e, dict) and not isinstance(e.get("change"), str) else e
+             for e in record.get("cases") or () if isinstance(e, dict)
+             and isinstance(e.get("id"), str)]
+    summary = record.get("summary")
+    if not isinstance(summary, dict) or "total" not in summary:
+        summary = summarize(cases, record.get("removed") or ())
+    return dict(record, cases=cases, summary=summary)
+
+
+def without_outputs(entry):
+    """A record entry with no model text (for --omit-outputs): no output, baseline output or
+    per-call outputs, no judge prompt or reply, and the parts of check reasons quoted from the
+    output (each check's "quoted") replaced by '[output omitted]'."""
+    entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
+    if isinstance(entry.get("checks"), list):
+        entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
+    if isinstance(entry.get("attempts"), list):
+        entry["attempts"] = [
+            dict({k: v for k, v in a.items() if k != "output"},
+                 checks=[_check_without_output(c) for c in a.get("checks") or ()])
+            for a in entry["attempts"] if isinstance(a, dict)]
+    return entry
+
+
+def _check_without_output(check):
+    if not isinstance(check, dict):
+        return check
+    check = dict(check)
+    reason = check.get("reason") or ""
+    for part in check.pop("quoted", None) or ():
+        reason = reason.replace(part, "'[output omitted]'")
+    check["reason"] = reason
+    if isinstance(check.get("judge"), dict):
+        check["judge"] = dict(check["judge"], prompt=None, reply=None, omitted=True)
+    return check
 
 
 def merge_records(records, case_ids, names=None, case_file_sha256=None):
@@ -2355,8 +2507,8 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     Each case must have been run by exactly one record, and every record must come from the
     same case file (`case_file_sha256`, when given); raises EvalsError naming the case or the
     record (`names`, e.g. file names) otherwise, so a lost, doubled or stale shard cannot pass
-    unnoticed. Summary counts are recomputed; provenance is taken from the first record, with
-    the earliest start and latest finish.
+    unnoticed. The summary is recomputed (`summarize`); provenance is taken from the first
+    record, with the earliest start and latest finish.
     """
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
     ran, carried, owner = {}, {}, {}
@@ -2375,81 +2527,23 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
                 raise EvalsError(f"case {entry['id']!r} was run by more than one shard: "
                                  f"{owner[entry['id']]} and {name}")
             else:
-                ran[entry["id"]] = entry
-                owner[entry["id"]] = name
+                ran[entry["id"]], owner[entry["id"]] = entry, name
     # A shard's record carries the cases it did not run as not_run (from its baseline), so
     # only a case some record ran counts: otherwise a lost shard would pass unnoticed.
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
     entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
-    merged = dict(records[0])
-    merged["started_at"] = min(r["started_at"] for r in records)
-    merged["finished_at"] = max(r["finished_at"] for r in records)
-    merged["cases"] = entries
-    merged["removed"] = sorted({i for r in records for i in r.get("removed", [])})
-    merged["accepted"] = any(r.get("accepted") for r in records)
-    results = _record_results(merged)
-    diff = Diff(removed=merged["removed"])
-    for entry in entries:
-        if entry.get("change") not in (None, "not_run"):
-            getattr(diff, entry["change"]).append(entry["id"])
-    counts = {"total": len(results), "pass": 0, "fail": 0, "review": 0, "error": 0}
-    for result in results:
-        counts[result.status] += 1
-    rate = counts["pass"] / len(results) if results else None
+    removed = sorted({i for r in records for i in r.get("removed", [])})
     previous = (sum(r["summary"].get("previous_passed") or 0 for r in records),
                 sum(r["summary"].get("previous_total") or 0 for r in records))
-    merged["summary"] = _summary(counts, rate, previous, diff, results, [r.usage for r in results if r.usage],
-                                 [r.cost_usd for r in results if r.cost_usd is not None])
-    return merged
+    return dict(records[0], started_at=min(r["started_at"] for r in records),
+                finished_at=max(r["finished_at"] for r in records), cases=entries,
+                removed=removed, accepted=any(r.get("accepted") for r in records),
+                summary=summarize(entries, removed, previous))
 
 
-def write_atomic(path, data):
-    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
-    atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
-    write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
-    stays whole until the new one is complete."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise EvalsError(f"cannot write {path}: there is no folder {directory}")
-    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with handle:
-            if isinstance(data, bytes):
-                handle.write(data)
-            else:
-                for chunk in data:
-                    # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a
-                    # JSON string its \uXXXX escape is the same value, so write that.
-                    handle.write(chunk.encode("utf-8", "backslashreplace"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:  # the temporary file is private (0600): keep the mode of the file it replaces
-            os.chmod(handle.name, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:  # a new file gets the mode open() would give it
-            os.chmod(handle.name, 0o666 & ~_umask())
-        os.replace(handle.name, path)
-    except BaseException:
-        try:
-            os.unlink(handle.name)
-        except OSError:
-            pass
-        raise
-
-
-def _umask():
-    # The standard library reads the umask only by setting it; set it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_json_atomic(path, data):
-    """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
-    write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
-
+# ---- writing records ----
 
 def record_chunks(record):
     """A run record as JSON text, in pieces (str): the header keys one a line, then one case a
@@ -2469,11 +2563,6 @@ def record_chunks(record):
 def write_record(path, record):
     """Write a run record to `path` atomically, laid out by record_chunks."""
     write_atomic(path, record_chunks(record))
-
-
-def write_jsonl_atomic(path, rows):
-    """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
-    write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 # ---- history: every run appended to a local SQLite database ---------------------------------
@@ -2533,7 +2622,8 @@ def history_append(path, record):
             "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
             "VALUES (?, ?, ?, ?, ?)",
             [(run_id, e["id"], e["status"],
-              "\n".join(_entry_reasons(e)) if e["status"] != "pass" else "", e.get("latency_s"))
+              "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
+              e.get("latency_s"))
              for e in record["cases"] if e.get("change") != "not_run"])
         connection.execute("COMMIT")
         return run_id
@@ -2596,138 +2686,6 @@ def history_rows(path, case_id=None, limit=20):
         return [dict(zip(names, row)) for row in cursor.fetchall()]
     finally:
         connection.close()
-
-
-# ---- selection: tags, ids, what failed last time, shards ------------------------------------
-
-def shard_of(case_id, count):
-    """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
-    not change when cases are reordered, added or removed elsewhere in the file."""
-    digest = hashlib.sha256(case_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count
-
-
-def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
-    """The cases to run, in file order.
-
-    tags: keep cases with any of these tags. ids: keep cases whose id matches any of these
-    shell-style patterns ("refund-*"). failed_in: a Baseline; keep cases whose last status
-    there was not "pass". shard: (index, count) with 1 <= index <= count.
-    """
-    import fnmatch
-
-    selected = []
-    for case in cases:
-        if tags and not set(tags) & set(case.tags):
-            continue
-        if ids and not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in ids):
-            continue
-        if failed_in is not None:
-            before = failed_in.get(case.id)
-            if before is not None and before.get("status") == "pass":
-                continue
-        if shard is not None and shard_of(case.id, shard[1]) != shard[0] - 1:
-            continue
-        selected.append(case)
-    return selected
-
-
-# ---------------------------------------------------------------------------------------------
-# Recorded outputs: record a run, re-score without calling any model
-# ---------------------------------------------------------------------------------------------
-
-
-def load_outputs(path):
-    """Recorded outputs by case id ({id: str}) from a recordings JSONL file or a run record.
-
-    Recordings: one {"id", "output"} object a line (an "input" field is allowed and ignored).
-    A run record: this tool's last_run.json saved with outputs. Raises EvalsError naming
-    file and line for anything else.
-    """
-    try:
-        handle = open(path, encoding="utf-8-sig")
-    except OSError as exc:
-        raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
-    with handle:
-        head = handle.read(200).lstrip()
-        handle.seek(0)
-        if head.startswith("{") and '"format"' in head:
-            try:
-                record = json.load(handle)
-            except ValueError:
-                record = None
-            if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-                return {e["id"]: e["output"] for e in record.get("cases", [])
-                        if isinstance(e.get("output"), str)}
-            handle.seek(0)
-        return _read_output_lines(path, handle)
-
-
-def _read_output_lines(path, handle):
-    return {row["id"]: row["output"] for row in _recording_rows(path, handle)}
-
-
-def _recording_rows(path, handle):
-    """Yield each row (dict) of a recordings JSON Lines file; EvalsError names FILE:LINE."""
-    for number, line in enumerate(handle, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
-        if not (isinstance(row, dict) and isinstance(row.get("id"), str)
-                and isinstance(row.get("output"), str)):
-            raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
-        yield row
-
-
-def replay_client(outputs, source="recorded outputs"):
-    """A call_model that answers each case with its recorded output; a missing one is an error."""
-
-    def replay(prompt):
-        case = current_case()
-        if case is None or case.id not in outputs:
-            name = case.id if case else "?"
-            raise LookupError(f"no recorded output for case {name!r} in {source}")
-        return outputs[case.id]
-
-    replay.model = "replay"  # recorded answers: neither timed nor priced
-    return replay
-
-
-def load_client(spec):
-    """Import a client given as "module:function" or "path/to/file.py:function"; returns the callable.
-
-    The current directory is importable, as when you run `python evals.py` from your repo.
-    Raises ClientError with the reason when it cannot be imported or is not callable.
-    """
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ClientError(f"--client {spec!r}: expected module:function, e.g. my_client:ask")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        if module_name.endswith(".py"):
-            loaded = importlib.util.spec_from_file_location(
-                os.path.splitext(os.path.basename(module_name))[0], module_name)
-            if loaded is None:
-                raise ImportError(f"cannot load {module_name}")
-            module = importlib.util.module_from_spec(loaded)
-            loaded.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except Exception as exc:
-        hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
-                if spec == DEFAULT_CLIENT else "")
-        raise ClientError(f"--client {spec!r}: cannot import {module_name}{hint}: "
-                          f"{_describe_error(exc)}") from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        raise ClientError(f"--client {spec!r}: {module_name} has no callable {attr!r}")
-    return func
-
-
 # ---------------------------------------------------------------------------------------------
 # Reports
 # ---------------------------------------------------------------------------------------------
@@ -2737,11 +2695,8 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _entry_reasons(entry):
-    if entry["status"] == "error":
-        return [entry.get("error") or "error"]
-    return [f"{c['type']}: {c['reason']}" for c in entry.get("checks", [])
-            if not c["passed"] and not c.get("skipped")]
+def _reasons(entry):
+    return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
 
 
 _SUMMARY_SECTIONS = (
@@ -2813,7 +2768,7 @@ def format_summary(record, quiet=False):
             status = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {entry['id']}{status}")
             if change != "fixed":
-                lines.extend(f"    {reason}" for reason in _entry_reasons(entry))
+                lines.extend(f"    {reason}" for reason in _reasons(entry))
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(record["removed"]))
     return "\n".join(lines) + "\n"
@@ -2872,54 +2827,9 @@ def _output_of(entry, record):
     return output if isinstance(output, str) and _outputs_shown(record) else None
 
 
-def _change_of(entry, previous, accepted=False):
-    """The case's change against the baseline: the record's own "change" when it has one,
-    else derived the way diff_runs decides it (from `previous` when given, else from the
-    entry's kept baseline, which stays "pass" for a regression until it is accepted)."""
-    change = entry.get("change")
-    if isinstance(change, str):
-        return change
-    status = entry.get("status")
-    if status == "error":
-        return "errored"
-    if previous is not None:
-        before = previous.get(entry.get("id"))
-        base = before.get("baseline") if isinstance(before, dict) else None
-        if base is None:
-            return "new"
-        if status in _FAILING:
-            return "regressed" if base == "pass" else "still_failing"
-        return "passing" if base == "pass" and before.get("status") != "fail" else "fixed"
-    if status in _FAILING:
-        return "regressed" if entry.get("baseline") == "pass" and not accepted else "still_failing"
-    return "passing"
-
-
-def _report_cases(record, previous=None):
-    """[(entry, change)] for the cases this run ran, in record order (not_run left out)."""
-    rows = []
-    for entry in record.get("cases") or []:
-        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
-            continue
-        change = _change_of(entry, previous, bool(record.get("accepted")))
-        if change != "not_run":
-            rows.append((entry, change))
-    return rows
-
-
-def _failed_checks(entry):
-    return [c for c in entry.get("checks") or []
-            if isinstance(c, dict) and not c.get("passed") and not c.get("skipped")]
-
-
-def _reasons(entry):
-    """The reasons a case did not pass, one string each."""
-    if entry.get("status") == "error":
-        return [_text(entry.get("error")) or "the call failed"]
-    reasons = [f"{_text(c.get('type'))}: {_text(c.get('reason'))}" for c in _failed_checks(entry)]
-    if not reasons and entry.get("status") == "review":
-        reasons = ["needs review: the judge was not sure"]
-    return reasons or ["failed"]
+def _rows(record):
+    """[(entry, change)] for the cases the record ran, in record order (not_run left out)."""
+    return [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
 
 
 def _sections(rows):
@@ -2937,43 +2847,13 @@ def _sections(rows):
     ]
 
 
-def _count(record, rows, key, compute):
-    value = (record.get("summary") or {}).get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else compute(rows)
-
-
-def _headline_numbers(record, rows):
-    """Counts for the headline and table; the summary's values win over recounting."""
-    status = lambda s: (lambda rs: sum(1 for e, _ in rs if e.get("status") == s))  # noqa: E731
-    change = lambda c: (lambda rs: sum(1 for _, ch in rs if ch == c))  # noqa: E731
-    summary = record.get("summary") or {}
-    numbers = {
-        "total": _count(record, rows, "total", len),
-        "passed": _count(record, rows, "passed", status("pass")),
-        "failed": _count(record, rows, "failed", status("fail")),
-        "review": _count(record, rows, "review", status("review")),
-        "errored": _count(record, rows, "errored", status("error")),
-        "regressed": _count(record, rows, "regressed", change("regressed")),
-        "fixed": _count(record, rows, "fixed", change("fixed")),
-        "still_failing": _count(record, rows, "still_failing", change("still_failing")),
-        "new": _count(record, rows, "new", change("new")),
-        "removed": _count(record, rows, "removed", lambda rs: len(record.get("removed") or [])),
-    }
-    rate = summary.get("pass_rate")
-    if not isinstance(rate, (int, float)) or isinstance(rate, bool):
-        scored = numbers["total"] - numbers["errored"]
-        rate = numbers["passed"] / scored if scored > 0 else None
-    before = summary.get("previous_pass_rate")
-    numbers["pass_rate"] = rate
-    numbers["previous_pass_rate"] = before if isinstance(before, (int, float)) else None
-    return numbers
-
-
 def _seconds(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _parse_time(value):
+    import datetime
+
     if not isinstance(value, str):
         return None
     try:
@@ -3004,7 +2884,11 @@ def render_junit(record):
     never rejects the file. Accepted by dorny/test-reporter, mikepenz/action-junit-report and
     GitLab's artifacts:reports:junit, which read these elements and attributes.
     """
-    rows = _report_cases(record)
+    import datetime
+    import xml.etree.ElementTree as _ET
+
+    record = completed(record)
+    rows = _rows(record)
     started = _parse_time(record.get("started_at"))
     finished = _parse_time(record.get("finished_at"))
     root = _ET.Element("testsuites", name="evals")
@@ -3062,6 +2946,8 @@ def render_junit(record):
 def _md_inline(value, limit=None):
     """Untrusted text for a Markdown line or table cell: one line, HTML-escaped, and every
     character with a Markdown meaning backslash-escaped, so it renders as the text it is."""
+    import html as _html
+
     text = " ".join(_visible(value).split())
     if limit is not None and len(text) > limit:
         text = text[:limit - 1].rstrip() + "…"
@@ -3092,9 +2978,7 @@ def render_markdown(record, previous=None):
     """A Markdown summary of the run (str) a reviewer takes in in ten seconds; GitHub-flavoured,
     also fit for $GITHUB_STEP_SUMMARY.
 
-    record: a run record (dict). previous: the baseline's entries by id ({id: entry}), {} when
-    there was no baseline, or None; it is used only to tell regressions, fixes and new cases
-    apart when the record's entries carry no "change".
+    record: a run record (dict); previous is accepted for symmetry with render_html and unused.
 
     Layout: a headline (regressions, pass rate against the previous one), a table of counts,
     then the regressed cases (id, failing checks' reasons, an excerpt of the output), the
@@ -3109,8 +2993,8 @@ def render_markdown(record, previous=None):
     out as \\uNNNN.
     A bare URL inside a reason may still be autolinked by GitHub; it cannot inject markup.
     """
-    rows = _report_cases(record, previous)
-    numbers = _headline_numbers(record, rows)
+    record = completed(record)
+    rows, numbers = _rows(record), record["summary"]
     regressed, errored = numbers["regressed"], numbers["errored"]
     if regressed:
         head = f"❌ evals: {_plural(regressed, 'regression')}"
@@ -3163,6 +3047,9 @@ def _diff_tokens(text):
 def _word_diff(old, new):
     """(old_html, new_html): both texts HTML-escaped, with the words only in `old` in <del>
     and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
+    import difflib
+    import html as _html
+
     a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
     left, right = [], []
     # Compared without their trailing white space, so "email." at the end of one text and
@@ -3245,6 +3132,8 @@ def _duration(seconds):
 
 def _h(value):
     """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
+    import html as _html
+
     return _html.escape(_visible(value), quote=True)
 
 
@@ -3334,8 +3223,8 @@ def render_html(record, previous=None):
     outputs_included false no output text is printed, from `previous` either, and the
     per-call attempts' outputs are never printed.
     """
-    rows = _report_cases(record, previous)
-    numbers = _headline_numbers(record, rows)
+    record = completed(record)
+    rows, numbers = _rows(record), record["summary"]
     sections = _sections(rows)
     regressed = numbers["regressed"]
     title = (f"evals: {_plural(regressed, 'regression')}" if regressed
@@ -3434,7 +3323,7 @@ def github_annotations(record):
     reasons are joined with newlines, which the annotation shows as separate lines.
     """
     lines = []
-    for entry, change in _report_cases(record):
+    for entry, change in _rows(completed(record)):
         case_id = _text(entry["id"])
         if entry.get("status") == "error":
             lines.append(f"::warning title={_gh_property('Error: ' + case_id)}::"
@@ -3443,7 +3332,6 @@ def github_annotations(record):
             lines.append(f"::error title={_gh_property('Regression: ' + case_id)}::"
                          f"{_gh_data(chr(10).join(_reasons(entry)))}")
     return "".join(line + "\n" for line in lines)
-
 
 # ---------------------------------------------------------------------------------------------
 # Command line
@@ -3460,18 +3348,13 @@ _EXIT_CODES = (
 
 
 def _check_table():
+    """--list-checks: every registered check with its parameters and summary (str)."""
     lines = ["Check types (every check also takes \"negate\": true; bounds are inclusive):", ""]
-    for name in CHECKS:
-        spec = CHECKS[name]
-        params = []
-        for key, param in spec.params.items():
-            if param.required:
-                params.append(key)
-            elif param.default is None:
-                params.append(f"[{key}]")
-            else:
-                params.append(f"[{key}={json.dumps(param.default)}]")
-        lines.append(f"  {name} {' '.join(params)}")
+    for spec in CHECKS.values():
+        params = [key if param.required else f"[{key}]" if param.default is None
+                  else f"[{key}={json.dumps(param.default)}]"
+                  for key, param in spec.params.items()]
+        lines.append(f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}")
         lines.append(f"      {spec.summary}")
     return "\n".join(lines) + "\n"
 
@@ -3594,10 +3477,6 @@ def _run_parser():
     return parser
 
 
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -3631,7 +3510,6 @@ def main(argv=None, stdout=None, stderr=None):
     args, code = _parse(parser_factory(), argv, stdout, stderr)
     if args is None:
         return code
-    frozen = gc.get_freeze_count()
     try:
         return command(args, stdout, stderr)
     except CaseFileError as exc:
@@ -3650,9 +3528,6 @@ def main(argv=None, stdout=None, stderr=None):
         stderr.write(traceback.format_exc())
         stderr.write("evals: internal error (above); nothing was compared\n")
         return EXIT_INVALID
-    finally:
-        if gc.get_freeze_count() > frozen:  # the run froze what it loaded: give it back
-            gc.unfreeze()
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -3722,55 +3597,23 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
-    # A run of every case with no report of old outputs needs only the baseline's verdicts.
-    whole = not (args.tag or args.id or args.failed or args.shard or args.no_judge)
-    baseline = load_baseline(args.baseline, verdicts_only=whole and not (
-        args.markdown or args.html or args.github))
-    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
-                            args.shard)
-    judge_only = []
-    if args.no_judge:
-        # With no check left to score, such a case is not run: it keeps its baseline entry
-        # rather than "pass" on nothing.
-        judge_only = [c.id for c in selected if all(k["type"] == "judge" for k in c.checks)]
-        skipped = set(judge_only)
-        selected = [c for c in selected if c.id not in skipped]
-    if not selected and args.failed and not (args.tag or args.id or args.shard):
+    _refuse_contradictions(args)
+    baseline = load_baseline(args.baseline)
+    selected, judge_only = _selection(args, cases, baseline)
+    if selected is None:
         stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
         return EXIT_OK
-    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
-        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
-    if args.min_pass is not None and args.min_pass > args.repeat:
-        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
-    if args.accept and (args.no_save or args.out):
-        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
-    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client")):
-        if getattr(args, first) and getattr(args, second):
-            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
-                             "contradict each other: choose one")
-    outputs = (args.out, args.json, args.junit, args.markdown, args.html, args.record)
-    writes_baseline = not (args.no_save or args.out or args.shard)
-    for path in [args.baseline] * writes_baseline + [p for p in outputs if p]:
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):  # found now, before any model is called
-            raise EvalsError(f"cannot write {path}: there is no folder {folder}")
-    if args.record and args.omit_outputs:
-        raise EvalsError("--record writes outputs, --omit-outputs forbids writing them: "
-                         "choose one")
     prices = _load_prices(args.prices)
-    judge = _judge_for(args, selected)
+    options = RunOptions(
+        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
+        min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices,
+        judge=_judge_for(args, selected), budget=Budget(args.budget, prices) if args.budget else None)
     if args.rescore:
-        outputs = load_outputs(args.rescore)
-        call_model, client_name = replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
+        client_name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore), args.rescore)
     else:
         client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = load_client(client_name)
-    # What is loaded lives until the end: keep the collector from walking it again and again.
-    gc.freeze()
-    options = RunOptions(
-        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
-        min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices, judge=judge,
-        budget=Budget(args.budget, prices) if args.budget else None)
     if not args.quiet:
         scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
@@ -3778,43 +3621,87 @@ def _run_command(args, stdout, stderr):
                      + (f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1
                         else "") + "\n")
         stdout.flush()
-    progress = _Progress(stderr, len(selected), not args.quiet)
     started = _now()
-    previous_handler = None
-    if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        results = run_cases(selected, call_model, options, on_result=progress)
+        results = _run_with_progress(selected, call_model, options, args, stderr)
     except Interrupted as stop:
-        progress.close()
         partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
-        diff = diff_runs(baseline, stop.results, [c.id for c in cases])
-        record = make_record(partial, baseline, diff, selected, options=options)
-        stdout.write(format_summary(record, args.quiet))
+        stdout.write(format_summary(make_record(partial, baseline, selected, options=options),
+                                    args.quiet))
         stderr.write(f"evals: interrupted after {len(stop.results)} of {len(selected)} cases; "
                      "nothing was written\n")
         return EXIT_INTERRUPTED
-    finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
-    progress.close()
     run = RunResult(results, started, _now(), client_name, args.cases, digest)
-    all_ids = [c.id for c in cases]
-    diff = diff_runs(baseline, results, all_ids)
-    kept_baselines = set(diff.regressed) | set(diff.errored)
-    if whole and kept_baselines and not args.omit_outputs:
-        # Read again, whole, the few entries whose earlier output the new record carries on.
-        baseline = load_baseline(args.baseline, verdicts_only=True, full_ids=kept_baselines)
-    record = make_record(run, baseline, diff, cases, args.accept, not args.omit_outputs, all_ids,
-                         options)
+    record = make_record(run, baseline, cases, args.accept, not args.omit_outputs,
+                         [c.id for c in cases], options)
     if options.budget and options.budget.unpriced:
         stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
+    _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr)
+    return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _refuse_contradictions(args):
+    """Options that cannot go together, and files that cannot be written, before any call."""
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    if args.accept and (args.no_save or args.out):
+        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
+    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
+                          ("record", "omit_outputs")):
+        if getattr(args, first) and getattr(args, second):
+            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
+                             "contradict each other: choose one")
+    outputs = (args.out, args.json, args.junit, args.markdown, args.html, args.record)
+    writes_baseline = not (args.no_save or args.out or args.shard)
+    for path in [args.baseline] * writes_baseline + [p for p in outputs if p]:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise EvalsError(f"cannot write {path}: there is no folder {folder}")
+
+
+def _selection(args, cases, baseline):
+    """(cases to run, ids left out by --no-judge), or (None, []) when --failed finds nothing."""
+    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
+                            args.shard)
+    judge_only = []
+    if args.no_judge:
+        # With no check left to score, such a case is not run: it keeps its baseline entry
+        # rather than "pass" on nothing.
+        judge_only = [c.id for c in selected
+                      if all(CHECKS[k["type"]].needs_judge for k in c.checks)]
+        selected = [c for c in selected if c.id not in set(judge_only)]
+    if not selected and args.failed and not (args.tag or args.id or args.shard):
+        return None, []
+    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
+    return selected, judge_only
+
+
+def _run_with_progress(selected, call_model, options, args, stderr):
+    """run_cases with a progress line and SIGTERM treated as Ctrl-C (raises Interrupted)."""
+    import signal
+
+    progress = _Progress(stderr, len(selected), not args.quiet)
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():
+        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return run_cases(selected, call_model, options, on_result=progress)
+    finally:
+        progress.close()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr):
+    """History, summary, recordings, the record and the reports of a finished run."""
     if not (args.no_history or args.no_save):
         _append_history(args, record, [r.id for r in results], stderr)
     stdout.write(format_summary(record, args.quiet))
-    if args.no_judge and any(c["type"] == "judge" for case in selected for c in case.checks):
+    if args.no_judge and any(CHECKS[c["type"]].needs_judge for case in selected
+                             for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
     if judge_only:
@@ -3831,7 +3718,6 @@ def _run_command(args, stdout, stderr):
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     _write_reports(args, record, baseline.entries, stdout)
-    return _exit_code(record["summary"], args.strict, args.accept)
 
 
 def _append_history(args, record, case_ids, stderr):
@@ -3856,9 +3742,9 @@ def _judge_for(args, cases):
         cache = os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals",
                              "judge_cache.jsonl")
         try:
-            func = load_client(args.judge)
-        except ClientError as exc:
-            raise ClientError(str(exc).replace("--client", "--judge", 1)) from None
+            func = load_callable(args.judge, "--judge")
+        except ClientError:
+            raise
         return Judge(func, name=args.judge, cache_path=cache, timeout=args.timeout)
     needs = [case for case in cases if any(c["type"] == "judge" for c in case.checks)]
     if needs:
@@ -3867,9 +3753,6 @@ def _judge_for(args, cases):
                          f"judge is configured ({len(needs)} case(s)); pass --judge "
                          "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
     return None
-
-
-NO_JUDGE = object()
 
 
 def _shown_previous(previous, include_outputs):
@@ -3949,13 +3832,7 @@ def _merge_parser():
 
 def _merge_command(args, stdout, stderr):
     cases, digest = load_cases(args.cases)
-    records = []
-    for path in args.records:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                records.append(json.load(handle))
-        except (OSError, ValueError) as exc:
-            raise EvalsError(f"{path}: cannot read the run record: {exc}") from None
+    records = [read_record(path) for path in args.records]
     merged = merge_records(records, [c.id for c in cases], args.records, digest)
     write_record(args.out, merged)
     stdout.write(f"merged {len(records)} records into {args.out}\n")
@@ -4108,36 +3985,6 @@ def _add_command(args, stdout, stderr):
     return EXIT_OK
 
 
-def append_case(path, case):
-    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`.
-
-    The file is rewritten atomically with the new line at the end (created if missing); its
-    other bytes are kept as they are. Raises EvalsError when the case is invalid or its id is
-    already used, and CaseFileError when the existing file is invalid; nothing is written then.
-    """
-    problems = _case_problems(case)
-    if problems:
-        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        data = b""
-    existing = load_cases(path)[0] if data.strip() else []
-    clash = next((c for c in existing if c.id == case["id"]), None)
-    if clash is not None:
-        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
-    _append_line(path, data, case)
-
-
-def _append_line(path, data, row):
-    """Rewrite `path` atomically as its bytes `data` plus `row` (a dict) as one JSON line."""
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
-    write_atomic(path, data + line + b"\n")
-
-
 def _append_recording(path, case_id, text, output):
     """Append {"id", "input", "output"} to a recordings file (created if missing)."""
     try:
@@ -4167,9 +4014,8 @@ def _check_command(args, stdout, stderr):
     cases, _ = load_cases(args.cases)
     case = next((c for c in cases if c.id == args.case_id), None)
     if case is None:
-        close = difflib.get_close_matches(args.case_id, [c.id for c in cases], n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint}")
+        hint = _did_you_mean(args.case_id, [c.id for c in cases])
+        raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
@@ -4206,20 +4052,13 @@ def _report_parser():
 
 
 def _report_command(args, stdout, stderr):
-    try:
-        with open(args.record, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise EvalsError(f"{args.record}: cannot read the run record: {exc}") from None
-    problem = record_problem(record)
-    if problem:
-        raise EvalsError(f"{args.record}: {problem}")
+    record = read_record(args.record)
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}
     if args.omit_outputs:
         record = dict(record, outputs_included=False,
-                      cases=[without_outputs(e, e.get("output")) for e in record["cases"]])
+                      cases=[without_outputs(e) for e in record["cases"]])
     _write_reports(args, record, previous, stdout)
     stdout.write(format_summary(record))
     return EXIT_OK
@@ -4274,7 +4113,7 @@ def _read_captures(path):
         if not (isinstance(row, dict) and "input" in row and "output" in row):
             bad += 1
             continue
-        key = hashlib.sha256(line.encode("utf-8")).hexdigest()
+        key = _sha256(line)
         if key not in seen:
             seen.add(key)
             captures.append((key, row))

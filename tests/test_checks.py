@@ -45,55 +45,112 @@ class CheckTestCase(unittest.TestCase):
         return problems
 
 
-# One valid check of every type; used to prove coverage and for the empty-output tests.
-VALID_EXAMPLES = {
-    "contains_any": {"type": "contains_any", "values": ["a"]},
-    "contains_all": {"type": "contains_all", "values": ["a", "b"]},
-    "not_contains": {"type": "not_contains", "values": ["forbidden"]},
-    "equals": {"type": "equals", "value": "yes"},
-    "starts_with": {"type": "starts_with", "value": "Yes"},
-    "ends_with": {"type": "ends_with", "value": "."},
-    "regex": {"type": "regex", "pattern": "x*"},
-    "phrase_count": {"type": "phrase_count", "phrase": "ai", "max": 3},
-    "max_words": {"type": "max_words", "n": 10},
-    "word_count": {"type": "word_count", "max": 10},
-    "char_count": {"type": "char_count", "max": 100},
-    "sentence_count": {"type": "sentence_count", "max": 5},
-    "paragraph_count": {"type": "paragraph_count", "max": 5},
-    "line_count": {"type": "line_count", "max": 5},
-    "bullet_count": {"type": "bullet_count", "max": 5},
-    "letter_case": {"type": "letter_case", "style": "lower"},
-    "uppercase_word_count": {"type": "uppercase_word_count", "max": 5},
-    "language": {"type": "language", "code": "en"},
-    "json_valid": {"type": "json_valid"},
-    "json_keys": {"type": "json_keys", "keys": ["a"]},
-    "json_schema": {"type": "json_schema", "schema": {"type": "object"}},
-    "judge": {"type": "judge", "rubric": "States that refunds over $100 need approval."},
+# Every check type with a valid check, an output it passes and one it fails. RegistryTest walks
+# the registry, so a check type added without an example here fails the suite.
+EXAMPLES = {
+    "contains_any": ({"type": "contains_any", "values": ["a"]}, "a cat", "the dog"),
+    "contains_all": ({"type": "contains_all", "values": ["a", "b"]}, "a b", "a c"),
+    "not_contains": ({"type": "not_contains", "values": ["forbidden"]}, "fine", "forbidden"),
+    "equals": ({"type": "equals", "value": "yes"}, " yes ", "yes!"),
+    "starts_with": ({"type": "starts_with", "value": "Yes"}, "Yes, sure", "No"),
+    "ends_with": ({"type": "ends_with", "value": "."}, "Done.", "Done"),
+    "regex": ({"type": "regex", "pattern": "x+"}, "axb", "abc"),
+    "phrase_count": ({"type": "phrase_count", "phrase": "ai", "max": 1}, "AI", "ai ai"),
+    "max_words": ({"type": "max_words", "n": 2}, "two words", "three words here"),
+    "word_count": ({"type": "word_count", "max": 2}, "two words", "three words here"),
+    "char_count": ({"type": "char_count", "max": 3}, "abc", "abcd"),
+    "sentence_count": ({"type": "sentence_count", "max": 1}, "One.", "One. Two."),
+    "paragraph_count": ({"type": "paragraph_count", "max": 1}, "a", "a\n\nb"),
+    "line_count": ({"type": "line_count", "max": 1}, "a", "a\nb"),
+    "bullet_count": ({"type": "bullet_count", "min": 1}, "- a", "a"),
+    "letter_case": ({"type": "letter_case", "style": "lower"}, "quiet", "Loud"),
+    "uppercase_word_count": ({"type": "uppercase_word_count", "max": 0}, "calm", "NOT calm"),
+    "language": ({"type": "language", "code": "en"}, "This is the answer and it is in English.",
+                 "Das ist die Antwort und sie ist nicht auf Englisch."),
+    "json_valid": ({"type": "json_valid"}, '{"a": 1}', "{a: 1}"),
+    "json_keys": ({"type": "json_keys", "keys": ["a"]}, '{"a": 1}', '{"b": 1}'),
+    "json_schema": ({"type": "json_schema", "schema": {"type": "object"}}, "{}", "[]"),
+    "judge": ({"type": "judge", "must_include": ["manager approval is needed"]},
+              "Manager approval is needed.", "No approval is needed."),
+    "python": ({"type": "python", "function": "tests.user_checks:mentions_order",
+                "order": "A-1"}, "Order A-1 shipped.", "Your order shipped."),
 }
+VALID_EXAMPLES = {name: example[0] for name, example in EXAMPLES.items()}
+
+
+def example_judge(prompt):
+    """Finds the required fact only in an answer that does not negate it (for EXAMPLES)."""
+    answer = json.loads(prompt[prompt.index("{\n"):])["answer"]
+    missing = [] if answer.startswith("Manager") else ["manager approval is needed"]
+    return json.dumps({"missing_requirements": missing, "forbidden_claims_found": [],
+                       "unsupported_claims": [], "reason": "", "confidence": "high"})
 
 
 class RegistryTest(CheckTestCase):
-    def test_every_check_type_has_a_valid_example(self):
-        self.assertEqual(set(VALID_EXAMPLES), set(evals.CHECKS))
-        for name, check in VALID_EXAMPLES.items():
+    def test_every_check_type_has_examples_that_pass_and_fail(self):
+        self.assertEqual(set(EXAMPLES), set(evals.CHECKS))
+        for name, (check, good, bad) in EXAMPLES.items():
             with self.subTest(name):
                 self.assertEqual(evals.validate_check(check), [])
+                case = evals.Case(id=name, input="question", checks=(check,))
+                self.assertEqual(evals.evaluate(case, good, example_judge)[0], "pass")
+                self.assertEqual(evals.evaluate(case, bad, example_judge)[0], "fail")
+                if name != "judge":  # a judge check cannot be negated
+                    negated = evals.Case(id=name, input="q", checks=(dict(check, negate=True),))
+                    self.assertEqual(evals.evaluate(negated, bad)[0], "pass")
 
-    def test_every_check_type_is_exercised_by_a_test_class(self):
-        # Each check type below has its own tests in this file; a new type must be added here.
-        tested = {
-            "contains_any", "contains_all", "not_contains", "equals", "starts_with", "ends_with",
-            "regex", "phrase_count", "max_words", "word_count", "char_count", "sentence_count",
-            "paragraph_count", "line_count", "bullet_count", "letter_case",
-            "uppercase_word_count", "language", "json_valid", "json_keys", "json_schema",
-            "judge",  # tests/test_judge.py
-        }
-        self.assertEqual(tested, set(evals.CHECKS))
+    def test_parameters_come_from_the_signature(self):
+        spec = evals.CHECKS["starts_with"]
+        self.assertEqual(list(spec.params), ["value", "ignore_case", "strip", "whole_word",
+                                             "paragraph"])
+        self.assertTrue(spec.params["value"].required)
+        self.assertEqual((spec.params["strip"].required, spec.params["strip"].default),
+                         (False, True))
+        self.assertIs(spec.params["paragraph"].kind, evals.Position)
+        self.assertTrue(evals.CHECKS["python"].open)
+        self.assertEqual([n for n, s in evals.CHECKS.items() if s.needs_judge], ["judge"])
 
     def test_check_table_lists_every_type(self):
         table = evals._check_table()
         for name in evals.CHECKS:
             self.assertIn(f"  {name} ", table)
+        self.assertIn("  python function [KEY=VALUE...]", table)
+
+    def test_readme_table_is_the_registry(self):
+        """The README's check table is generated from the registry: regenerate it with
+        `python -c "import tests.test_checks as t; print(t.readme_table())"`."""
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+        self.assertIn(readme_table(), readme)
+
+    def test_adding_a_check_is_one_function(self):
+        @evals.register
+        def check_shouts(output, min: evals.Count = 1):
+            """At least `min` exclamation marks."""
+            count = output.count("!")
+            return evals.CheckResult(count >= min, f"{count} exclamation marks")
+
+        self.addCleanup(evals.CHECKS.pop, "shouts")
+        self.assertEqual(evals.validate_check({"type": "shouts", "min": "2"}),
+                         ["shouts: parameter 'min' must be a non-negative integer"])
+        self.assertTrue(run({"type": "shouts"}, "Hi!").passed)
+        self.assertTrue(run({"type": "shouts", "min": 2, "negate": True}, "Hi!").passed)
+        self.assertIn("  shouts [min=1]\n      At least `min` exclamation marks.",
+                      evals._check_table())
+
+
+def readme_table():
+    """The README's check table, from the registry: type, parameters with defaults, summary."""
+    def shown(name, param):
+        if param.required or param.default is None:
+            return f"`{name}`"
+        return f"`{name}` ({json.dumps(param.default)})"
+
+    rows = ["| type | parameters (defaults) | passes when |", "| --- | --- | --- |"]
+    for name, spec in evals.CHECKS.items():
+        params = [shown(key, param) for key, param in spec.params.items()]
+        params += ["any other key, passed to it"] if spec.open else []
+        rows.append(f"| `{name}` | {', '.join(params)} | {spec.summary} |")
+    return "\n".join(rows) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1021,8 +1078,8 @@ class EmptyOutputTest(CheckTestCase):
     def test_empty_and_whitespace_fail_every_check(self):
         for output in ("", " ", "\n\t \r\n"):
             for name, check in VALID_EXAMPLES.items():
-                if name == "judge":
-                    continue  # scored by evaluate, empty output included: tests/test_judge.py
+                if name in ("judge", "python"):
+                    continue  # judge: tests/test_judge.py; python: UserCheckTest
                 for negate in (False, True):
                     with self.subTest(output=output, check=name, negate=negate):
                         result = run({**check, "negate": negate}, output)

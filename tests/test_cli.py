@@ -400,7 +400,7 @@ class CliTest(unittest.TestCase):
         for options, words in ((("--accept", "--no-save"), "--accept updates the baseline"),
                                (("--accept", "--out", self.path("x.json")), "--accept updates"),
                                (("--record", self.path("r.jsonl"), "--omit-outputs"),
-                                "--omit-outputs forbids")):
+                                "--record and --omit-outputs contradict each other")):
             code, _, err = self.run_cli(*options)
             self.assertEqual(code, 2, options)
             self.assertIn(words, err)

@@ -234,7 +234,7 @@ class EvaluateTest(unittest.TestCase):
     def test_judge_that_raises_or_returns_no_text_is_an_error(self):
         self.assertError(LookupError("no recorded judge reply"), "the judge call failed: "
                                                                  "LookupError: no recorded")
-        self.assertError(None, "TypeError: the judge returned NoneType")
+        self.assertError(None, "the judge returned NoneType, expected str")
 
     def test_deterministic_failure_skips_the_judge(self):
         judge = ScriptedJudge(CLEAN)
@@ -647,7 +647,7 @@ class SkippedIsNotFailedTest(unittest.TestCase):
         run = evals.RunResult(results, "2025-01-01T00:00:00+00:00",
                               "2025-01-01T00:00:01+00:00", "test")
         baseline = evals.Baseline({})
-        self.record = evals.make_record(run, baseline, evals.diff_runs(baseline, results), cases)
+        self.record = evals.make_record(run, baseline, cases)
         self.results = results
 
     def test_everywhere(self):
@@ -655,8 +655,8 @@ class SkippedIsNotFailedTest(unittest.TestCase):
         self.assertEqual(self.results[0].reasons, [])
         self.assertEqual(self.results[1].reasons, ["max_words: 10 words, expected at most 2"])
         entries = {e["id"]: e for e in self.record["cases"]}
-        self.assertEqual(evals._entry_reasons(entries["judge-only"]), [])
-        self.assertEqual(evals._reasons(entries["gated"]),
+        self.assertEqual(evals.case_reasons("pass", None, entries["judge-only"]["checks"]), [])
+        self.assertEqual(evals.case_reasons("fail", None, entries["gated"]["checks"]),
                          ["max_words: 10 words, expected at most 2"])
         summary = evals.format_summary(self.record)
         self.assertNotIn("judge:", summary)

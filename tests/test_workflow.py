@@ -698,7 +698,9 @@ class RepeatTest(unittest.TestCase):
         result = self.run_one("ok", "no", "ok")
         self.assertEqual((result.status, result.flaky), ("pass", True))
         self.assertEqual([a["status"] for a in result.attempts], ["pass", "fail", "pass"])
-        self.assertEqual(result.attempts[1]["reasons"], ["contains_all: missing: 'ok'"])
+        failed = result.attempts[1]
+        self.assertEqual(evals.case_reasons(failed["status"], failed["error"], failed["checks"]),
+                         ["contains_all: missing: 'ok'"])
 
     def test_one_of_three_fails(self):
         result = self.run_one("no", "no", "ok")
@@ -734,8 +736,7 @@ class RepeatTest(unittest.TestCase):
         run = evals.RunResult(results, "2024-01-01T00:00:00+00:00",
                               "2024-01-01T00:00:01+00:00", "test")
         baseline = evals.Baseline({})
-        record = evals.make_record(run, baseline, evals.diff_runs(baseline, results), [OK_CASE],
-                                   options=options)
+        record = evals.make_record(run, baseline, [OK_CASE], options=options)
         self.assertEqual(record["summary"]["flaky"], ["k"])
         self.assertEqual(record["options"]["min_pass"], 2)
         self.assertIn("flaky (repeats disagreed): k", evals.format_summary(record))
@@ -746,16 +747,11 @@ class ReviewRegressionTest(unittest.TestCase):
 
     def test_review_then_pass_is_fixed_and_reported(self):
         for before_status in ("fail", "review"):
-            baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass",
-                                             "status": before_status}})
-            diff = evals.diff_runs(baseline, [evals.CaseResult("k", "pass")])
-            self.assertEqual((diff.fixed, diff.passing), (["k"], []), before_status)
-        baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass", "status": "pass"}})
-        self.assertEqual(evals.diff_runs(baseline, [evals.CaseResult("k", "pass")]).passing,
-                         ["k"])
-        baseline = evals.Baseline({"k": {"id": "k", "baseline": "pass", "status": "pass"}})
-        self.assertEqual(evals.diff_runs(baseline, [evals.CaseResult("k", "review")]).regressed,
-                         ["k"])
+            before = {"id": "k", "baseline": "pass", "status": before_status}
+            self.assertEqual(evals.decide("pass", before), ("fixed", "pass"), before_status)
+        before = {"id": "k", "baseline": "pass", "status": "pass"}
+        self.assertEqual(evals.decide("pass", before), ("passing", "pass"))
+        self.assertEqual(evals.decide("review", before), ("regressed", "pass"))
 
 
 class BudgetTest(unittest.TestCase):
@@ -866,12 +862,16 @@ class CostTest(unittest.TestCase):
                    for n in range(10, 0, -1)]
         results.append(evals.CaseResult("e", "error", latency_s=100.0))
         results.append(evals.CaseResult("f", "fail", latency_s=None))
-        self.assertEqual(evals.latency_percentiles(results),
+        self.assertEqual(evals.latency_percentiles(r.latency_s for r in results[:-2]),
                          {"p50": 5.0, "p90": 9.0, "p99": 10.0, "max": 10.0})
-        four = [evals.CaseResult("c", "fail", latency_s=v) for v in (0.4, 0.1, 0.3, 0.2)]
-        self.assertEqual(evals.latency_percentiles(four),
+        self.assertEqual(evals.latency_percentiles([0.4, 0.1, None, 0.3, 0.2]),
                          {"p50": 0.2, "p90": 0.4, "p99": 0.4, "max": 0.4})
-        self.assertEqual(evals.latency_percentiles([evals.CaseResult("e", "error")]), {})
+        self.assertEqual(evals.latency_percentiles([None]), {})
+        # The summary leaves out errored calls and replayed answers.
+        entries = [{"id": r.id, "status": r.status, "latency_s": r.latency_s, "change": "new"}
+                   for r in results] + [{"id": "r", "status": "pass", "latency_s": 50.0,
+                                         "model": "replay", "change": "new"}]
+        self.assertEqual(evals.summarize(entries)["latency_s"]["max"], 10.0)
 
 
 class PricesFileTest(Workspace):

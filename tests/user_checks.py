@@ -1,0 +1,23 @@
+"""Checks written the way a user writes their own (`{"type": "python", ...}`), for the tests."""
+
+
+def mentions_order(output, order):
+    """Passes when the order number is in the output, with a reason either way."""
+    if order in output:
+        return True, f"mentions order {order}"
+    return False, f"does not mention order {order}"
+
+
+def is_short(output, limit=10):
+    return len(output) <= limit
+
+
+def broken(output):
+    raise ValueError("the check itself is broken")
+
+
+def not_a_verdict(output):
+    return "yes"
+
+
+NOT_CALLABLE = 42
