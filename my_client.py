@@ -175,6 +175,7 @@ __all__ = [
 ]
 
 PROVIDERS = ("openai", "anthropic", "gemini", "ollama")
+_REPLAY_NAMES = ("", "replay")  # provider unset, empty or "replay": replay recordings offline
 
 DEFAULT_MODELS = {
     "openai": "gpt-4o-mini",
@@ -396,13 +397,17 @@ _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class _Network(Exception):
-    """One attempt failed below HTTP (timeout, reset, refused...)."""
+class _Failed(Exception):
+    """An attempt failed (network, HTTP status, unusable 2xx body); ``what`` may hold the key:
+    :func:`_post_json` scrubs it where, in one place, a failure becomes a ProviderError."""
 
-    def __init__(self, what: str, retryable: bool) -> None:
+    def __init__(self, what: str, retryable: bool = False, status: Optional[int] = None,
+                 retry_after: Optional[float] = None) -> None:
         super().__init__(what)
         self.what = what
         self.retryable = retryable
+        self.status = status  # HTTP status; None below HTTP and for a rejected 2xx answer
+        self.retry_after = retry_after  # seconds the server asked to wait, if it did
 
 
 # Each thread keeps its connections open between calls (HTTP keep-alive): a suite of hundreds
@@ -490,7 +495,7 @@ def _uses_proxy(scheme: str, host: str) -> bool:
 
 
 def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Tuple[int, Mapping[str, str], bytes]:
-    """POST once; return (status, headers, body) for any HTTP status, raise _Network otherwise.
+    """POST once; return (status, headers, body) for any HTTP status, raise _Failed otherwise.
 
     Direct connections are kept alive per thread (http.client); through an HTTP(S) proxy from
     the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
@@ -518,19 +523,19 @@ def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -
         raise _classify_network_error(exc, timeout) from None
 
 
-def _classify_network_error(reason: Any, timeout: float) -> _Network:
+def _classify_network_error(reason: Any, timeout: float) -> _Failed:
     if isinstance(reason, (socket.timeout, TimeoutError)):
-        return _Network("no response within %gs (EVALS_TIMEOUT)" % timeout, True)
+        return _Failed("no response within %gs (EVALS_TIMEOUT)" % timeout, True)
     if isinstance(reason, ConnectionRefusedError):
-        return _Network("connection refused (is the server running at EVALS_BASE_URL?)", False)
+        return _Failed("connection refused (is the server running at EVALS_BASE_URL?)", False)
     if isinstance(reason, socket.gaierror):
-        return _Network("cannot resolve host (%s)" % reason, False)
+        return _Failed("cannot resolve host (%s)" % reason, False)
     if isinstance(reason, http.client.RemoteDisconnected):
-        return _Network("server closed the connection without answering", True)
+        return _Failed("server closed the connection without answering", True)
     if isinstance(reason, (ConnectionError, http.client.HTTPException)):
-        return _Network("connection reset (%s)" % type(reason).__name__, True)
+        return _Failed("connection reset (%s)" % type(reason).__name__, True)
     # TLS failures (certificate, handshake) and the rest: not retried.
-    return _Network("network error (%s: %s)" % (type(reason).__name__, _truncate(str(reason), 200)), False)
+    return _Failed("network error (%s: %s)" % (type(reason).__name__, _truncate(str(reason), 200)), False)
 
 
 def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
@@ -622,21 +627,61 @@ def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
     return ("non-JSON body: %s" % _truncate(snippet) if snippet else "empty body"), False
 
 
-def _post_json(
-    provider: str,
-    url: str,
-    headers: Dict[str, str],
-    payload: Dict[str, Any],
-    settings: Settings,
-    secret: Optional[str],
-    sleep_fn: Callable[[float], Any],
-    rand_fn: Callable[[], float],
-) -> Tuple[Any, int]:
-    """POST ``payload`` as JSON with the retry policy; return (parsed JSON, attempts).
+def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Any:
+    """POST once and return the decoded JSON of a 2xx answer; raise _Failed otherwise."""
+    status, resp_headers, body = _send_once(url, headers, data, timeout)
+    ok = 200 <= status < 300
+    try:
+        parsed = json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        parsed = None
+        if ok:
+            text = _truncate(body.decode("utf-8", "replace"))
+            raise _Failed("HTTP %d with a non-JSON body: %s" % (status, text), status=status) from None
+    if ok:
+        if parsed is None:
+            raise _Failed("HTTP %d with an empty body" % status, status=status)
+        return parsed
+    detail, no_quota = _error_message(status, parsed, body)
+    retryable = status in RETRY_STATUSES and not no_quota
+    wait = _retry_after(resp_headers, parsed) if retryable else None
+    raise _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
+
+
+def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: float,
+                rand_fn: Callable[[], float]) -> Tuple[Optional[float], str]:
+    """(seconds to sleep before the next attempt, "") or, when the policy says stop, (None, why).
+
+    ``remaining`` is what is left of EVALS_MAX_RETRY_WAIT.  A Retry-After longer than that fails
+    at once: waiting less than the server asked would only earn another 429.
+    """
+    if not failure.retryable:
+        return None, ""
+    if attempt >= settings.max_attempts:
+        return None, "; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (attempt, "s" if attempt > 1 else "")
+    if failure.retry_after is not None:
+        if failure.retry_after > remaining:
+            return None, ("; server asked to retry after %gs, more than the %gs left of the retry budget "
+                          "(EVALS_MAX_RETRY_WAIT)" % (failure.retry_after, max(remaining, 0.0)))
+        return failure.retry_after, ""
+    if remaining <= 0:
+        return None, ("; retry budget of %gs used up after %d attempts (EVALS_MAX_RETRY_WAIT)"
+                      % (settings.max_retry_wait, attempt))
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * (2 ** (attempt - 1)))  # full jitter below it
+    return min(remaining, rand_fn() * ceiling), ""
+
+
+def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], settings: Settings,
+               secret: Optional[str], parse: Callable[[Any], "Parsed"], sleep_fn: Callable[[float], Any],
+               rand_fn: Callable[[], float]) -> Tuple["Parsed", int]:
+    """POST ``payload`` as JSON with the retry policy; return (parse(answer JSON), attempts).
+
+    A 2xx answer is never retried: one that is not JSON, is empty or that ``parse`` rejects
+    fails at once.
 
     Raises:
-        ProviderError: on any non-2xx status after retries, network failure,
-            or a 2xx body that is not JSON.  The message never contains ``secret``.
+        ProviderError: the only place a failed call raises it, so every message is scrubbed of
+            ``secret`` and carries the last HTTP status and the attempts made.
     """
     data = json.dumps(payload).encode("utf-8")
     headers = dict(headers, **{"Content-Type": "application/json", "Accept": "application/json"})
@@ -644,71 +689,13 @@ def _post_json(
     attempt = 0
     while True:
         attempt += 1
-        retry_after = None  # type: Optional[float]
-        status = None  # type: Optional[int]
         try:
-            status, resp_headers, body = _send_once(url, headers, data, settings.timeout)
-        except _Network as exc:
-            problem, retryable = exc.what, exc.retryable
-        else:
-            try:
-                parsed = json.loads(body.decode("utf-8")) if body else None
-            except (UnicodeDecodeError, ValueError):
-                parsed = None
-                if 200 <= status < 300:
-                    raise ProviderError(
-                        provider,
-                        _scrub("HTTP %d with a non-JSON body: %s" % (status, _truncate(body.decode("utf-8", "replace"))), secret),
-                        status=status,
-                        attempts=attempt,
-                    ) from None
-            if 200 <= status < 300:
-                if parsed is None:
-                    raise ProviderError(provider, "HTTP %d with an empty body" % status, status=status, attempts=attempt)
-                return parsed, attempt
-            detail, no_quota = _error_message(status, parsed, body)
-            problem = "HTTP %d %s" % (status, detail)
-            retryable = status in RETRY_STATUSES and not no_quota
-            if retryable:
-                retry_after = _retry_after(resp_headers, parsed)
-
-        if not retryable:
-            raise ProviderError(provider, _scrub(problem, secret), status=status, attempts=attempt)
-        if attempt >= settings.max_attempts:
-            raise ProviderError(
-                provider,
-                _scrub("%s; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (problem, attempt, "s" if attempt > 1 else ""), secret),
-                status=status,
-                attempts=attempt,
-            )
-        remaining = settings.max_retry_wait - waited
-        if retry_after is not None:
-            if retry_after > remaining:
-                raise ProviderError(
-                    provider,
-                    _scrub(
-                        "%s; server asked to retry after %gs, more than the %gs left of the retry budget "
-                        "(EVALS_MAX_RETRY_WAIT)" % (problem, retry_after, max(remaining, 0.0)),
-                        secret,
-                    ),
-                    status=status,
-                    attempts=attempt,
-                )
-            delay = retry_after
-        else:
-            if remaining <= 0:
-                raise ProviderError(
-                    provider,
-                    _scrub(
-                        "%s; retry budget of %gs used up after %d attempts (EVALS_MAX_RETRY_WAIT)"
-                        % (problem, settings.max_retry_wait, attempt),
-                        secret,
-                    ),
-                    status=status,
-                    attempts=attempt,
-                )
-            ceiling = min(BACKOFF_CAP, BACKOFF_BASE * (2 ** (attempt - 1)))
-            delay = min(remaining, rand_fn() * ceiling)
+            return parse(_attempt(url, headers, data, settings.timeout)), attempt
+        except _Failed as failure:
+            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited, rand_fn)
+            if delay is None:
+                raise ProviderError(settings.provider, _scrub(failure.what + why, secret),
+                                    status=failure.status, attempts=attempt) from None
         if delay > 0:
             sleep_fn(delay)
         waited += delay
@@ -727,6 +714,44 @@ def _usage(input_tokens: Any, output_tokens: Any) -> Optional[Dict[str, Optional
 
     usage = {"input_tokens": as_int(input_tokens), "output_tokens": as_int(output_tokens)}
     return None if usage["input_tokens"] is None and usage["output_tokens"] is None else usage
+
+
+# Stop reasons that mean "not a complete answer", per provider; "%s" becomes the provider's
+# own words for it ("finish_reason 'length'"), so the error says what the provider said.
+_TRUNCATED = "answer truncated at max_tokens (%s); raise EVALS_MAX_TOKENS"
+_OPENAI_STOPS = {"length": _TRUNCATED, "content_filter": "answer blocked by the content filter (%s)"}
+_ANTHROPIC_STOPS = {"refusal": "model refused to answer (%s)", "max_tokens": _TRUNCATED,
+                    "model_context_window_exceeded": _TRUNCATED}
+_GEMINI_STOPS = dict(
+    {reason: "answer blocked (%s)" for reason in
+     ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE")},
+    MAX_TOKENS=_TRUNCATED,
+)
+
+
+def _answer(field: str, stops: Mapping[str, str], finish: Any, text_of: Callable[[], Any],
+            refusal: Any = None, no_text: str = "response has no text content (%s)") -> str:
+    """The answer's text, checked the same way for every provider: _Failed for a refusal, a
+    stop reason in ``stops`` or no text, so an error is never returned as model output.  The
+    text is read (``text_of()``) only after the stop reason: a blocked answer may hold anything.
+    """
+    where = "%s %r" % (field, finish)
+    if refusal:
+        problem = "model refused: %s" % _truncate(str(refusal))
+    elif isinstance(finish, str) and finish in stops:
+        problem = stops[finish] % where
+    else:
+        text = text_of()
+        if isinstance(text, str) and text:
+            return text
+        problem = no_text % where
+    raise _Failed(problem)
+
+
+def _json_object(data: Any) -> Dict[str, Any]:
+    if not isinstance(data, dict):
+        raise _Failed("response is not a JSON object")
+    return data
 
 
 def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple[str, Dict[str, str], Dict[str, Any]]:
@@ -755,7 +780,7 @@ def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple
     return settings.base_url + "/chat/completions", headers, body
 
 
-def openai_parse(provider: str, data: Any) -> Parsed:
+def openai_parse(data: Any) -> Parsed:
     """Extract (text, usage, model, finish_reason) from a chat completion object.
 
     Response: ``{"model", "choices": [{"message": {"content", "refusal"},
@@ -763,28 +788,24 @@ def openai_parse(provider: str, data: Any) -> Parsed:
     https://platform.openai.com/docs/api-reference/chat/object .
 
     Raises:
-        ProviderError: no choices, a refusal, finish_reason ``length`` or
+        _Failed: no choices, a refusal, finish_reason ``length`` or
             ``content_filter``, or no text content.
     """
     choices = data.get("choices") if isinstance(data, dict) else None
     if not choices or not isinstance(choices[0], dict):
-        raise ProviderError(provider, "response has no choices (empty 'choices' list)")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    finish = choice.get("finish_reason")
-    if message.get("refusal"):
-        raise ProviderError(provider, "model refused: %s" % _truncate(str(message["refusal"])))
-    if finish == "length":
-        raise ProviderError(provider, "answer truncated at max_tokens (finish_reason 'length'); raise EVALS_MAX_TOKENS")
-    if finish == "content_filter":
-        raise ProviderError(provider, "answer blocked by the content filter (finish_reason 'content_filter')")
-    content = message.get("content")
-    if isinstance(content, list):  # some compatible servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    if not isinstance(content, str) or not content:
-        raise ProviderError(provider, "response has no text content (finish_reason %r)" % (finish,))
+        raise _Failed("response has no choices (empty 'choices' list)")
+    message = choices[0].get("message") or {}
+    finish = choices[0].get("finish_reason")
+
+    def content() -> Any:
+        parts = message.get("content")
+        if isinstance(parts, list):  # some compatible servers return content parts
+            return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+        return parts
+
+    text = _answer("finish_reason", _OPENAI_STOPS, finish, content, refusal=message.get("refusal"))
     usage = data.get("usage") or {}
-    return content, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")), data.get("model"), finish
+    return text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")), data.get("model"), finish
 
 
 def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple[str, Dict[str, str], Dict[str, Any]]:
@@ -810,7 +831,7 @@ def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Tu
     return settings.base_url + "/messages", headers, body
 
 
-def anthropic_parse(provider: str, data: Any) -> Parsed:
+def anthropic_parse(data: Any) -> Parsed:
     """Extract (text, usage, model, stop_reason) from a Messages response.
 
     Response: ``{"model", "content": [{"type": "text", "text"}], "stop_reason",
@@ -819,20 +840,15 @@ def anthropic_parse(provider: str, data: Any) -> Parsed:
     ``refusal``; see https://docs.anthropic.com/en/api/messages .
 
     Raises:
-        ProviderError: stop_reason ``refusal``, ``max_tokens`` or
+        _Failed: not a JSON object, stop_reason ``refusal``, ``max_tokens`` or
             ``model_context_window_exceeded``, or no text blocks.
     """
-    if not isinstance(data, dict):
-        raise ProviderError(provider, "response is not a JSON object")
+    data = _json_object(data)
     stop = data.get("stop_reason")
-    if stop == "refusal":
-        raise ProviderError(provider, "model refused to answer (stop_reason 'refusal')")
-    if stop in ("max_tokens", "model_context_window_exceeded"):
-        raise ProviderError(provider, "answer truncated at max_tokens (stop_reason %r); raise EVALS_MAX_TOKENS" % stop)
     blocks = data.get("content") or []
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    if not text:
-        raise ProviderError(provider, "response has no text content (empty 'content', stop_reason %r)" % (stop,))
+    text = _answer("stop_reason", _ANTHROPIC_STOPS, stop,
+                   lambda: "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"),
+                   no_text="response has no text content (empty 'content', %s)")
     usage = data.get("usage") or {}
     return text, _usage(usage.get("input_tokens"), usage.get("output_tokens")), data.get("model"), stop
 
@@ -862,12 +878,7 @@ def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple
     return url, {"x-goog-api-key": key or ""}, body
 
 
-_GEMINI_BLOCKED = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE"}
-)
-
-
-def gemini_parse(provider: str, data: Any) -> Parsed:
+def gemini_parse(data: Any) -> Parsed:
     """Extract (text, usage, model, finishReason) from a GenerateContentResponse.
 
     Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"}]},
@@ -878,28 +889,24 @@ def gemini_parse(provider: str, data: Any) -> Parsed:
     tokens (both are billed as output).
 
     Raises:
-        ProviderError: prompt blocked (promptFeedback.blockReason), no
-            candidates, finishReason SAFETY/RECITATION/... (blocked) or
+        _Failed: not a JSON object, prompt blocked (promptFeedback.blockReason),
+            no candidates, finishReason SAFETY/RECITATION/... (blocked) or
             MAX_TOKENS (truncated), or no text parts.
     """
-    if not isinstance(data, dict):
-        raise ProviderError(provider, "response is not a JSON object")
-    feedback = data.get("promptFeedback") or {}
+    data = _json_object(data)
     candidates = data.get("candidates") or []
     if not candidates:
-        if feedback.get("blockReason"):
-            raise ProviderError(provider, "prompt blocked (promptFeedback.blockReason %r)" % feedback["blockReason"])
-        raise ProviderError(provider, "response has no candidates (empty 'candidates')")
+        blocked = (data.get("promptFeedback") or {}).get("blockReason")
+        raise _Failed("prompt blocked (promptFeedback.blockReason %r)" % blocked if blocked
+                      else "response has no candidates (empty 'candidates')")
     candidate = candidates[0]
     finish = candidate.get("finishReason")
-    if finish in _GEMINI_BLOCKED:
-        raise ProviderError(provider, "answer blocked (finishReason %r)" % finish)
-    if finish == "MAX_TOKENS":
-        raise ProviderError(provider, "answer truncated at max_tokens (finishReason 'MAX_TOKENS'); raise EVALS_MAX_TOKENS")
-    parts = (candidate.get("content") or {}).get("parts") or []
-    text = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
-    if not text:
-        raise ProviderError(provider, "response has no text content (finishReason %r)" % (finish,))
+
+    def content() -> str:
+        parts = (candidate.get("content") or {}).get("parts") or []
+        return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
+
+    text = _answer("finishReason", _GEMINI_STOPS, finish, content)
     meta = data.get("usageMetadata") or {}
     output = meta.get("candidatesTokenCount")
     if isinstance(output, int) and isinstance(meta.get("thoughtsTokenCount"), int):
@@ -949,20 +956,10 @@ class Client:
         key = _read_key(s)
         build, parse = _ADAPTERS[s.provider]
         url, headers, body = build(s, prompt, key)
-        data, attempts = _post_json(
-            s.provider,
-            url,
-            headers,
-            body,
-            s,
-            key,
-            self._sleep or (lambda seconds: sleep(seconds)),
-            self._rand or (lambda: rand()),
-        )
-        try:
-            text, usage, model, finish = parse(s.provider, data)
-        except ProviderError as exc:
-            raise ProviderError(s.provider, _scrub(exc.detail, key), attempts=attempts) from None
+        # The module's sleep / rand are looked up per call, so tests can patch them.
+        sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
+        rand_fn = self._rand or (lambda: rand())
+        (text, usage, model, finish), attempts = _post_json(url, headers, body, s, key, parse, sleep_fn, rand_fn)
         return Reply(text, usage=usage, model=model or s.model, finish_reason=finish, attempts=attempts)
 
 
@@ -1002,10 +999,6 @@ def _current_case() -> Any:
     return None
 
 
-_notice_lock = threading.Lock()
-
-
-
 def _jsonl_rows(path: str, missing: str) -> Any:
     """Yield ("FILE:LINE", decoded value) for each non-blank line of a JSON Lines file.
 
@@ -1027,7 +1020,47 @@ def _jsonl_rows(path: str, missing: str) -> Any:
                 raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
 
 
-class ReplayClient:
+_notice_lock = threading.Lock()  # notices of the app's and the judge's replays, a line at a time
+
+
+class _Replay:
+    """Answers recorded in a JSON Lines file, indexed once by the subclass's ``_index_rows``:
+    lazily, under a lock, so calls from many threads share one load.  The first call says on
+    stderr that answers are replayed (once, even when the file is missing), so an offline run
+    is never mistaken for a live one."""
+
+    def __init__(self, path: str, reason: str, replaying: str, missing: str) -> None:
+        """``replaying`` says what is replayed, instead of what, for the notice; ``missing`` is
+        the FileNotFoundError message, saying how to get the file.  Both format ``%(path)s``."""
+        self.path = path
+        self.reason = reason
+        self._replaying = replaying % {"path": path}
+        self._missing = missing % {"path": path}
+        self._lock = threading.Lock()
+        self._index = None  # type: Any
+        self._noticed = False
+        self.load_count = 0
+
+    def __repr__(self) -> str:
+        return "%s(path=%r)" % (type(self).__name__, self.path)
+
+    def _load(self) -> Any:
+        with self._lock:
+            if not self._noticed:
+                self._noticed = True
+                with _notice_lock:
+                    print("my_client: %s; replaying %s" % (self.reason, self._replaying), file=sys.stderr, flush=True)
+            if self._index is None:
+                self._index = self._index_rows(_jsonl_rows(self.path, self._missing))
+                self.load_count += 1
+            return self._index
+
+
+def _replayed(text: str, record: Dict[str, Any]) -> Reply:
+    return Reply(text, usage=None, model=str(record.get("model") or "replay"), attempts=0)
+
+
+class ReplayClient(_Replay):
     """Offline client returning recorded outputs from a JSONL file.
 
     Each line: ``{"id": "<case id>", "input": "<prompt>", "output": "<text>"}``
@@ -1038,56 +1071,33 @@ class ReplayClient:
     """
 
     def __init__(self, path: str, reason: str = "no provider configured (EVALS_PROVIDER unset)") -> None:
-        self.path = path
-        self.reason = reason
-        self._lock = threading.Lock()
-        self._by_id = None  # type: Optional[Dict[str, Dict[str, Any]]]
-        self._by_input: Dict[str, List[Dict[str, Any]]] = {}
-        self._noticed = False
-        self.load_count = 0
+        super().__init__(path, reason, "recorded outputs from %(path)s, no model is called",
+                         "recordings file %(path)s not found (record one with: python evals.py "
+                         "--record %(path)s, or set EVALS_PROVIDER to call a model)")
 
-    def __repr__(self) -> str:
-        return "ReplayClient(path=%r)" % self.path
+    def _index_rows(self, rows: Any) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, List[Dict[str, Any]]]]:
+        """(records by case id, records by input); a record with no id is found by input only."""
+        by_id = {}  # type: Dict[str, Dict[str, Any]]
+        anonymous = []  # type: List[Dict[str, Any]]
+        for where, record in rows:
+            if not isinstance(record, dict):
+                raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
+            if not isinstance(record.get("output"), str):
+                raise ValueError("%s: missing string field 'output'" % where)
+            if record.get("id") is None and not isinstance(record.get("input"), str):
+                raise ValueError("%s: needs an 'id' or an 'input' field" % where)
+            if record.get("id") is None:
+                anonymous.append(record)
+            else:
+                by_id[str(record["id"])] = record
+        by_input = {}  # type: Dict[str, List[Dict[str, Any]]]
+        for record in list(by_id.values()) + anonymous:
+            if isinstance(record.get("input"), str):
+                by_input.setdefault(record["input"], []).append(record)
+        return by_id, by_input
 
-    def _load(self) -> Dict[str, Dict[str, Any]]:
-        with self._lock:
-            if not self._noticed:
-                self._noticed = True
-                with _notice_lock:
-                    print(
-                        "my_client: %s; replaying recorded outputs from %s, no model is called"
-                        % (self.reason, self.path),
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            if self._by_id is not None:
-                return self._by_id
-            by_id: Dict[str, Dict[str, Any]] = {}
-            anonymous: List[Dict[str, Any]] = []
-            missing = ("recordings file %s not found (record one with: python evals.py --record %s, "
-                       "or set EVALS_PROVIDER to call a model)" % (self.path, self.path))
-            for where, record in _jsonl_rows(self.path, missing):
-                if not isinstance(record, dict):
-                    raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
-                if not isinstance(record.get("output"), str):
-                    raise ValueError("%s: missing string field 'output'" % where)
-                if record.get("id") is None and not isinstance(record.get("input"), str):
-                    raise ValueError("%s: needs an 'id' or an 'input' field" % where)
-                if record.get("id") is None:
-                    anonymous.append(record)
-                else:
-                    by_id[str(record["id"])] = record
-            by_input: Dict[str, List[Dict[str, Any]]] = {}
-            for record in list(by_id.values()) + anonymous:
-                if isinstance(record.get("input"), str):
-                    by_input.setdefault(record["input"], []).append(record)
-            self._by_input = by_input
-            self._by_id = by_id
-            self.load_count += 1
-            return by_id
-
-    def _by_prompt(self, prompt: str) -> Optional[Dict[str, Any]]:
-        matches = self._by_input.get(prompt) or []
+    def _by_prompt(self, by_input: Dict[str, List[Dict[str, Any]]], prompt: str) -> Optional[Dict[str, Any]]:
+        matches = by_input.get(prompt) or []
         outputs = {m["output"] for m in matches}
         if len(outputs) > 1:
             ids = ", ".join(repr(str(m.get("id"))) for m in matches)
@@ -1105,19 +1115,19 @@ class ReplayClient:
             ValueError: malformed recordings file (message names file:line).
             FileNotFoundError: the recordings file does not exist.
         """
-        by_id = self._load()
+        by_id, by_input = self._load()
         case = _current_case()
         case_id = getattr(case, "id", None) if case is not None else None
         record = by_id.get(str(case_id)) if case_id is not None else None
         if record is None:
-            record = self._by_prompt(prompt)
+            record = self._by_prompt(by_input, prompt)
         if record is None:
             what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _truncate(prompt, 80)
             raise LookupError(
                 "no recorded output for %s in %s (record one with: python evals.py --record %s)"
                 % (what, self.path, self.path)
             )
-        return Reply(record["output"], usage=None, model=str(record.get("model") or "replay"), attempts=0)
+        return _replayed(record["output"], record)
 
 
 # --------------------------------------------------------------------------
@@ -1174,7 +1184,7 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
     recordings = overrides.pop("recordings", None)
     from_env = provider is None
     name = (env.get("EVALS_PROVIDER", "") if from_env else provider).strip().lower()
-    if name in ("", "replay"):
+    if name in _REPLAY_NAMES:
         path = recordings or env.get("EVALS_RECORDINGS") or DEFAULT_RECORDINGS
         reason = "no provider configured (EVALS_PROVIDER unset)" if name == "" else "EVALS_PROVIDER=replay"
         return ReplayClient(path, reason=reason)
@@ -1270,7 +1280,7 @@ def _append_line(path: str, row: Dict[str, Any]) -> None:
         os.close(handle)
 
 
-class JudgeReplay:
+class JudgeReplay(_Replay):
     """Offline judge: recorded replies from a JSONL file, keyed by the prompt's sha256.
 
     Each line: ``{"key": prompt_key(prompt), "reply": "<the judge's text>"}``;
@@ -1280,36 +1290,18 @@ class JudgeReplay:
     """
 
     def __init__(self, path: str, reason: str = "no judge provider configured") -> None:
-        self.path = path
-        self.reason = reason
-        self._lock = threading.Lock()
-        self._replies = None  # type: Optional[Dict[str, Dict[str, Any]]]
+        super().__init__(path, reason, "recorded judge replies from %(path)s, no judge model is called",
+                         "judge recordings file %(path)s not found (set EVALS_JUDGE_PROVIDER to call "
+                         "a judge model; EVALS_JUDGE_RECORD=%(path)s records its replies)")
 
-    def __repr__(self) -> str:
-        return "JudgeReplay(path=%r)" % self.path
-
-    def _load(self) -> Dict[str, Dict[str, Any]]:
-        with self._lock:
-            if self._replies is not None:
-                return self._replies
-            with _notice_lock:
-                print(
-                    "my_client: %s; replaying recorded judge replies from %s, no judge model is called"
-                    % (self.reason, self.path),
-                    file=sys.stderr,
-                    flush=True,
-                )
-            replies = {}  # type: Dict[str, Dict[str, Any]]
-            missing = ("judge recordings file %s not found (set EVALS_JUDGE_PROVIDER to call a "
-                       "judge model; EVALS_JUDGE_RECORD=%s records its replies)"
-                       % (self.path, self.path))
-            for where, record in _jsonl_rows(self.path, missing):
-                if not (isinstance(record, dict) and isinstance(record.get("key"), str)
-                        and isinstance(record.get("reply"), str)):
-                    raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
-                replies[record["key"]] = record
-            self._replies = replies
-            return replies
+    def _index_rows(self, rows: Any) -> Dict[str, Dict[str, Any]]:
+        replies = {}  # type: Dict[str, Dict[str, Any]]
+        for where, record in rows:
+            if not (isinstance(record, dict) and isinstance(record.get("key"), str)
+                    and isinstance(record.get("reply"), str)):
+                raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
+            replies[record["key"]] = record
+        return replies
 
     def __call__(self, prompt: str) -> Reply:
         """The recorded reply to ``prompt``; LookupError when there is none."""
@@ -1319,7 +1311,7 @@ class JudgeReplay:
                 "no recorded judge reply for this prompt (key %s) in %s; set EVALS_JUDGE_PROVIDER "
                 "to ask a judge model" % (prompt_key(prompt)[:16], self.path)
             )
-        return Reply(record["reply"], usage=None, model=str(record.get("model") or "replay"), attempts=0)
+        return _replayed(record["reply"], record)
 
 
 def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tuple[str, Optional[str], Optional[str]]:
@@ -1348,7 +1340,7 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     env = overrides.pop("env", None)
     env = os.environ if env is None else env
     name, model, base_url = _judge_config(env, provider)
-    if name in ("", "replay"):
+    if name in _REPLAY_NAMES:
         path = overrides.get("recordings") or env.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS
         reason = ("no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER unset)"
                   if name == "" else "judge provider replay")
@@ -1377,7 +1369,7 @@ def _judge_model() -> str:
     """What the judge is ("openai:gpt-4o-mini", "replay"): part of evals' judge cache key, so
     changing the judge model never reuses another model's cached verdicts."""
     provider, model, _ = _judge_config(os.environ)
-    if provider in ("", "replay"):
+    if provider in _REPLAY_NAMES:
         return "replay"
     return "%s:%s" % (provider, model or DEFAULT_MODELS.get(provider, "?"))
 
@@ -1455,6 +1447,47 @@ def _fingerprint(value: Any) -> Any:
     return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "chars": len(text)}
 
 
+class _CaptureLog:
+    """Where and how :func:`capture` logs calls: one redacted JSON line per call."""
+
+    def __init__(self, path: str, tags: Any, store_text: bool, redact: Any) -> None:
+        self.path = path
+        self.tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
+        self.store_text = store_text
+        self.patterns = [re.compile(p) if isinstance(p, str) else p
+                         for p in ([redact] if isinstance(redact, str) else redact)]
+
+    def write(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any,
+              error: Optional[BaseException], started: float, extra: Any) -> None:
+        patterns = self.patterns
+        try:
+            row = {
+                "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "input": _redacted(_capture_input(args, kwargs), patterns),
+                "output": _redacted(_capture_output(result), patterns) if error is None else None,
+                "tags": self.tags,
+                "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns) if extra is not None else None,
+                "latency_s": round(time.perf_counter() - started, 6),
+                "error": None,
+            }
+            if error is not None:
+                text = str(error).strip()
+                row["error"] = _redacted("%s: %s" % (type(error).__name__, text) if text else type(error).__name__, patterns)
+            if not self.store_text:
+                row["input"] = _fingerprint(row["input"])
+                row["output"] = _fingerprint(row["output"])
+                if error is not None:
+                    row["error"] = type(error).__name__
+            with _capture_lock:
+                _append_line(self.path, row)
+        except Exception as exc:  # never let logging break the app
+            with _capture_lock:
+                if not _capture_warned:
+                    _capture_warned.append(True)
+                    print("my_client: capture to %s failed, calls are not logged: %s" % (self.path, exc),
+                          file=sys.stderr, flush=True)
+
+
 def capture(
     func: Optional[Callable[..., Any]] = None,
     *,
@@ -1493,37 +1526,9 @@ def capture(
     dropped with one warning on stderr.  Review captures with
     ``python evals.py review``.
     """
-    patterns = [re.compile(p) if isinstance(p, str) else p for p in ([redact] if isinstance(redact, str) else redact)]
-    tag_list = [tags] if isinstance(tags, str) else [str(t) for t in tags]
+    log = _CaptureLog(path, tags, store_text, redact)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def record(args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any, error: Optional[BaseException], started: float, extra: Any) -> None:
-            try:
-                row = {
-                    "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "input": _redacted(_capture_input(args, kwargs), patterns),
-                    "output": _redacted(_capture_output(result), patterns) if error is None else None,
-                    "tags": tag_list,
-                    "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns) if extra is not None else None,
-                    "latency_s": round(time.perf_counter() - started, 6),
-                    "error": None,
-                }
-                if error is not None:
-                    text = str(error).strip()
-                    row["error"] = _redacted("%s: %s" % (type(error).__name__, text) if text else type(error).__name__, patterns)
-                if not store_text:
-                    row["input"] = _fingerprint(row["input"])
-                    row["output"] = _fingerprint(row["output"])
-                    if error is not None:
-                        row["error"] = type(error).__name__
-                with _capture_lock:
-                    _append_line(path, row)
-            except Exception as exc:  # never let logging break the app
-                with _capture_lock:
-                    if not _capture_warned:
-                        _capture_warned.append(True)
-                        print("my_client: capture to %s failed, calls are not logged: %s" % (path, exc), file=sys.stderr, flush=True)
-
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:  # taken before the call, while the request it describes is current
@@ -1534,9 +1539,9 @@ def capture(
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:
-                record(args, kwargs, None, exc, started, extra)
+                log.write(args, kwargs, None, exc, started, extra)
                 raise
-            record(args, kwargs, result, None, started, extra)
+            log.write(args, kwargs, result, None, started, extra)
             return result
 
         return wrapper
