@@ -55,7 +55,7 @@ __all__ = [
     "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
     "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
     # cases
-    "load_cases", "append_case", "select_cases", "shard_of",
+    "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
     # runner
     "current_case", "Judge", "run_case", "run_cases", "RunOptions", "Budget", "BudgetExceeded",
     "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
@@ -140,35 +140,20 @@ class Case(collections.namedtuple(
     __slots__ = ()
 
 
-class CaseResult:
+class CaseResult(collections.namedtuple(
+        "CaseResult", "id status output checks error latency_s usage model cost_usd attempts flaky",
+        defaults=(None, (), None, None, None, None, None, None, False))):
     """The outcome of one case run.
 
-    status: "pass", "fail", "review" or "error" (see `case_status`). checks: list of check dicts
-    (CheckResult.as_dict; empty for a failed call). output: the model's text, None for a failed
+    status: "pass", "fail", "review" or "error" (see `case_status`). checks: check dicts
+    (CheckResult.as_dict; none for a failed call). output: the model's text, None for a failed
     call. error: "Type: message" for an error, else None. latency_s: seconds spent in the call
     (None when no model was called). usage: {"input_tokens", "output_tokens"} or None; model: the
     model that answered, if the adapter said; cost_usd: estimated dollars or None. attempts:
     with --repeat, one dict per call; flaky: the repeated calls disagreed.
     """
 
-    __slots__ = ("id", "status", "output", "checks", "error", "latency_s", "usage", "model",
-                 "cost_usd", "attempts", "flaky")
-
-    def __init__(self, id, status, output=None, checks=None, error=None, latency_s=None,
-                 usage=None, model=None, cost_usd=None, attempts=None, flaky=False):
-        self.id, self.status, self.output = id, status, output
-        self.checks = [] if checks is None else checks
-        self.error, self.latency_s, self.usage, self.model = error, latency_s, usage, model
-        self.cost_usd, self.attempts, self.flaky = cost_usd, attempts, flaky
-
-    def replace(self, **changes):
-        """A copy with some fields changed."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
-        fields.update(changes)
-        return CaseResult(**fields)
-
-    def __repr__(self):
-        return f"CaseResult(id={self.id!r}, status={self.status!r}, error={self.error!r})"
+    __slots__ = ()
 
     @property
     def reasons(self):
@@ -1511,7 +1496,7 @@ def _shared(kind, result):
 CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
 
-def _case_problems(data, check_memo=None):
+def case_problems(data, check_memo=None):
     """Problems of one decoded case line (list of str); empty when it is a valid case."""
     if not isinstance(data, dict):
         return [f"a case must be a JSON object, got {_json_type(data)}"]
@@ -1608,7 +1593,7 @@ def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
         except RecursionError:
             problems.append(f"{where}: invalid JSON: nested too deeply")
             continue
-        line_problems = _case_problems(data, check_memo)
+        line_problems = case_problems(data, check_memo)
         if line_problems:
             problems.extend(f"{where}: {p}" for p in line_problems)
         case_id = data.get("id") if isinstance(data, dict) else None
@@ -1634,7 +1619,7 @@ def append_case(path, case):
     other bytes are kept as they are. Raises EvalsError when the case is invalid or its id is
     already used, and CaseFileError when the existing file is invalid; nothing is written then.
     """
-    problems = _case_problems(case)
+    problems = case_problems(case)
     if problems:
         raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
     try:
@@ -2047,7 +2032,7 @@ def _combine_attempts(case, attempts, needed):
     if any(a.usage for a in attempts):
         usage = {key: sum((a.usage or {}).get(key) or 0 for a in attempts)
                  for key in ("input_tokens", "output_tokens")}
-    return shown.replace(
+    return shown._replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
                    "latency_s": a.latency_s,
@@ -2864,25 +2849,14 @@ def _parse_time(value):
 
 
 def render_junit(record):
-    """The run as JUnit XML (str), for CI test reporters.
+    """The run as JUnit XML (str), for CI test reporters (dorny/test-reporter,
+    mikepenz/action-junit-report, GitLab's artifacts:reports:junit).
 
-    record: a run record (dict, the shape of last_run.json). One <testsuites> holding one
-    <testsuite name="evals"> with tests/failures/errors/skipped/time/timestamp, and one
-    <testcase classname="evals" name=ID time=LATENCY> per case run: <failure type="regression">
-    for a case that passed in the baseline and fails now, type="failure" for other failures,
-    type="review" for a case a judge could not decide, <error> for a case whose call failed;
-    message= carries the failing checks' reasons and the element text one reason a line.
-    The output text goes in <system-out> unless the record omits outputs. Cases not run this
-    time (a filtered run) are left out, as pytest leaves out deselected tests, so skipped="0".
-    timestamp is the start in UTC without an offset (the Ant JUnit schema's pattern); time is
-    the wall-clock seconds of the run (the sum of latencies when the record lacks the times
-    or they fall in the same second).
-
-    Built with xml.etree.ElementTree, which escapes &, <, >, quotes and (in attributes) tabs
-    and line breaks; characters XML 1.0 forbids (C0 controls but tab/LF/CR, lone surrogates,
-    U+FFFE, U+FFFF) are removed from every value taken from the record first, so a parser
-    never rejects the file. Accepted by dorny/test-reporter, mikepenz/action-junit-report and
-    GitLab's artifacts:reports:junit, which read these elements and attributes.
+    One <testcase name=ID time=LATENCY> per case run (cases not run are left out, as pytest
+    leaves out deselected tests): <failure type="regression" | "failure" | "review"> or <error>
+    with the reasons as message and text, the output in <system-out>. timestamp is the start in
+    UTC without an offset (the Ant JUnit schema); time is the run's wall clock (the latencies'
+    sum when the record lacks times). Characters XML 1.0 forbids are removed from every value.
     """
     import datetime
     import xml.etree.ElementTree as _ET
@@ -2975,23 +2949,14 @@ def _rate_text(numbers):
 
 
 def render_markdown(record, previous=None):
-    """A Markdown summary of the run (str) a reviewer takes in in ten seconds; GitHub-flavoured,
-    also fit for $GITHUB_STEP_SUMMARY.
+    """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
+    a headline, a table of counts, then the regressed, errored, other failing and fixed cases
+    (at most 50 per section) with reasons and an excerpt of the output.
 
-    record: a run record (dict); previous is accepted for symmetry with render_html and unused.
-
-    Layout: a headline (regressions, pass rate against the previous one), a table of counts,
-    then the regressed cases (id, failing checks' reasons, an excerpt of the output), the
-    errored ones, the other failures and the fixed ones (at most 50 per section).
-
-    Escaping: ids, reasons and errors are put on one line, every character with a
-    CommonMark/GFM meaning (\\ ` * _ { } [ ] ( ) # + - . ! | ~ : = $ ^) is backslash-escaped
-    and &, <, > become entities (no tag or comment can open), so emphasis, links, images,
-    table cells, :emoji: shortcodes and $math$ cannot form. Output excerpts go in a fenced
-    code block whose fence is longer than any backtick run in the text (CommonMark: a fence
-    closes only on a run at least as long). Controls and bidirectional overrides are spelled
-    out as \\uNNNN.
-    A bare URL inside a reason may still be autolinked by GitHub; it cannot inject markup.
+    Untrusted text is put on one line with every CommonMark/GFM punctuation character
+    backslash-escaped and &, <, > as entities, so no markup, link or tag can form; outputs go in
+    a fence longer than any backtick run inside them. `previous` is unused (the record's own
+    changes decide the sections); it is accepted for symmetry with render_html.
     """
     record = completed(record)
     rows, numbers = _rows(record), record["summary"]
@@ -3205,23 +3170,13 @@ def _html_case(entry, change, key, record, previous):
 def render_html(record, previous=None):
     """The diff between the baseline run and this run as ONE self-contained HTML page (str).
 
-    record: a run record (dict). previous: the baseline's entries by id ({id: entry}, the
-    shape of the record's cases; old records may have only status/baseline), {} when there was
-    no baseline, or None. Their outputs are the "Baseline output" column.
-
-    The page: the pass rate and counts, then the regressed cases (open), errored cases, other
-    failures, fixed cases (collapsed), a collapsed table of passing cases and the ids removed
-    from the case file. A case shows its input, the checks with their reasons, and the
-    baseline and new outputs side by side (stacked below 760px wide) with difflib word-level
-    differences marked <del> (only in the baseline) and <ins> (only in this run).
-
-    Self-contained: inline CSS, no script, no external resource, and a Content-Security-Policy
-    (default-src 'none') so that nothing is fetched or run even if the page were altered.
-    Every value from the model, the case file or the record goes through html.escape with
-    quote=True after control characters, bidirectional overrides and lone surrogates are
-    spelled out as \\uNNNN, so `<script>`, `</td>` or `"onerror=` show as text. With
-    outputs_included false no output text is printed, from `previous` either, and the
-    per-call attempts' outputs are never printed.
+    previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
+    or None. Regressed, errored and other failing cases come first, open, with input, checks,
+    and both outputs side by side with difflib word differences marked <del>/<ins>; then fixed
+    and passing cases, collapsed. Inline CSS, no script, and a Content-Security-Policy
+    (default-src 'none'). Every untrusted value is html-escaped (quotes included) after
+    controls and bidirectional overrides are spelled out; with outputs_included false no output
+    text is printed.
     """
     record = completed(record)
     rows, numbers = _rows(record), record["summary"]
@@ -3303,24 +3258,13 @@ def _gh_property(value):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line) that annotate the run.
+    """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
+    `::warning` per errored case, "" when there are none.
 
-    record: a run record (dict). One `::error title=Regression: ID::REASONS` line per
-    regressed case and one `::warning title=Error: ID::MESSAGE` line per errored case, in
-    record order; "" when there are none. Print them to stdout in a workflow step. (GitHub
-    shows at most 10 error and 10 warning annotations per step; the rest stay in the log.)
-
-    Escaping follows the workflow command syntax (docs.github.com, "Workflow commands for
-    GitHub Actions": `::command key=value,key=value::message`) and the escapes of the
-    official toolkit (actions/toolkit packages/core/src/command.ts, escapeData and
-    escapeProperty), which the runner reverses (actions/runner ActionCommand.cs,
-    UnescapeData / UnescapeProperty): in the message `%` -> `%25`, CR -> `%0D`, LF -> `%0A`;
-    in a property additionally `:` -> `%3A` and `,` -> `%2C`. The runner reads a command only
-    at the start of a line, so with no raw line break nothing from a model or a case can
-    start a second command (`::set-output`, `::add-mask::`, `::stop-commands::`), and a
-    literal `%0A` in the text arrives as `%250A` and shows as `%0A`. Other controls, Unicode
-    line separators and bidirectional overrides are spelled out (\\u2028) first. Multiple
-    reasons are joined with newlines, which the annotation shows as separate lines.
+    Escaped as the runner unescapes them (docs.github.com "Workflow commands"; actions/toolkit
+    command.ts escapeData/escapeProperty): `%`, CR, LF in the message and also `:` `,` in a
+    property, after other controls and line separators are spelled out, so no text from a model
+    or a case can start a second command.
     """
     lines = []
     for entry, change in _rows(completed(record)):
@@ -3392,7 +3336,7 @@ def _run_parser():
                     "  evals.py add --id ID ...     append a validated case to the case file\n"
                     "  evals.py check CASE_ID       score one output (stdin) against one case\n"
                     "  evals.py report RECORD       write reports for a saved run record\n"
-                    "  evals.py review              turn captured calls into cases",
+                    "  my_client.py review          turn captured calls into cases",
         epilog=_EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl "
                "offline until a provider is configured (see my_client.py).",
     )
@@ -4064,286 +4008,12 @@ def _report_command(args, stdout, stderr):
     return EXIT_OK
 
 
-# ---- review: calls captured in a running app (my_client.capture) become approved cases -----
-
-DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")
-_EOF = object()
-
-
-def _review_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py review",
-        description="Walk the calls captured by my_client.capture that are not reviewed yet and "
-                    "turn bad answers into cases. For each call the input and output are shown; "
-                    "[a]pprove asks what the answer should have said (the rubric of a `judge` "
-                    "check) and, separately, facts it must state and claims it must not make; "
-                    "[e]dit takes the case as pasted JSON; [s]kip marks the call reviewed; [q]uit "
-                    "stops. A case is shown in full and appended (validated, atomically) only "
-                    "after you answer y; end of input is a no. Answers are read from standard "
-                    "input, one a line, so the command can be scripted.",
-        epilog="Reviewed calls are listed (by hash) in FILE.reviewed next to the captures and "
-               "are not shown again.")
-    parser.add_argument("--captures", default=DEFAULT_CAPTURES, metavar="FILE",
-                        help=f"captured calls, JSONL (default: {DEFAULT_CAPTURES})")
-    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
-                        help=f"case file to append to (default: {DEFAULT_CASES})")
-    return parser
-
-
-def _read_captures(path):
-    """([(sha256 of the line, capture dict)] in file order, count of lines that are not
-    captures); identical lines count once."""
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise EvalsError(f"{path}: no captures yet (wrap your model call with "
-                         "my_client.capture to record them)") from None
-    except OSError as exc:
-        raise EvalsError(f"{path}: cannot read the captures: {exc.strerror or exc}") from None
-    captures, seen, bad = [], set(), 0
-    for line in text.split("\n"):
-        line = line.rstrip("\r")
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if not (isinstance(row, dict) and "input" in row and "output" in row):
-            bad += 1
-            continue
-        key = _sha256(line)
-        if key not in seen:
-            seen.add(key)
-            captures.append((key, row))
-    return captures, bad
-
-
-def _read_reviewed(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return {line.strip() for line in handle if line.strip()}
-    except FileNotFoundError:
-        return set()
-
-
-def _mark_reviewed(path, key):
-    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(handle, (key + "\n").encode("ascii"))
-    finally:
-        os.close(handle)
-
-
-def _ask(stdout, prompt):
-    """One answer line from standard input (without its line end), or _EOF at end of input."""
-    stdout.write(prompt)
-    stdout.flush()
-    line = sys.stdin.readline()
-    if not line:
-        stdout.write("\n")
-        return _EOF
-    if not sys.stdin.isatty():  # a scripted session: echo, so the transcript reads like one
-        stdout.write(line if line.endswith("\n") else line + "\n")
-    return line.rstrip("\r\n")
-
-
-def _phrases(text):
-    return [part.strip() for part in text.split(";") if part.strip()]
-
-
-def _suggest_id(text, taken):
-    """A case id from the first words of the input, made unique against `taken`."""
-    words = re.findall(r"[a-z0-9]+", text.casefold())
-    base = "-".join(words[:6])[:48].strip("-") or "captured"
-    suggestion, number = base, 2
-    while suggestion in taken:
-        suggestion, number = f"{base}-{number}", number + 1
-    return suggestion
-
-
-def _existing_ids(path):
-    if not os.path.exists(path):
-        return set()
-    with open(path, "rb") as handle:
-        if not handle.read().strip():
-            return set()
-    return {case.id for case in load_cases(path)[0]}
-
-
-def _capture_text(value):
-    """The captured input or output as text, or None when only a hash was stored."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"sha256", "chars"}:
-        return None
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _draft_case(row, text, cases_path, stdout):
-    """A case from the reviewer's answers: a dict, None (nothing to check), or _EOF."""
-    correction = _ask(stdout, "What should the answer have said? (the judge's rubric; "
-                              "empty for none)\n> ")
-    if correction is _EOF:
-        return _EOF
-    required = _ask(stdout, "Facts the answer must state, separated by ';' (empty for none)\n> ")
-    if required is _EOF:
-        return _EOF
-    forbidden = _ask(stdout, "Claims the answer must not make, separated by ';' "
-                             "(empty for none)\n> ")
-    if forbidden is _EOF:
-        return _EOF
-    # Each list comes from its own answer: the correction is never mined for phrases, so a
-    # correction such as 'Include "manager approval"' cannot become a forbidden claim.
-    check = {"type": "judge"}
-    if correction.strip():
-        check["rubric"] = correction.strip()
-    if _phrases(required):
-        check["must_include"] = _phrases(required)
-    if _phrases(forbidden):
-        check["must_not_claim"] = _phrases(forbidden)
-    if len(check) == 1:
-        stdout.write("nothing to check: give a correction, a fact or a claim\n")
-        return None
-    suggestion = _suggest_id(text, _existing_ids(cases_path))
-    case_id = _ask(stdout, f"case id [{suggestion}]: ")
-    if case_id is _EOF:
-        return _EOF
-    case = {"id": case_id.strip() or suggestion, "input": text, "checks": [check],
-            "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
-                          "wrong." + (f" Correction: {correction.strip()}" if correction.strip()
-                                      else ""),
-            "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"]}
-    output = _capture_text(row.get("output"))
-    if output is not None:
-        case["metadata"] = {"captured_output": output}
-    return case
-
-
-def _pasted_case(text, cases_path, stdout):
-    """A case pasted as JSON (lines up to an empty line): a dict, None (invalid), or _EOF."""
-    draft = {"id": _suggest_id(text, _existing_ids(cases_path)), "input": text,
-             "checks": [{"type": "judge", "rubric": "What a correct answer says."}]}
-    stdout.write("Paste the case as JSON (it may span lines; end it with an empty line). A "
-                 "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n")
-    stdout.flush()
-    lines = []
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            if not lines:
-                return _EOF
-            break
-        if not line.strip():
-            if lines:
-                break
-            continue
-        lines.append(line)
-    try:
-        case = _strict_json("".join(lines))
-    except ValueError as exc:
-        stdout.write(f"not valid JSON: {exc}\n")
-        return None
-    problems = _case_problems(case)
-    if problems:
-        stdout.write("the case is not valid:\n  " + "\n  ".join(problems) + "\n")
-        return None
-    return case
-
-
-def _review_one(number, total, row, cases_path, stdout):
-    """Review one capture: "added", "skipped" or "quit"."""
-    text = _capture_text(row.get("input"))
-    output = _capture_text(row.get("output"))
-    head = f"\n--- capture {number} of {total}"
-    details = [str(row[k]) for k in ("ts",) if row.get(k)]
-    if row.get("tags"):
-        details.append("tags: " + ", ".join(str(t) for t in row["tags"]))
-    stdout.write(head + (f" ({'; '.join(details)})" if details else "") + " ---\n")
-    stdout.write("input:\n  " + ("(not stored: store_text=False)" if text is None
-                                 else _visible(text).replace("\n", "\n  ")) + "\n")
-    if row.get("error"):
-        stdout.write(f"error: {_visible(row['error'])}\n")
-    else:
-        stdout.write("output:\n  " + ("(not stored)" if output is None
-                                      else _visible(output).replace("\n", "\n  ")) + "\n")
-    if row.get("context"):
-        stdout.write("context: " + _visible(json.dumps(row["context"], ensure_ascii=False)) + "\n")
-    while True:
-        choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ")
-        if choice is _EOF:
-            return "quit"
-        choice = choice.strip().lower()
-        if choice in ("q", "quit"):
-            return "quit"
-        if choice in ("s", "skip"):
-            return "skipped"
-        if choice not in ("a", "approve", "e", "edit"):
-            stdout.write("answer a, e, s or q\n")
-            continue
-        if text is None:
-            stdout.write("this capture has no input text (captured with store_text=False); it "
-                         "cannot become a case\n")
-            continue
-        if choice in ("a", "approve"):
-            case = _draft_case(row, text, cases_path, stdout)
-        else:
-            case = _pasted_case(text, cases_path, stdout)
-        if case is _EOF:
-            stdout.write("end of input: nothing appended\n")
-            return "quit"
-        if case is None:
-            continue
-        stdout.write(json.dumps(case, ensure_ascii=False, indent=1) + "\n")
-        answer = _ask(stdout, f"Append this case to {cases_path}? [y/N] ")
-        if answer is _EOF:
-            stdout.write("end of input: nothing appended\n")
-            return "quit"
-        if answer.strip().lower() not in ("y", "yes"):
-            stdout.write("not appended\n")
-            continue
-        try:
-            append_case(cases_path, case)
-        except EvalsError as exc:
-            stdout.write(f"not appended: {exc}\n")
-            continue
-        stdout.write(f"added case {case['id']!r} to {cases_path}\n")
-        return "added"
-
-
-def _review_command(args, stdout, stderr):
-    captures, bad = _read_captures(args.captures)
-    if bad:
-        stderr.write(f"evals: {args.captures}: {bad} line(s) are not captures; ignored\n")
-    _existing_ids(args.cases)  # an invalid case file is reported before any question
-    reviewed_path = args.captures + ".reviewed"
-    reviewed = _read_reviewed(reviewed_path)
-    pending = [(key, row) for key, row in captures if key not in reviewed]
-    if not pending:
-        stdout.write(f"nothing to review: {len(captures)} capture(s) in {args.captures}, all "
-                     "reviewed\n")
-        return EXIT_OK
-    added = done = 0
-    for number, (key, row) in enumerate(pending, 1):
-        outcome = _review_one(number, len(pending), row, args.cases, stdout)
-        if outcome == "quit":
-            break
-        _mark_reviewed(reviewed_path, key)
-        done += 1
-        added += outcome == "added"
-    stdout.write(f"{added} case(s) added to {args.cases}; {len(pending) - done} capture(s) left "
-                 "to review\n")
-    return EXIT_OK
-
-
 _COMMANDS = {
     "merge": (_merge_parser, _merge_command),
     "history": (_history_parser, _history_command),
     "add": (_add_parser, _add_command),
     "check": (_check_parser, _check_command),
     "report": (_report_parser, _report_command),
-    "review": (_review_parser, _review_command),
 }
 
 

@@ -1,4 +1,4 @@
-"""my_client.capture in a running app, and `evals.py review` turning captures into cases."""
+"""my_client.capture in a running app, and `my_client.py review` turning captures into cases."""
 
 import contextlib
 import io
@@ -15,6 +15,7 @@ import my_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
+MY_CLIENT = os.path.join(ROOT, "my_client.py")
 
 
 def read_lines(path):
@@ -171,7 +172,7 @@ class ReviewTest(unittest.TestCase):
 
     def review(self, answers, *extra):
         done = subprocess.run(
-            [sys.executable, EVALS, "review", "--captures", self.captures, "--cases", self.cases,
+            [sys.executable, MY_CLIENT, "review", "--captures", self.captures, "--cases", self.cases,
              *extra], input=answers, capture_output=True, text=True, timeout=60, cwd=self.dir)
         return done.returncode, done.stdout, done.stderr
 
