@@ -34,6 +34,7 @@ line.
 
 import argparse
 import collections
+import contextlib
 import contextvars
 import json
 import math
@@ -75,6 +76,8 @@ DEFAULT_BASELINE = "last_run.json"
 DEFAULT_CLIENT = "my_client:ask"
 RECORD_FORMAT = "evals-run"
 RECORD_VERSION = 1
+
+
 
 # ---------------------------------------------------------------------------------------------
 # Errors, data and files
@@ -300,6 +303,9 @@ def write_json_atomic(path, data):
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
     write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+
 # ---------------------------------------------------------------------------------------------
 # Text units: the definitions every check shares (words, sentences, paragraphs, matching)
 # ---------------------------------------------------------------------------------------------
@@ -590,6 +596,8 @@ def _parse_json(output, allow_fence=False):
         if not allow_fence and _unfence(output.strip()) is not None:
             hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
+
+
 
 # ---------------------------------------------------------------------------------------------
 # Checks: each one function, declared by its signature, (output, **params) -> CheckResult
@@ -980,14 +988,25 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
     return CheckResult(True, f"has keys {_quote_all(keys)}")
 
 
-# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org).
+# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
+# keyword with the kind of its value; the annotations are accepted and ignored.
 _SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+_Number = _kind("number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                "must be a number")
+_Anything = _kind("any", lambda v: True, "")
 _SCHEMA_KEYWORDS = {
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
-    "pattern", "minItems", "maxItems",
-    # annotations, accepted and ignored
-    "$schema", "$id", "title", "description", "default", "examples",
+    "type": _kind("type", lambda v: (v in _SCHEMA_TYPES if isinstance(v, str) else isinstance(
+        v, list) and v and all(k in _SCHEMA_TYPES for k in v)),
+        f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
+    "properties": _kind("properties", lambda v: isinstance(v, dict), "must be an object"),
+    "required": _kind("required", lambda v: _is_texts(v, allow_empty=True),
+                      "must be a list of strings"),
+    "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
+    "enum": _kind("enum", lambda v: isinstance(v, list) and v, "must be a non-empty list"),
+    "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
+    "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
+    "maxItems": Count, "pattern": Kind("pattern", lambda v: (_regex_problems(v) or [None])[0]),
+    **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
 
 
@@ -1012,6 +1031,12 @@ def _is_schema_type(value, name):
     return actual == name
 
 
+_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
+                  ("maximum", lambda v, b: v <= b, "at most"),
+                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
+
+
 def _schema_errors(value, schema, path, quoted):
     """Problems of `value` against the subset `schema` (list of "path: problem" strings); the
     parts quoted from `value` are appended to `quoted`."""
@@ -1019,102 +1044,67 @@ def _schema_errors(value, schema, path, quoted):
         return []
     if schema is False:
         return [f"{path}: not allowed"]
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if kinds and not any(_is_schema_type(value, k) for k in kinds):
+        return [f"{path}: expected {' or '.join(kinds)}, got {_json_type(value)}"]
     errors = []
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = [kind] if isinstance(kind, str) else kind
-        if not any(_is_schema_type(value, k) for k in kinds):
-            return [f"{path}: expected {' or '.join(kinds)}, got {_json_type(value)}"]
     if "const" in schema and not _json_equal(value, schema["const"]):
         errors.append(f"{path}: expected {json.dumps(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         quoted.append(json.dumps(value)[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {json.dumps(schema['enum'])[:80]}")
     if _json_type(value) == "number":
-        for key, test, words in (
-            ("minimum", lambda v, b: v >= b, "at least"),
-            ("maximum", lambda v, b: v <= b, "at most"),
-            ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-            ("exclusiveMaximum", lambda v, b: v < b, "less than"),
-        ):
-            if key in schema and not test(value, schema[key]):
-                errors.append(f"{path}: {value} is not {words} {schema[key]}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: {len(value)} characters, expected at least {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: {len(value)} characters, expected at most {schema['maxLength']}")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            quoted.append(_quote(value, 40))
-            errors.append(f"{path}: {quoted[-1]} does not match /{schema['pattern']}/")
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{path}: {len(value)} items, expected at least {schema['minItems']}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: {len(value)} items, expected at most {schema['maxItems']}")
-        if "items" in schema:
-            for index, item in enumerate(value):
-                errors.extend(_schema_errors(item, schema["items"], f"{path}[{index}]", quoted))
+        errors += [f"{path}: {value} is not {words} {schema[key]}" for key, holds, words
+                   in _NUMBER_BOUNDS if key in schema and not holds(value, schema[key])]
+    for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
+                                  (list, "item", "minItems", "maxItems")):
+        if isinstance(value, kind) and (low in schema or high in schema):
+            counted = _counted(len(value), _plural(len(value), unit), schema.get(low),
+                               schema.get(high))
+            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        quoted.append(_quote(value, 40))
+        errors.append(f"{path}: {quoted[-1]} does not match /{schema['pattern']}/")
+    if isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            errors += _schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
     if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                errors.append(f"{path}: missing required key {_quote(key)}")
-        properties = schema.get("properties", {})
-        extra_schema = schema.get("additionalProperties", True)
+        errors += [f"{path}: missing required key {_quote(key)}"
+                   for key in schema.get("required", ()) if key not in value]
         for key, item in value.items():
-            child = f"{path}.{key}"
-            if key in properties:
-                errors.extend(_schema_errors(item, properties[key], child, quoted))
-            elif extra_schema is False:
+            child = schema.get("properties", {}).get(key, schema.get("additionalProperties", True))
+            if child is False and key not in schema.get("properties", {}):
                 quoted.append(_quote(key))
                 errors.append(f"{path}: unexpected key {quoted[-1]}")
             else:
-                errors.extend(_schema_errors(item, extra_schema, child, quoted))
+                errors += _schema_errors(item, child, f"{path}.{key}", quoted)
     return errors
 
 
 def _schema_definition_problems(schema, path="schema"):
-    """Problems of a schema itself (list of str): unknown keywords, wrong types, bad patterns."""
+    """Problems of a schema itself (list of str): unknown keywords, values of the wrong kind,
+    impossible bounds; subschemas are checked too."""
     if isinstance(schema, bool):
         return []
     if not isinstance(schema, dict):
         return [f"{path} must be an object or a boolean"]
     problems = []
-    for key in schema:
-        if key not in _SCHEMA_KEYWORDS:
-            known = ", ".join(sorted(_SCHEMA_KEYWORDS))
-            problems.append(f"{path}: unsupported keyword {key!r} (supported: {known})")
-    kind = schema.get("type")
-    kinds = [kind] if isinstance(kind, str) else kind
-    if kind is not None and (not isinstance(kinds, list) or not kinds
-                             or any(k not in _SCHEMA_TYPES for k in kinds)):
-        problems.append(f"{path}.type must be one of {', '.join(_SCHEMA_TYPES)} or a list of them")
-    for key in ("minLength", "maxLength", "minItems", "maxItems"):
-        if key in schema and not _is_count(schema[key]):
-            problems.append(f"{path}.{key} must be a non-negative integer")
-    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        if key in schema and (isinstance(schema[key], bool)
-                              or not isinstance(schema[key], (int, float))):
-            problems.append(f"{path}.{key} must be a number")
+    for key, value in schema.items():
+        kind = _SCHEMA_KEYWORDS.get(key)
+        if kind is None:
+            problems.append(f"{path}: unsupported keyword {key!r} (supported: "
+                            f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
+        elif kind.problem(value):
+            problems.append(f"{path}.{key} {kind.problem(value)}")
     for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"), ("minimum", "maximum")):
         if not problems and low in schema and high in schema and schema[low] > schema[high]:
             problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} {schema[high]}")
-    if "pattern" in schema:
-        problems.extend(f"{path}.pattern {p}" for p in _regex_problems(schema["pattern"]))
-    if "enum" in schema and (not isinstance(schema["enum"], list) or not schema["enum"]):
-        problems.append(f"{path}.enum must be a non-empty list")
-    if "required" in schema and not _is_texts(schema["required"], allow_empty=True):
-        problems.append(f"{path}.required must be a list of strings")
-    if "properties" in schema:
-        if not isinstance(schema["properties"], dict):
-            problems.append(f"{path}.properties must be an object")
-        else:
-            for key, sub in schema["properties"].items():
-                problems.extend(_schema_definition_problems(sub, f"{path}.properties.{key}"))
-    for key in ("items", "additionalProperties"):
-        if key in schema:
-            problems.extend(_schema_definition_problems(schema[key], f"{path}.{key}"))
-    return problems
+    subschemas = [(f"{path}.properties.{key}", sub) for key, sub in schema["properties"].items()
+                  ] if isinstance(schema.get("properties"), dict) else []
+    subschemas += [(f"{path}.{key}", schema[key]) for key in ("items", "additionalProperties")
+                   if key in schema]
+    return problems + [p for where, sub in subschemas for p in _schema_definition_problems(sub, where)]
 
 
 Schema = Kind("schema", lambda value: "; ".join(_schema_definition_problems(value)) or None)
@@ -1489,9 +1479,12 @@ def _shared(kind, result):
         shared = _SHARED[key] = result.as_dict(kind)
     return shared
 
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases: loading and validating the JSONL case file, all problems at once
 # ---------------------------------------------------------------------------------------------
+
 
 CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
@@ -1631,11 +1624,18 @@ def append_case(path, case):
     clash = next((c for c in existing if c.id == case["id"]), None)
     if clash is not None:
         raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
-    _append_line(path, data, case)
+    _append_line(path, case, data)
 
 
-def _append_line(path, data, row):
-    """Rewrite `path` atomically as its bytes `data` plus `row` (a dict) as one JSON line."""
+def _append_line(path, row, data=None):
+    """Rewrite `path` atomically as its bytes (`data`, default: read now; a missing file is
+    empty) plus `row` (a dict) as one JSON line."""
+    if data is None:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            data = b""
     if data and not data.endswith(b"\n"):
         data += b"\n"
     line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
@@ -1674,9 +1674,12 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
         selected.append(case)
     return selected
 
+
+
 # ---------------------------------------------------------------------------------------------
 # Runner: call the model for every case, in case-file order, never scoring an error
 # ---------------------------------------------------------------------------------------------
+
 
 # Estimated list prices in US dollars per million tokens: (input, output). They change; check
 # your provider's pricing page and extend or override them with --prices FILE
@@ -2206,9 +2209,11 @@ def latency_percentiles(latencies):
     return pick
 
 
+
 # ---------------------------------------------------------------------------------------------
 # Outcomes and the baseline: one decision per case, one record, the history
 # ---------------------------------------------------------------------------------------------
+
 
 STATUSES = ("pass", "fail", "review", "error")
 CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
@@ -2564,11 +2569,12 @@ CREATE INDEX IF NOT EXISTS results_by_case ON results(case_id, run_id);
 """
 
 
-def _history_connect(path):
+@contextlib.contextmanager
+def _history(path):
+    """An open connection to the SQLite history at `path`, created if missing, closed after."""
     import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
 
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # timeout: concurrent runs wait for each other's write instead of failing. Two runs that
     # create the database at the same moment can still be told "locked" at once (switching to
     # WAL is not covered by that wait), so that step is tried again for a while.
@@ -2578,12 +2584,16 @@ def _history_connect(path):
         try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_HISTORY_SCHEMA)
-            return connection
+            break
         except sqlite3.OperationalError as exc:
             connection.close()
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+    try:
+        yield connection
+    finally:
+        connection.close()
 
 
 def history_append(path, record):
@@ -2592,57 +2602,41 @@ def history_append(path, record):
     One transaction per run (BEGIN IMMEDIATE), so concurrent runs serialise their writes and a
     reader never sees half a run.
     """
-    connection = _history_connect(path)
-    try:
-        summary = record["summary"]
-        connection.execute("BEGIN IMMEDIATE")
-        cursor = connection.execute(
-            "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256, "
-            "total, passed, pass_rate, regressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (record["started_at"], record["finished_at"], record["client"], record["git_commit"],
-             record["case_file"]["sha256"], summary["total"], summary["passed"],
-             summary["pass_rate"], summary["regressed"]))
-        run_id = cursor.lastrowid
-        connection.executemany(
-            "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(run_id, e["id"], e["status"],
-              "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
-              e.get("latency_s"))
-             for e in record["cases"] if e.get("change") != "not_run"])
-        connection.execute("COMMIT")
-        return run_id
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    finally:
-        connection.close()
+    summary = record["summary"]
+    with _history(path) as connection:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            run_id = connection.execute(
+                "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256,"
+                " total, passed, pass_rate, regressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record["started_at"], record["finished_at"], record["client"],
+                 record["git_commit"], record["case_file"]["sha256"], summary["total"],
+                 summary["passed"], summary["pass_rate"], summary["regressed"])).lastrowid
+            connection.executemany(
+                "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(run_id, e["id"], e["status"],
+                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
+                  e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"])
+            connection.execute("COMMIT")
+            return run_id
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
 
 
 def history_flaky(path, case_ids, window=10):
     """Cases (of `case_ids`, in that order) whose verdict changed at least twice over their own
     last `window` scored runs in the history; errors are not verdicts and are skipped."""
-    import sqlite3
-
-    connection = _history_connect(path)
-    try:
-        try:  # one query; window functions need SQLite 3.25 (2018) or newer
-            rows = connection.execute(
-                "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
-                "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
-                "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id",
-                (window,)).fetchall()
-        except sqlite3.OperationalError:
-            rows = [(case_id, status) for case_id in case_ids for (status,) in reversed(
-                connection.execute(
-                    "SELECT status FROM results WHERE case_id = ? AND status != 'error' "
-                    "ORDER BY run_id DESC LIMIT ?", (case_id, window)).fetchall())]
-    finally:
-        connection.close()
-    statuses = {}
-    for case_id, status in rows:
-        statuses.setdefault(case_id, []).append(status)
+    with _history(path) as connection:
+        rows = connection.execute(
+            "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
+            "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
+            "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,))
+        statuses = collections.defaultdict(list)
+        for case_id, status in rows:
+            statuses[case_id].append(status)
     flips = {case_id: sum(1 for a, b in zip(seen, seen[1:]) if a != b)
              for case_id, seen in statuses.items()}
     return [case_id for case_id in case_ids if flips.get(case_id, 0) >= 2]
@@ -2655,22 +2649,20 @@ def history_rows(path, case_id=None, limit=20):
     "pass_rate", "regressed"}; a case {"run", "started_at", "git_commit", "status", "reasons",
     "latency_s"}.
     """
-    connection = _history_connect(path)
-    try:
+    with _history(path) as connection:
         if case_id is None:
             cursor = connection.execute(
-                "SELECT id, started_at, git_commit, passed, total, pass_rate, regressed FROM runs "
-                "ORDER BY id DESC LIMIT ?", (limit,))
-            names = ("run", "started_at", "git_commit", "passed", "total", "pass_rate", "regressed")
+                "SELECT id AS run, started_at, git_commit, passed, total, pass_rate, regressed "
+                "FROM runs ORDER BY id DESC LIMIT ?", (limit,))
         else:
             cursor = connection.execute(
-                "SELECT runs.id, started_at, git_commit, status, reasons, latency_s FROM results "
-                "JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
+                "SELECT runs.id AS run, started_at, git_commit, status, reasons, latency_s "
+                "FROM results JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
                 "ORDER BY runs.id DESC LIMIT ?", (case_id, limit))
-            names = ("run", "started_at", "git_commit", "status", "reasons", "latency_s")
+        names = [column[0] for column in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
-    finally:
-        connection.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Reports
 # ---------------------------------------------------------------------------------------------
@@ -3277,9 +3269,12 @@ def github_annotations(record):
                          f"{_gh_data(chr(10).join(_reasons(entry)))}")
     return "".join(line + "\n" for line in lines)
 
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
+
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -3324,22 +3319,46 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
+def _parser(command, description, epilog=None):
+    """An argument parser whose paragraphs are wrapped, except those with their own line
+    breaks (lists, examples to paste), which are kept as written."""
+    import textwrap
+
+    def wrap(text):
+        return text and "\n\n".join(p if "\n" in p else textwrap.fill(p, 79)
+                                     for p in text.split("\n\n"))
+
+    return argparse.ArgumentParser(prog=f"evals.py {command}".strip(), description=wrap(description),
+                                   epilog=wrap(epilog),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_report_options(group):
+    """The report options of a run and of `report` (one declaration for both)."""
+    group.add_argument("--omit-outputs", action="store_true",
+                       help="leave model output text out of every file written")
+    group.add_argument("--json", metavar="FILE", help="write the run record (JSON) here too")
+    group.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    group.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
+    group.add_argument("--html", metavar="FILE",
+                       help="write a self-contained HTML report of the diff with the baseline")
+    group.add_argument("--github", action="store_true",
+                       help="print GitHub Actions annotations for regressions and append the "
+                            "Markdown report to $GITHUB_STEP_SUMMARY")
+
+
 def _run_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run a JSONL file of cases through a model, score deterministic checks, and "
-                    "compare with the previous run (the baseline) to catch regressions.\n\n"
-                    "other commands (each has --help):\n"
-                    "  evals.py merge RECORD...     combine shard run records into one\n"
-                    "  evals.py history [CASE_ID]   verdicts over time from the local history\n"
-                    "  evals.py add --id ID ...     append a validated case to the case file\n"
-                    "  evals.py check CASE_ID       score one output (stdin) against one case\n"
-                    "  evals.py report RECORD       write reports for a saved run record\n"
-                    "  my_client.py review          turn captured calls into cases",
-        epilog=_EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl "
-               "offline until a provider is configured (see my_client.py).",
-    )
+    parser = _parser("", "Run a JSONL file of cases through a model, score deterministic checks, "
+                     "and compare with the previous run (the baseline) to catch regressions.\n\n"
+                     "other commands (each has --help):\n"
+                     "  evals.py merge RECORD...     combine shard run records into one\n"
+                     "  evals.py history [CASE_ID]   verdicts over time from the local history\n"
+                     "  evals.py add --id ID ...     append a validated case to the case file\n"
+                     "  evals.py check CASE_ID       score one output (stdin) against one case\n"
+                     "  evals.py report RECORD       write reports for a saved run record\n"
+                     "  my_client.py review          turn captured calls into cases",
+                     _EXIT_CODES + "\n\nThe default client my_client:ask replays "
+                     "recordings.jsonl offline until a provider is configured (see my_client.py).")
     parser.add_argument("--version", action="version", version=f"evals {__version__}")
     inputs = parser.add_argument_group("cases and baseline")
     inputs.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
@@ -3404,16 +3423,7 @@ def _run_parser():
                              "line")
     output.add_argument("--strict", action="store_true",
                         help="exit 1 when any case does not pass, not only on regressions")
-    output.add_argument("--omit-outputs", action="store_true",
-                        help="leave model output text out of every file written")
-    output.add_argument("--json", metavar="FILE", help="write the run record (JSON) here too")
-    output.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    output.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
-    output.add_argument("--html", metavar="FILE",
-                        help="write a self-contained HTML report of the diff with the baseline")
-    output.add_argument("--github", action="store_true",
-                        help="print GitHub Actions annotations for regressions and append the "
-                             "Markdown report to $GITHUB_STEP_SUMMARY")
+    _add_report_options(output)
     output.add_argument("--history", metavar="FILE", default=None,
                         help="SQLite history to append to (default: .evals/history.sqlite "
                              "beside the baseline)")
@@ -3421,57 +3431,36 @@ def _run_parser():
     return parser
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _parse(parser, argv, stdout, stderr):
-    """parse_args with --help and usage errors on the given streams; None after --help/errors."""
-    import contextlib
-
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            return parser.parse_args(argv), None
-        except SystemExit as exc:
-            return None, EXIT_OK if exc.code == 0 else EXIT_INVALID
-
-
 def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
     argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
-    command (merge, history, add, check, report, review) runs it, anything else runs the cases.
+    command (merge, history, add, check, report) runs it, anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in _COMMANDS:
-        parser_factory, command = _COMMANDS[argv[0]]
-        argv = argv[1:]
-    else:
-        parser_factory, command = _run_parser, _run_command
-    args, code = _parse(parser_factory(), argv, stdout, stderr)
-    if args is None:
-        return code
+    parser, command = _COMMANDS.get(argv[0] if argv else "", (_run_parser, _run_command))
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            args = parser().parse_args(argv[1:] if command is not _run_command else argv)
+        except SystemExit as exc:  # --help, --version or a usage error, already printed
+            return EXIT_OK if exc.code == 0 else EXIT_INVALID
     try:
         return command(args, stdout, stderr)
     except CaseFileError as exc:
         stderr.write(f"{exc}\nevals: {len(exc.problems)} problem(s) in the case file; "
                      "no model was called\n")
-        return EXIT_INVALID
     except EvalsError as exc:
         stderr.write(f"evals: {exc}\n")
-        return EXIT_INVALID
     except OSError as exc:  # a file that cannot be read or written: the run is not complete
         stderr.write(f"evals: {exc.filename or ''}: {exc.strerror or exc}\n")
-        return EXIT_INVALID
     except Exception:  # noqa: B902 - a bug must not exit 1, the code of a regression
         import traceback
 
         stderr.write(traceback.format_exc())
         stderr.write("evals: internal error (above); nothing was compared\n")
-        return EXIT_INVALID
+    return EXIT_INVALID
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -3488,50 +3477,48 @@ class _Progress:
     """A one-line progress counter on stderr, only when stderr is a terminal."""
 
     def __init__(self, stream, total, enabled):
-        self.stream, self.total, self.done = stream, total, 0
-        self.counts = {"pass": 0, "fail": 0, "review": 0, "error": 0}
+        self.stream, self.total = stream, total
+        self.counts = collections.Counter()
         isatty = getattr(stream, "isatty", lambda: False)
         self.enabled = enabled and isatty() and not os.environ.get("NO_COLOR")
 
     def __call__(self, result):
-        self.done += 1
         self.counts[result.status] += 1
         if self.enabled:
-            self.stream.write(f"\r{self.done}/{self.total} cases: {self.counts['fail']} failed, "
+            done = sum(self.counts.values())
+            self.stream.write(f"\r{done}/{self.total} cases: {self.counts['fail']} failed, "
                               f"{self.counts['error']} errors ")
             self.stream.flush()
 
     def close(self):
-        if self.enabled and self.done:
+        if self.enabled and self.counts:
             self.stream.write("\r" + " " * 60 + "\r")
             self.stream.flush()
 
 
 def _load_prices(path):
-    if not path:
-        return None
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError) as exc:
         raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
-    prices = dict(PRICES)
-    for model, pair in (data.items() if isinstance(data, dict) else ()):
+    if not isinstance(data, dict):
+        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
+    for model, pair in data.items():
         if not (isinstance(pair, list) and len(pair) == 2
                 and all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0
                         for p in pair)):
             raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
                              "million tokens")
-        prices[model] = tuple(pair)
-    if not isinstance(data, dict):
-        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
-    return prices
+    return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
 
 
-def _history_path(args):
-    return args.history or os.path.join(os.path.dirname(os.path.abspath(args.baseline)),
-                                        ".evals", "history.sqlite")
+def _beside_baseline(args, name):
+    """A file in the .evals folder beside the baseline (history, judge cache)."""
+    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
 
+
+# ---- running the cases ----
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
@@ -3547,7 +3534,7 @@ def _run_command(args, stdout, stderr):
     if selected is None:
         stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
         return EXIT_OK
-    prices = _load_prices(args.prices)
+    prices = _load_prices(args.prices) if args.prices else None
     options = RunOptions(
         concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
         min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices,
@@ -3560,10 +3547,9 @@ def _run_command(args, stdout, stderr):
         call_model = load_client(client_name)
     if not args.quiet:
         scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
+        repeat = f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1 else ""
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
-                     f"{args.cases}, client {client_name}"
-                     + (f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1
-                        else "") + "\n")
+                     f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
     started = _now()
     try:
@@ -3613,14 +3599,37 @@ def _selection(args, cases, baseline):
     if args.no_judge:
         # With no check left to score, such a case is not run: it keeps its baseline entry
         # rather than "pass" on nothing.
-        judge_only = [c.id for c in selected
-                      if all(CHECKS[k["type"]].needs_judge for k in c.checks)]
+        judge_only = [c.id for c in selected if all(_needs_judge(k) for k in c.checks)]
         selected = [c for c in selected if c.id not in set(judge_only)]
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         return None, []
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     return selected, judge_only
+
+
+def _needs_judge(check):
+    return CHECKS[check["type"]].needs_judge
+
+
+def _judge_for(args, cases):
+    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
+    if args.no_judge:
+        return NO_JUDGE
+    if args.judge:
+        return Judge(load_callable(args.judge, "--judge"), name=args.judge,
+                     cache_path=_beside_baseline(args, "judge_cache.jsonl"), timeout=args.timeout)
+    needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
+    if needs:
+        first = needs[0]
+        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
+                         f"judge is configured ({len(needs)} case(s)); pass --judge "
+                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
+    return None
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _run_with_progress(selected, call_model, options, args, stderr):
@@ -3644,8 +3653,7 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
     if not (args.no_history or args.no_save):
         _append_history(args, record, [r.id for r in results], stderr)
     stdout.write(format_summary(record, args.quiet))
-    if args.no_judge and any(CHECKS[c["type"]].needs_judge for case in selected
-                             for c in case.checks):
+    if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
     if judge_only:
@@ -3669,7 +3677,7 @@ def _append_history(args, record, case_ids, stderr):
     warning, never a reason to lose the run record."""
     import sqlite3
 
-    history = _history_path(args)
+    history = args.history or _beside_baseline(args, "history.sqlite")
     try:
         history_append(history, record)
         record["summary"]["flaky_history"] = history_flaky(history, case_ids)
@@ -3678,60 +3686,27 @@ def _append_history(args, record, case_ids, stderr):
                      "skips it)\n")
 
 
-def _judge_for(args, cases):
-    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
-    if args.no_judge:
-        return NO_JUDGE
-    if args.judge:
-        cache = os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals",
-                             "judge_cache.jsonl")
-        try:
-            func = load_callable(args.judge, "--judge")
-        except ClientError:
-            raise
-        return Judge(func, name=args.judge, cache_path=cache, timeout=args.timeout)
-    needs = [case for case in cases if any(c["type"] == "judge" for c in case.checks)]
-    if needs:
-        first = needs[0]
-        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
-                         f"judge is configured ({len(needs)} case(s)); pass --judge "
-                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
-    return None
-
-
-def _shown_previous(previous, include_outputs):
-    """Baseline entries as reports show them: the output that earned the baseline (for a
-    regression, the last passing one), or no output at all."""
+def _write_reports(args, record, previous, stdout):
+    """The report files and GitHub output asked for; `previous`: the baseline's entries, shown
+    with the output that earned their baseline (a regression's last passing answer)."""
     shown = {}
     for case_id, entry in previous.items():
-        entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
-        earned = previous[case_id].get("baseline_output", previous[case_id].get("output"))
-        if include_outputs and earned is not None:
-            entry["output"] = earned
-        shown[case_id] = entry
-    return shown
-
-
-def _write_reports(args, record, previous, stdout):
-    shown_previous = _shown_previous(previous, not args.omit_outputs)
-    writers = (
-        (args.json, lambda: record_chunks(record)),
-        (args.junit, lambda: render_junit(record)),
-        (args.markdown, lambda: render_markdown(record, shown_previous)),
-        (args.html, lambda: render_html(record, shown_previous)),
-    )
+        earned = entry.get("baseline_output", entry.get("output"))
+        shown[case_id] = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
+        if earned is not None and not args.omit_outputs:
+            shown[case_id]["output"] = earned
+    writers = ((args.json, lambda: record_chunks(record)),
+               (args.junit, lambda: [render_junit(record)]),
+               (args.markdown, lambda: [render_markdown(record, shown)]),
+               (args.html, lambda: [render_html(record, shown)]))
     for path, render in writers:
         if path:
-            rendered = render()
-            write_atomic(path, [rendered] if isinstance(rendered, str) else rendered)
+            write_atomic(path, render())
     if args.github:
-        annotations = github_annotations(record)
-        if annotations:
-            stdout.write(annotations if annotations.endswith("\n") else annotations + "\n")
-        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary_path:
-            with open(summary_path, "a", encoding="utf-8") as handle:
-                handle.write(render_markdown(record, shown_previous) + "\n")
+        stdout.write(github_annotations(record))
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+                handle.write(render_markdown(record, shown) + "\n")
 
 
 def _save_recordings(path, cases, results, stderr):
@@ -3744,25 +3719,20 @@ def _save_recordings(path, cases, results, stderr):
     inputs = {c.id: c.input for c in cases}
     fresh = [r for r in results if r.status != "error"]
     for result in fresh:
-        row = dict(rows.get(result.id, {}), id=result.id, input=inputs[result.id],
-                   output=result.output)
-        if result.model:
-            row["model"] = result.model
-        rows[result.id] = row
+        rows[result.id] = dict(rows.get(result.id, {}), id=result.id, input=inputs[result.id],
+                               output=result.output, **({"model": result.model} if result.model
+                                                         else {}))
     write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")
 
 
-# ---- other commands -------------------------------------------------------------------------
+# ---- other commands ----
 
 def _merge_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py merge",
-        description="Combine the run records of shards (evals.py --shard K/N) into one record "
-                    "and one diff, as if the suite had run in one job. Every case of the case "
-                    "file must have been run by exactly one shard.",
-        epilog=_EXIT_CODES)
+    parser = _parser("merge", "Combine the run records of shards (evals.py --shard K/N) into one "
+                     "record and one diff, as if the suite had run in one job. Every case of the "
+                     "case file must have been run by exactly one shard.", _EXIT_CODES)
     parser.add_argument("records", nargs="+", metavar="RECORD", help="shard run records (JSON)")
     parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
                         help=f"the case file the shards ran (default: {DEFAULT_CASES})")
@@ -3785,10 +3755,8 @@ def _merge_command(args, stdout, stderr):
 
 
 def _history_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py history",
-        description="Show recent runs from the local SQLite history, or one case's verdicts "
-                    "over time (newest first).")
+    parser = _parser("history", "Show recent runs from the local SQLite history, or one case's "
+                     "verdicts over time (newest first).")
     parser.add_argument("case_id", nargs="?", metavar="CASE_ID",
                         help="show this case's verdicts and reasons run by run")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
@@ -3800,7 +3768,7 @@ def _history_parser():
 
 
 def _history_command(args, stdout, stderr):
-    path = _history_path(args)
+    path = args.history or _beside_baseline(args, "history.sqlite")
     if not os.path.exists(path):
         raise EvalsError(f"{path}: no history yet (it is written by every run)")
     rows = history_rows(path, args.case_id, args.limit)
@@ -3809,27 +3777,23 @@ def _history_command(args, stdout, stderr):
     stdout.write(f"{'run':<9}  {'started':<25}  {'commit':<10}  "
                  + ("status  reasons\n" if args.case_id else "result\n"))
     for row in rows:
-        commit = (row["git_commit"] or "-")[:10]
+        start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
         if args.case_id:
             reasons = (row["reasons"] or "").replace("\n", "; ")
-            stdout.write(f"run {row['run']:>5}  {row['started_at']}  {commit:<10}  "
-                         f"{row['status']:<6}  {reasons}\n")
+            stdout.write(f"{start}  {row['status']:<6}  {reasons}\n")
         else:
-            stdout.write(f"run {row['run']:>5}  {row['started_at']}  {commit:<10}  "
-                         f"{row['passed']}/{row['total']} passed ({_percent(row['pass_rate'])}), "
-                         f"{row['regressed']} regressed\n")
+            stdout.write(f"{start}  {row['passed']}/{row['total']} passed "
+                         f"({_percent(row['pass_rate'])}), {row['regressed']} regressed\n")
     return EXIT_OK
 
 
 def _add_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py add",
-        description="Append a validated case to the case file (atomically; an existing id is "
-                    "refused). Turn a bad answer into a case: --from-run ID takes the input of "
-                    "that case from the last run and shows how the new checks score its output.",
-        epilog="example: evals.py add --id refund-approval-2 --from-run "
-               "refund-over-100-needs-approval "
-               "--contains-any 'manager approval' --not-contains 'instant refund'")
+    parser = _parser("add", "Append a validated case to the case file (atomically; an existing "
+                     "id is refused). Turn a bad answer into a case: --from-run ID takes the "
+                     "input of that case from the last run and shows how the new checks score "
+                     "its output.", "example: evals.py add --id refund-approval-2 --from-run "
+                     "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
+                     "--not-contains 'instant refund'")
     parser.add_argument("--id", required=True, help="the new case's id (unique)")
     parser.add_argument("--input", help="the prompt")
     parser.add_argument("--from-run", metavar="CASE_ID",
@@ -3844,12 +3808,11 @@ def _add_parser():
     parser.add_argument("--check", action="append", default=[], metavar="JSON",
                         help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' '
                              "(repeatable)")
-    parser.add_argument("--contains-all", action="append", default=[], metavar="TEXT",
-                        help="required phrase (repeatable; one contains_all check)")
-    parser.add_argument("--contains-any", action="append", default=[], metavar="TEXT",
-                        help="acceptable phrase (repeatable; one contains_any check)")
-    parser.add_argument("--not-contains", action="append", default=[], metavar="TEXT",
-                        help="forbidden phrase (repeatable; one not_contains check)")
+    for kind, meaning in (("contains-all", "required"), ("contains-any", "acceptable"),
+                          ("not-contains", "forbidden")):
+        parser.add_argument(f"--{kind}", action="append", default=[], metavar="TEXT",
+                            help=f"{meaning} phrase (repeatable; one {kind.replace('-', '_')} "
+                                 "check)")
     parser.add_argument("--max-words", type=int, metavar="N", help="a max_words check")
     parser.add_argument("--regex", metavar="PATTERN", help="a regex check")
     parser.add_argument("--description", default=None, help="why this case exists")
@@ -3861,42 +3824,44 @@ def _add_parser():
     return parser
 
 
-def _add_command(args, stdout, stderr):
+def _added_checks(args):
+    """The checks given to `add`: --check JSON, then the shortcut options."""
     checks = []
     for number, text in enumerate(args.check, 1):
         try:
             checks.append(_strict_json(text))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    shortcuts = (("contains_all", args.contains_all), ("contains_any", args.contains_any),
-                 ("not_contains", args.not_contains))
-    checks.extend({"type": kind, "values": values} for kind, values in shortcuts if values)
+    for kind in ("contains_all", "contains_any", "not_contains"):
+        if getattr(args, kind):
+            checks.append({"type": kind, "values": getattr(args, kind)})
     if args.max_words is not None:
         checks.append({"type": "max_words", "n": args.max_words})
     if args.regex is not None:
         checks.append({"type": "regex", "pattern": args.regex})
+    if not checks:
+        raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
+                         "--max-words, ...)")
+    return checks
+
+
+def _add_command(args, stdout, stderr):
+    checks = _added_checks(args)
     text, output = args.input, args.output
     if args.from_run:
         entry = load_baseline(args.baseline).get(args.from_run)
         if entry is None:
             raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
-        if text is None:
-            text = entry.get("input")
-        if output is None:
-            output = entry.get("output")
+        text = entry.get("input") if text is None else text
+        output = entry.get("output") if output is None else output
         if text is None:
             raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; "
                              "give --input")
     if text is None:
         raise EvalsError("give --input TEXT or --from-run CASE_ID")
-    case = {"id": args.id, "input": text, "checks": checks}
-    if args.description is not None:
-        case["description"] = args.description
-    if args.tag:
-        case["tags"] = args.tag
-    if not checks:
-        raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
-                         "--max-words, ...)")
+    case = {"id": args.id, "input": text, "checks": checks,
+            **({"description": args.description} if args.description is not None else {}),
+            **({"tags": args.tag} if args.tag else {})}
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
     if args.recordings and os.path.exists(args.recordings) and \
@@ -3905,48 +3870,42 @@ def _add_command(args, stdout, stderr):
     append_case(args.cases, case)
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if args.recordings:
-        _append_recording(args.recordings, args.id, text, output)
+        _append_line(args.recordings, {"id": args.id, "input": text, "output": output})
         stdout.write(f"recorded its output in {args.recordings}, so the offline replay scores "
                      "it\n")
-    if output is not None:
-        built = Case(id=args.id, input=text, checks=tuple(checks))
-        status, results = evaluate(built, output, NO_JUDGE)
-        for result in results:
-            mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
-            stdout.write(f"  {mark} {result['type']}: {result['reason']}\n")
-        if status == "pass" and any(r.get("skipped") for r in results):
-            stdout.write("note: judge checks are not tried here (add calls no judge); run the "
-                         "suite with --judge to see how they score this answer\n")
-        elif status == "pass":
-            stdout.write("warning: the new case PASSES on that output, so it would not catch "
-                         "this answer; tighten its checks\n")
-        else:
-            stdout.write("the new case fails on that output, as it should: it catches this "
-                         "answer\n")
-    elif args.from_run:
-        stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, or "
-                     "saved with --omit-outputs); the new checks were not tried on it\n")
+    if output is None:
+        if args.from_run:
+            stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
+                         "or saved with --omit-outputs); the new checks were not tried on it\n")
+        return EXIT_OK
+    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, NO_JUDGE, stdout)
+    if status == "pass" and any(r.get("skipped") for r in results):
+        stdout.write("note: judge checks are not tried here (add calls no judge); run the "
+                     "suite with --judge to see how they score this answer\n")
+    elif status == "pass":
+        stdout.write("warning: the new case PASSES on that output, so it would not catch "
+                     "this answer; tighten its checks\n")
+    else:
+        stdout.write("the new case fails on that output, as it should: it catches this "
+                     "answer\n")
     return EXIT_OK
 
 
-def _append_recording(path, case_id, text, output):
-    """Append {"id", "input", "output"} to a recordings file (created if missing)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        data = b""
-    _append_line(path, data, {"id": case_id, "input": text, "output": output})
+def _print_checks(case, output, judge, stdout, indent="  "):
+    """Score `case` on `output` and print each check's verdict; returns (status, results)."""
+    status, results = evaluate(case, output, judge)
+    for result in results:
+        mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
+        stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
+    return status, results
 
 
 def _check_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py check",
-        description="Score one output against one case's checks, for quick iteration on a "
-                    "check: the output is read from standard input (or --output). Exit 0 when "
-                    "every check passes, 1 when one fails, 2 for invalid input.",
-        epilog="example: echo 'Refunds need manager approval.' | evals.py check "
-               "refund-contradiction")
+    parser = _parser("check", "Score one output against one case's checks, for quick iteration "
+                     "on a check: the output is read from standard input (or --output). Exit 0 "
+                     "when every check passes, 1 when one fails, 2 for invalid input.",
+                     "example: echo 'Refunds need manager approval.' | evals.py check "
+                     "refund-contradiction")
     parser.add_argument("case_id", metavar="CASE_ID")
     parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
                         help=f"case file (default: {DEFAULT_CASES})")
@@ -3960,38 +3919,25 @@ def _check_command(args, stdout, stderr):
     if case is None:
         hint = _did_you_mean(args.case_id, [c.id for c in cases])
         raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
+    if any(_needs_judge(c) for c in case.checks):
+        raise EvalsError(f"case {case.id!r} has a judge check; run it with evals.py --judge")
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
-    if any(c["type"] == "judge" for c in case.checks):
-        raise EvalsError(f"case {case.id!r} has a judge check; run it with evals.py --judge")
-    status, results = evaluate(case, output)
-    for result in results:
-        mark = "pass" if result["passed"] else "FAIL"
-        stdout.write(f"{mark} {result['type']}: {result['reason']}\n")
+    status, _ = _print_checks(case, output, None, stdout, indent="")
     stdout.write(f"{case.id}: {status}\n")
     return EXIT_OK if status == "pass" else EXIT_REGRESSION
 
 
 def _report_parser():
-    parser = argparse.ArgumentParser(
-        prog="evals.py report",
-        description="Write reports for a saved run record. The categories (regressed, fixed, "
-                    "...) are the record's own, from the baseline it was compared with when it "
-                    "ran; --baseline names that older record to show its outputs beside the "
-                    "new ones (e.g. the last_run.json of the main branch).")
+    parser = _parser("report", "Write reports for a saved run record. The categories "
+                     "(regressed, fixed, ...) are the record's own, from the baseline it was "
+                     "compared with when it ran; --baseline names that older record to show its "
+                     "outputs beside the new ones (e.g. the last_run.json of the main branch).")
     parser.add_argument("record", metavar="RECORD", help="the run record (e.g. merged_run.json)")
     parser.add_argument("--baseline", metavar="FILE",
                         help="the older run record whose outputs are shown side by side")
-    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    parser.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
-    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
-    parser.add_argument("--json", metavar="FILE", help="write the record (JSON) here too")
-    parser.add_argument("--github", action="store_true",
-                        help="print GitHub Actions annotations for regressions and append the "
-                             "Markdown report to $GITHUB_STEP_SUMMARY")
-    parser.add_argument("--omit-outputs", action="store_true",
-                        help="leave output text out of the reports")
+    _add_report_options(parser)
     return parser
 
 

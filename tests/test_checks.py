@@ -853,7 +853,7 @@ class JsonSchemaTest(CheckTestCase):
         self.assertSchemaPasses(schema, '"\u00dfe"')
         self.assertSchemaPasses(schema, '"\U0001F44D\U0001F44D\U0001F44D"')
         self.assertSchemaFails(schema, '"abcd"', "$: 4 characters, expected at most 3")
-        self.assertSchemaFails(schema, '"a"', "$: 1 characters, expected at least 2")
+        self.assertSchemaFails(schema, '"a"', "$: 1 character, expected at least 2")
 
     def test_pattern_is_unanchored_search(self):
         self.assertSchemaPasses({"pattern": r"\d"}, '"x1y"')
