@@ -1,20 +1,39 @@
 #!/usr/bin/env python3
 """Benchmarks for evals.py: live-call throughput, offline re-scoring, CLI startup.
 
-Prints figures and a PASS/MISS summary; it is a script, not a unit test.
+Prints figures and a PASS/MISS summary; it is a script, not a unit test. Speed and memory are
+given as RATIOS against a minimal standard-library loop (or bare `python -c pass`) measured in
+the same run, so that a slow or busy machine moves both sides alike.
 
     python benchmarks/bench.py                 # full run (N=500, 100,000 re-scored cases)
     python benchmarks/bench.py --quick         # N=100, 20,000 re-scored cases
     python benchmarks/bench.py --n 500 --latency 0.2 --concurrency 1,8,32 --rescore-cases 100000
+    python benchmarks/bench.py --skip throughput \\
+        --evals before=/tmp/old/evals.py --evals after=evals.py   # before/after, side by side
+
+--evals [LABEL=]PATH (repeatable; default: this repository's evals.py) names each copy of
+evals.py to measure; every part runs for every copy in the same run and prints them side by
+side. A plain path is labelled with its file name.
 
 1. Throughput: a loopback OpenAI-compatible server answers every chat completion after a fixed
-   latency; `python evals.py --client my_client:ask -j C` runs N cases against it through the
-   real adapter (EVALS_PROVIDER=openai).  Wall time is compared with the physical limit
+   latency; `python EVALS --client my_client:ask -j C` runs N cases against it through the
+   real adapter (EVALS_PROVIDER=openai), from the copy's folder when it holds a my_client.py,
+   else from this repository.  Wall time is compared with the physical limit
    ceil(N / C) x latency.  Target at the highest concurrency: <= 1.10 x the limit.
-2. Re-scoring: `python evals.py --rescore recordings.jsonl` over generated cases with 5 checks
-   each.  Targets: < 10 s and < 300 MB peak RSS.
-3. Startup: median wall time of `python evals.py --help` over 10 runs.  Target < 100 ms; when
-   missed, the slowest imports of `python -X importtime` are listed.
+2. Re-scoring: N generated cases with 5 checks each and their recorded outputs (written to
+   disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore recordings.jsonl
+   --out RECORD --no-history -q` scores them and writes its run record; the MINIMAL LOOP (a
+   short stdlib script kept in this file) reads the same two files, scores the same five check
+   kinds with plain code and streams a JSON Lines record (id, status, output, reasons of the
+   failed checks).  Both must count the same passed cases (MISMATCH is printed otherwise).
+   Wall time and peak RSS of each are measured in a fresh wrapper process (ru_maxrss of
+   RUSAGE_CHILDREN).  Targets, evals / loop: time <= 1.3 x, memory <= 1.5 x.  Absolute
+   targets: < 10 s and < 300 MB below 1,000,000 cases; peak RSS < 1024 MB at >= 1,000,000.
+3. Startup: median wall time of `python EVALS --help` over 10 runs.  Target < 100 ms; when
+   missed, the slowest imports of `python -X importtime` are listed.  Also `python -m evals
+   --help` from cached bytecode.  And the startup RATIO: median of `python EVALS --version`
+   over 10 runs against the median of `python -c pass` over 10 runs, the two interleaved.
+   Target: <= 2.0 x.
 
 Standard library only; every subprocess runs with a time limit.
 """
@@ -41,9 +60,14 @@ KEY = "dummy"
 print = functools.partial(print, flush=True)  # noqa: A001 - figures appear as they are measured
 
 THROUGHPUT_TARGET = 1.10  # x the physical limit, at the highest concurrency
-RESCORE_SECONDS_TARGET = 10.0
-RESCORE_MB_TARGET = 300.0
+RESCORE_SECONDS_TARGET = 10.0  # below RESCORE_LARGE cases
+RESCORE_MB_TARGET = 300.0  # below RESCORE_LARGE cases
+RESCORE_LARGE = 1000000
+RESCORE_LARGE_MB_TARGET = 1024.0  # at RESCORE_LARGE cases or more
+RESCORE_TIME_RATIO_TARGET = 1.3  # evals / minimal loop
+RESCORE_MEMORY_RATIO_TARGET = 1.5  # evals / minimal loop
 STARTUP_MS_TARGET = 100.0
+VERSION_RATIO_TARGET = 2.0  # python EVALS --version / python -c pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,6 +187,48 @@ def _verdict(ok):
     return "PASS" if ok else "MISS"
 
 
+def _ratio_text(value):
+    return "%.2f x" % value if value is not None else "n/a"
+
+
+def _ratio(numerator, denominator):
+    return numerator / denominator if denominator else None
+
+
+class Copy:
+    """One copy of evals.py to measure: a label and an absolute path."""
+
+    def __init__(self, label, path):
+        self.label = label
+        self.path = path
+
+    @property
+    def folder(self):
+        return os.path.dirname(self.path)
+
+
+def parse_copies(values, parser):
+    """--evals values ("LABEL=PATH" or "PATH") as Copy objects; the repository's evals.py when
+    none is given. A plain path is labelled with its file name."""
+    copies = []
+    for value in values or [EVALS]:
+        label, sep, path = value.partition("=")
+        if not sep or not label or "/" in label or os.sep in label:
+            label, path = "", value  # a plain path (which may itself contain "=")
+        path = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isfile(path):
+            parser.error("--evals %s: no such file" % value)
+        label = label or os.path.basename(path)
+        taken = {c.label for c in copies}
+        if label in taken:
+            number = 2
+            while "%s (%d)" % (label, number) in taken:
+                number += 1
+            label = "%s (%d)" % (label, number)
+        copies.append(Copy(label, path))
+    return copies
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Throughput through the real client
 # ---------------------------------------------------------------------------------------------
@@ -177,33 +243,72 @@ def write_simple_cases(path, n):
             }) + "\n")
 
 
-def bench_throughput(n, latency, levels, workdir):
+def client_folder(copy):
+    """Where the throughput run of `copy` starts: its own folder when my_client.py is there
+    (the client is imported from the current directory), else this repository."""
+    if os.path.isfile(os.path.join(copy.folder, "my_client.py")):
+        return copy.folder
+    return ROOT
+
+
+def bench_throughput(copy, n, latency, levels, workdir):
     cases = os.path.join(workdir, "throughput_cases.jsonl")
     write_simple_cases(cases, n)
+    cwd = client_folder(copy)
     rows = []
     with ChatServer(latency) as server:
         env_shown = {"EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
                      "EVALS_BASE_URL": server.url}
         env = _base_env(**env_shown)
         for level in levels:
-            argv = [sys.executable, EVALS, "--cases", cases, "--client", "my_client:ask",
+            argv = [sys.executable, copy.path, "--cases", cases, "--client", "my_client:ask",
                     "-j", str(level), "--no-save", "--no-history", "-q"]
             server.reset()
             limit = math.ceil(n / level) * latency
-            wall, done = _run(argv, env, ROOT, limit * 5 + 60)
+            wall, done = _run(argv, env, cwd, limit * 5 + 60)
             count, peak = server.stats()
             rows.append({
                 "concurrency": level, "wall_s": wall, "limit_s": limit, "ratio": wall / limit,
                 "requests": count, "peak_in_flight": peak, "exit": done.returncode,
                 "stdout": done.stdout.decode("utf-8", "replace").strip(),
                 "stderr": done.stderr.decode("utf-8", "replace").strip(),
-                "command": _command_text(argv, env_shown),
+                "command": "(cd %s && %s)" % (shlex.quote(cwd), _command_text(argv, env_shown)),
             })
     return rows
 
 
+def part_throughput(copies, n, latency, levels, workdir, summary):
+    print("\n1. Live calls through my_client (OpenAI-compatible loopback server, "
+          "%d ms latency, N=%d)" % (latency * 1000, n))
+    for copy in copies:
+        rows = bench_throughput(copy, n, latency, levels, workdir)
+        print("   [%s] %s" % (copy.label, copy.path))
+        print("   %-4s %9s %9s %7s %9s %9s %5s" % ("-j", "wall s", "limit s", "ratio",
+                                                  "requests", "peak", "exit"))
+        for row in rows:
+            print("   %-4d %9.2f %9.2f %7.3f %9d %9d %5d" % (
+                row["concurrency"], row["wall_s"], row["limit_s"], row["ratio"],
+                row["requests"], row["peak_in_flight"], row["exit"]))
+        print("   command: " + rows[-1]["command"])
+        for row in rows:
+            if row["exit"] != 0 or row["requests"] != n:
+                print("   -j %d: exit %d, %d requests; stdout: %s; stderr: %s" % (
+                    row["concurrency"], row["exit"], row["requests"], row["stdout"][-500:],
+                    row["stderr"][-500:]))
+        top = max(rows, key=lambda r: r["concurrency"])
+        summary.append((copy.label, "throughput -j %d <= %.2f x limit" % (
+            top["concurrency"], THROUGHPUT_TARGET), "%.3f x" % top["ratio"],
+            top["ratio"] <= THROUGHPUT_TARGET))
+        summary.append((copy.label, "server saw exactly N=%d requests per run" % n,
+                        ", ".join(str(r["requests"]) for r in rows),
+                        all(r["requests"] == n for r in rows)))
+        summary.append((copy.label, "every throughput run exits 0",
+                        ", ".join(str(r["exit"]) for r in rows),
+                        all(r["exit"] == 0 for r in rows)))
+
+
 # ---------------------------------------------------------------------------------------------
-# 2. Offline re-scoring
+# 2. Offline re-scoring, against a minimal loop
 # ---------------------------------------------------------------------------------------------
 
 _WORDS = ("the refund policy says a manager must approve any request above one hundred dollars "
@@ -249,6 +354,7 @@ def _checks_for(i):
 
 
 def write_rescore_files(workdir, n, seed=7):
+    """Cases and recordings JSONL, written one case at a time (nothing held for all N)."""
     rng = random.Random(seed)
     cases = os.path.join(workdir, "rescore_cases.jsonl")
     recordings = os.path.join(workdir, "recordings.jsonl")
@@ -264,38 +370,292 @@ def write_rescore_files(workdir, n, seed=7):
     return cases, recordings
 
 
-def bench_rescore(n, workdir):
-    cases, recordings = write_rescore_files(workdir, n)
-    argv = [sys.executable, EVALS, "--cases", cases, "--rescore", recordings, "--no-save",
-            "--no-history", "-q"]
-    # ru_maxrss of RUSAGE_CHILDREN is the largest of all children waited for so far, so the
-    # measurement runs in a fresh wrapper process whose only child is evals.py.
-    wrapper = (
-        "import json, resource, subprocess, sys, time\n"
-        "argv = json.loads(sys.argv[1])\n"
-        "t = time.perf_counter()\n"
-        "p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
-        "wall = time.perf_counter() - t\n"
-        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print(json.dumps({'wall': wall, 'rss_kib': rss, 'exit': p.returncode,\n"
-        "                  'stdout': p.stdout.decode('utf-8', 'replace')[-2000:],\n"
-        "                  'stderr': p.stderr.decode('utf-8', 'replace')[-2000:]}))\n"
-    )
-    env = _base_env()
-    done = subprocess.run([sys.executable, "-c", wrapper, json.dumps(argv)], env=env, cwd=workdir,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+# The yardstick for re-scoring: what a few lines of plain Python do with the same two files.
+# Recorded outputs are looked up by case id (the files need not be in the same order), the
+# checks are the five kinds the generated cases use, and one JSON line per case is streamed out.
+# Usage: python minimal_loop.py CASES RECORDINGS OUT; prints {"total", "passed", ...} as JSON.
+MINIMAL_LOOP = r'''
+import json
+import re
+import sys
+
+FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+def unfence(text):
+    text = text.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text[:-3]:
+        return text[text.index("\n") + 1:-3]
+    return text
+
+
+def failure(check, output):
+    """None when the check passes, else the reason."""
+    kind = check["type"]
+    if kind in ("contains_any", "contains_all", "not_contains"):
+        text = output.casefold()
+        found = [v for v in check["values"] if v.casefold() in text]
+        if kind == "contains_any":
+            return None if found else "none of %r found" % (check["values"],)
+        if kind == "contains_all":
+            missing = [v for v in check["values"] if v not in found]
+            return "missing: %r" % (missing,) if missing else None
+        return "found forbidden: %r" % (found,) if found else None
+    if kind == "max_words":
+        count = len(output.split())
+        return None if count <= check["n"] else "%d words, at most %d" % (count, check["n"])
+    if kind == "regex":
+        flags = 0
+        for letter in check.get("flags", ""):
+            flags |= FLAGS[letter]
+        if re.search(check["pattern"], output, flags):
+            return None
+        return "no match for /%s/%s" % (check["pattern"], check.get("flags", ""))
+    if kind == "json_keys":
+        try:
+            value = json.loads(unfence(output) if check.get("allow_fence") else output)
+        except ValueError as exc:
+            return "not valid JSON: %s" % exc
+        if not isinstance(value, dict):
+            return "JSON is not an object"
+        missing = [k for k in check["keys"] if k not in value]
+        return "missing keys: %r" % (missing,) if missing else None
+    raise SystemExit("minimal loop: unknown check type %r" % kind)
+
+
+def main(cases_path, recordings_path, out_path):
+    outputs = {}
+    with open(recordings_path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = json.loads(line)
+                outputs[row["id"]] = row["output"]
+    counts = {"pass": 0, "fail": 0, "error": 0}
+    with open(cases_path, encoding="utf-8") as cases, \
+            open(out_path, "w", encoding="utf-8") as out:
+        for line in cases:
+            if not line.strip():
+                continue
+            case = json.loads(line)
+            output = outputs.get(case["id"])
+            if output is None:
+                status, reasons = "error", ["no recorded output"]
+            elif not output.strip():
+                status, reasons = "fail", ["the output is empty"]
+            else:
+                reasons = [r for r in (failure(c, output) for c in case["checks"]) if r]
+                status = "fail" if reasons else "pass"
+            counts[status] += 1
+            out.write(json.dumps({"id": case["id"], "status": status, "output": output,
+                                  "failed": reasons}) + "\n")
+        total = sum(counts.values())
+        summary = {"total": total, "passed": counts["pass"], "failed": counts["fail"],
+                   "errored": counts["error"]}
+        out.write(json.dumps({"summary": summary}) + "\n")
+    print(json.dumps(summary))
+
+
+main(*sys.argv[1:4])
+'''
+
+# ru_maxrss of RUSAGE_CHILDREN is the largest of all children waited for so far, so every
+# measurement runs in a fresh wrapper process whose only child is the command measured.
+_WRAPPER = (
+    "import json, resource, subprocess, sys, time\n"
+    "argv, limit = json.loads(sys.argv[1]), float(sys.argv[2])\n"
+    "t = time.perf_counter()\n"
+    "try:\n"
+    "    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit)\n"
+    "    code, out, err = p.returncode, p.stdout, p.stderr\n"
+    "except subprocess.TimeoutExpired as exc:\n"
+    "    code, out = None, exc.stdout or b''\n"
+    "    err = (exc.stderr or b'') + b'\\n[killed at the time limit of %d s]' % limit\n"
+    "wall = time.perf_counter() - t\n"
+    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "print(json.dumps({'wall': wall, 'rss_kib': rss, 'exit': code,\n"
+    "                  'stdout': out.decode('utf-8', 'replace')[-2000:],\n"
+    "                  'stderr': err.decode('utf-8', 'replace')[-2000:]}))\n"
+)
+
+
+def measure(argv, cwd, limit):
+    """Wall time (s), peak RSS (MB), exit code (None: killed at the limit) and output tails of
+    one run of `argv`, measured by a fresh wrapper process."""
+    done = subprocess.run([sys.executable, "-c", _WRAPPER, json.dumps(argv), str(limit)],
+                          env=_base_env(), cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=limit + 60)
     if done.returncode != 0:
-        raise RuntimeError("re-scoring wrapper failed: %s" % done.stderr.decode()[-2000:])
+        raise RuntimeError("measuring wrapper failed: %s" % done.stderr.decode()[-2000:])
     result = json.loads(done.stdout.decode("utf-8"))
     rss_kib = result["rss_kib"]
     if sys.platform == "darwin":  # bytes there
         rss_kib //= 1024
-    return {
-        "n": n, "wall_s": result["wall"], "peak_mb": rss_kib / 1024.0, "exit": result["exit"],
-        "stdout": result["stdout"].strip(), "stderr": result["stderr"].strip(),
-        "command": _command_text(argv),
-        "sizes_mb": (os.path.getsize(cases) / 1e6, os.path.getsize(recordings) / 1e6),
-    }
+    return {"wall_s": result["wall"], "peak_mb": rss_kib / 1024.0, "exit": result["exit"],
+            "stdout": result["stdout"].strip(), "stderr": result["stderr"].strip()}
+
+
+def record_summary(path):
+    """The "summary" object of a run record, read from the file's head (or tail) without
+    loading the whole record (1,000,000 cases make a record of more than a gigabyte); None
+    when it cannot be found."""
+    decoder = json.JSONDecoder()
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 20).decode("utf-8", "replace")
+            handle.seek(max(0, size - (1 << 20)))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    for text, find in ((head, str.find), (tail, str.rfind)):
+        at = find(text, '"summary":')
+        while at > 0 and text[at - 1] == "\\":  # an escaped quote inside some string
+            at = find(text, '"summary":', *((at + 1,) if find is str.find else (0, at)))
+        if at < 0:
+            continue
+        start = at + len('"summary":')
+        while start < len(text) and text[start] in " \t\r\n":
+            start += 1
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _passed_from_stdout(text):
+    """passed count from evals' "pass rate 77.4% (1548/2000)" line; None if absent."""
+    for line in text.splitlines():
+        if line.startswith("pass rate") and "(" in line and "/" in line:
+            try:
+                return int(line.rsplit("(", 1)[1].split("/", 1)[0])
+            except ValueError:
+                return None
+    return None
+
+
+def _rescore_limit(n):
+    return max(600.0, n * 0.003)  # s; 1,000,000 cases: 50 minutes
+
+
+def bench_rescore_loop(cases, recordings, workdir, n):
+    script = os.path.join(workdir, "minimal_loop.py")
+    with open(script, "w", encoding="utf-8") as handle:
+        handle.write(MINIMAL_LOOP)
+    out = os.path.join(workdir, "loop_record.jsonl")
+    argv = [sys.executable, script, cases, recordings, out]
+    result = measure(argv, workdir, _rescore_limit(n))
+    result["passed"] = result["total"] = None
+    try:
+        counts = json.loads(result["stdout"].splitlines()[-1])
+        result["passed"], result["total"] = counts["passed"], counts["total"]
+    except (IndexError, KeyError, ValueError):
+        pass
+    result["command"] = _command_text([sys.executable, "minimal_loop.py",
+                                       os.path.basename(cases), os.path.basename(recordings),
+                                       os.path.basename(out)])
+    _remove(out)
+    return result
+
+
+def bench_rescore_evals(copy, cases, recordings, workdir, n):
+    out = os.path.join(workdir, "evals_record.json")
+    argv = [sys.executable, copy.path, "--cases", os.path.basename(cases),
+            "--rescore", os.path.basename(recordings), "--out", os.path.basename(out),
+            "--no-history", "-q"]
+    _remove(out)
+    result = measure(argv, workdir, _rescore_limit(n))
+    summary = record_summary(out)
+    result["record_mb"] = os.path.getsize(out) / 1e6 if os.path.exists(out) else None
+    if summary is not None:
+        result["passed"], result["total"] = summary.get("passed"), summary.get("total")
+        result["passed_from"] = "record summary"
+    else:
+        result["passed"], result["total"] = _passed_from_stdout(result["stdout"]), None
+        result["passed_from"] = "stdout (no summary found in the record)"
+    result["command"] = _command_text(argv)
+    _remove(out)
+    return result
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def part_rescore(copies, n, workdir, summary):
+    print("\n2. Offline re-scoring: %d recorded cases x 5 checks, evals vs a minimal loop" % n)
+    started = time.perf_counter()
+    cases, recordings = write_rescore_files(workdir, n)
+    print("   files: cases %.1f MB, recordings %.1f MB (written in %.1f s)" % (
+        os.path.getsize(cases) / 1e6, os.path.getsize(recordings) / 1e6,
+        time.perf_counter() - started))
+    loop = bench_rescore_loop(cases, recordings, workdir, n)
+    rows = [("minimal loop", loop)]
+    for copy in copies:
+        rows.append((copy.label, bench_rescore_evals(copy, cases, recordings, workdir, n)))
+
+    width = max(len(label) for label, _r in rows)
+    print("   %-*s %9s %9s %7s %7s %9s %5s" % (width, "", "wall s", "peak MB", "time x",
+                                               "mem x", "passed", "exit"))
+    for label, result in rows:
+        time_ratio = _ratio(result["wall_s"], loop["wall_s"])
+        memory_ratio = _ratio(result["peak_mb"], loop["peak_mb"])
+        result["time_ratio"], result["memory_ratio"] = time_ratio, memory_ratio
+        print("   %-*s %9.2f %9.1f %7.2f %7.2f %9s %5s" % (
+            width, label, result["wall_s"], result["peak_mb"], time_ratio or 0,
+            memory_ratio or 0, result["passed"], result["exit"]))
+    print("   loop:  " + loop["command"] + "   (the script is MINIMAL_LOOP in bench.py)")
+    if loop["exit"] != 0 or loop["passed"] is None:
+        print("   loop failed: stdout: %s; stderr: %s" % (loop["stdout"][-500:],
+                                                          loop["stderr"][-500:]))
+    for copy, (label, result) in zip(copies, rows[1:]):
+        print("   [%s] %s" % (label, copy.path))
+        print("     command: " + result["command"])
+        if result["record_mb"] is not None:
+            print("     run record %.1f MB; passed read from the %s" % (
+                result["record_mb"], result["passed_from"]))
+        print("     evals output: " + " | ".join(result["stdout"].splitlines()[:4]))
+        if result["stderr"]:
+            print("     stderr: " + result["stderr"][-500:])
+        agree = result["passed"] is not None and result["passed"] == loop["passed"]
+        if not agree:
+            print("     " + "!" * 72)
+            print("     MISMATCH: %s passed %s of %s cases, the minimal loop %s of %s" % (
+                label, result["passed"], result["total"] if result["total"] is not None else "?",
+                loop["passed"], loop["total"]))
+            print("     " + "!" * 72)
+
+        summary.append((label, "re-scoring time <= %.1f x the loop" % RESCORE_TIME_RATIO_TARGET,
+                        _ratio_text(result["time_ratio"]),
+                        result["time_ratio"] is not None
+                        and result["time_ratio"] <= RESCORE_TIME_RATIO_TARGET))
+        summary.append((label, "re-scoring memory <= %.1f x the loop"
+                        % RESCORE_MEMORY_RATIO_TARGET, _ratio_text(result["memory_ratio"]),
+                        result["memory_ratio"] is not None
+                        and result["memory_ratio"] <= RESCORE_MEMORY_RATIO_TARGET))
+        summary.append((label, "re-scoring passes the same cases as the loop",
+                        "%s = %s" % (result["passed"], loop["passed"]) if agree else
+                        "MISMATCH %s vs %s" % (result["passed"], loop["passed"]), agree))
+        if n >= RESCORE_LARGE:
+            summary.append((label, "re-scoring %d cases, peak RSS < %.0f MB" % (
+                n, RESCORE_LARGE_MB_TARGET), "%.1f MB" % result["peak_mb"],
+                result["peak_mb"] < RESCORE_LARGE_MB_TARGET))
+        else:
+            summary.append((label, "re-scoring %d cases < %.0f s" % (n, RESCORE_SECONDS_TARGET),
+                            "%.2f s" % result["wall_s"],
+                            result["wall_s"] < RESCORE_SECONDS_TARGET))
+            summary.append((label, "re-scoring peak RSS < %.0f MB" % RESCORE_MB_TARGET,
+                            "%.1f MB" % result["peak_mb"], result["peak_mb"] < RESCORE_MB_TARGET))
+        # exit 1 is impossible without a baseline; 0 means no error
+        summary.append((label, "re-scoring exits 0 (no errored case)", str(result["exit"]),
+                        result["exit"] == 0))
+    _remove(cases)
+    _remove(recordings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,31 +663,36 @@ def bench_rescore(n, workdir):
 # ---------------------------------------------------------------------------------------------
 
 
-def bench_module_startup(runs=10):
+def bench_module_startup(copy, runs=10):
     """Median ms of `python -m evals --help` with bytecode caching allowed (an imported module's
-    compiled code is cached in __pycache__; a script's never is)."""
-    argv = [sys.executable, "-m", "evals", "--help"]
+    compiled code is cached in __pycache__; a script's never is); None when the file name is
+    not a module name."""
+    module = os.path.splitext(os.path.basename(copy.path))[0]
+    if not module.isidentifier():
+        return None, "(%s is not importable as a module)" % copy.path
+    argv = [sys.executable, "-m", module, "--help"]
     env = _base_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    _run(argv, env, ROOT, 60)  # writes __pycache__/evals.*.pyc (ignored by git)
+    _run(argv, env, copy.folder, 60)  # writes __pycache__/evals.*.pyc (ignored by git)
     times = []
     for _ in range(runs):
-        wall, done = _run(argv, env, ROOT, 60)
+        wall, done = _run(argv, env, copy.folder, 60)
         if done.returncode != 0:
-            raise RuntimeError("python -m evals --help exited %d" % done.returncode)
+            raise RuntimeError("python -m %s --help exited %d" % (module, done.returncode))
         times.append(wall * 1000)
-    return statistics.median(times), _command_text(argv)
+    return statistics.median(times), "(cd %s && %s)" % (shlex.quote(copy.folder),
+                                                        _command_text(argv))
 
 
-def bench_startup(runs=10):
-    argv = [sys.executable, EVALS, "--help"]
+def bench_startup(copy, runs=10):
+    argv = [sys.executable, copy.path, "--help"]
     env = _base_env()
     times = []
-    _run(argv, env, ROOT, 60)  # warm the file cache and __pycache__
+    _run(argv, env, ROOT, 60)  # warm the file cache
     for _ in range(runs):
         wall, done = _run(argv, env, ROOT, 60)
         if done.returncode != 0:
-            raise RuntimeError("evals.py --help exited %d" % done.returncode)
+            raise RuntimeError("%s --help exited %d" % (copy.path, done.returncode))
         times.append(wall * 1000)
     baseline = []
     for _ in range(runs):
@@ -335,6 +700,29 @@ def bench_startup(runs=10):
         baseline.append(wall * 1000)
     return {"median_ms": statistics.median(times), "min_ms": min(times),
             "python_ms": statistics.median(baseline), "command": _command_text(argv)}
+
+
+def bench_version_ratio(copies, workdir, runs=10):
+    """Median ms of `python EVALS --version` for each copy and of `python -c pass`, the runs
+    interleaved (one of each per round, the order alternating) so that machine noise hits all."""
+    env = _base_env()
+    commands = [("python -c pass", [sys.executable, "-c", "pass"])]
+    commands += [(copy.label, [sys.executable, copy.path, "--version"]) for copy in copies]
+    times = {label: [] for label, _argv in commands}
+    versions = {}
+    for label, argv in commands:  # warm the file cache
+        _wall, done = _run(argv, env, workdir, 60)
+        versions[label] = (done.returncode,
+                           (done.stdout or done.stderr).decode("utf-8", "replace").strip())
+    for round_number in range(runs):
+        order = commands if round_number % 2 == 0 else commands[::-1]
+        for label, argv in order:
+            wall, done = _run(argv, env, workdir, 60)
+            if done.returncode != 0:
+                raise RuntimeError("%s exited %d" % (_command_text(argv), done.returncode))
+            times[label].append(wall * 1000)
+    return ({label: statistics.median(values) for label, values in times.items()}, versions,
+            {label: _command_text(argv) for label, argv in commands})
 
 
 def _import_rows(argv):
@@ -352,24 +740,23 @@ def _import_rows(argv):
     return rows
 
 
-def import_time_top(count=12):
-    """Top-level imports made by evals.py itself (not by interpreter start-up), slowest first:
-    (cumulative us, self us, name)."""
+def import_time_top(path, count=12):
+    """Top-level imports made by the evals.py at `path` itself (not by interpreter start-up),
+    slowest first: (cumulative us, self us, name)."""
     startup = {name.strip() for _c, _s, name in _import_rows([sys.executable, "-X", "importtime",
                                                               "-c", "pass"])}
-    rows = _import_rows([sys.executable, "-X", "importtime", EVALS, "--help"])
+    rows = _import_rows([sys.executable, "-X", "importtime", path, "--help"])
     own = [r for r in rows if not r[2].startswith("  ") and r[2].strip() not in startup]
     own.sort(reverse=True)
     return own[:count]
 
 
-def startup_parts(runs=5):
-    """Milliseconds: compiling evals.py (a script is never cached), running its module body
-    (imports, regexes, dataclasses) with the source already compiled."""
-    with open(EVALS, encoding="utf-8") as handle:
+def startup_parts(path, runs=5):
+    """Milliseconds: compiling the evals.py at `path` (a script is never cached), running its
+    module body (imports, regexes, dataclasses) with the source already compiled."""
+    with open(path, encoding="utf-8") as handle:
         source = handle.read()
-    compile_ms = min(_timed(lambda: compile(source, EVALS, "exec")) for _ in range(runs))
-    code = compile(source, EVALS, "exec")
+    compile_ms = min(_timed(lambda: compile(source, path, "exec")) for _ in range(runs))
     body = (
         "import sys, time\n"
         "code = compile(open(sys.argv[1], encoding='utf-8').read(), sys.argv[1], 'exec')\n"
@@ -377,10 +764,9 @@ def startup_parts(runs=5):
         "exec(code, {'__name__': 'evals_bench', '__file__': sys.argv[1]})\n"
         "print((time.perf_counter() - t) * 1000)\n"
     )
-    del code
     body_ms = []
     for _ in range(runs):
-        done = subprocess.run([sys.executable, "-c", body, EVALS], env=_base_env(), cwd=ROOT,
+        done = subprocess.run([sys.executable, "-c", body, path], env=_base_env(), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
         body_ms.append(float(done.stdout.decode().strip().splitlines()[-1]))
     return compile_ms, statistics.median(body_ms)
@@ -392,6 +778,54 @@ def _timed(func):
     return (time.perf_counter() - started) * 1000
 
 
+def part_help_startup(copies, summary):
+    print("\n3. Startup: python EVALS --help, median of 10")
+    for copy in copies:
+        result = bench_startup(copy)
+        print("   [%s] median %.1f ms, min %.1f ms (bare `python -c pass`: %.1f ms)" % (
+            copy.label, result["median_ms"], result["min_ms"], result["python_ms"]))
+        print("     command: " + result["command"])
+        ok = result["median_ms"] < STARTUP_MS_TARGET
+        if not ok:
+            compile_ms, body_ms = startup_parts(copy.path)
+            print("     where it goes: interpreter start-up %.1f ms, compiling evals.py %.1f ms "
+                  "(scripts run as `python evals.py` are never byte-code cached), module "
+                  "body %.1f ms, the rest is argparse and output" % (
+                      result["python_ms"], compile_ms, body_ms))
+            print("     slowest imports made by evals.py (python -X importtime; cumulative "
+                  "and self, us):")
+            for cumulative, own, name in import_time_top(copy.path):
+                print("       %8d  %8d  %s" % (cumulative, own, name.strip()))
+        summary.append((copy.label, "startup median < %.0f ms" % STARTUP_MS_TARGET,
+                        "%.1f ms" % result["median_ms"], ok))
+        module_ms, module_command = bench_module_startup(copy)
+        if module_ms is None:
+            print("     python -m: " + module_command)
+            continue
+        print("     python -m evals --help (bytecode cached): median %.1f ms" % module_ms)
+        print("     command: " + module_command)
+        summary.append((copy.label, "startup, python -m evals, median < %.0f ms"
+                        % STARTUP_MS_TARGET, "%.1f ms" % module_ms,
+                        module_ms < STARTUP_MS_TARGET))
+
+
+def part_version_ratio(copies, workdir, summary):
+    print("\n3b. Startup ratio: python EVALS --version vs python -c pass, medians of 10, "
+          "interleaved")
+    medians, versions, commands = bench_version_ratio(copies, workdir)
+    base = medians["python -c pass"]
+    print("   %-20s median %7.1f ms" % ("python -c pass", base))
+    for copy in copies:
+        ratio = _ratio(medians[copy.label], base)
+        code, text = versions[copy.label]
+        print("   %-20s median %7.1f ms  %s  (prints %r, exit %d)" % (
+            copy.label, medians[copy.label], _ratio_text(ratio), text[:40], code))
+        print("     command: " + commands[copy.label] + "   (cwd: the temporary work folder)")
+        summary.append((copy.label, "--version startup <= %.1f x python -c pass"
+                        % VERSION_RATIO_TARGET, _ratio_text(ratio),
+                        ratio is not None and ratio <= VERSION_RATIO_TARGET))
+
+
 # ---------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +833,9 @@ def _timed(func):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--evals", action="append", default=[], metavar="[LABEL=]PATH",
+                        help="a copy of evals.py to measure (repeatable; default: this "
+                             "repository's), e.g. --evals before=/tmp/old/evals.py")
     parser.add_argument("--n", type=int, default=None, help="cases for the throughput runs (500)")
     parser.add_argument("--latency", type=float, default=0.2, help="server latency, s (0.2)")
     parser.add_argument("--concurrency", default="1,8,32", help="levels, comma-separated")
@@ -407,8 +844,10 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="N=100 and 20,000 re-scored cases (targets still shown)")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["throughput", "rescore", "startup"], help="skip a part")
+                        choices=["throughput", "rescore", "startup", "help", "version"],
+                        help="skip a part (startup: both --help and the --version ratio)")
     args = parser.parse_args(argv)
+    copies = parse_copies(args.evals, parser)
     n = args.n or (100 if args.quick else 500)
     rescore_n = args.rescore_cases or (20000 if args.quick else 100000)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
@@ -416,82 +855,23 @@ def main(argv=None):
 
     print("evals benchmarks: Python %s on %s, %d CPU(s)"
           % (sys.version.split()[0], sys.platform, os.cpu_count() or 0))
+    for copy in copies:
+        print("   [%s] %s" % (copy.label, copy.path))
     with tempfile.TemporaryDirectory(prefix="evals-bench-") as workdir:
         if "throughput" not in args.skip:
-            print("\n1. Live calls through my_client (OpenAI-compatible loopback server, "
-                  "%d ms latency, N=%d)" % (args.latency * 1000, n))
-            rows = bench_throughput(n, args.latency, levels, workdir)
-            print("   %-4s %9s %9s %7s %9s %9s %5s" % ("-j", "wall s", "limit s", "ratio",
-                                                      "requests", "peak", "exit"))
-            for row in rows:
-                print("   %-4d %9.2f %9.2f %7.3f %9d %9d %5d" % (
-                    row["concurrency"], row["wall_s"], row["limit_s"], row["ratio"],
-                    row["requests"], row["peak_in_flight"], row["exit"]))
-            print("   command: " + rows[-1]["command"])
-            for row in rows:
-                if row["exit"] != 0 or row["requests"] != n:
-                    print("   -j %d: exit %d, %d requests; stdout: %s; stderr: %s" % (
-                        row["concurrency"], row["exit"], row["requests"], row["stdout"][-500:],
-                        row["stderr"][-500:]))
-            top = max(rows, key=lambda r: r["concurrency"])
-            summary.append(("throughput -j %d <= %.2f x limit" % (top["concurrency"],
-                                                                  THROUGHPUT_TARGET),
-                            "%.3f x" % top["ratio"], top["ratio"] <= THROUGHPUT_TARGET))
-            exact = all(r["requests"] == n for r in rows)
-            summary.append(("server saw exactly N=%d requests per run" % n,
-                            ", ".join(str(r["requests"]) for r in rows), exact))
-            summary.append(("every throughput run exits 0",
-                            ", ".join(str(r["exit"]) for r in rows),
-                            all(r["exit"] == 0 for r in rows)))
-
+            part_throughput(copies, n, args.latency, levels, workdir, summary)
         if "rescore" not in args.skip:
-            print("\n2. Offline re-scoring: %d recorded cases x 5 checks" % rescore_n)
-            result = bench_rescore(rescore_n, workdir)
-            print("   files: cases %.1f MB, recordings %.1f MB" % result["sizes_mb"])
-            print("   wall %.2f s, peak RSS %.1f MB, exit %d" % (
-                result["wall_s"], result["peak_mb"], result["exit"]))
-            print("   evals output: " + " | ".join(result["stdout"].splitlines()[:4]))
-            if result["stderr"]:
-                print("   stderr: " + result["stderr"][-500:])
-            print("   command: " + result["command"])
-            summary.append(("re-scoring %d cases < %.0f s" % (rescore_n, RESCORE_SECONDS_TARGET),
-                            "%.2f s" % result["wall_s"],
-                            result["wall_s"] < RESCORE_SECONDS_TARGET))
-            summary.append(("re-scoring peak RSS < %.0f MB" % RESCORE_MB_TARGET,
-                            "%.1f MB" % result["peak_mb"], result["peak_mb"] < RESCORE_MB_TARGET))
-            # exit 1 is impossible without a baseline; 0 means no error
-            summary.append(("re-scoring exits 0 (no errored case)", str(result["exit"]),
-                            result["exit"] == 0))
-
-        if "startup" not in args.skip:
-            print("\n3. Startup: python evals.py --help, median of 10")
-            result = bench_startup()
-            print("   median %.1f ms, min %.1f ms (bare `python -c pass`: %.1f ms)" % (
-                result["median_ms"], result["min_ms"], result["python_ms"]))
-            print("   command: " + result["command"])
-            ok = result["median_ms"] < STARTUP_MS_TARGET
-            if not ok:
-                compile_ms, body_ms = startup_parts()
-                print("   where it goes: interpreter start-up %.1f ms, compiling evals.py %.1f ms "
-                      "(scripts run as `python evals.py` are never byte-code cached), module "
-                      "body %.1f ms, the rest is argparse and output" % (
-                          result["python_ms"], compile_ms, body_ms))
-                print("   slowest imports made by evals.py (python -X importtime; cumulative "
-                      "and self, us):")
-                for cumulative, own, name in import_time_top():
-                    print("     %8d  %8d  %s" % (cumulative, own, name.strip()))
-            summary.append(("startup median < %.0f ms" % STARTUP_MS_TARGET,
-                            "%.1f ms" % result["median_ms"], ok))
-            module_ms, module_command = bench_module_startup()
-            print("   python -m evals --help (bytecode cached): median %.1f ms" % module_ms)
-            print("   command: " + module_command)
-            summary.append(("startup, python -m evals, median < %.0f ms" % STARTUP_MS_TARGET,
-                            "%.1f ms" % module_ms, module_ms < STARTUP_MS_TARGET))
+            part_rescore(copies, rescore_n, workdir, summary)
+        if "startup" not in args.skip and "help" not in args.skip:
+            part_help_startup(copies, summary)
+        if "startup" not in args.skip and "version" not in args.skip:
+            part_version_ratio(copies, workdir, summary)
 
     print("\nSummary")
-    for name, figure, ok in summary:
-        print("   %-4s %-46s %s" % (_verdict(ok), name, figure))
-    return 0 if all(ok for _n, _f, ok in summary) else 1
+    width = max([len(label) for label, _n, _f, _ok in summary] or [0])
+    for label, name, figure, ok in summary:
+        print("   %-4s %-*s  %-52s %s" % (_verdict(ok), width, label, name, figure))
+    return 0 if all(ok for _l, _n, _f, ok in summary) else 1
 
 
 if __name__ == "__main__":
