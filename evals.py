@@ -3288,13 +3288,16 @@ _EXIT_CODES = (
 
 def _check_table():
     """--list-checks: every registered check with its parameters and summary (str)."""
+    import textwrap
+
     lines = ["Check types (every check also takes \"negate\": true; bounds are inclusive):", ""]
     for spec in CHECKS.values():
         params = [key if param.required else f"[{key}]" if param.default is None
                   else f"[{key}={json.dumps(param.default)}]"
                   for key, param in spec.params.items()]
         lines.append(f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}")
-        lines.append(f"      {spec.summary}")
+        lines.append(textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 6))
     return "\n".join(lines) + "\n"
 
 
@@ -3377,7 +3380,23 @@ def _run_parser():
                         help="only validate the case file, call nothing")
     inputs.add_argument("--list-checks", action="store_true",
                         help="print the check types and their parameters")
-    select = parser.add_argument_group("selection")
+    _add_selection_options(parser.add_argument_group("selection"))
+    _add_model_options(parser.add_argument_group("model calls"))
+    output = parser.add_argument_group("output")
+    output.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the count lines, regressions and errors; no progress "
+                             "line")
+    output.add_argument("--strict", action="store_true",
+                        help="exit 1 when any case does not pass, not only on regressions")
+    _add_report_options(output)
+    output.add_argument("--history", metavar="FILE", default=None,
+                        help="SQLite history to append to (default: .evals/history.sqlite "
+                             "beside the baseline)")
+    output.add_argument("--no-history", action="store_true", help="do not append to the history")
+    return parser
+
+
+def _add_selection_options(select):
     select.add_argument("--tag", action="append", default=[], metavar="TAG",
                         help="run only cases with this tag (repeatable: any of them)")
     select.add_argument("--id", action="append", default=[], metavar="PATTERN",
@@ -3387,7 +3406,9 @@ def _run_parser():
     select.add_argument("--shard", type=_shard, metavar="K/N",
                         help="run shard K of N (split by a hash of the case id); combine the "
                              "shards' records with `evals.py merge`")
-    model = parser.add_argument_group("model calls")
+
+
+def _add_model_options(model):
     model.add_argument("--client", default=None, metavar="MODULE:FUNCTION",
                        help=f"callable str -> str that answers each input "
                             f"(default: $EVALS_CLIENT or {DEFAULT_CLIENT})")
@@ -3417,18 +3438,6 @@ def _run_parser():
     model.add_argument("--no-judge", action="store_true",
                        help="skip `judge` checks (said in the summary); deterministic checks "
                             "run, and cases with only judge checks are not run")
-    output = parser.add_argument_group("output")
-    output.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the count lines, regressions and errors; no progress "
-                             "line")
-    output.add_argument("--strict", action="store_true",
-                        help="exit 1 when any case does not pass, not only on regressions")
-    _add_report_options(output)
-    output.add_argument("--history", metavar="FILE", default=None,
-                        help="SQLite history to append to (default: .evals/history.sqlite "
-                             "beside the baseline)")
-    output.add_argument("--no-history", action="store_true", help="do not append to the history")
-    return parser
 
 
 def main(argv=None, stdout=None, stderr=None):
