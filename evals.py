@@ -3592,12 +3592,41 @@ def _refuse_contradictions(args):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
-    outputs = (args.out, args.json, args.junit, args.markdown, args.html, args.record)
-    writes_baseline = not (args.no_save or args.out or args.shard)
-    for path in [args.baseline] * writes_baseline + [p for p in outputs if p]:
+    _refuse_overwriting(_options(args, _WRITTEN), _options(
+        args, ("cases", "rescore", "prices", "baseline")))
+    if not (args.no_save or args.out or args.shard):
+        _refuse_overwriting(_options(args, ("baseline",)), {})
+
+
+_WRITTEN = ("out", "json", "junit", "markdown", "html", "record")
+
+
+def _options(args, names):
+    """{"--name": value} of the options `names` that this command has."""
+    return {f"--{name}": getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def _refuse_overwriting(written, read):
+    """Before any call: each file to write ({option: path or None}) is named, in a folder that
+    exists, and neither a file read ({option: path}) nor another file written."""
+    def same(a, b):
+        return os.path.realpath(a) == os.path.realpath(b) or (
+            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+
+    seen = {option: path for option, path in read.items() if path}
+    for option, path in written.items():
+        if path is None:
+            continue
+        if not path.strip():
+            raise EvalsError(f"{option}: the file name is empty")
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise EvalsError(f"cannot write {path}: there is no folder {folder}")
+        clash = next((other for other, taken in seen.items() if same(path, taken)), None)
+        if clash:
+            raise EvalsError(f"{option} {path} is also {clash}: refusing to overwrite it; write "
+                             "to another file")
+        seen[option] = path
 
 
 def _selection(args, cases, baseline):
@@ -3754,6 +3783,8 @@ def _merge_parser():
 
 
 def _merge_command(args, stdout, stderr):
+    _refuse_overwriting(_options(args, ("out",)), {
+        "--cases": args.cases, **{f"RECORD {path}": path for path in args.records}})
     cases, digest = load_cases(args.cases)
     records = [read_record(path) for path in args.records]
     merged = merge_records(records, [c.id for c in cases], args.records, digest)
@@ -3951,6 +3982,8 @@ def _report_parser():
 
 
 def _report_command(args, stdout, stderr):
+    _refuse_overwriting(_options(args, _WRITTEN), _options(args, ("baseline",))
+                        | {"RECORD": args.record})
     record = read_record(args.record)
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
