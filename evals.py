@@ -311,10 +311,18 @@ def write_jsonl_atomic(path, rows):
 # ---------------------------------------------------------------------------------------------
 
 
+# Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
+_QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
+
+
 def _fold(text, ignore_case):
-    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader; NFC: "é" typed
-    # as "e" and a combining accent is the same letter as the single character "é".
-    return unicodedata.normalize("NFC", text.casefold() if ignore_case else text)
+    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader; "İ" casefolds
+    # to "i" plus a combining dot that no typed "i" has, so the dot goes. NFC: "é" typed as "e"
+    # and a combining accent is the same letter as the single character "é". Loose matching
+    # (ignore_case) also takes typographic quotes as ASCII ones; exact matching keeps them.
+    if ignore_case:
+        text = text.casefold().replace("i\u0307", "i").translate(_QUOTES)
+    return unicodedata.normalize("NFC", text)
 
 
 def _is_word_char(char):
@@ -563,15 +571,28 @@ def _reject_constant(name):
     raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
-# One decoder, reused: json.loads with arguments builds a new one per call.
+def _unique_keys(pairs):
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _NotJson(f"duplicate key {duplicate!r} (the last would silently win)")
+    return value
+
+
+# Decoders made once: json.loads with arguments builds a new one per call. RFC 8259 only says
+# names SHOULD be unique, so a model's output may repeat one; a case file the user wrote may not.
 _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_UNIQUE_KEYS_DECODER = json.JSONDecoder(parse_constant=_reject_constant,
+                                        object_pairs_hook=_unique_keys)
 
 
-def _strict_json(text):
-    """json.loads(text) with NaN/Infinity rejected. Raises ValueError like json.loads."""
+def _strict_json(text, unique_keys=False):
+    """json.loads(text) with NaN/Infinity rejected, and with unique_keys a repeated key in an
+    object too. Raises ValueError like json.loads."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return _STRICT_DECODER.decode(text)
+    return (_UNIQUE_KEYS_DECODER if unique_keys else _STRICT_DECODER).decode(text)
 
 
 def _parse_json(output, allow_fence=False):
@@ -3869,7 +3890,7 @@ def _added_checks(args):
     checks = []
     for number, text in enumerate(args.check, 1):
         try:
-            checks.append(_strict_json(text))
+            checks.append(_strict_json(text, unique_keys=True))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     for kind in ("contains_all", "contains_any", "not_contains"):
@@ -3982,8 +4003,8 @@ def _report_parser():
 
 
 def _report_command(args, stdout, stderr):
-    _refuse_overwriting(_options(args, _WRITTEN), _options(args, ("baseline",))
-                        | {"RECORD": args.record})
+    _refuse_overwriting(_options(args, ("json", "junit", "markdown", "html")),
+                        {"RECORD": args.record, "--baseline": args.baseline})
     record = read_record(args.record)
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")

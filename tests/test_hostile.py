@@ -68,5 +68,40 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
         self.assertEqual(self.read("cases.jsonl"), self.before["cases.jsonl"])
 
 
+class TextAsModelsWriteItTest(unittest.TestCase):
+    """Loose matching (ignore_case) takes text as a reader does; exact matching does not."""
+
+    def run_check(self, check, output):
+        self.assertEqual(evals.validate_check(check), [])
+        return evals.run_check(check, output)
+
+    def test_typographic_apostrophes_and_quotes_match_typed_ones(self):
+        forbidden = {"type": "not_contains", "values": ["can't help"]}
+        self.assertFalse(self.run_check(forbidden, "Sorry, I can\u2019t help with that.").passed)
+        quoted = {"type": "contains_any", "values": ['"refund"']}
+        self.assertTrue(self.run_check(quoted, "the word \u201crefund\u201d").passed)
+        exact = {"type": "equals", "value": "It's done"}
+        self.assertFalse(self.run_check(exact, "It\u2019s done").passed)
+        self.assertTrue(self.run_check(dict(exact, ignore_case=True), "It\u2019s done").passed)
+
+    def test_dotted_capital_i_folds_to_i(self):
+        check = {"type": "contains_all", "values": ["istanbul"]}
+        self.assertTrue(self.run_check(check, "\u0130STANBUL is large").passed)
+        check = {"type": "contains_all", "values": ["\u0130stanbul"], "whole_word": True}
+        self.assertTrue(self.run_check(check, "I live in istanbul.").passed)
+
+
+class DuplicateKeysTest(unittest.TestCase):
+    def test_a_check_given_to_add_may_not_repeat_a_key(self):
+        with tempfile.TemporaryDirectory() as folder:
+            cases = os.path.join(folder, "cases.jsonl")
+            err = io.StringIO()
+            code = evals.main(["add", "--cases", cases, "--id", "x", "--input", "q", "--check",
+                               '{"type": "max_words", "n": 5, "n": 500}'], io.StringIO(), err)
+            self.assertEqual(code, 2)
+            self.assertIn("--check 1: not valid JSON: duplicate key 'n'", err.getvalue())
+            self.assertFalse(os.path.exists(cases))
+
+
 if __name__ == "__main__":
     unittest.main()
