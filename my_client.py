@@ -1225,8 +1225,22 @@ def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[s
         return client
 
 
+def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Callable[[], Any]:
+    """`factory`, saying once on stderr which provider, model and URL a live client calls (a
+    replay says so itself), so a run's log shows what it talked to."""
+    def build() -> Callable[[str], Reply]:
+        client = factory()
+        if isinstance(client, Client):
+            s = client.settings
+            sys.stderr.write("my_client: %s calls %s model %s at %s\n"
+                             % (role, s.provider, s.model, s.base_url))
+        return client
+
+    return build
+
+
 def _env_client() -> Callable[[str], Reply]:
-    return _cached(_clients, _ENV_VARS, make_client)
+    return _cached(_clients, _ENV_VARS, _announced(make_client, "ask"))
 
 
 def ask(prompt: str) -> Reply:
@@ -1365,7 +1379,7 @@ _record_lock = threading.Lock()
 
 
 def _env_judge() -> Callable[[str], Reply]:
-    return _cached(_judges, _JUDGE_ENV_VARS, make_judge)
+    return _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
 
 
 def _judge_model() -> str:

@@ -267,6 +267,10 @@ class FaultInjectionTests(unittest.TestCase):
     def describe(self):
         return "\nstdout:\n%s\nstderr:\n%s" % (self.stdout[-3000:], self.stderr[-3000:])
 
+    def test_the_run_says_once_which_provider_model_and_url_it_calls(self):
+        notice = f"my_client: ask calls openai model {MODEL} at {self.server.url}\n"
+        self.assertEqual(self.stderr.count(notice), 1, self.describe())
+
     def test_exit_code_is_2_for_errored_cases(self):
         self.assertEqual(self.code, 2, self.describe())
         summary = self.record()["summary"]
