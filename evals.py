@@ -684,23 +684,22 @@ _NEGATE = Param(Bool, False, False)
 
 
 def register(func=None, *, rule=None, needs_judge=False):
-    """Register `check_NAME(output, ...)` as the check type NAME, reading its parameters from
-    its signature (see the section comment). Returns the function unchanged, so tests and users
-    call it directly. rule(check dict) -> list of problems; needs_judge: the function takes
-    keyword-only `ask` (prompt -> reply) and `case_input`."""
+    """Register `check_NAME(output, ...)` as the check type NAME, its parameters read from its
+    signature; returns the function unchanged. rule(check dict) -> list of problems;
+    needs_judge: the function takes keyword-only `ask` (prompt -> reply) and `case_input`."""
     if func is None:
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
     names = code.co_varnames[1:code.co_argcount]
     defaults = func.__defaults__ or ()
-    first_optional = len(names) - len(defaults)
-    params = {name: Param(func.__annotations__[name], index < first_optional,
-                          defaults[index - first_optional] if index >= first_optional else None)
+    required = len(names) - len(defaults)
+    defaults = (None,) * required + defaults
+    params = {name: Param(func.__annotations__[name], index < required, defaults[index])
               for index, name in enumerate(names)}
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
-    CHECKS[name] = CheckSpec(name, func, params, bool(code.co_flags & 0x08), rule, needs_judge,
-                             summary)
+    takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
+    CHECKS[name] = CheckSpec(name, func, params, takes_any, rule, needs_judge, summary)
     return func
 
 
@@ -718,8 +717,7 @@ def _bounds(low="min", high="max", needed=True, hint=""):
 
 
 def _quote(text, limit=80):
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return repr(text)
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _quote_all(values):
@@ -766,10 +764,10 @@ def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_wo
 @register
 def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """None of `values` occurs; the reason lists the ones found."""
-    found = _found_phrases(output, values, ignore_case, whole_word)
-    if found:
-        return CheckResult(False, f"found forbidden: {_quote_all(found)}")
-    return CheckResult(True, f"none of {_quote_all(values)} found")
+    result = check_contains_any(output, values, ignore_case, whole_word)  # the verdict inverted
+    if result.passed:
+        return CheckResult(False, result.reason.replace("found", "found forbidden:", 1))
+    return result._replace(passed=True)
 
 
 @register
@@ -782,70 +780,65 @@ def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = T
     return CheckResult(False, f"expected {_quote(value)}, got {got}", (got,))
 
 
-def _edge_match(text, value, ignore_case, whole_word, at_start):
-    text, value = _fold(text, ignore_case), _fold(value, ignore_case)
+def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
+    """starts_with, or ends_with (not `at_start`), on `text`, named `where` in the reason."""
+    text = text.strip() if strip else text
+    folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
-        if not text.startswith(value):
-            return False
-        outside, inside = text[len(value):len(value) + 1], value[-1:]
+        verb, got = "starts", text[: len(value) + 20]
+        matched = folded.startswith(wanted)
+        outside, inside = folded[len(wanted):len(wanted) + 1], wanted[-1]
     else:
-        if not text.endswith(value):
-            return False
-        outside, inside = text[len(text) - len(value) - 1:len(text) - len(value)], value[:1]
-    return not (whole_word and _is_word_char(outside) and _is_word_char(inside))
+        verb, got = "ends", text[-(len(value) + 20):]
+        matched = folded.endswith(wanted)
+        outside, inside = folded[-len(wanted) - 1:-len(wanted)], wanted[0]
+    if matched and not (whole_word and _is_word_char(outside) and _is_word_char(inside)):
+        return CheckResult(True, f"{where}{verb} with {_quote(value)}")
+    got = _quote(got)
+    return CheckResult(False, f"{where}{verb} with {got}, expected {_quote(value)}", (got,))
 
 
 @register
 def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                       whole_word: Bool = False, paragraph: Position = None):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
-    text, where = output, "output"
-    if paragraph is not None:
-        paragraphs = _paragraphs(output)
-        if paragraph > len(paragraphs):
-            return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
-        text, where = paragraphs[paragraph - 1], f"paragraph {paragraph}"
-    text = text.strip() if strip else text
-    if _edge_match(text, value, ignore_case, whole_word, at_start=True):
-        return CheckResult(True, f"{where} starts with {_quote(value)}")
-    got = _quote(text[: len(value) + 20])
-    return CheckResult(False, f"{where} starts with {got}, expected {_quote(value)}", (got,))
+    if paragraph is None:
+        return _edge(output, value, ignore_case, strip, whole_word, True, "output ")
+    paragraphs = _paragraphs(output)
+    if paragraph > len(paragraphs):
+        return CheckResult(False,
+                           f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+    return _edge(paragraphs[paragraph - 1], value, ignore_case, strip, whole_word, True,
+                 f"paragraph {paragraph} ")
 
 
 @register
 def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                     whole_word: Bool = False):
     """The output ends with `value` (surrounding white space stripped by default)."""
-    text = output.strip() if strip else output
-    if _edge_match(text, value, ignore_case, whole_word, at_start=False):
-        return CheckResult(True, f"ends with {_quote(value)}")
-    got = _quote(text[-(len(value) + 20):])
-    return CheckResult(False, f"ends with {got}, expected {_quote(value)}", (got,))
+    return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
 def _compile(pattern, flags=""):
-    value = 0
-    for letter in flags:
-        value |= _REGEX_FLAGS[letter]
-    return re.compile(pattern, value)
+    return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
 
-def _regex_problems(pattern, flags=""):
+def _regex_problem(pattern, flags=""):
     if not isinstance(pattern, str) or not pattern:
-        return ["must be a non-empty string"]
+        return "must be a non-empty string"
     try:
         _compile(pattern, flags)
     except re.error as exc:
-        return [f"is not a valid regular expression: {exc}"]
-    return []
+        return f"is not a valid regular expression: {exc}"
+    return None
 
 
 def _regex_rule(check):
     # The pattern is compiled with its flags: in verbose mode ("x") "#" starts a comment.
-    problems = [f"parameter 'pattern' {p}"
-                for p in _regex_problems(check["pattern"], check.get("flags", ""))]
-    return problems + _bounds("min_matches", "max_matches", needed=False,
-                              hint=" (set min_matches to 0 to allow no match)")(check)
+    problem = _regex_problem(check["pattern"], check.get("flags", ""))
+    bounds = _bounds("min_matches", "max_matches", needed=False,
+                     hint=" (set min_matches to 0 to allow no match)")
+    return ([f"parameter 'pattern' {problem}"] if problem else []) + bounds(check)
 
 
 @register(rule=_regex_rule)
@@ -878,8 +871,7 @@ def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = Non
 @register
 def check_max_words(output, n: Count):
     """At most `n` whitespace-separated words (the original harness's check)."""
-    count = len(output.split())
-    return _counted(count, _plural(count, "word"), None, n)
+    return check_word_count(output, max=n)
 
 
 @register(rule=_bounds())
@@ -918,14 +910,11 @@ def check_line_count(output, min: Count = None, max: Count = None):
     return _counted(count, _plural(count, "non-blank line"), min, max)
 
 
-_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+\S", re.MULTILINE)
-_NUMBERED = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S", re.MULTILINE)
-
-
 @register(rule=_bounds())
 def check_bullet_count(output, min: Count = None, max: Count = None, numbered: Bool = False):
     """`min`..`max` lines starting `- `, `* `, `+ ` (and `1. ` / `1) ` when `numbered`)."""
-    count = len((_NUMBERED if numbered else _BULLET).findall(output))
+    marker = r"(?:[-*+]|\d+[.)])" if numbered else r"[-*+]"
+    count = len(re.findall(rf"^[ \t]*{marker}[ \t]+\S", output, re.MULTILINE))
     return _counted(count, _plural(count, "bullet item"), min, max)
 
 
@@ -977,16 +966,12 @@ def check_json_valid(output, allow_fence: Bool = False):
     return CheckResult(True, f"valid JSON ({type(value).__name__})")
 
 
+_JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
+               (type(None), "null"))
+
+
 def _json_type(value):
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    return "null" if value is None else "number"
+    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "number")
 
 
 @register
@@ -1026,29 +1011,26 @@ _SCHEMA_KEYWORDS = {
     "enum": _kind("enum", lambda v: isinstance(v, list) and v, "must be a non-empty list"),
     "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
     "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": Kind("pattern", lambda v: (_regex_problems(v) or [None])[0]),
+    "maxItems": Count, "pattern": Kind("pattern", _regex_problem),
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
 
 
 def _json_equal(a, b):
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if type(a) is not type(b):
+    # As JSON Schema compares: 1 equals 1.0, true does not equal 1, key order does not count.
+    if _json_type(a) != _json_type(b):
         return False
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(map(_json_equal, a, b))
     return a == b
 
 
 def _is_schema_type(value, name):
     actual = _json_type(value)
     if name == "integer":
-        return actual == "number" and (isinstance(value, int) or float.is_integer(value))
+        return actual == "number" and (isinstance(value, int) or value.is_integer())
     return actual == name
 
 
@@ -1093,9 +1075,10 @@ def _schema_errors(value, schema, path, quoted):
     if isinstance(value, dict):
         errors += [f"{path}: missing required key {_quote(key)}"
                    for key in schema.get("required", ()) if key not in value]
+        properties = schema.get("properties", {})
         for key, item in value.items():
-            child = schema.get("properties", {}).get(key, schema.get("additionalProperties", True))
-            if child is False and key not in schema.get("properties", {}):
+            child = properties.get(key, schema.get("additionalProperties", True))
+            if child is False and key not in properties:
                 quoted.append(_quote(key))
                 errors.append(f"{path}: unexpected key {quoted[-1]}")
             else:
@@ -1118,14 +1101,18 @@ def _schema_definition_problems(schema, path="schema"):
                             f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
         elif kind.problem(value):
             problems.append(f"{path}.{key} {kind.problem(value)}")
-    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"), ("minimum", "maximum")):
+    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
+                      ("minimum", "maximum")):
         if not problems and low in schema and high in schema and schema[low] > schema[high]:
-            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} {schema[high]}")
-    subschemas = [(f"{path}.properties.{key}", sub) for key, sub in schema["properties"].items()
-                  ] if isinstance(schema.get("properties"), dict) else []
-    subschemas += [(f"{path}.{key}", schema[key]) for key in ("items", "additionalProperties")
-                   if key in schema]
-    return problems + [p for where, sub in subschemas for p in _schema_definition_problems(sub, where)]
+            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} "
+                            f"{schema[high]}")
+    if isinstance(schema.get("properties"), dict):
+        for key, subschema in schema["properties"].items():
+            problems += _schema_definition_problems(subschema, f"{path}.properties.{key}")
+    for key in ("items", "additionalProperties"):
+        if key in schema:
+            problems += _schema_definition_problems(schema[key], f"{path}.{key}")
+    return problems
 
 
 Schema = Kind("schema", lambda value: "; ".join(_schema_definition_problems(value)) or None)
@@ -1191,11 +1178,9 @@ unsure whether the answer is right; never guess a clean verdict.
 
 def judge_prompt(case_input, output, check):
     """The prompt a `judge` check sends (str): fixed instructions, then one JSON document with
-    the check's rubric, facts, claims and context, the case input and the answer.
-
-    The material is JSON-encoded, so an answer cannot close a delimiter and pose as
-    instructions; the text is deterministic, so it keys the reply cache and recordings.
-    """
+    the check's rubric, facts, claims and context, the case input and the answer. JSON, so an
+    answer cannot close a delimiter and pose as instructions; deterministic, so the text keys
+    the reply cache and recordings."""
     material = {"rubric": check.get("rubric", ""),
                 "must_include": list(check.get("must_include", [])),
                 "must_not_claim": list(check.get("must_not_claim", [])),
@@ -1209,8 +1194,7 @@ def _verdict_json(reply):
     """The one JSON value of a judge reply: (value, None) or (None, reason)."""
     text = reply.strip()
     fenced = _unfence(text)
-    if fenced is not None:
-        text = fenced.strip()
+    text = text if fenced is None else fenced.strip()
     try:
         return _strict_json(text), None
     except _NotJson as exc:
@@ -1221,11 +1205,10 @@ def _verdict_json(reply):
         pass
     # Prose around the JSON: exactly one object, and no other brace outside it (a second,
     # malformed object must not leave a valid-looking one to be read as the verdict).
-    decoder = json.JSONDecoder(parse_constant=_reject_constant)
     found, index = [], text.find("{")
     while index != -1:
         try:
-            value, end = decoder.raw_decode(text, index)
+            value, end = _STRICT_DECODER.raw_decode(text, index)
         except _NotJson as exc:
             return None, str(exc)
         except (ValueError, RecursionError):
@@ -1240,8 +1223,8 @@ def _verdict_json(reply):
     start, end, value = found[0]
     outside = text[:start] + text[end:]
     if "{" in outside or "}" in outside:
-        return None, "braces outside the JSON object (a second, malformed object?); expected " \
-                     "exactly one object"
+        return None, ("braces outside the JSON object (a second, malformed object?); expected "
+                      "exactly one object")
     return value, None
 
 
@@ -1263,8 +1246,7 @@ def parse_verdict(reply):
     problems = [f"missing key {key!r}" for key in JUDGE_KEYS if key not in value]
     for key, _ in _JUDGE_LISTS:
         items = value.get(key, [])
-        if not (isinstance(items, list)
-                and all(isinstance(item, str) and item.strip() for item in items)):
+        if not _is_texts(items, allow_empty=True) or not all(item.strip() for item in items):
             problems.append(f"{key!r} must be a list of non-empty strings, got "
                             f"{_json_type(items)} {_quote(json.dumps(items), 60)}")
     if "reason" in value and not isinstance(value["reason"], str):
@@ -1367,25 +1349,22 @@ def check_python(output, function: Function, **params):
     try:
         verdict = _USER_CHECKS[function](output, **params)
     except Exception as exc:
-        return CheckResult(False, f"{function} raised {_describe_error(exc)}", (), "error")
+        return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
     reason = "returned True" if verdict is True else "returned False"
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
         verdict, reason = verdict
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
-                                  "bool or (bool, reason)", (), "error")
+                                  "bool or (bool, reason)", flag="error")
     return CheckResult(verdict, reason)
 
 
 # ---- validating and running checks ----
 
 def validate_check(check):
-    """Problems of one check definition (a dict from the case file), as a list of strings.
-
-    An empty list means `run_check` will accept it: the type is known, parameters are known
-    and of their kind, required ones are present, and the check's rule holds (bounds, a
-    regex with its flags). A `python` check's function is imported here.
-    """
+    """Problems of one check definition (a dict from the case file), as a list of strings;
+    none when the type and parameters are known, of their kind, the required ones present and
+    the check's rule holds. A `python` check's function is imported here."""
     if not isinstance(check, dict):
         return [f"must be an object, got {_json_type(check)}"]
     kind = check.get("type")
@@ -1421,11 +1400,10 @@ def _did_you_mean(name, known):
 def run_check(check, output, ask=None, case_input=""):
     """Score one validated check (dict) on `output` (str); returns a CheckResult.
 
-    An empty or white-space-only output fails every check, negated ones included: an answer
-    with nothing in it must not pass `not_contains` or `max_words` by having said nothing.
-    `negate: true` inverts a pass or a fail and keeps the inner reason. A check that needs a
-    judge takes `ask` (prompt -> reply) and the case's input; without `ask` it raises
-    JudgeRequired. Raises KeyError for an unknown type: validate with `validate_check` first.
+    An empty or white-space-only output fails every check, negated ones included (it must not
+    pass `not_contains` by having said nothing). `negate: true` inverts a pass or a fail and
+    keeps the inner reason. A judge check needs `ask` (prompt -> reply) and the case's input,
+    else it raises JudgeRequired. An unknown type raises KeyError (see `validate_check`).
     """
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
@@ -1451,37 +1429,30 @@ def evaluate(case, output, judge=None):
     """Score every check of `case` on `output`: (status, list of check dicts in case order).
 
     status: see `case_status`. judge: a callable (prompt str -> reply str, or a Judge) for
-    checks that need one; NO_JUDGE skips them; None makes them errors. Deterministic checks run
-    first; when one fails the judge is not asked and its checks are recorded as skipped
-    ("passed": null, "skipped": true), which never counts as a failure.
+    checks that need one; NO_JUDGE skips them; None makes them errors. When a deterministic
+    check fails the judge is not asked: its checks are skipped ("passed": null, "skipped": true).
     """
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
-        return _evaluate(case, output, judge)
+        results = [None if CHECKS[check["type"]].needs_judge
+                   else _shared(check["type"], run_check(check, output))
+                   for check in case.checks]
+        failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
+        for index, check in enumerate(case.checks):
+            if results[index] is not None:
+                continue
+            if judge is NO_JUDGE:
+                result = CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
+            elif failed:
+                result = CheckResult(None, f"skipped: a deterministic check failed ({failed}), "
+                                           "so the judge was not asked", flag="skipped")
+            elif judge is None and output.strip():
+                result = CheckResult(False, _NEEDS_JUDGE, flag="error")
+            else:
+                result = run_check(check, output, judge or _NO_CALL, case.input)
+            results[index] = result.as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
-
-
-def _evaluate(case, output, judge):
-    results = [None] * len(case.checks)
-    judged = []
-    for index, check in enumerate(case.checks):
-        if CHECKS[check["type"]].needs_judge:
-            judged.append(index)
-        else:
-            results[index] = _shared(check["type"], run_check(check, output))
-    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
-    for index in judged:
-        if judge is NO_JUDGE:
-            result = CheckResult(None, "skipped (--no-judge): not judged", (), "skipped")
-        elif failed:
-            result = CheckResult(None, f"skipped: a deterministic check failed ({failed}), so "
-                                       "the judge was not asked", (), "skipped")
-        elif judge is None and output.strip():
-            result = CheckResult(False, _NEEDS_JUDGE, (), "error")
-        else:
-            result = run_check(case.checks[index], output, judge or _NO_CALL, case.input)
-        results[index] = result.as_dict(case.checks[index]["type"])
     return case_status(results), results
 
 
@@ -1492,12 +1463,11 @@ _SHARED = {}
 
 
 def _shared(kind, result):
-    key = (kind, result)
-    shared = _SHARED.get(key)
+    shared = _SHARED.get((kind, result))
     if shared is None:
         if len(_SHARED) >= 8192:
             _SHARED.clear()
-        shared = _SHARED[key] = result.as_dict(kind)
+        shared = _SHARED[kind, result] = result.as_dict(kind)
     return shared
 
 
