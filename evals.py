@@ -1327,14 +1327,20 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
 _USER_CHECKS = {}
 
 
+def _user_check(spec):
+    """The function named by `spec`, imported once; raises ClientError."""
+    if spec not in _USER_CHECKS:
+        _USER_CHECKS[spec] = load_callable(spec, "function")
+    return _USER_CHECKS[spec]
+
+
 def _function_problem(spec):
     if not isinstance(spec, str):
         return "must be a string MODULE:FUNCTION"
-    if spec not in _USER_CHECKS:
-        try:
-            _USER_CHECKS[spec] = load_callable(spec, "function")
-        except ClientError as exc:
-            return f"cannot be loaded: {exc}"
+    try:
+        _user_check(spec)
+    except ClientError as exc:
+        return f"cannot be loaded: {exc}"
     return None
 
 
@@ -1347,7 +1353,7 @@ def check_python(output, function: Function, **params):
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
     an exception makes the case an error."""
     try:
-        verdict = _USER_CHECKS[function](output, **params)
+        verdict = _user_check(function)(output, **params)
     except Exception as exc:
         return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
     reason = "returned True" if verdict is True else "returned False"
