@@ -1,7 +1,6 @@
 """Hostile input: files the user had are never overwritten, bad names are refused."""
 
 import io
-import json
 import os
 import shutil
 import tempfile
