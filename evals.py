@@ -2255,11 +2255,8 @@ class Baseline:
 
 
 def record_problem(record):
-    """What is wrong with a run record (dict) read from a file, as a message, or None.
-
-    Checks what the diff, merge and reports rely on: version, a "cases" list of entries with a
-    string id, a known status, a known baseline (or none) and a known change.
-    """
+    """What is wrong with a run record (dict) read from a file, as a message, or None: the
+    format and version, and each entry's string id, status, baseline and change."""
     if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
         return "not an evals run record"
     if record.get("version") != RECORD_VERSION:
@@ -2297,12 +2294,9 @@ def read_record(path, error=EvalsError):
 
 
 def load_baseline(path):
-    """Read a previous run record; returns a Baseline (with no entries when the file is absent).
-
-    Reads this tool's record and the original 50-line harness's {"rate", "results": {id: bool},
-    "ts"}. Raises BaselineError for a file that exists but is not one of those, so it is never
-    silently replaced.
-    """
+    """A Baseline read from `path` (with no entries when the file is absent): this tool's record
+    or the original 50-line harness's {"rate", "results": {id: bool}, "ts"}. Raises
+    BaselineError for a file that exists but is neither, so it is never silently replaced."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
@@ -2352,11 +2346,10 @@ def _entry(result, before, case, accept, include_outputs):
     """The record entry of one case run (dict), its change decided by `decide`."""
     change, kept = decide(result.status, before, accept)
     before = before or {}
+    scored = before.get("scored", before.get("status"))
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
-    if result.status == "error" and before.get("scored", before.get("status")):
-        # The last scored verdict, so that a pass after the error is seen as a fix when that
-        # verdict was a failure.
-        entry["scored"] = before.get("scored", before.get("status"))
+    if result.status == "error" and scored:
+        entry["scored"] = scored  # so that a pass after the error is a fix if this was a failure
     if case is not None:
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
@@ -2377,13 +2370,10 @@ def _entry(result, before, case, accept, include_outputs):
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None):
     """The run record to save as the next baseline (a JSON-ready dict; keys in the README).
-
-    run: a RunResult; baseline: a Baseline; cases: the Case objects (for input, description,
-    tags). Each entry's `change` and `baseline` come from `decide`. Baseline entries of cases
-    in the case file (`all_case_ids`, default: the cases run) that were not run this time (a
-    filtered or sharded run) are carried with change "not_run"; the others are `removed`.
-    With include_outputs false no output text is written.
-    """
+    run: a RunResult; baseline: a Baseline; cases: the Case objects (input, description, tags).
+    Baseline entries of cases in the case file (`all_case_ids`, default: the cases run) not run
+    this time are carried as "not_run", the others are `removed`. With include_outputs false
+    no output text is written."""
     by_id = {case.id: case for case in cases or ()}
     entries = [_entry(r, baseline.get(r.id), by_id.get(r.id), accept, include_outputs)
                for r in run.results]
@@ -2393,6 +2383,10 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         if case_id not in ran and case_id in known:
             carried = before if include_outputs else without_outputs(before)
             entries.append(dict(carried, change="not_run"))
+    removed = [case_id for case_id in baseline.entries if case_id not in known]
+    # The baseline's last run over the cases run now: a filtered or sharded run is compared
+    # like with like.
+    previous = [baseline.entries[i].get("status") for i in ran if i in baseline.entries]
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
@@ -2403,25 +2397,17 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": summarize(entries, [i for i in baseline.entries if i not in known],
-                             _previous_counts(baseline, ran)),
-        "removed": [i for i in baseline.entries if i not in known],
+        "summary": summarize(entries, removed, (previous.count("pass"), len(previous))),
+        "removed": removed,
         "cases": entries,
     }
 
 
-def _previous_counts(baseline, case_ids):
-    """(passed, total) of the baseline's last run over the same cases (those of `case_ids` it
-    has), so a filtered or sharded run is compared like with like."""
-    statuses = [baseline.entries[i].get("status") for i in case_ids if i in baseline.entries]
-    return sum(1 for s in statuses if s == "pass"), len(statuses)
-
-
 def summarize(entries, removed=(), previous=(0, 0)):
-    """The summary of a record (dict) from its entries: counts per status and per change,
-    the pass rate (passed / cases run: an error counts as not passed), the baseline's pass rate
-    over the same cases (`previous` = (passed, total)), flaky cases, latency percentiles
-    (replayed answers left out), tokens and estimated cost. Entries not run are left out."""
+    """The summary of a record (dict) from its entries, those not run left out: counts per
+    status and per change, the pass rate (an error counts as not passed), the baseline's over
+    the same cases (`previous` = (passed, total)), flaky cases, latency percentiles (replayed
+    answers left out), tokens and estimated cost."""
     ran = [e for e in entries if e.get("change") != "not_run"]
     status = collections.Counter(e.get("status") for e in ran)
     change = collections.Counter(e.get("change") for e in ran)
@@ -2437,8 +2423,9 @@ def summarize(entries, removed=(), previous=(0, 0)):
     summary.update((name, change[name]) for name in CHANGES[:-2])
     summary["removed"] = len(removed)
     summary["flaky"] = [e["id"] for e in ran if e.get("flaky")]
-    summary["latency_s"] = latency_percentiles(
-        e.get("latency_s") for e in ran if e.get("status") != "error" and e.get("model") != "replay")
+    summary["latency_s"] = latency_percentiles(e.get("latency_s") for e in ran
+                                               if e.get("status") != "error"
+                                               and e.get("model") != "replay")
     summary["tokens"] = {
         "input": sum(u.get("input_tokens") or 0 for u in usages),
         "output": sum(u.get("output_tokens") or 0 for u in usages),
@@ -2449,11 +2436,13 @@ def summarize(entries, removed=(), previous=(0, 0)):
 
 def completed(record):
     """`record` with every entry's change and the summary filled in where a hand-made or older
-    record lacks them; the change of such an entry is decided from its own kept baseline."""
-    cases = [dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
-             if isinstance(e, dict) and not isinstance(e.get("change"), str) else e
-             for e in record.get("cases") or () if isinstance(e, dict)
-             and isinstance(e.get("id"), str)]
+    record lacks them; the change of such an entry is decided from its own kept baseline.
+    Entries that are not objects with a string id are left out."""
+    cases = [e for e in record.get("cases") or ()
+             if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    cases = [e if isinstance(e.get("change"), str)
+             else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
+             for e in cases]
     summary = record.get("summary")
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
@@ -2489,13 +2478,11 @@ def _check_without_output(check):
 
 
 def merge_records(records, case_ids, names=None, case_file_sha256=None):
-    """Combine shard run records (dicts) into one record, in the order of `case_ids`.
-
-    Each case must have been run by exactly one record, and every record must come from the
-    same case file (`case_file_sha256`, when given); raises EvalsError naming the case or the
-    record (`names`, e.g. file names) otherwise, so a lost, doubled or stale shard cannot pass
-    unnoticed. The summary is recomputed (`summarize`); provenance is taken from the first
-    record, with the earliest start and latest finish.
+    """Shard run records (dicts) combined into one record, in the order of `case_ids`; the
+    summary recomputed, provenance the first record's with the earliest start and latest finish.
+    Raises EvalsError naming the case or the record (`names`, e.g. file names) unless each case
+    was run by exactly one record (shards carry the others as "not_run"), all from the case
+    file `case_file_sha256` (when given): a lost, doubled or stale shard cannot pass unnoticed.
     """
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
     ran, carried, owner = {}, {}, {}
@@ -2515,8 +2502,6 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
                                  f"{owner[entry['id']]} and {name}")
             else:
                 ran[entry["id"]], owner[entry["id"]] = entry, name
-    # A shard's record carries the cases it did not run as not_run (from its baseline), so
-    # only a case some record ran counts: otherwise a lost shard would pass unnoticed.
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
@@ -2595,13 +2580,11 @@ def _history(path):
 
 def history_append(path, record):
     """Append a run record's verdicts to the SQLite history at `path`; returns the run's id.
-
-    One transaction per run (BEGIN IMMEDIATE), so concurrent runs serialise their writes and a
-    reader never sees half a run.
-    """
+    One transaction per run (BEGIN IMMEDIATE): concurrent runs serialise their writes and a
+    reader never sees half a run."""
     summary = record["summary"]
     with _history(path) as connection:
-        try:
+        with connection:  # commits, or rolls back whatever was raised
             connection.execute("BEGIN IMMEDIATE")
             run_id = connection.execute(
                 "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256,"
@@ -2615,12 +2598,7 @@ def history_append(path, record):
                 [(run_id, e["id"], e["status"],
                   "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"])
-            connection.execute("COMMIT")
-            return run_id
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
+    return run_id
 
 
 def history_flaky(path, case_ids, window=10):
@@ -2640,12 +2618,9 @@ def history_flaky(path, case_ids, window=10):
 
 
 def history_rows(path, case_id=None, limit=20):
-    """Recent history, newest first: per run (no case_id) or one case's verdicts over time.
-
-    Returns a list of dicts: runs {"run", "started_at", "git_commit", "passed", "total",
-    "pass_rate", "regressed"}; a case {"run", "started_at", "git_commit", "status", "reasons",
-    "latency_s"}.
-    """
+    """Recent history, newest first, as dicts: per run {"run", "started_at", "git_commit",
+    "passed", "total", "pass_rate", "regressed"}, or one case's verdicts {"run", "started_at",
+    "git_commit", "status", "reasons", "latency_s"}."""
     with _history(path) as connection:
         if case_id is None:
             cursor = connection.execute(
@@ -2673,10 +2648,8 @@ def _reasons(entry):
     return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
 
 
-_SUMMARY_SECTIONS = (
-    ("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
-    ("still_failing", "STILL FAILING"), ("fixed", "FIXED"),
-)
+_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
+                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
 
 
 def _grouped_errors(entries, lines):
@@ -2700,9 +2673,7 @@ def _grouped_errors(entries, lines):
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
-
-    quiet: only the count lines and the regressions.
-    """
+    quiet: only the count lines and the regressions."""
     summary = record["summary"]
     previous = summary.get("previous_pass_rate")
     lines = [
@@ -2713,32 +2684,25 @@ def format_summary(record, quiet=False):
         f"{summary['errored']} errored, {summary['removed']} removed"
         + (f", {summary['review']} need review" if summary.get("review") else ""),
     ]
-    extras = []
-    latency = summary.get("latency_s") or {}
+    latency, tokens = summary.get("latency_s"), summary.get("tokens")
     if latency and not quiet:
-        extras.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
-                      f"max {latency['max']:.3f} s")
-    if summary.get("tokens"):
-        tokens = summary["tokens"]
+        lines.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
+                     f"max {latency['max']:.3f} s")
+    if tokens:
         cost = summary.get("cost_usd")
-        extras.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
-                      + (f", estimated cost ${cost:.4f}" if cost is not None else
-                         ", cost unknown (model not in the price table; see --prices)"))
-    lines.extend(extras)
-    if summary.get("flaky"):
-        lines.append("flaky (repeats disagreed): " + ", ".join(summary["flaky"]))
-    if summary.get("flaky_history"):
-        lines.append("flaky (flipped across recent runs): " + ", ".join(summary["flaky_history"]))
-    by_change = {}
-    for entry in record["cases"]:
-        by_change.setdefault(entry.get("change"), []).append(entry)
+        lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
+                     + (f", estimated cost ${cost:.4f}" if cost is not None else
+                        ", cost unknown (model not in the price table; see --prices)"))
+    for key, why in (("flaky", "repeats disagreed"),
+                     ("flaky_history", "flipped across recent runs")):
+        if summary.get(key):
+            lines.append(f"flaky ({why}): " + ", ".join(summary[key]))
     for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
-        entries = by_change.get(change, [])
+        entries = [e for e in record["cases"] if e.get("change") == change
+                   and not (change == "new" and e["status"] == "pass")]
         if change == "errored":
             entries = _grouped_errors(entries, lines)
         for entry in entries:
-            if change == "new" and entry["status"] == "pass":
-                continue
             status = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {entry['id']}{status}")
             if change != "fixed":
@@ -2750,11 +2714,9 @@ def format_summary(record, quiet=False):
 
 # ---- report files: JUnit XML, Markdown, HTML, GitHub Actions ----
 #
-# Pure functions of a run record (the dict make_record returns, the shape of last_run.json);
-# the command line decides where their text goes. Everything that came from a model or from
-# the case file (ids, inputs, outputs, check reasons, error messages) is untrusted: each
-# renderer escapes it for the format it lands in, and none prints output text when the record
-# says outputs_included is false.
+# Pure functions of a run record (the shape of last_run.json). Everything from a model or the
+# case file (ids, inputs, outputs, check reasons, errors) is untrusted: each renderer escapes
+# it for its format, and none prints output text when the record says outputs_included is false.
 
 
 _EXCERPT_CHARS = 400  # output quoted per case in Markdown
@@ -2772,6 +2734,13 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 _FAILING = ("fail", "review")
+# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title).
+_SECTION_TITLES = {
+    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now"),
+    "errored": ("Errored", "Errored: the call failed, nothing was scored"),
+    "failing": ("New and other failures", "Other failures"),
+    "fixed": ("Fixed", "Fixed"),
+}
 
 
 def _text(value):
@@ -2797,28 +2766,26 @@ def _outputs_shown(record):
 
 def _output_of(entry, record):
     """The case's output text, or None when absent or when the record omits outputs."""
-    output = entry.get("output") if isinstance(entry, dict) else None
+    output = entry.get("output")
     return output if isinstance(output, str) and _outputs_shown(record) else None
 
 
-def _rows(record):
-    """[(entry, change)] for the cases the record ran, in record order (not_run left out)."""
-    return [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
+def _report(record):
+    """(the record `completed`, [(entry, change)] of the cases it ran, in record order)."""
+    record = completed(record)
+    return record, [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
 
 
 def _sections(rows):
-    """Cases grouped the way a reviewer reads them: (key, title, rows) in reading order."""
-    def pick(test):
-        return [row for row in rows if test(*row)]
-    return [
-        ("regressed", "Regressed", pick(lambda e, c: c == "regressed")),
-        ("errored", "Errored", pick(lambda e, c: c == "errored" or e.get("status") == "error")),
-        ("failing", "Other failures",
-         pick(lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING)),
-        ("fixed", "Fixed", pick(lambda e, c: c == "fixed" and e.get("status") == "pass")),
-        ("passing", "Passing",
-         pick(lambda e, c: c not in ("fixed", "errored") and e.get("status") == "pass")),
-    ]
+    """The rows grouped the way a reviewer reads them: {key: rows}, in reading order."""
+    tests = {
+        "regressed": lambda e, c: c == "regressed",
+        "errored": lambda e, c: c == "errored" or e.get("status") == "error",
+        "failing": lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING,
+        "fixed": lambda e, c: c == "fixed" and e.get("status") == "pass",
+        "passing": lambda e, c: c not in ("fixed", "errored") and e.get("status") == "pass",
+    }
+    return {key: [row for row in rows if test(*row)] for key, test in tests.items()}
 
 
 def _seconds(value):
@@ -2839,65 +2806,56 @@ def _parse_time(value):
 
 def render_junit(record):
     """The run as JUnit XML (str), for CI test reporters (dorny/test-reporter,
-    mikepenz/action-junit-report, GitLab's artifacts:reports:junit).
-
-    One <testcase name=ID time=LATENCY> per case run (cases not run are left out, as pytest
-    leaves out deselected tests): <failure type="regression" | "failure" | "review"> or <error>
-    with the reasons as message and text, the output in <system-out>. timestamp is the start in
-    UTC without an offset (the Ant JUnit schema); time is the run's wall clock (the latencies'
-    sum when the record lacks times). Characters XML 1.0 forbids are removed from every value.
-    """
+    mikepenz/action-junit-report, GitLab's artifacts:reports:junit): one <testcase name=ID
+    time=LATENCY> per case run (as pytest leaves out deselected tests, cases not run are left
+    out), <failure type="regression" | "failure" | "review"> or <error> with the reasons, the
+    output in <system-out>. timestamp is the start in UTC without an offset (the Ant JUnit
+    schema); time is the run's wall clock (else the latencies' sum). Characters XML 1.0
+    forbids are removed from every value."""
     import datetime
     import xml.etree.ElementTree as _ET
 
-    record = completed(record)
-    rows = _rows(record)
-    started = _parse_time(record.get("started_at"))
-    finished = _parse_time(record.get("finished_at"))
+    record, rows = _report(record)
     root = _ET.Element("testsuites", name="evals")
     suite = _ET.SubElement(root, "testsuite", name="evals")
-    properties = _ET.SubElement(suite, "properties")
-    for name in ("harness_version", "client", "git_commit"):
-        if record.get(name) is not None:
-            _ET.SubElement(properties, "property", name=name, value=_xml_text(record[name]))
+    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
     case_file = record.get("case_file")
-    if isinstance(case_file, dict) and case_file.get("path") is not None:
-        _ET.SubElement(properties, "property", name="case_file",
-                       value=_xml_text(case_file["path"]))
-    if not len(properties):
-        suite.remove(properties)
-    failures = errors = 0
-    total_time = 0.0
+    properties["case_file"] = case_file.get("path") if isinstance(case_file, dict) else None
+    properties = {name: value for name, value in properties.items() if value is not None}
+    if properties:
+        element = _ET.SubElement(suite, "properties")
+        for name, value in properties.items():
+            _ET.SubElement(element, "property", name=name, value=_xml_text(value))
     for entry, change in rows:
-        latency = _seconds(entry.get("latency_s"))
-        total_time += latency
         testcase = _ET.SubElement(suite, "testcase", classname="evals",
-                                  name=_xml_text(entry["id"]), time=f"{latency:.3f}")
+                                  name=_xml_text(entry["id"]),
+                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
         reasons = [_xml_text(r) for r in _reasons(entry)]
         if entry.get("status") == "error":
-            errors += 1
             kind, sep, _ = reasons[0].partition(":")
-            element = _ET.SubElement(testcase, "error", message=reasons[0],
-                                     type=kind if sep and kind.isidentifier() else "error")
-            element.text = reasons[0]
+            _ET.SubElement(testcase, "error", message=reasons[0],
+                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
         elif entry.get("status") in _FAILING:
-            failures += 1
             kind = ("review" if entry.get("status") == "review"
                     else "regression" if change == "regressed" else "failure")
-            element = _ET.SubElement(testcase, "failure", message="; ".join(reasons), type=kind)
             baseline = {"regressed": "passed in the baseline, fails now",
                         "still_failing": "failed in the baseline too",
                         "new": "new case (not in the baseline)"}.get(change)
-            element.text = "\n".join(reasons + ([baseline] if baseline else []))
+            _ET.SubElement(testcase, "failure", message="; ".join(reasons), type=kind).text = (
+                "\n".join(reasons + ([baseline] if baseline else [])))
         output = _output_of(entry, record)
         if output is not None:
             _ET.SubElement(testcase, "system-out").text = _xml_text(output)
+    statuses = [entry.get("status") for entry, _ in rows]
+    total_time = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
+    started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         total_time = (finished - started).total_seconds()
-    for name, value in (("tests", len(rows)), ("failures", failures), ("errors", errors),
-                        ("skipped", 0), ("time", f"{total_time:.3f}")):
-        root.set(name, str(value))
-        suite.set(name, str(value))
+    counts = {"tests": len(rows), "failures": sum(s in _FAILING for s in statuses),
+              "errors": statuses.count("error"), "skipped": 0, "time": f"{total_time:.3f}"}
+    for element in (root, suite):
+        for name, value in counts.items():
+            element.set(name, str(value))
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
@@ -2906,85 +2864,82 @@ def render_junit(record):
             + _ET.tostring(root, encoding="unicode") + "\n")
 
 
-def _md_inline(value, limit=None):
-    """Untrusted text for a Markdown line or table cell: one line, HTML-escaped, and every
-    character with a Markdown meaning backslash-escaped, so it renders as the text it is."""
-    import html as _html
-
+def _md_inline(value, limit):
+    """Untrusted text for a Markdown line or table cell: one line, at most `limit` characters,
+    every character with a Markdown meaning backslash-escaped, then &, <, > as entities (so no
+    tag or comment can open): it renders as the text it is."""
     text = " ".join(_visible(value).split())
-    if limit is not None and len(text) > limit:
+    if len(text) > limit:
         text = text[:limit - 1].rstrip() + "…"
-    text = _MD_PUNCTUATION.sub(r"\\\1", text)  # first: the entities below hold a "#"
-    return _html.escape(text, quote=False)  # &, <, > as entities: no tag or comment can open
+    text = _MD_PUNCTUATION.sub(r"\\\1", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _md_fenced(value, limit=_EXCERPT_CHARS):
+def _md_fenced(value):
     """Untrusted text as a fenced code block whose fence is longer than any run of backticks
     in it, so no line of the text can close the block; nothing inside is rendered."""
     text = _visible(value)
-    if len(text) > limit:
-        text = text[:limit].rstrip() + f"\n… ({len(_text(value)) - limit} more characters)"
+    if len(text) > _EXCERPT_CHARS:
+        text = (text[:_EXCERPT_CHARS].rstrip()
+                + f"\n… ({len(_text(value)) - _EXCERPT_CHARS} more characters)")
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
 
 
-def _rate_text(numbers):
-    text = (f"pass rate **{_percent(numbers['pass_rate'])}** "
-            f"({numbers['passed']}/{numbers['total']})")
-    if numbers["previous_pass_rate"] is not None:
-        text += f", previously {_percent(numbers['previous_pass_rate'])}"
-    return text
+def _md_cases(key, rows, record):
+    """The Markdown lines of one section's cases: the ids of fixed ones, else each case's id,
+    reasons and (but for an error) an excerpt of its output."""
+    if key == "fixed":
+        return [f"- {_md_inline(e['id'], 200)}" for e, _ in rows] + [""]
+    lines = []
+    for entry, change in rows:
+        label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
+        lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
+        lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
+        if key == "errored":
+            continue
+        output = _output_of(entry, record)
+        if output is not None:
+            lines += [_md_fenced(output), ""]
+        elif not _outputs_shown(record):
+            lines += ["*(output omitted)*", ""]
+    return lines
 
 
 def render_markdown(record, previous=None):
     """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
     a headline, a table of counts, then the regressed, errored, other failing and fixed cases
-    (at most 50 per section) with reasons and an excerpt of the output.
-
-    Untrusted text is put on one line with every CommonMark/GFM punctuation character
-    backslash-escaped and &, <, > as entities, so no markup, link or tag can form; outputs go in
-    a fence longer than any backtick run inside them. `previous` is unused (the record's own
-    changes decide the sections); it is accepted for symmetry with render_html.
-    """
-    record = completed(record)
-    rows, numbers = _rows(record), record["summary"]
-    regressed, errored = numbers["regressed"], numbers["errored"]
-    if regressed:
-        head = f"❌ evals: {_plural(regressed, 'regression')}"
-    elif errored:
-        head = f"⚠️ evals: {errored} errored, no regressions"
-    elif numbers["failed"] or numbers["review"]:
-        head = f"✅ evals: no regressions ({numbers['failed'] + numbers['review']} failing)"
+    (at most 50 per section) with reasons and an excerpt of the output. `previous` is unused
+    (the record's changes decide); it is accepted for symmetry with render_html. Untrusted text
+    is put on one line with every CommonMark/GFM punctuation character backslash-escaped and
+    &, <, > as entities, so no markup, link or tag can form; outputs go in a fence longer than
+    any backtick run inside them."""
+    record, rows = _report(record)
+    numbers = record["summary"]
+    failing = numbers["failed"] + numbers["review"]
+    if numbers["regressed"]:
+        head = f"❌ evals: {_plural(numbers['regressed'], 'regression')}"
+    elif numbers["errored"]:
+        head = f"⚠️ evals: {numbers['errored']} errored, no regressions"
+    elif failing:
+        head = f"✅ evals: no regressions ({failing} failing)"
     else:
         head = "✅ evals: no regressions"
-    lines = [f"## {head}", "", _rate_text(numbers), ""]
-    lines += ["| regressed | errored | failed | review | fixed | new | passed | total |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|",
-              "| " + " | ".join(str(numbers[key]) for key in (
-                  "regressed", "errored", "failed", "review", "fixed", "new", "passed",
-                  "total")) + " |", ""]
-    shown = _outputs_shown(record)
-    titles = {"regressed": "Regressed", "errored": "Errored", "failing": "New and other failures",
-              "fixed": "Fixed"}
-    for key, _title, group in _sections(rows):
-        if key not in titles or not group:
-            continue
-        lines += [f"### {titles[key]} ({len(group)})", ""]
-        if key == "fixed":
-            lines += [f"- {_md_inline(e['id'], 200)}" for e, _ in group[:_MD_CASES_PER_SECTION]]
-            lines.append("")
-        for entry, change in group[:_MD_CASES_PER_SECTION] if key != "fixed" else ():
-            label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
-            lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
-            lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
-            output = _output_of(entry, record)
-            if key == "errored":
-                continue
-            if output is not None:
-                lines += [_md_fenced(output), ""]
-            elif not shown:
-                lines += ["*(output omitted)*", ""]
+    rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
+            f"({numbers['passed']}/{numbers['total']})")
+    if numbers["previous_pass_rate"] is not None:
+        rate += f", previously {_percent(numbers['previous_pass_rate'])}"
+    counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
+    lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
+             "|---:" * len(counts) + "|",
+             "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
+    sections = _sections(rows)
+    for key, (title, _) in _SECTION_TITLES.items():
+        group = sections[key]
+        if group:
+            lines += [f"### {title} ({len(group)})", ""]
+            lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
@@ -3015,25 +2970,21 @@ def _word_diff(old, new):
         if tag == "equal":
             left.append(removed)
             right.append(added)
-            continue
-        if removed:
-            left.append(f"<del>{removed}</del>")
-        if added:
-            right.append(f"<ins>{added}</ins>")
+        else:
+            left.append(f"<del>{removed}</del>" if removed else "")
+            right.append(f"<ins>{added}</ins>" if added else "")
     return "".join(left), "".join(right)
 
 
 _HTML_STYLE = """
 :root{--fg:#1f2328;--muted:#59636e;--line:#d0d7de;--bg:#f6f8fa;--red:#cf222e;--amber:#9a6700;
 --green:#1a7f37;--blue:#0969da}
-*{box-sizing:border-box}
-body{margin:0;background:#fff;color:var(--fg);
+*{box-sizing:border-box}body{margin:0;background:#fff;color:var(--fg);
 font:15px/1.5 -apple-system,"Segoe UI",system-ui,Roboto,"Helvetica Neue",Arial,sans-serif}
 main{max-width:1240px;margin:0 auto;padding:20px 16px 40px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;padding-bottom:4px;
 border-bottom:1px solid var(--line)}
-.meta,.muted{color:var(--muted);font-size:13px}
-.meta span{margin-right:14px;display:inline-block}
+.meta,.muted{color:var(--muted);font-size:13px}.meta span{margin-right:14px;display:inline-block}
 .tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(104px,1fr));gap:8px;margin:16px 0}
 .tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px;background:var(--bg);
 font-size:14px;overflow-wrap:anywhere}
@@ -3042,9 +2993,8 @@ font-size:14px;overflow-wrap:anywhere}
 .case{border:1px solid var(--line);border-left:4px solid var(--line);border-radius:6px;
 margin:12px 0;padding:10px 14px;background:#fff}
 .case.regressed,.case.failing{border-left-color:var(--red)}
-.case.errored{border-left-color:var(--amber)}
-.case.fixed{border-left-color:var(--green)}
-.case>summary,.case h3{font-size:16px;margin:0;font-weight:600;cursor:pointer}
+.case.errored{border-left-color:var(--amber)}.case.fixed{border-left-color:var(--green)}
+.case>summary{font-size:16px;margin:0;font-weight:600;cursor:pointer}
 .id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 .badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
 margin-left:6px;border:1px solid currentColor;vertical-align:1px}
@@ -3072,12 +3022,11 @@ padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em}
 .verdict.bad{background:var(--red)}.verdict.warn{background:var(--amber)}
 .verdict.good{background:var(--green)}
 @media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr);gap:0}
-main{padding:14px 10px 32px}
-h1{font-size:19px}.case{padding:8px 10px}
+main{padding:14px 10px 32px}h1{font-size:19px}.case{padding:8px 10px}
 .tiles{grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
-.tile{padding:4px 8px;font-size:12px}
-.tile b{font-size:19px}}
+.tile{padding:4px 8px;font-size:12px}.tile b{font-size:19px}}
 """
+_NONE = '<span class="none">({})</span>'  # a placeholder where there is no text to show
 
 
 def _duration(seconds):
@@ -3091,25 +3040,38 @@ def _h(value):
     return _html.escape(_visible(value), quote=True)
 
 
+def _html_outputs(entry, before, record):
+    """The baseline's output and this run's side by side, their differences marked (str)."""
+    old, new = before.get("output"), _output_of(entry, record)
+    if not _outputs_shown(record):
+        old_html = new_html = _NONE.format("output omitted")
+    elif isinstance(old, str) and new is not None:
+        old_html, new_html = _word_diff(old, new)
+    else:
+        old_html = _h(old) if isinstance(old, str) else _NONE.format(
+            "no baseline output recorded")
+        new_html = _h(new) if new is not None else _NONE.format(
+            "no output: the call failed" if entry.get("status") == "error"
+            else "no output recorded")
+    return (f'<div class="sides"><div><h4>Baseline output</h4><pre>{old_html}</pre></div>'
+            f'<div><h4>This run</h4><pre>{new_html}</pre></div></div>')
+
+
 def _html_case(entry, change, key, record, previous):
-    """One case as an HTML card (str)."""
+    """One case of section `key` as an HTML card (str)."""
     status = _text(entry.get("status"))
     before = (previous or {}).get(entry["id"])
-    base = _text(before.get("baseline")) if isinstance(before, dict) else ""
-    badges = {"regressed": "regressed", "errored": "errored", "fixed": "fixed",
-              "new": "new", "still_failing": "still failing"}
-    badge_class = "failing" if key == "failing" else key
-    parts = [f'<span class="id">{_h(entry["id"])}</span>']
-    if change in badges:
-        parts.append(f'<span class="badge {badge_class}">{badges[change]}</span>')
+    before = before if isinstance(before, dict) else {}
+    title = [f'<span class="id">{_h(entry["id"])}</span>']
+    if change in ("regressed", "errored", "fixed", "new", "still_failing"):
+        title.append(f'<span class="badge {key}">{change.replace("_", " ")}</span>')
     if status == "review":
-        parts.append('<span class="badge failing">review</span>')
+        title.append('<span class="badge failing">review</span>')
     if entry.get("flaky"):
-        parts.append('<span class="badge flaky">flaky</span>')
-    body = []
-    facts = [f"now {_h(status)}"]
-    if base:
-        facts.insert(0, f"baseline {_h(base)}")
+        title.append('<span class="badge flaky">flaky</span>')
+    base = _text(before.get("baseline"))
+    facts = [f"baseline {_h(base)}"] if base else []
+    facts.append(f"now {_h(status)}")
     if isinstance(entry.get("latency_s"), (int, float)):
         facts.append(_duration(entry["latency_s"]))
     if entry.get("model"):
@@ -3118,68 +3080,36 @@ def _html_case(entry, change, key, record, previous):
     if isinstance(attempts, list) and attempts:
         passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
         facts.append(f"{passed}/{len(attempts)} calls passed")
-    body.append(f'<div class="muted">{" · ".join(facts)}</div>')
+    body = [f'<div class="muted">{" · ".join(facts)}</div>']
     if entry.get("description"):
         body.append(f'<p class="muted">{_h(entry["description"])}</p>')
     if entry.get("input") is not None:
         body.append(f'<h4>Input</h4><pre>{_h(entry["input"])}</pre>')
     if status == "error":
         body.append(f'<h4>Error</h4><pre>{_h(entry.get("error") or "the call failed")}</pre>')
-    checks = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
+    checks = "".join(
+        f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
+        f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}</li>'
+        for c in entry.get("checks") or [] if isinstance(c, dict))
+    if status == "review" and not checks:
+        checks = '<li class="fail">needs review</li>'
     if checks:
-        items = "".join(
-            f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
-            f'<code>{_h(c.get("type"))}'
-            f'</code> {_h(c.get("reason"))}</li>' for c in checks)
-        body.append(f'<h4>Checks</h4><ul class="checks">{items}</ul>')
-    elif status == "review":
-        body.append('<h4>Checks</h4><ul class="checks"><li class="fail">needs review</li></ul>')
-    if not _outputs_shown(record):
-        old_html = new_html = '<span class="none">(output omitted)</span>'
-    else:
-        before = (previous or {}).get(entry["id"])
-        old = before.get("output") if isinstance(before, dict) else None
-        new = _output_of(entry, record)
-        if isinstance(old, str) and new is not None:
-            old_html, new_html = _word_diff(old, new)
-        else:
-            old_html = _h(old) if isinstance(old, str) else \
-                '<span class="none">(no baseline output recorded)</span>'
-            new_html = _h(new) if new is not None else (
-                '<span class="none">(no output: the call failed)</span>' if status == "error"
-                else '<span class="none">(no output recorded)</span>')
-    body.append(f'<div class="sides"><div><h4>Baseline output</h4><pre>{old_html}</pre></div>'
-                f'<div><h4>This run</h4><pre>{new_html}</pre></div></div>')
-    summary = " ".join(parts)
-    opened = " open" if key in ("regressed", "errored", "failing") else ""
-    return (f'<details class="case {badge_class}"{opened}><summary>{summary}</summary>'
+        body.append(f'<h4>Checks</h4><ul class="checks">{checks}</ul>')
+    body.append(_html_outputs(entry, before, record))
+    opened = "" if key == "fixed" else " open"
+    return (f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
             + "".join(body) + "</details>")
 
 
-def render_html(record, previous=None):
-    """The diff between the baseline run and this run as ONE self-contained HTML page (str).
-
-    previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
-    or None. Regressed, errored and other failing cases come first, open, with input, checks,
-    and both outputs side by side with difflib word differences marked <del>/<ins>; then fixed
-    and passing cases, collapsed. Inline CSS, no script, and a Content-Security-Policy
-    (default-src 'none'). Every untrusted value is html-escaped (quotes included) after
-    controls and bidirectional overrides are spelled out; with outputs_included false no output
-    text is printed.
-    """
-    record = completed(record)
-    rows, numbers = _rows(record), record["summary"]
-    sections = _sections(rows)
-    regressed = numbers["regressed"]
-    title = (f"evals: {_plural(regressed, 'regression')}" if regressed
-             else "evals: no regressions")
-    verdict = (("bad", "FAIL") if regressed else ("warn", "INCOMPLETE") if numbers["errored"]
-               else ("good", "PASS"))
-    tiles = [("regressed", numbers["regressed"], "bad" if numbers["regressed"] else ""),
-             ("errored", numbers["errored"], "warn" if numbers["errored"] else ""),
-             ("failed", numbers["failed"] + numbers["review"],
-              "bad" if numbers["failed"] + numbers["review"] else ""),
-             ("fixed", numbers["fixed"], "good" if numbers["fixed"] else ""),
+def _html_top(record, title):
+    """The page's head and headline: verdict, pass rate, provenance and count tiles (lines)."""
+    numbers = record["summary"]
+    failed = numbers["failed"] + numbers["review"]
+    verdict = (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
+               if numbers["errored"] else ("good", "PASS"))
+    # (label, count, tone): the tone shows when the count is not 0, and always for "passed".
+    tiles = [("regressed", numbers["regressed"], "bad"), ("errored", numbers["errored"], "warn"),
+             ("failed", failed, "bad"), ("fixed", numbers["fixed"], "good"),
              ("new", numbers["new"], ""), ("passed", numbers["passed"], "good"),
              ("total", numbers["total"], "")]
     meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
@@ -3195,32 +3125,43 @@ def render_html(record, previous=None):
         meta.append(f"cases {_h(case_file['path'])}")
     if not _outputs_shown(record):
         meta.append("outputs omitted")
-    out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           '<meta http-equiv="Content-Security-Policy" '
-           "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
-           f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
-           f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
-           '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta) + "</div>",
-           '<div class="tiles">' + "".join(
-               f'<div class="tile {cls}"><b>{value}</b>{label}</div>'
-               for label, value, cls in tiles) + "</div>"]
-    headings = {"regressed": "Regressed: passed in the baseline, fail now",
-                "errored": "Errored: the call failed, nothing was scored",
-                "failing": "Other failures", "fixed": "Fixed"}
-    for key, _title, group in sections:
-        if key == "passing" or not group:
-            continue
-        out.append(f'<section id="{key}"><h2>{headings[key]} ({len(group)})</h2>')
-        out.extend(_html_case(entry, change, key, record, previous) for entry, change in group)
-        out.append("</section>")
-    passing = dict((key, group) for key, _t, group in sections)["passing"]
-    if passing:
+    return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta http-equiv="Content-Security-Policy" '
+            "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+            f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
+            f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
+            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta) + "</div>",
+            '<div class="tiles">' + "".join(
+                f'<div class="tile {tone if value or label == "passed" else ""}">'
+                f"<b>{value}</b>{label}</div>" for label, value, tone in tiles) + "</div>"]
+
+
+def render_html(record, previous=None):
+    """The diff between the baseline run and this run as ONE self-contained HTML page (str).
+    previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
+    or None. Failing cases come first, open, with input, checks and both outputs side by side
+    (difflib word differences in <del>/<ins>); fixed and passing cases follow, collapsed.
+    Inline CSS, no script, and a Content-Security-Policy (default-src 'none'). Every untrusted
+    value is html-escaped (quotes included) after controls and bidirectional overrides are
+    spelled out; with outputs_included false no output text is printed."""
+    record, rows = _report(record)
+    regressed = record["summary"]["regressed"]
+    title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
+    out = _html_top(record, title)
+    sections = _sections(rows)
+    for key, (_, heading) in _SECTION_TITLES.items():
+        if sections[key]:
+            out.append(f'<section id="{key}"><h2>{heading} ({len(sections[key])})</h2>')
+            out.extend(_html_case(e, c, key, record, previous) for e, c in sections[key])
+            out.append("</section>")
+    if sections["passing"]:
         cells = "".join(
             f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
-            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
+            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>'
+            for e, c in sections["passing"])
         out.append('<section id="passing"><details class="list">'
-                   f"<summary>Passing ({len(passing)})</summary>"
+                   f'<summary>Passing ({len(sections["passing"])})</summary>'
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
                    "</table></details></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
@@ -3234,37 +3175,31 @@ def render_html(record, previous=None):
     return "\n".join(out)
 
 
-def _gh_data(value):
+def _gh_escape(value, prop=False):
     """Workflow-command data: % -> %25, CR -> %0D, LF -> %0A (after controls and other line
-    separators are spelled out), so the text stays on the command's line."""
-    return _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _gh_property(value):
-    """A workflow-command property value: data escaping plus : -> %3A and , -> %2C, so it
-    can neither end the properties (::) nor start another property (,)."""
-    return _gh_data(value).replace(":", "%3A").replace(",", "%2C")
+    separators are spelled out), so the text stays on the command's line; in a property value
+    (`prop`) also : -> %3A and , -> %2C, so it can neither end the properties (::) nor start
+    another property (,)."""
+    text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case, "" when there are none.
-
-    Escaped as the runner unescapes them (docs.github.com "Workflow commands"; actions/toolkit
-    command.ts escapeData/escapeProperty): `%`, CR, LF in the message and also `:` `,` in a
-    property, after other controls and line separators are spelled out, so no text from a model
-    or a case can start a second command.
-    """
+    `::warning` per errored case, "" when there are none. Escaped as the runner unescapes them
+    (docs.github.com "Workflow commands"; actions/toolkit command.ts escapeData/escapeProperty),
+    so no text from a model or a case can start a second command: see _gh_escape."""
     lines = []
-    for entry, change in _rows(completed(record)):
-        case_id = _text(entry["id"])
+    for entry, change in _report(record)[1]:
         if entry.get("status") == "error":
-            lines.append(f"::warning title={_gh_property('Error: ' + case_id)}::"
-                         f"{_gh_data(_reasons(entry)[0])}")
+            command, title, message = "warning", "Error: ", _reasons(entry)[0]
         elif change == "regressed":
-            lines.append(f"::error title={_gh_property('Regression: ' + case_id)}::"
-                         f"{_gh_data(chr(10).join(_reasons(entry)))}")
-    return "".join(line + "\n" for line in lines)
+            command, title, message = "error", "Regression: ", "\n".join(_reasons(entry))
+        else:
+            continue
+        title = _gh_escape(title + entry["id"], prop=True)
+        lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
+    return "".join(lines)
 
 
 
