@@ -1486,33 +1486,31 @@ def _shared(kind, result):
 CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
 
+def _field_problem(data, name, wanted):
+    return f"field {name!r} must be {wanted}" if name in data else f"missing field {name!r}"
+
+
 def case_problems(data, check_memo=None):
-    """Problems of one decoded case line (list of str); empty when it is a valid case."""
+    """Problems of one decoded case line (list of str), empty for a valid case. check_memo: a
+    dict kept across lines; suites repeat checks, so each is validated once and shared."""
     if not isinstance(data, dict):
         return [f"a case must be a JSON object, got {_json_type(data)}"]
     problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
                 for key in data if key not in CASE_FIELDS]
     if not (isinstance(data.get("id"), str) and data["id"].strip()):
-        problems.append("field 'id' must be a non-empty string" if "id" in data
-                        else "missing field 'id'")
+        problems.append(_field_problem(data, "id", "a non-empty string"))
     if not isinstance(data.get("input"), str):
-        problems.append("field 'input' must be a string" if "input" in data
-                        else "missing field 'input'")
+        problems.append(_field_problem(data, "input", "a string"))
     checks = data.get("checks")
     if not isinstance(checks, list) or not checks:
-        problems.append("field 'checks' must be a non-empty list of checks" if "checks" in data
-                        else "missing field 'checks'")
+        problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
     else:
+        memo = {} if check_memo is None else check_memo
         for number, check in enumerate(checks, 1):
-            if check_memo is None:
-                check_problems = validate_check(check)
-            else:
-                # Suites repeat checks: validate each distinct one once and share one copy.
-                key = repr(check)
-                if key not in check_memo:
-                    check_memo[key] = (check, validate_check(check))
-                check, check_problems = check_memo[key]
-                checks[number - 1] = check
+            key = repr(check)
+            if key not in memo:
+                memo[key] = (check, validate_check(check))
+            checks[number - 1], check_problems = memo[key]
             if check_problems:
                 problems.extend(f"check {number}: {p}" for p in check_problems)
     if "description" in data and not isinstance(data["description"], str):
@@ -1525,53 +1523,40 @@ def case_problems(data, check_memo=None):
 
 
 def _read_lines(path, digest):
-    """Yield (1-based line number, text line) of a UTF-8 file, updating `digest` (a hashlib
-    object) with its bytes; a BOM and CR line ends are dropped. Raises CaseFileError.
-
-    Lines end at "\n" only: JSON strings may hold U+2028, which is not a line end.
-    """
+    """(line number, text, or None when not UTF-8) of each line, BOM and CR dropped; the bytes
+    go to `digest`. Lines end at "\n" only: JSON strings may hold U+2028, not a line end."""
     try:
         handle = open(path, "rb")
     except OSError as exc:
-        raise CaseFileError([f"{path}: cannot read the case file: {exc.strerror or exc}"]) from None
+        reason = exc.strerror or exc
+        raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
     with handle:
         for number, data in enumerate(handle, 1):
             digest.update(data)
-            if number == 1 and data.startswith(b"\xef\xbb\xbf"):
-                data = data[3:]
             try:
-                yield number, data.decode("utf-8").rstrip("\r\n")
+                yield number, data.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
-                yield number, None  # reported with the file's other problems
+                yield number, None
 
 
 def load_cases(path):
     """Load and validate a JSONL case file; returns (list of Case, sha256 hex of the file).
 
-    Blank lines are skipped and line numbers stay the file's own. Every problem in the file is
-    collected and raised together as CaseFileError ("FILE:LINE: message"), so a user fixes them
-    in one pass and no model is called on a half-valid suite.
+    Raises CaseFileError with every problem in the file ("FILE:LINE: message"; blank lines are
+    skipped, not renumbered), so a user fixes them in one pass and no model sees a half-valid
+    suite.
     """
     import hashlib
 
     digest = hashlib.sha256()
     cases, problems, first_line, check_memo = [], [], {}, {}
-    _load_case_lines(path, digest, cases, problems, first_line, check_memo)
-    if not cases and not problems:
-        problems.append(f"{path}: no cases (the file is empty)")
-    if problems:
-        raise CaseFileError(problems)
-    return cases, digest.hexdigest()
-
-
-def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
     for number, raw in _read_lines(path, digest):
+        where = f"{path}:{number}"
         if raw is None:
-            problems.append(f"{path}:{number}: not UTF-8 text")
+            problems.append(f"{where}: not UTF-8 text")
             continue
         if not raw.strip():
             continue
-        where = f"{path}:{number}"
         try:
             data = _strict_json(raw)
         except json.JSONDecodeError as exc:
@@ -1588,35 +1573,40 @@ def _load_case_lines(path, digest, cases, problems, first_line, check_memo):
             problems.extend(f"{where}: {p}" for p in line_problems)
         case_id = data.get("id") if isinstance(data, dict) else None
         if isinstance(case_id, str):
-            if case_id in first_line:
-                problems.append(f"{where}: duplicate id {case_id!r} (first used on line "
-                                f"{first_line[case_id]})")
-                continue
-            first_line[case_id] = number
-        if not line_problems:
+            first = first_line.setdefault(case_id, number)
+            if first != number:
+                problems.append(f"{where}: duplicate id {case_id!r} (first used on line {first})")
+        if not problems:  # after a problem the file is refused: no case is needed
             cases.append(Case(
                 id=data["id"], input=data["input"], checks=tuple(data["checks"]),
-                description=data.get("description", ""),
-                tags=tuple(data.get("tags", ())),
-                metadata=data.get("metadata"), path=str(path), line=number,
-            ))
+                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
+                metadata=data.get("metadata"), path=str(path), line=number))
+    if not cases and not problems:
+        problems.append(f"{path}: no cases (the file is empty)")
+    if problems:
+        raise CaseFileError(problems)
+    return cases, digest.hexdigest()
+
+
+def _file_bytes(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return b""
 
 
 def append_case(path, case):
     """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`.
 
-    The file is rewritten atomically with the new line at the end (created if missing); its
-    other bytes are kept as they are. Raises EvalsError when the case is invalid or its id is
-    already used, and CaseFileError when the existing file is invalid; nothing is written then.
+    The file is rewritten atomically, its other bytes kept (created if missing). Raises
+    EvalsError for an invalid case or a used id, CaseFileError for an invalid file; nothing is
+    written then.
     """
     problems = case_problems(case)
     if problems:
         raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        data = b""
+    data = _file_bytes(path)
     existing = load_cases(path)[0] if data.strip() else []
     clash = next((c for c in existing if c.id == case["id"]), None)
     if clash is not None:
@@ -1625,14 +1615,8 @@ def append_case(path, case):
 
 
 def _append_line(path, row, data=None):
-    """Rewrite `path` atomically as its bytes (`data`, default: read now; a missing file is
-    empty) plus `row` (a dict) as one JSON line."""
-    if data is None:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            data = b""
+    """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
+    data = _file_bytes(path) if data is None else data
     if data and not data.endswith(b"\n"):
         data += b"\n"
     line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
@@ -1648,28 +1632,19 @@ def shard_of(case_id, count):
 
 
 def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
-    """The cases to run, in file order.
-
-    tags: keep cases with any of these tags. ids: keep cases whose id matches any of these
-    shell-style patterns ("refund-*"). failed_in: a Baseline; keep cases whose last status
-    there was not "pass". shard: (index, count) with 1 <= index <= count.
+    """The cases to run, in file order: with any of `tags`, an id matching any shell-style
+    pattern of `ids` ("refund-*"), a last status other than "pass" in the Baseline `failed_in`,
+    and in `shard`, (index, count) with 1 <= index <= count. An empty filter keeps every case.
     """
     import fnmatch
 
-    selected = []
-    for case in cases:
-        if tags and not set(tags) & set(case.tags):
-            continue
-        if ids and not any(fnmatch.fnmatchcase(case.id, pattern) for pattern in ids):
-            continue
-        if failed_in is not None:
-            before = failed_in.get(case.id)
-            if before is not None and before.get("status") == "pass":
-                continue
-        if shard is not None and shard_of(case.id, shard[1]) != shard[0] - 1:
-            continue
-        selected.append(case)
-    return selected
+    def wanted(case):
+        return ((not tags or set(tags) & set(case.tags))
+                and (not ids or any(fnmatch.fnmatchcase(case.id, p) for p in ids))
+                and (failed_in is None or (failed_in.get(case.id) or {}).get("status") != "pass")
+                and (shard is None or shard_of(case.id, shard[1]) == shard[0] - 1))
+
+    return [case for case in cases if wanted(case)]
 
 
 
@@ -1698,18 +1673,18 @@ PRICES = {
 
 
 def call_cost(model, usage, prices=None):
-    """Estimated cost in US dollars of one call (float), or None when it cannot be priced.
+    """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
 
-    model: the model name the adapter reported; usage: {"input_tokens", "output_tokens"}.
-    prices: {model prefix: (input, output) dollars per million tokens}, default PRICES.
+    model: the name the adapter reported; usage: {"input_tokens", "output_tokens"}; prices:
+    {model prefix: (input, output) dollars per million tokens}, default PRICES.
     """
-    table = PRICES if prices is None else prices
+    prices = PRICES if prices is None else prices
     if not model or not isinstance(usage, dict):
         return None
-    matches = [name for name in table if model == name or model.startswith(name + "-")]
+    matches = [name for name in prices if model == name or model.startswith(name + "-")]
     if not matches:
         return None
-    price_in, price_out = table[max(matches, key=len)]
+    price_in, price_out = prices[max(matches, key=len)]
     tokens_in = usage.get("input_tokens") or 0
     tokens_out = usage.get("output_tokens") or 0
     return (tokens_in * price_in + tokens_out * price_out) / 1_000_000
@@ -1722,19 +1697,19 @@ class BudgetExceeded(Exception):
 class Budget:
     """A spending limit in US dollars shared by all calls of a run (thread-safe).
 
-    Before a call, `reserve()` estimates it as the most expensive call seen so far and raises
-    BudgetExceeded if spent + in-flight estimates + that would pass the limit; until one call
-    has been priced, calls go one at a time so the first price is known before the next starts.
+    reserve() estimates the next call as the dearest one so far and raises BudgetExceeded if
+    spent + in-flight estimates + that would pass the limit. Until a call has been priced,
+    calls go one at a time, so the first price is known before the next call starts.
     """
 
     def __init__(self, limit_usd, prices=None):
         self.limit = limit_usd
         self.prices = prices
         self.spent = 0.0
+        self.unpriced = 0
         self._reserved = 0.0
         self._in_flight = 0
         self._largest = None
-        self.unpriced = 0
         self._changed = threading.Condition()
 
     def reserve(self):
@@ -1751,8 +1726,7 @@ class Budget:
             return estimate
 
     def settle(self, estimate, cost, answered=True):
-        """Record a finished call: its cost in dollars, or None when it could not be priced
-        (answered: the call returned an output; such calls are counted in `unpriced`)."""
+        """Record a finished call's cost in dollars; None, when it `answered`, is `unpriced`."""
         with self._changed:
             self._reserved -= estimate
             self._in_flight -= 1
@@ -1792,13 +1766,10 @@ class Interrupted(Exception):
 
 
 class RunOptions:
-    """How cases are run.
-
-    concurrency: calls in flight (threads). timeout: seconds per call, or None. repeat: calls
-    per case; min_pass: passing calls a case needs (default: a majority of repeat, e.g. 2 of 3).
-    rate_limit: calls started per second, or None. budget: a Budget, or None. prices: the price
-    table for cost estimates (default PRICES). judge: the callable for `judge` checks, or None.
-    """
+    """How cases are run: concurrency, calls in flight (threads); timeout, seconds per call or
+    None; repeat, calls per case; min_pass, passing calls a case needs (default: a majority of
+    repeat); rate_limit, calls started per second or None; budget, a Budget or None; prices,
+    the price table (default PRICES); judge, the callable for `judge` checks or None."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
                  budget=None, prices=None, judge=None):
@@ -1822,48 +1793,32 @@ def _call(func, case):
         _CURRENT_CASE.reset(token)
 
 
-class _Caller:
-    """A thread that makes one worker's calls when they have a time limit: a call cannot be
+class _Caller(threading.Thread):
+    """The thread that makes one worker's calls when they have a time limit. A call cannot be
     killed, so an overrunning one is abandoned with its thread (a daemon; its late answer is
     ignored) and the worker goes on with a new caller. Until then the thread is reused, so
     connections an adapter keeps per thread stay open from case to case."""
 
     def __init__(self):
-        self._jobs = queue.Queue()
-        self._answers = queue.Queue()
-        threading.Thread(target=self._serve, name="evals-caller", daemon=True).start()
+        super().__init__(name="evals-caller", daemon=True)
+        self.jobs = queue.Queue()  # (func, case), or None to end the thread once it is idle
+        self.answers = queue.Queue()
+        self.start()
 
-    def _serve(self):
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            self._answers.put(_call(*job))
-
-    def stop(self):
-        """End the thread once it is idle (its kept-alive connections close with it)."""
-        self._jobs.put(None)
-
-    def call(self, func, case, timeout):
-        self._jobs.put((func, case))
-        try:
-            return self._answers.get(timeout=timeout)
-        except queue.Empty:
-            self._jobs.put(None)  # the thread ends once the overrunning call returns
-            overrun = TimeoutError(f"no answer within {timeout:g} s")
-            overrun.abandoned = True  # the call goes on in its thread
-            raise overrun from None
+    def run(self):
+        for func, case in iter(self.jobs.get, None):
+            self.answers.put(_call(func, case))
 
 
 _CALLERS = threading.local()
 
 
 def _release_caller():
-    """Stop the calling thread's caller, when it has one (at the end of a worker)."""
+    """End the calling thread's caller, if any (its kept-alive connections close with it)."""
     caller = getattr(_CALLERS, "caller", None)
     if caller is not None:
         _CALLERS.caller = None
-        caller.stop()
+        caller.jobs.put(None)
 
 
 def _within(func, timeout, case=None):
@@ -1875,7 +1830,14 @@ def _within(func, timeout, case=None):
     else:
         caller = getattr(_CALLERS, "caller", None) or _Caller()
         _CALLERS.caller = None  # a caller whose call times out is not used again
-        kind, value = caller.call(func, case, timeout)
+        caller.jobs.put((func, case))
+        try:
+            kind, value = caller.answers.get(timeout=timeout)
+        except queue.Empty:
+            caller.jobs.put(None)  # the thread ends once the overrunning call returns
+            overrun = TimeoutError(f"no answer within {timeout:g} s")
+            overrun.abandoned = True  # the call goes on in its thread
+            raise overrun from None
         _CALLERS.caller = caller
     if kind == "error":
         raise value
@@ -1885,21 +1847,21 @@ def _within(func, timeout, case=None):
 class _Reply(str):
     """A judge's reply: its text, the model that wrote it (or None) and whether it was cached."""
 
-    model, cached = None, False
+    def __new__(cls, text, model=None, cached=False):
+        reply = super().__new__(cls, text)
+        reply.model = model if isinstance(model, str) and model else None
+        reply.cached = cached
+        return reply
 
 
 class Judge:
     """The judge of a run: a callable (prompt str -> str), its name and an optional reply cache.
 
-    name: how the run record names it (default "module:function" of the callable). cache_path:
-    a JSONL file of replies, one {"key", "name", "model", "reply", "ts"} a line, keyed by
-    sha256 of the name (plus the callable's `judge_model` attribute, a str or a function
-    returning one, when it has it) and the prompt. The file is read once, appended to with one
-    O_APPEND write a line under a lock (threads and concurrent runs do not interleave lines),
-    and lines that do not parse are ignored. Only replies that parse as verdicts are cached,
-    so a malformed reply or a failed call is asked again next run. `calls` counts real calls.
-    timeout: seconds a judge call may take (the run's --timeout), or None; a slower call makes
-    the case an error.
+    name: for the run record (default "module:function" of the callable). cache_path: a JSONL
+    file, one {"key", "name", "model", "reply", "ts"} a line, keyed by sha256 of the name, the
+    callable's `judge_model` (a str or a function returning one) and the prompt. One O_APPEND
+    write a line, so concurrent runs do not interleave; only replies that parse as verdicts
+    are cached. timeout: seconds a call may take, or None. `calls` counts real calls.
     """
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
@@ -1917,50 +1879,41 @@ class Judge:
         identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
         return _sha256(f"{identity}\n{prompt}")
 
-    def _cached(self, key):
-        with self._lock:
-            if self._cache is None:
-                self._cache = {}
-                try:
-                    with open(self.cache_path, encoding="utf-8", errors="replace") as handle:
-                        for line in handle:
-                            try:
-                                row = json.loads(line)
-                            except ValueError:
-                                continue
-                            if (isinstance(row, dict) and isinstance(row.get("key"), str)
-                                    and isinstance(row.get("reply"), str)):
-                                self._cache[row["key"]] = row
-                except OSError:
-                    pass
-            return self._cache.get(key)
-
     def __call__(self, prompt):
         """The reply to `prompt` (a str with `model` and `cached`), from the cache or from the
         judge within `timeout`; raises what the judge raises, TypeError for a non-str reply."""
-        hit = self._cached(self.key(prompt)) if self.cache_path else None
+        key = self.key(prompt) if self.cache_path else None
+        hit = self._cached(key) if key else None
         if hit is not None:
-            reply, reply.cached = _Reply(hit["reply"]), True
-            reply.model = hit.get("model") if isinstance(hit.get("model"), str) else None
-            return reply
+            return _Reply(hit["reply"], hit.get("model"), cached=True)
         answer = _within(lambda: self.func(prompt), self.timeout)
         with self._lock:
             self.calls += 1
         if not isinstance(answer, str):
             raise TypeError(f"the judge returned {type(answer).__name__}, expected str")
-        reply = _Reply(answer)
-        model = getattr(answer, "model", None)
-        reply.model = model if isinstance(model, str) and model else None
-        if parse_verdict(reply)[1] is None:  # a malformed reply is asked again next run
-            self._remember(prompt, str(reply), reply.model)
+        reply = _Reply(answer, getattr(answer, "model", None))
+        if key and parse_verdict(reply)[1] is None:  # a malformed reply is asked again next run
+            self._remember(key, reply)
         return reply
 
-    def _remember(self, prompt, reply, model):
+    def _cached(self, key):
+        with self._lock:
+            if self._cache is None:
+                self._cache = {}
+                with contextlib.suppress(OSError), open(
+                        self.cache_path, encoding="utf-8", errors="replace") as handle:
+                    for line in handle:
+                        with contextlib.suppress(ValueError):  # a line that does not parse
+                            row = json.loads(line)
+                            if (isinstance(row, dict) and isinstance(row.get("key"), str)
+                                    and isinstance(row.get("reply"), str)):
+                                self._cache[row["key"]] = row
+            return self._cache.get(key)
+
+    def _remember(self, key, reply):
         """Append a reply to the cache (a write that fails only costs a call next run)."""
-        if not self.cache_path:
-            return
-        key = self.key(prompt)
-        row = {"key": key, "name": self.name, "model": model, "reply": reply, "ts": _now()}
+        row = {"key": key, "name": self.name, "model": reply.model, "reply": str(reply),
+               "ts": _now()}
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             try:
@@ -1972,8 +1925,7 @@ class Judge:
                     os.close(handle)
             except OSError:
                 return
-            if self._cache is not None:
-                self._cache[key] = row
+            self._cache[key] = row
 
 
 def _attempt(case, call_model, options, limiter):
@@ -1997,35 +1949,33 @@ def _attempt(case, call_model, options, limiter):
         if not isinstance(output, str):
             return CaseResult(case.id, "error", latency_s=latency,
                               error=f"the client returned {type(output).__name__}, expected str")
+        if getattr(call_model, "model", None) == "replay":
+            latency = None  # a recorded answer took no model time
         usage = getattr(output, "usage", None)
         usage = usage if isinstance(usage, dict) else None
         model = getattr(output, "model", None)
         model = model if isinstance(model, str) else None
-        if getattr(call_model, "model", None) == "replay":
-            latency = None  # a recorded answer took no model time
         cost, answered = call_cost(model, usage, options.prices), True
-        status, checks = evaluate(case, str(output), options.judge)
+        text = str(output)
+        status, checks = evaluate(case, text, options.judge)
         error = next((c["reason"] for c in checks if c.get("error")), None)
-        return CaseResult(case.id, status, output=str(output), checks=checks, error=error,
+        return CaseResult(case.id, status, output=text, checks=checks, error=error,
                           latency_s=latency, usage=usage, model=model, cost_usd=cost)
     finally:
         if options.budget:
             options.budget.settle(estimate, cost, answered)
 
 
-def _combine_attempts(case, attempts, needed):
-    """The case's verdict from repeated calls: pass with `needed` passes, else fail, or error
-    when the errored calls could have made up the difference. Flaky when verdicts differ."""
-    passes = sum(1 for a in attempts if a.status == "pass")
-    errors = sum(1 for a in attempts if a.status == "error")
-    if passes >= needed:
+def _combine_attempts(attempts, needed):
+    """The verdict of repeated calls: pass with `needed` passes, else error when the errored
+    calls could have made up the difference, else review or fail. Flaky when verdicts differ."""
+    counts = collections.Counter(a.status for a in attempts)
+    if counts["pass"] >= needed:
         status = "pass"
-    elif passes + errors >= needed:
+    elif counts["pass"] + counts["error"] >= needed:
         status = "error"
-    elif any(a.status == "review" for a in attempts):
-        status = "review"
     else:
-        status = "fail"
+        status = "review" if counts["review"] else "fail"
     shown = next((a for a in attempts if a.status == status), attempts[0])
     costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
     usage = None
@@ -2038,7 +1988,7 @@ def _combine_attempts(case, attempts, needed):
                    "latency_s": a.latency_s,
                    "checks": [c for c in a.checks if c.get("passed") is False]}
                   for a in attempts],
-        flaky=len({a.status for a in attempts}) > 1,
+        flaky=len(counts) > 1,
         error=shown.error if status == "error" else None,
     )
 
@@ -2046,10 +1996,9 @@ def _combine_attempts(case, attempts, needed):
 def run_case(case, call_model, options=None, limiter=None):
     """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
 
-    Anything the call raises (except KeyboardInterrupt), a timeout, or a return value that is
-    not a str is an `error` with the reason, and no check is scored. A str subclass is
-    accepted; its `usage` ({"input_tokens", "output_tokens"}) and `model` attributes are kept
-    and priced with options.prices.
+    A raise (but KeyboardInterrupt), a timeout or a non-str return is an `error` with the
+    reason, and no check is scored. A str subclass's `usage` ({"input_tokens",
+    "output_tokens"}) and `model` attributes are kept and priced.
     """
     options = options or RunOptions()
     attempts = []
@@ -2061,39 +2010,43 @@ def run_case(case, call_model, options=None, limiter=None):
             break
     if options.repeat == 1:
         return attempts[0]
-    return _combine_attempts(case, attempts, options.needed)
+    return _combine_attempts(attempts, options.needed)
 
 
 def run_cases(cases, call_model, options=None, on_result=None):
     """Run every case; returns the list of CaseResult in the order of `cases`.
 
-    options: RunOptions (concurrency, timeout, repeat, rate limit, budget, judge).
-    on_result(result) is called as each case finishes (for progress output).
+    options: RunOptions. on_result(result) is called as each case finishes (for progress).
     Raises Interrupted (holding the finished results, in order) on KeyboardInterrupt.
     """
     options = options or RunOptions()
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     results = [None] * len(cases)
-
-    def finished():
-        return [r for r in results if r is not None]
-
+    stop = threading.Event()
     if options.concurrency <= 1:
-        try:
-            for index, case in enumerate(cases):
-                results[index] = run_case(case, call_model, options, limiter)
-                if on_result:
-                    on_result(results[index])
-        except KeyboardInterrupt:
-            raise Interrupted(finished()) from None
-        finally:
-            _release_caller()
-        return results
+        finished = ((index, run_case(case, call_model, options, limiter))
+                    for index, case in enumerate(cases))
+    else:
+        finished = _run_in_threads(cases, call_model, options, limiter, stop)
+    try:
+        for index, result in finished:
+            results[index] = result
+            if on_result:
+                on_result(result)
+    except KeyboardInterrupt:
+        stop.set()
+        raise Interrupted([r for r in results if r is not None]) from None
+    finally:
+        _release_caller()  # the one this thread used, when the cases ran here
+    return results
+
+
+def _run_in_threads(cases, call_model, options, limiter, stop):
+    """Yield (index, CaseResult) as cases finish in `options.concurrency` worker threads."""
     todo = queue.Queue()
     for index in range(len(cases)):
         todo.put(index)
     done = queue.Queue()
-    stop = threading.Event()
 
     def worker():
         try:
@@ -2103,42 +2056,32 @@ def run_cases(cases, call_model, options=None, on_result=None):
                 except queue.Empty:
                     return
                 try:
-                    done.put((index, run_case(cases[index], call_model, options, limiter)))
+                    result = run_case(cases[index], call_model, options, limiter)
                 except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
-                    done.put((index, CaseResult(cases[index].id, "error",
-                                                error=_describe_error(exc))))
+                    result = CaseResult(cases[index].id, "error", error=_describe_error(exc))
+                done.put((index, result))
         finally:
             _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
     for number in range(min(options.concurrency, len(cases))):
         threading.Thread(target=worker, name=f"evals-worker-{number}", daemon=True).start()
-    try:
-        for _ in range(len(cases)):
-            while True:
-                try:
-                    index, result = done.get(timeout=0.2)
-                    break
-                except queue.Empty:
-                    continue
-            results[index] = result
-            if on_result:
-                on_result(result)
-    except KeyboardInterrupt:
-        stop.set()
-        raise Interrupted(finished()) from None
-    return results
+    received = 0
+    while received < len(cases):
+        try:
+            item = done.get(timeout=0.2)  # wakes up for Ctrl-C, which a blocking get can miss
+        except queue.Empty:
+            continue
+        received += 1
+        yield item
 
 
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path):
-    """Recorded outputs by case id ({id: str}) from a recordings JSONL file or a run record.
-
-    Recordings: one {"id", "output"} object a line (an "input" field is allowed and ignored).
-    A run record: this tool's last_run.json saved with outputs. Raises EvalsError naming
-    file and line for anything else.
-    """
+    """Recorded outputs by case id ({id: str}) from a recordings JSONL file (one {"id",
+    "output"} a line; "input" is ignored) or a run record saved with outputs. Raises
+    EvalsError naming file and line for anything else."""
     try:
         handle = open(path, encoding="utf-8-sig")
     except OSError as exc:
@@ -2191,7 +2134,6 @@ def load_client(spec):
     """The callable named by "module:function" or "path/to/file.py:function" (see
     load_callable); raises ClientError with the reason."""
     return load_callable(spec, "--client")
-
 
 
 def latency_percentiles(latencies):
