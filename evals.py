@@ -2326,9 +2326,11 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
             carried = before if include_outputs else without_outputs(before)
             entries.append(dict(carried, change="not_run"))
     removed = [case_id for case_id in baseline.entries if case_id not in known]
-    # The baseline's last run over the cases run now: a filtered or sharded run is compared
-    # like with like.
-    previous = [baseline.entries[i].get("status") for i in ran if i in baseline.entries]
+    # The baseline over the cases run now (a filtered or sharded run is compared like with
+    # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
+    before = [baseline.entries[i] for i in ran if i in baseline.entries]
+    last = sum(1 for e in before if e.get("status") == "pass")
+    kept = sum(1 for e in before if e.get("baseline") == "pass")
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
@@ -2339,17 +2341,18 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": summarize(entries, removed, (previous.count("pass"), len(previous))),
+        "summary": summarize(entries, removed, (last, len(before)), (kept, len(before))),
         "removed": removed,
         "cases": entries,
     }
 
 
-def summarize(entries, removed=(), previous=(0, 0)):
+def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
     """The summary of a record (dict) from its entries, those not run left out: counts per
     status and per change, the pass rate (an error counts as not passed), the baseline's over
-    the same cases (`previous` = (passed, total)), flaky cases, latency percentiles (replayed
-    answers left out), tokens and estimated cost."""
+    the same cases (`previous`: (passed, total) in its last run; `kept`: the verdicts it keeps,
+    a regression not accepted still counting as passed), flaky cases, latency percentiles
+    (replayed answers left out), tokens and estimated cost."""
     ran = [e for e in entries if e.get("change") != "not_run"]
     status = collections.Counter(e.get("status") for e in ran)
     change = collections.Counter(e.get("change") for e in ran)
@@ -2361,6 +2364,8 @@ def summarize(entries, removed=(), previous=(0, 0)):
         "pass_rate": status["pass"] / len(ran) if ran else None,
         "previous_pass_rate": previous[0] / previous[1] if previous[1] else None,
         "previous_passed": previous[0], "previous_total": previous[1],
+        "baseline_pass_rate": kept[0] / kept[1] if kept[1] else None,
+        "baseline_passed": kept[0], "baseline_total": kept[1],
     }
     summary.update((name, change[name]) for name in CHANGES[:-2])
     summary["removed"] = len(removed)
@@ -2449,12 +2454,13 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
     entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
-    previous = (sum(r["summary"].get("previous_passed") or 0 for r in records),
-                sum(r["summary"].get("previous_total") or 0 for r in records))
+    previous, kept = ((sum(r["summary"].get(f"{name}_passed") or 0 for r in records),
+                       sum(r["summary"].get(f"{name}_total") or 0 for r in records))
+                      for name in ("previous", "baseline"))
     return dict(records[0], started_at=min(r["started_at"] for r in records),
                 finished_at=max(r["finished_at"] for r in records), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
-                summary=summarize(entries, removed, previous))
+                summary=summarize(entries, removed, previous, kept))
 
 
 # ---- writing records ----
@@ -2612,15 +2618,22 @@ def _grouped_errors(entries, lines):
     return single
 
 
+def _earlier_rates(summary):
+    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%":
+    the pass rates, over the same cases, of the run before and of the verdicts it keeps."""
+    last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
+    text = "" if last is None else f", last run {_percent(last)}"
+    return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
     quiet: only the count lines and the regressions."""
     summary = record["summary"]
-    previous = summary.get("previous_pass_rate")
     lines = [
         f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
-        + (f", previous {_percent(previous)}" if previous is not None else ""),
+        + _earlier_rates(summary),
         f"{summary['regressed']} regressed, {summary['fixed']} fixed, "
         f"{summary['still_failing']} still failing, {summary['new']} new, "
         f"{summary['errored']} errored, {summary['removed']} removed"
@@ -2870,8 +2883,7 @@ def render_markdown(record, previous=None):
         head = "✅ evals: no regressions"
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
             f"({numbers['passed']}/{numbers['total']})")
-    if numbers["previous_pass_rate"] is not None:
-        rate += f", previously {_percent(numbers['previous_pass_rate'])}"
+    rate += _earlier_rates(numbers)
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
              "|---:" * len(counts) + "|",
@@ -3055,8 +3067,8 @@ def _html_top(record, title):
              ("new", numbers["new"], ""), ("passed", numbers["passed"], "good"),
              ("total", numbers["total"], "")]
     meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
-    if numbers["previous_pass_rate"] is not None:
-        meta.append(f"previously {_percent(numbers['previous_pass_rate'])}")
+    if _earlier_rates(numbers):
+        meta.append(_earlier_rates(numbers)[2:])
     for label, key in (("started", "started_at"), ("client", "client"),
                        ("commit", "git_commit")):
         if record.get(key):

@@ -117,11 +117,13 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("1 regressed", out)
         self.assertIn("REGRESSED: refund\n    contains_all: missing: 'manager approval'", out)
-        self.assertIn("pass rate 66.7% (2/3), previous 100.0%", out)
-        # Re-running must not make the regression disappear.
+        self.assertIn("pass rate 66.7% (2/3), last run 100.0%\n", out)
+        # Re-running must not make the regression disappear; the summary says that the last
+        # run already failed it while the baseline still counts it as passed.
         code, out, _ = self.run_cli()
         self.assertEqual(code, 1)
         self.assertIn("REGRESSED: refund", out)
+        self.assertIn("pass rate 66.7% (2/3), last run 66.7%, baseline 100.0%\n", out)
         # Accepting takes it into the baseline; afterwards it is a known failure.
         code, out, _ = self.run_cli("--accept")
         self.assertEqual(code, 0)
@@ -305,7 +307,7 @@ class CliTest(unittest.TestCase):
         self.answer({**GOOD, "json?": "not json"})
         code, out, _ = self.run_cli()
         self.assertEqual(code, 1)
-        self.assertIn("previous 66.7%", out)
+        self.assertIn("last run 66.7%", out)
         self.assertIn("REGRESSED: json", out)
         self.assertIn("FIXED: short", out)
 

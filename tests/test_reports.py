@@ -243,7 +243,7 @@ class MarkdownTest(unittest.TestCase):
         first = self.md.split("\n")[0]
         self.assertTrue(first.startswith("## "))
         self.assertIn("2 regressions", first)
-        self.assertIn("pass rate **42.9%** (3/8), previously 100.0%", self.md)
+        self.assertIn("pass rate **42.9%** (3/8), last run 100.0%", self.md)
         self.assertIn("| regressed | errored | failed |", self.md)
         self.assertIn("| 2 | 1 | 3 | 1 | 1 | 2 | 3 | 8 |", self.md)
 

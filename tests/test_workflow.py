@@ -354,7 +354,7 @@ class ShardMergeTest(Workspace):
         for order in (records, records[::-1]):
             code, out, _ = self.merge(*order)
             self.assertEqual(code, 0, out)
-            self.assertIn("previous 88.9%", out)
+            self.assertIn("last run 88.9%", out)
             self.assertEqual(self.load("merged.json")["summary"]["previous_passed"], 8)
 
     def test_a_shard_of_another_case_file_version_is_refused(self):
