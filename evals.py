@@ -2611,10 +2611,10 @@ def _grouped_errors(entries, lines):
         if len(group) < 3:
             single.extend(group)
             continue
-        ids = ", ".join(e["id"] for e in group[:5]) + (
+        ids = ", ".join(_line(e["id"]) for e in group[:5]) + (
             f" (+{len(group) - 5} more)" if len(group) > 5 else "")
         lines.append(f"ERROR: {len(group)} cases: {ids}")
-        lines.append(f"    {error}")
+        lines.append(f"    {_line(error)}")
     return single
 
 
@@ -2651,7 +2651,7 @@ def format_summary(record, quiet=False):
     for key, why in (("flaky", "repeats disagreed"),
                      ("flaky_history", "flipped across recent runs")):
         if summary.get(key):
-            lines.append(f"flaky ({why}): " + ", ".join(summary[key]))
+            lines.append(f"flaky ({why}): " + ", ".join(map(_line, summary[key])))
     for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
         entries = [e for e in record["cases"] if e.get("change") == change
                    and not (change == "new" and e["status"] == "pass")]
@@ -2659,11 +2659,11 @@ def format_summary(record, quiet=False):
             entries = _grouped_errors(entries, lines)
         for entry in entries:
             status = " (needs review)" if entry["status"] == "review" else ""
-            lines.append(f"{label}: {entry['id']}{status}")
+            lines.append(f"{label}: {_line(entry['id'])}{status}")
             if change != "fixed":
-                lines.extend(f"    {reason}" for reason in _reasons(entry))
+                lines.extend(f"    {_line(reason)}" for reason in _reasons(entry))
     if record.get("removed") and not quiet:
-        lines.append("removed from the case file: " + ", ".join(record["removed"]))
+        lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
 
 
@@ -2708,6 +2708,13 @@ def _visible(value):
         code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
     return _INVISIBLE.sub(spell, _text(value).replace("\r\n", "\n"))
+
+
+def _line(value):
+    """`value` for one line of a terminal or a CI log: spelled out as by _visible, and line
+    breaks too, so no text from a case or a model starts a line (a workflow command) or moves
+    the cursor."""
+    return _visible(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _xml_text(value):
@@ -3581,7 +3588,8 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
     if judge_only:
-        stdout.write(f"not run (--no-judge; only judge checks): {', '.join(judge_only)}\n")
+        stdout.write(f"not run (--no-judge; only judge checks): "
+                     f"{', '.join(map(_line, judge_only))}\n")
     if args.record:
         _save_recordings(args.record, cases, results, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
@@ -3705,7 +3713,7 @@ def _history_command(args, stdout, stderr):
     for row in rows:
         start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
         if args.case_id:
-            reasons = (row["reasons"] or "").replace("\n", "; ")
+            reasons = "; ".join(_line(r) for r in (row["reasons"] or "").split("\n") if r)
             stdout.write(f"{start}  {row['status']:<6}  {reasons}\n")
         else:
             stdout.write(f"{start}  {row['passed']}/{row['total']} passed "

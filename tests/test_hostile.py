@@ -67,6 +67,26 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
         self.assertEqual(self.read("cases.jsonl"), self.before["cases.jsonl"])
 
 
+class IdsAndReasonsStayOnTheirLineTest(unittest.TestCase):
+    IDS = ["y\n::error::INJECTED", "esc\x1b[31mred", "cr\rover", "sep\u2028line"]
+
+    def test_the_text_summary_escapes_ids_and_reasons(self):
+        cases = [evals.Case(case_id, "q", ({"type": "equals", "value": "a"},))
+                 for case_id in self.IDS]
+        results = evals.run_cases(cases, lambda prompt: "b\n::warning::x\x1b[0m")
+        run = evals.RunResult(results, "2026-01-01T00:00:00+00:00",
+                              "2026-01-01T00:00:01+00:00", "test")
+        text = evals.format_summary(evals.make_record(run, evals.Baseline({}), cases))
+        for line in text.splitlines():
+            self.assertFalse(line.lstrip().startswith("::"), line)
+            self.assertNotIn("\x1b", line)
+            self.assertNotIn("\r", line)
+            self.assertNotIn("\u2028", line)
+        self.assertIn("NEW FAIL: y\\n::error::INJECTED", text)
+        self.assertIn("NEW FAIL: esc\\x1b[31mred", text)
+        self.assertIn("got 'b\\n::warning::x\\x1b[0m'", text)
+
+
 class TextAsModelsWriteItTest(unittest.TestCase):
     """Loose matching (ignore_case) takes text as a reader does; exact matching does not."""
 
