@@ -1486,6 +1486,9 @@ def _shared(kind, result):
 CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _field_problem(data, name, wanted):
     return f"field {name!r} must be {wanted}" if name in data else f"missing field {name!r}"
 
@@ -1499,6 +1502,13 @@ def case_problems(data, check_memo=None):
                 for key in data if key not in CASE_FIELDS]
     if not (isinstance(data.get("id"), str) and data["id"].strip()):
         problems.append(_field_problem(data, "id", "a non-empty string"))
+    for name in ("id", "tags"):
+        texts = data.get(name) if isinstance(data.get(name), list) else [data.get(name)]
+        if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
+            # An escape such as "\ud800" decodes to half a character, which no file, terminal
+            # or database takes as UTF-8: the history write, or every later run, would fail.
+            problems.append(f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
+                            "use whole characters")
     if not isinstance(data.get("input"), str):
         problems.append(_field_problem(data, "input", "a string"))
     checks = data.get("checks")
@@ -1558,7 +1568,7 @@ def load_cases(path):
         if not raw.strip():
             continue
         try:
-            data = _strict_json(raw)
+            data = _strict_json(raw, unique_keys=True)
         except json.JSONDecodeError as exc:
             problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
             continue

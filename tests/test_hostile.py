@@ -110,6 +110,41 @@ class TextAsModelsWriteItTest(unittest.TestCase):
         self.assertTrue(self.run_check(check, "I live in istanbul.").passed)
 
 
+class CaseFileTest(unittest.TestCase):
+    def problems(self, *lines):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "cases.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("".join(line + "\n" for line in lines))
+            with self.assertRaises(evals.CaseFileError) as caught:
+                evals.load_cases(path)
+        return [p.replace(path, "F") for p in caught.exception.problems]
+
+    def test_a_lone_surrogate_in_an_id_or_a_tag_is_refused(self):
+        check = '"checks": [{"type": "max_words", "n": 5}]'
+        self.assertEqual(self.problems(
+            '{"id": "a\\ud800", "input": "q", %s}' % check,
+            '{"id": "b", "input": "q", "tags": ["ok", "\\udfff"], %s}' % check,
+            '{"id": "c\\ud83d\\ude00", "input": "\\ud800 is fine in text", %s}' % check), [
+            "F:1: field 'id' holds a lone surrogate (half of a \\uXXXX pair); use whole "
+            "characters",
+            "F:2: field 'tags' holds a lone surrogate (half of a \\uXXXX pair); use whole "
+            "characters"])
+
+    def test_a_repeated_key_is_refused_at_any_depth(self):
+        self.assertEqual(self.problems(
+            '{"id": "a", "id": "b", "input": "q", "checks": [{"type": "max_words", "n": 5}]}',
+            '{"id": "c", "input": "q", "checks": [{"type": "max_words", "n": 5, "n": 50}]}'), [
+            "F:1: invalid JSON: duplicate key 'id' (the last would silently win)",
+            "F:2: invalid JSON: duplicate key 'n' (the last would silently win)"])
+
+    def test_a_baseline_holding_a_lone_surrogate_id_still_prints(self):
+        record = evals.completed({"cases": [], "removed": ["old\ud800"]})
+        text = evals.format_summary(record)
+        self.assertIn("removed from the case file: old\\ud800", text)
+        text.encode("utf-8")
+
+
 class DuplicateKeysTest(unittest.TestCase):
     def test_a_check_given_to_add_may_not_repeat_a_key(self):
         with tempfile.TemporaryDirectory() as folder:
