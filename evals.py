@@ -1397,10 +1397,12 @@ def validate_check(check):
 
 
 def _did_you_mean(name, known):
+    """"; did you mean 'x'?" for the names that start with `name` ("contains" is short for
+    contains_any or contains_all, not for not_contains), else the closest one; "." if none."""
     import difflib
 
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else "."
+    close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, 1)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else "."
 
 
 def run_check(check, output, ask=None, case_input=""):
@@ -1416,6 +1418,8 @@ def run_check(check, output, ask=None, case_input=""):
         raise JudgeRequired(_NEEDS_JUDGE)
     if not output or output.isspace():  # isspace: no copy of a long output per check
         return CheckResult(False, "the output is empty")
+    if "\r" in output:  # Windows line ends, so "^...$" with "m" and line counts see lines
+        output = output.replace("\r\n", "\n")
     params = {k: v for k, v in check.items() if k != "type" and k != "negate"}
     if spec.needs_judge:
         params.update(ask=ask, case_input=case_input)

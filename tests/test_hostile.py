@@ -103,6 +103,17 @@ class TextAsModelsWriteItTest(unittest.TestCase):
         self.assertFalse(self.run_check(exact, "It\u2019s done").passed)
         self.assertTrue(self.run_check(dict(exact, ignore_case=True), "It\u2019s done").passed)
 
+    def test_windows_line_ends_are_lines(self):
+        check = {"type": "regex", "pattern": "^Yes$", "flags": "m"}
+        self.assertTrue(self.run_check(check, "No\r\nYes\r\n").passed)
+        lines = {"type": "line_count", "max": 2}
+        self.assertTrue(self.run_check(lines, "a\r\nb\r\n").passed)
+
+    def test_a_short_type_name_suggests_what_it_is_short_for(self):
+        problem = evals.validate_check({"type": "contains", "values": ["a"]})[0]
+        self.assertIn("did you mean 'contains_any' or 'contains_all'?", problem)
+        self.assertNotIn("did you mean 'not_contains'", problem)
+
     def test_dotted_capital_i_folds_to_i(self):
         check = {"type": "contains_all", "values": ["istanbul"]}
         self.assertTrue(self.run_check(check, "\u0130STANBUL is large").passed)
