@@ -252,6 +252,68 @@ def load_callable(spec, option="--client"):
     return func
 
 
+def _call(func, case):
+    """func() with current_case() set to `case`: ("output", value) or ("error", exc)."""
+    token = _CURRENT_CASE.set(case)
+    try:
+        return "output", func()
+    except BaseException as exc:  # noqa: B902 - reported as the case's error
+        return "error", exc
+    finally:
+        _CURRENT_CASE.reset(token)
+
+
+class _Caller(threading.Thread):
+    """The thread that makes one worker's calls when they have a time limit. A call cannot be
+    killed, so an overrunning one is abandoned with its thread (a daemon; its late answer is
+    ignored) and the worker goes on with a new caller. Until then the thread is reused, so
+    connections an adapter keeps per thread stay open from case to case."""
+
+    def __init__(self):
+        super().__init__(name="evals-caller", daemon=True)
+        self.jobs = queue.Queue()  # (func, case), or None to end the thread once it is idle
+        self.answers = queue.Queue()
+        self.start()
+
+    def run(self):
+        for func, case in iter(self.jobs.get, None):
+            self.answers.put(_call(func, case))
+
+
+_CALLERS = threading.local()
+
+
+def _release_caller():
+    """End the calling thread's caller, if any (its kept-alive connections close with it)."""
+    caller = getattr(_CALLERS, "caller", None)
+    if caller is not None:
+        _CALLERS.caller = None
+        caller.jobs.put(None)
+
+
+def _within(func, timeout, case=None):
+    """func() for `case` (default: the current case), within `timeout` seconds (None: no
+    limit); raises what it raises, or TimeoutError (with `abandoned` set) when it overruns."""
+    case = case or current_case()
+    if timeout is None:
+        kind, value = _call(func, case)
+    else:
+        caller = getattr(_CALLERS, "caller", None) or _Caller()
+        _CALLERS.caller = None  # a caller whose call times out is not used again
+        caller.jobs.put((func, case))
+        try:
+            kind, value = caller.answers.get(timeout=timeout)
+        except queue.Empty:
+            caller.jobs.put(None)  # the thread ends once the overrunning call returns
+            overrun = TimeoutError(f"no answer within {timeout:g} s")
+            overrun.abandoned = True  # the call goes on in its thread
+            raise overrun from None
+        _CALLERS.caller = caller
+    if kind == "error":
+        raise value
+    return value
+
+
 def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
     atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
@@ -827,10 +889,59 @@ def _regex_problem(pattern, flags=""):
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
-        _compile(pattern, flags)
+        nested = _nested_repeat(_compile(pattern, flags))
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
+    if nested:
+        return ("repeats a part that itself repeats with nothing required between the rounds "
+                "(as in (a+)+ or (\\w+\\s?)+): on text that almost matches, such a pattern "
+                "backtracks for minutes; repeat the inner part once (a+), or require a "
+                "separator ((\\w+\\s)+)")
     return None
+
+
+def _nested_repeat(compiled):
+    """Whether `compiled` repeats, without limit, a part whose only required piece is itself
+    an unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): the form of catastrophic
+    backtracking. Python's re has no time limit and cannot be interrupted from another thread,
+    so such patterns are refused when the case file is loaded (not every slow pattern is)."""
+    try:
+        from re import _parser as parser  # Python 3.11+
+    except ImportError:
+        import sre_parse as parser
+
+    def unlimited(op, value):
+        return str(op) in ("MAX_REPEAT", "MIN_REPEAT") and value[1] == parser.MAXREPEAT
+
+    def children(op, value):
+        kind = str(op)
+        if kind.endswith("REPEAT"):
+            return value[2]
+        if kind == "SUBPATTERN":
+            return value[-1]
+        return [item for branch in value[1] for item in branch] if kind == "BRANCH" else []
+
+    def required(items):  # what a match cannot skip: not optional, not zero-width
+        for op, value in items:
+            if str(op) == "SUBPATTERN" and len(items) == 1:
+                yield from required(value[-1])
+            elif not (str(op) == "AT" or (str(op).endswith("REPEAT") and value[0] == 0)):
+                yield op, value
+
+    def contains(items):  # an unlimited repeat anywhere inside
+        return any(unlimited(*item) or contains(children(*item)) for item in items)
+
+    def risky(items):
+        for op, value in items:
+            if unlimited(op, value) and contains(value[2]):
+                core = list(required(value[2]))
+                if not core or (len(core) == 1 and unlimited(*core[0])):
+                    return True
+            if risky(children(op, value)):
+                return True
+        return False
+
+    return risky(parser.parse(compiled.pattern, compiled.flags))
 
 
 def _regex_rule(check):
@@ -1325,6 +1436,7 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
 # ---- the user's own checks ----
 
 _USER_CHECKS = {}
+USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
 
 
 def _user_check(spec):
@@ -1351,9 +1463,9 @@ Function = Kind("function", _function_problem)
 def check_python(output, function: Function, **params):
     """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
-    an exception makes the case an error."""
+    an exception, or a call over 10 seconds, makes the case an error."""
     try:
-        verdict = _user_check(function)(output, **params)
+        verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except Exception as exc:
         return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
     reason = "returned True" if verdict is True else "returned False"
@@ -1794,68 +1906,6 @@ class RunOptions:
     @property
     def needed(self):
         return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
-
-
-def _call(func, case):
-    """func() with current_case() set to `case`: ("output", value) or ("error", exc)."""
-    token = _CURRENT_CASE.set(case)
-    try:
-        return "output", func()
-    except BaseException as exc:  # noqa: B902 - reported as the case's error
-        return "error", exc
-    finally:
-        _CURRENT_CASE.reset(token)
-
-
-class _Caller(threading.Thread):
-    """The thread that makes one worker's calls when they have a time limit. A call cannot be
-    killed, so an overrunning one is abandoned with its thread (a daemon; its late answer is
-    ignored) and the worker goes on with a new caller. Until then the thread is reused, so
-    connections an adapter keeps per thread stay open from case to case."""
-
-    def __init__(self):
-        super().__init__(name="evals-caller", daemon=True)
-        self.jobs = queue.Queue()  # (func, case), or None to end the thread once it is idle
-        self.answers = queue.Queue()
-        self.start()
-
-    def run(self):
-        for func, case in iter(self.jobs.get, None):
-            self.answers.put(_call(func, case))
-
-
-_CALLERS = threading.local()
-
-
-def _release_caller():
-    """End the calling thread's caller, if any (its kept-alive connections close with it)."""
-    caller = getattr(_CALLERS, "caller", None)
-    if caller is not None:
-        _CALLERS.caller = None
-        caller.jobs.put(None)
-
-
-def _within(func, timeout, case=None):
-    """func() for `case` (default: the current case), within `timeout` seconds (None: no
-    limit); raises what it raises, or TimeoutError (with `abandoned` set) when it overruns."""
-    case = case or current_case()
-    if timeout is None:
-        kind, value = _call(func, case)
-    else:
-        caller = getattr(_CALLERS, "caller", None) or _Caller()
-        _CALLERS.caller = None  # a caller whose call times out is not used again
-        caller.jobs.put((func, case))
-        try:
-            kind, value = caller.answers.get(timeout=timeout)
-        except queue.Empty:
-            caller.jobs.put(None)  # the thread ends once the overrunning call returns
-            overrun = TimeoutError(f"no answer within {timeout:g} s")
-            overrun.abandoned = True  # the call goes on in its thread
-            raise overrun from None
-        _CALLERS.caller = caller
-    if kind == "error":
-        raise value
-    return value
 
 
 class _Reply(str):

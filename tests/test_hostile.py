@@ -156,6 +156,32 @@ class CaseFileTest(unittest.TestCase):
         text.encode("utf-8")
 
 
+class LongRunningChecksTest(unittest.TestCase):
+    def test_a_pattern_that_backtracks_catastrophically_is_refused_when_loaded(self):
+        for pattern in (r"(a+)+$", r"(\w+\s?)+:", r"(a*)*b", r"((a+))+"):
+            with self.subTest(pattern=pattern):
+                problems = evals.validate_check({"type": "regex", "pattern": pattern})
+                self.assertEqual(len(problems), 1)
+                self.assertIn("backtracks for minutes", problems[0])
+                schema = {"type": "json_schema", "schema": {"pattern": pattern}}
+                self.assertIn("backtracks", evals.validate_check(schema)[0])
+        for pattern in (r"^\d+$", r"(ab|cd)*", r"((a)+b)+", r"(?:\s*-\s*\w+)+", r"x{2,5}"):
+            with self.subTest(pattern=pattern):
+                self.assertEqual(evals.validate_check({"type": "regex", "pattern": pattern}), [])
+
+    def test_a_users_check_over_its_time_limit_errs_and_the_run_goes_on(self):
+        original = evals.USER_CHECK_SECONDS
+        evals.USER_CHECK_SECONDS = 0.2
+        self.addCleanup(setattr, evals, "USER_CHECK_SECONDS", original)
+        slow = {"type": "python", "function": "tests.user_checks:slow", "seconds": 3}
+        cases = [evals.Case("slow", "q", (slow,)),
+                 evals.Case("fast", "q", ({"type": "max_words", "n": 5},))]
+        results = evals.run_cases(cases, lambda prompt: "an answer")
+        self.assertEqual([r.status for r in results], ["error", "pass"])
+        self.assertIn("tests.user_checks:slow raised TimeoutError: no answer within 0.2 s",
+                      results[0].error)
+
+
 class DuplicateKeysTest(unittest.TestCase):
     def test_a_check_given_to_add_may_not_repeat_a_key(self):
         with tempfile.TemporaryDirectory() as folder:

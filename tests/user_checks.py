@@ -21,3 +21,10 @@ def not_a_verdict(output):
 
 
 NOT_CALLABLE = 42
+
+
+def slow(output, seconds=5):
+    import time
+
+    time.sleep(seconds)
+    return True
