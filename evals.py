@@ -1781,8 +1781,8 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
 
 # Estimated list prices in US dollars per million tokens: (input, output). They change; check
 # your provider's pricing page and extend or override them with --prices FILE
-# ({"model-name": [input, output]}). A model name matches its longest listed prefix, so
-# "gpt-4o-mini-2024-07-18" is priced as "gpt-4o-mini". Local models cost nothing.
+# ({"model-name": [input, output]}). A release of a listed model ("gpt-4o-mini-2024-07-18",
+# "claude-haiku-4-5-20251001", "gemini-2.5-flash-001", "-latest") is priced as it.
 PRICES = {
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
@@ -1807,10 +1807,14 @@ def call_cost(model, usage, prices=None):
     prices = PRICES if prices is None else prices
     if not model or not isinstance(usage, dict):
         return None
-    matches = [name for name in prices if model == name or model.startswith(name + "-")]
-    if not matches:
+    # A dated or numbered release of a listed model ("gpt-4o-mini-2024-07-18") is priced as
+    # it; another name that merely starts like one ("gpt-4o-mnii", "gemini-2.5-flash-lite") is
+    # not: its price is unknown, never a guess.
+    name = model if model in prices else re.sub(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$", "",
+                                                 model)
+    if name not in prices:
         return None
-    price_in, price_out = prices[max(matches, key=len)]
+    price_in, price_out = prices[name]
     tokens_in = usage.get("input_tokens") or 0
     tokens_out = usage.get("output_tokens") or 0
     return (tokens_in * price_in + tokens_out * price_out) / 1_000_000
@@ -3936,6 +3940,8 @@ def _report_parser():
     parser.add_argument("--baseline", metavar="FILE",
                         help="the older run record whose outputs are shown side by side")
     _add_report_options(parser)
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only the count lines and the regressions")
     return parser
 
 
@@ -3950,7 +3956,7 @@ def _report_command(args, stdout, stderr):
         record = dict(record, outputs_included=False,
                       cases=[without_outputs(e) for e in record["cases"]])
     _write_reports(args, record, previous, stdout)
-    stdout.write(format_summary(record))
+    stdout.write(format_summary(record, args.quiet))
     return EXIT_OK
 
 

@@ -87,6 +87,17 @@ class IdsAndReasonsStayOnTheirLineTest(unittest.TestCase):
         self.assertIn("got 'b\\n::warning::x\\x1b[0m'", text)
 
 
+class EveryCommandTakesQuietTest(unittest.TestCase):
+    def test_report_merge_and_run_take_q(self):
+        for argv in (["report", os.path.join(ROOT, "last_run.json"), "-q"],
+                     ["--cases", os.path.join(ROOT, "cases.jsonl"), "--rescore",
+                      os.path.join(ROOT, "recordings.jsonl"), "--no-save", "-q"]):
+            with self.subTest(argv=argv):
+                out, err = io.StringIO(), io.StringIO()
+                self.assertEqual(evals.main(argv, out, err), 0, err.getvalue())
+                self.assertTrue(out.getvalue().startswith("pass rate"), out.getvalue())
+
+
 class TextAsModelsWriteItTest(unittest.TestCase):
     """Loose matching (ignore_case) takes text as a reader does; exact matching does not."""
 

@@ -839,14 +839,18 @@ class BudgetTest(unittest.TestCase):
 
 
 class CostTest(unittest.TestCase):
-    def test_prefix_matching_takes_the_longest_listed_prefix(self):
+    def test_a_release_of_a_listed_model_is_priced_as_it(self):
         usage = {"input_tokens": 1_000_000, "output_tokens": 1_000_000}
         self.assertAlmostEqual(evals.call_cost("gpt-4o-mini-2024-07-18", usage), 0.75)
         self.assertAlmostEqual(evals.call_cost("gpt-4o-2024-08-06", usage), 12.5)
         self.assertAlmostEqual(evals.call_cost("gpt-4o", usage), 12.5)
         self.assertAlmostEqual(evals.call_cost("gpt-4.1-nano", {"input_tokens": 2_000_000}), 0.2)
-        # A prefix must end at a dash: "gpt-4o-minimal" is not gpt-4o-mini (it is gpt-4o).
-        self.assertAlmostEqual(evals.call_cost("gpt-4o-minimal", usage), 12.5)
+        self.assertAlmostEqual(evals.call_cost("claude-haiku-4-5-20251001", usage), 6.0)
+        self.assertAlmostEqual(evals.call_cost("gemini-2.5-flash-001", usage), 2.8)
+        # A name that only starts like a listed model is not priced as it: a typo, or a
+        # variant with its own price, is "cost unknown", never a guess.
+        for model in ("gpt-4o-minimal", "gpt-4o-mnii", "gemini-2.5-flash-lite"):
+            self.assertIsNone(evals.call_cost(model, usage), model)
 
     def test_unknown_model_or_no_usage_is_none(self):
         usage = {"input_tokens": 10, "output_tokens": 10}
