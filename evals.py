@@ -2255,10 +2255,11 @@ def decide(status, before, accept=False):
 
 
 class Baseline:
-    """A previous run record: `entries` {case id: entry dict} and its own `summary` (dict)."""
+    """A previous run record: `entries` {case id: entry dict}, and `stamp`, which identifies
+    the file's version that was read (see _stamp; None: there was no file)."""
 
-    def __init__(self, entries, summary=None):
-        self.entries, self.summary = entries, summary or {}
+    def __init__(self, entries, stamp=None):
+        self.entries, self.stamp = entries, stamp
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2303,12 +2304,23 @@ def read_record(path, error=EvalsError):
     return record
 
 
+def _stamp(file):
+    """(device, inode, size, modification time in ns) of a path or open file descriptor; None
+    when there is no such file. A write (an atomic replace too) changes it."""
+    try:
+        info = os.stat(file)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def load_baseline(path):
     """A Baseline read from `path` (with no entries when the file is absent): this tool's record
     or the original 50-line harness's {"rate", "results": {id: bool}, "ts"}. Raises
     BaselineError for a file that exists but is neither, so it is never silently replaced."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
+            stamp = _stamp(handle.fileno())
             record = json.load(handle)
     except FileNotFoundError:
         return Baseline({})
@@ -2321,7 +2333,7 @@ def load_baseline(path):
         problem = record_problem(record)
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
-        return Baseline({entry["id"]: entry for entry in record["cases"]}, record.get("summary"))
+        return Baseline({entry["id"]: entry for entry in record["cases"]}, stamp)
     if isinstance(record, dict) and isinstance(record.get("results"), dict):
         entries = {}
         for case_id, passed in record["results"].items():
@@ -2329,7 +2341,7 @@ def load_baseline(path):
                 raise BaselineError(f"{path}: results[{case_id!r}] must be true or false")
             status = "pass" if passed else "fail"
             entries[case_id] = {"id": case_id, "status": status, "baseline": status}
-        return Baseline(entries)
+        return Baseline(entries, stamp)
     raise BaselineError(f"{path}: not a run record (expected this tool's record or "
                         "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
 
@@ -2617,9 +2629,11 @@ def history_append(path, record):
     return run_id
 
 
-def history_flaky(path, case_ids, window=10):
+def history_flaky(path, case_ids, window=10, current=None):
     """Cases (of `case_ids`, in that order) whose verdict changed at least twice over their own
-    last `window` scored runs in the history; errors are not verdicts and are skipped."""
+    last `window` scored runs in the history, with `current` ({case id: status}, a run not yet
+    appended) as the latest; errors are not verdicts and are skipped."""
+    current = {k: v for k, v in (current or {}).items() if v != "error"}
     with _history(path) as connection:
         rows = connection.execute(
             "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
@@ -2628,6 +2642,8 @@ def history_flaky(path, case_ids, window=10):
         statuses = collections.defaultdict(list)
         for case_id, status in rows:
             statuses[case_id].append(status)
+    for case_id, status in current.items():
+        statuses[case_id] = statuses[case_id][1 - window:] + [status]
     flips = {case_id: sum(1 for a, b in zip(seen, seen[1:]) if a != b)
              for case_id, seen in statuses.items()}
     return [case_id for case_id in case_ids if flips.get(case_id, 0) >= 2]
@@ -3417,7 +3433,11 @@ def main(argv=None, stdout=None, stderr=None):
         except SystemExit as exc:  # --help, --version or a usage error, already printed
             return EXIT_OK if exc.code == 0 else EXIT_INVALID
     try:
-        return command(args, stdout, stderr)
+        with _sigterm_as_interrupt():
+            return command(args, stdout, stderr)
+    except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
+        stderr.write("evals: interrupted; each file written is either complete or as it was\n")
+        return EXIT_INTERRUPTED
     except CaseFileError as exc:
         stderr.write(f"{exc}\nevals: {len(exc.problems)} problem(s) in the case file; "
                      "no model was called\n")
@@ -3627,30 +3647,39 @@ def _judge_for(args, cases):
     return None
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a CI job cancelled) stops the command as Ctrl-C does: cleanly, exit 130."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_with_progress(selected, call_model, options, args, stderr):
-    """run_cases with a progress line and SIGTERM treated as Ctrl-C (raises Interrupted)."""
-    import signal
-
+    """run_cases with a progress line on a terminal (raises Interrupted)."""
     progress = _Progress(stderr, len(selected), not args.quiet)
-    previous_handler = None
-    if threading.current_thread() is threading.main_thread():
-        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return run_cases(selected, call_model, options, on_result=progress)
     finally:
         progress.close()
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
 
 
 def _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr):
-    """History, summary, recordings, the record and the reports of a finished run."""
-    if not (args.no_history or args.no_save):
-        _append_history(args, record, [r.id for r in results], stderr)
+    """Summary, recordings, the record, the history and the reports of a finished run. The
+    record is written before the history, so the history never holds a run that was lost."""
+    history = not (args.no_history or args.no_save)
+    if history:
+        _flaky_from_history(args, record, results, stderr)
     stdout.write(format_summary(record, args.quiet))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
@@ -3666,21 +3695,46 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
     elif not args.no_save:
-        write_record(args.baseline, record)
+        _write_baseline(args, record, baseline, stderr)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
+    if history:
+        _append_history(args, record, stderr)
     _write_reports(args, record, baseline.entries, stdout)
 
 
-def _append_history(args, record, case_ids, stderr):
-    """Append to the history and name the cases that flip; a history that cannot be used is a
-    warning, never a reason to lose the run record."""
+def _write_baseline(args, record, baseline, stderr):
+    """Replace the baseline with `record`, unless another run replaced it since this one read
+    it (a slower run must not undo an --accept): then the record goes beside it, exit 2."""
+    if _stamp(args.baseline) != baseline.stamp:
+        beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
+        write_record(beside, record)
+        raise EvalsError(f"{args.baseline} was written by another run while this one ran; it is "
+                         f"not overwritten. This run's record is in {beside}")
+    write_record(args.baseline, record)
+
+
+def _flaky_from_history(args, record, results, stderr):
+    """Name in the summary the cases whose verdict flips across recent runs, this one too."""
+    import sqlite3
+
+    history = args.history or _beside_baseline(args, "history.sqlite")
+    try:
+        record["summary"]["flaky_history"] = history_flaky(
+            history, [r.id for r in results], current={r.id: r.status for r in results})
+    except (sqlite3.Error, OSError) as exc:
+        stderr.write(f"evals: warning: history {history} not read: {exc} (--no-history skips "
+                     "it)\n")
+
+
+def _append_history(args, record, stderr):
+    """Append the run to the history; a history that cannot be written is a warning, never a
+    reason to lose the run record."""
     import sqlite3
 
     history = args.history or _beside_baseline(args, "history.sqlite")
     try:
         history_append(history, record)
-        record["summary"]["flaky_history"] = history_flaky(history, case_ids)
     except (sqlite3.Error, OSError) as exc:
         stderr.write(f"evals: warning: history {history} not updated: {exc} (--no-history "
                      "skips it)\n")
@@ -3973,8 +4027,16 @@ if __name__ == "__main__":
     # Adapters `import evals` to reach current_case(); make that the running module, not a copy.
     sys.modules.setdefault("evals", sys.modules[__name__])
     try:
-        sys.exit(main())
+        code = main()
+        sys.stdout.flush()
     except BrokenPipeError:
         # `python evals.py | head`: the reader left; exit quietly like other Unix tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        code = 1
+    if any(t.name == "evals-caller" and t.is_alive() for t in threading.enumerate()):
+        # A call abandoned at --timeout may still be reading its socket: shutting the
+        # interpreter down under it aborts (exit 134, "Fatal Python error"). Every file is
+        # written and closed by now, so leave without that shutdown.
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

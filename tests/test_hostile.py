@@ -1,10 +1,13 @@
 """Hostile input: files the user had are never overwritten, bad names are refused."""
 
 import io
+import json
 import os
 import shutil
+import sys
 import tempfile
 import unittest
+import unittest.mock
 
 import evals
 
@@ -207,3 +210,123 @@ class DuplicateKeysTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StopsAndRacesTest(unittest.TestCase):
+    """A signal while saving, a provider that stalls, another run writing the same baseline."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.cases = os.path.join(self.dir, "cases.jsonl")
+        self.baseline = os.path.join(self.dir, "last_run.json")
+        with open(self.cases, "w", encoding="utf-8") as handle:
+            for case_id in ("a", "b"):
+                handle.write(json.dumps({"id": case_id, "input": case_id,
+                                         "checks": [{"type": "max_words", "n": 3}]}) + "\n")
+
+    def main(self, client, *argv):
+        module = type(sys)("_race_client")
+        module.ask = client
+        sys.modules["_race_client"] = module
+        self.addCleanup(sys.modules.pop, "_race_client", None)
+        err = io.StringIO()
+        code = evals.main(["--cases", self.cases, "--baseline", self.baseline, "--client",
+                           "_race_client:ask", *argv], io.StringIO(), err)
+        return code, err.getvalue()
+
+    def history_runs(self):
+        path = os.path.join(self.dir, ".evals", "history.sqlite")
+        return len(evals.history_rows(path)) if os.path.exists(path) else 0
+
+    def test_an_interrupt_while_the_record_is_written_leaves_every_file_as_it_was(self):
+        self.assertEqual(self.main(lambda prompt: "fine")[0], 0)
+        with open(self.baseline, "rb") as handle:
+            before = handle.read()
+        chunks = evals.record_chunks
+
+        def interrupted(record):
+            for number, chunk in enumerate(chunks(record)):
+                if number == 3:
+                    raise KeyboardInterrupt
+                yield chunk
+
+        with unittest.mock.patch.object(evals, "record_chunks", interrupted):
+            code, err = self.main(lambda prompt: "a changed answer now")
+        self.assertEqual(code, 130, err)
+        self.assertIn("interrupted", err)
+        with open(self.baseline, "rb") as handle:
+            self.assertEqual(handle.read(), before)
+        self.assertEqual([n for n in os.listdir(self.dir) if n.endswith(".tmp")], [])
+        self.assertEqual(self.history_runs(), 1)  # the interrupted run is not in the history
+
+    def test_a_run_does_not_overwrite_a_baseline_another_run_wrote_meanwhile(self):
+        self.assertEqual(self.main(lambda prompt: "fine")[0], 0)
+
+        def accept_elsewhere(prompt):  # another run's --accept lands while this one runs
+            if prompt == "b":
+                other = evals.read_record(self.baseline)
+                evals.write_record(self.baseline, dict(other, accepted=True))
+            return "fine"
+
+        code, err = self.main(accept_elsewhere)
+        self.assertEqual(code, 2)
+        self.assertIn("was written by another run while this one ran; it is not overwritten",
+                      err)
+        self.assertTrue(evals.read_record(self.baseline)["accepted"])
+        beside = [n for n in os.listdir(self.dir) if n.startswith("last_run.") and
+                  n != "last_run.json"]
+        self.assertEqual(len(beside), 1, os.listdir(self.dir))
+        self.assertIn(beside[0], err)
+
+
+class StalledProviderTest(unittest.TestCase):
+    def test_a_provider_that_stalls_mid_body_ends_as_errors_and_exit_2(self):
+        """The calls are abandoned at --timeout while their threads still read the socket;
+        the process must still end normally (it used to abort, exit 134)."""
+        import socket
+        import subprocess
+        import threading
+        import time
+
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.settimeout(0.2)
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+
+        def drip():
+            connections = []
+            deadline = time.monotonic() + 30
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    connection, _ = server.accept()
+                except socket.timeout:
+                    continue
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: 500\r\n\r\n{")
+                connections.append(connection)
+            for connection in connections:
+                connection.close()
+            server.close()
+
+        threading.Thread(target=drip, daemon=True).start()
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                for case_id in ("a", "b", "c"):
+                    handle.write(json.dumps({"id": case_id, "input": case_id, "checks": [
+                        {"type": "max_words", "n": 3}]}) + "\n")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+            env.update(EVALS_PROVIDER="openai", OPENAI_API_KEY="k", EVALS_MAX_ATTEMPTS="1",
+                       EVALS_BASE_URL="http://127.0.0.1:%d/v1" % server.getsockname()[1])
+            done = subprocess.run(
+                [sys.executable, os.path.join(ROOT, "evals.py"), "--client",
+                 os.path.join(ROOT, "my_client.py") + ":ask", "--no-save", "--timeout", "0.5",
+                 "-j", "3"], cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertNotIn("Fatal Python error", done.stderr)
+        self.assertIn("ERROR: 3 cases: a, b, c\n    TimeoutError: no answer within 0.5 s",
+                      done.stdout)
