@@ -272,14 +272,19 @@ class ConfigError(ValueError):
     """Bad configuration: unknown provider, missing key, unparseable EVALS_* number."""
 
 
-_KEY_PATTERNS = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})")
+# Anything shaped like a key: OpenAI/Anthropic "sk-...", Google "AIza...", and any long run of
+# hex digits (Azure's 32) or of letters mixed with digits, which is how keys and tokens look.
+_KEY_PATTERNS = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|\b[0-9a-fA-F]{32,}\b|"
+    r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b)")
 
 
 def _scrub(text: str, secret: Optional[str]) -> str:
-    """Remove the API key (and anything shaped like a known key) from text."""
+    """Remove the API key, and anything shaped like a key, from text; then cut it to its length
+    limit (cutting first could leave part of a key that no longer matches)."""
     if secret:
         text = text.replace(secret, "[redacted]")
-    return _KEY_PATTERNS.sub("[redacted]", text)
+    return _truncate(_KEY_PATTERNS.sub("[redacted]", text))
 
 
 def _one_line(text: str) -> str:
@@ -535,7 +540,7 @@ def _classify_network_error(reason: Any, timeout: float) -> _Failed:
     if isinstance(reason, (ConnectionError, http.client.HTTPException)):
         return _Failed("connection reset (%s)" % type(reason).__name__, True)
     # TLS failures (certificate, handshake) and the rest: not retried.
-    return _Failed("network error (%s: %s)" % (type(reason).__name__, _truncate(str(reason), 200)), False)
+    return _Failed("network error (%s: %s)" % (type(reason).__name__, reason), False)
 
 
 def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
@@ -620,11 +625,11 @@ def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
         message = error.get("message") or json.dumps(error)
         text = "%s%s" % ("(%s) " % ", ".join(labels) if labels else "", message)
         no_quota = any(label in NO_RETRY_ERROR_CODES for label in labels)
-        return _truncate(text), no_quota
+        return text, no_quota
     if payload is not None:
-        return _truncate(json.dumps(payload)), False
+        return json.dumps(payload), False
     snippet = body.decode("utf-8", "replace").strip()
-    return ("non-JSON body: %s" % _truncate(snippet) if snippet else "empty body"), False
+    return ("non-JSON body: %s" % snippet if snippet else "empty body"), False
 
 
 def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Any:
@@ -636,7 +641,7 @@ def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> 
     except (UnicodeDecodeError, ValueError):
         parsed = None
         if ok:
-            text = _truncate(body.decode("utf-8", "replace"))
+            text = body.decode("utf-8", "replace")
             raise _Failed("HTTP %d with a non-JSON body: %s" % (status, text), status=status) from None
     if ok:
         if parsed is None:
@@ -694,7 +699,7 @@ def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], setti
         except _Failed as failure:
             delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited, rand_fn)
             if delay is None:
-                raise ProviderError(settings.provider, _scrub(failure.what + why, secret),
+                raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
         if delay > 0:
             sleep_fn(delay)

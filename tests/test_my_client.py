@@ -326,6 +326,19 @@ class OpenAITests(LoopbackCase):
         error = self.assertFails(self.client(max_attempts=2))
         self.assertIn("non-JSON body: upstream said key=[redacted]", str(error))
 
+    def test_a_key_at_the_length_limit_is_removed_whole(self):
+        """The configured key is removed before the text is cut (a cut key no longer matches),
+        and other key-shaped text (an Azure-style 32-hex-digit key) is masked too."""
+        azure = "0123456789abcdef0123456789abcdef"
+        for key, echoed in ((KEY, KEY), (KEY, azure)):
+            for offset in (250, 280, 295):
+                with self.subTest(echoed=echoed[:6], offset=offset):
+                    message = "x" * offset + " key " + echoed + " rest"
+                    self.server.add({"status": 400, "json": {"error": {"message": message}}})
+                    error = str(self.assertFails(self.client(api_key=key)))
+                    for piece in range(0, len(echoed) - 7):
+                        self.assertNotIn(echoed[piece:piece + 8], error)
+
     def test_concurrent_calls_from_8_threads(self):
         self.server.add(*[openai_ok("same")] * 8)
         client = self.client()
