@@ -1906,6 +1906,7 @@ class RunOptions:
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
         self.rate_limit, self.budget, self.prices, self.judge = rate_limit, budget, prices, judge
+        self.refused = None  # set when the provider refuses the key: no more calls are made
 
     @property
     def needed(self):
@@ -1998,6 +1999,8 @@ class Judge:
 
 def _attempt(case, call_model, options, limiter):
     """One call and its scoring, as a CaseResult."""
+    if options.refused:  # every other call would be refused the same way, and counted
+        return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
     cost, answered = None, False
     try:
@@ -2011,6 +2014,9 @@ def _attempt(case, call_model, options, limiter):
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
             if getattr(exc, "abandoned", False):
                 cost = estimate  # abandoned, not cancelled: the provider may still bill it
+            if getattr(exc, "status", None) in (401, 403):
+                options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
+                                   f"on case {case.id!r}; fix the key and run again")
             return CaseResult(case.id, "error", error=_describe_error(exc),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)

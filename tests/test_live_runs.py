@@ -175,7 +175,6 @@ FAULTS = [
     ("not-json", "Not JSON", _not_json, "error", 1, ("non-JSON",)),
     ("empty-choices", "Empty choices", _empty_choices, "error", 1, ("no choices",)),
     ("truncated", "Truncated", _truncated, "error", 1, ("truncated", "length")),
-    ("unauthorized", "Unauthorized", _unauthorized, "error", 1, ("HTTP 401", "invalid_api_key")),
 ]
 
 
@@ -376,6 +375,25 @@ class BudgetTests(LiveRunCase):
 
     def test_budget_stops_calling_concurrent(self):
         self.check_budget_run(4)
+
+
+class RefusedKeyTests(LiveRunCase):
+    def test_after_the_key_is_refused_no_other_case_is_sent(self):
+        self.server = self.start_server(_unauthorized)
+        ids = ["case-%02d" % i for i in range(6)]
+        self.write_cases([(i, "Question %s" % i) for i in ids])
+        code = self.run_evals(self.server, "-j", "1")
+        self.assertEqual(code, 2, self.describe())
+        self.assertEqual(sum(self.server.counts().values()), 1)
+        entries = self.entries()
+        self.assertIn("HTTP 401", entries["case-00"]["error"])
+        self.assertIn("invalid_api_key", entries["case-00"]["error"])
+        for case_id in ids[1:]:
+            self.assertEqual(entries[case_id]["error"],
+                             "not called: the provider refused the credentials (HTTP 401) on "
+                             "case 'case-00'; fix the key and run again")
+        self.assertIn("ERROR: 5 cases: case-01", self.stdout)
+        self.assertNotIn(KEY, self.stdout + self.stderr)
 
 
 class RepeatTests(LiveRunCase):
