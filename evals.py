@@ -527,86 +527,126 @@ def _paragraphs(text, separator=None):
     return [piece.strip() for piece in pieces if piece.strip()]
 
 
-# Latin- and Cyrillic-script languages: a short stop-word profile each, plus letters that point
-# at one language of the script.
+# Language: scripts by Unicode block. A script that one language here writes gives that
+# language; a script that several share (Latin, Cyrillic, Devanagari, Arabic) gives its group,
+# named by the code in this table, and stop words and telltale letters choose in the group.
+_SCRIPT_RANGES = (
+    (0x0041, 0x024F, "en"), (0x1E00, 0x1EFF, "en"), (0x0400, 0x052F, "ru"),
+    (0x0900, 0x097F, "hi"), (0x0600, 0x06FF, "ar"), (0x0750, 0x077F, "ar"),
+    (0xFB50, 0xFDFF, "ar"), (0xFE70, 0xFEFF, "ar"), (0x0980, 0x09FF, "bn"),
+    (0x0A00, 0x0A7F, "pa"), (0x0A80, 0x0AFF, "gu"), (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"), (0x0C80, 0x0CFF, "kn"), (0x0D00, 0x0D7F, "ml"),
+    (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0xFB1D, 0xFB4F, "he"),
+    (0x0370, 0x03FF, "el"), (0x1F00, 0x1FFF, "el"), (0x3040, 0x30FF, "ja"),
+    (0x31F0, 0x31FF, "ja"), (0xFF66, 0xFF9F, "ja"), (0xAC00, 0xD7AF, "ko"),
+    (0x1100, 0x11FF, "ko"), (0x3130, 0x318F, "ko"), (0x4E00, 0x9FFF, "zh"),
+    (0x3400, 0x4DBF, "zh"), (0xF900, 0xFAFF, "zh"),
+)
+# The most common words of each language of a shared script (lower case).
 _LANG_STOPWORDS = {
-    "en": "the and of to in is that it for you with as on are this be was have not",
-    "de": "der die und das ist nicht ich sie es zu den mit ein eine auf für von sich auch",
-    "fr": "le la les et des est une un du pas que en pour dans qui sur au avec",
-    "es": "el la de que y los las en un una por con para es del se no como",
-    "pt": "o a de que e os as em um uma do da não para com é por se dos das",
-    "it": "il la di che e un una per non con del della sono è gli le si anche",
-    "nl": "de het een en van is dat niet ik op te zijn met voor er maar",
-    "fi": "ja on ei se että hän oli ovat mutta kuin tai myös tämä niin mitä voi",
-    "sv": "och att det som är en på för med inte av jag till har den",
-    "pl": "i w nie na że się z do to jest jak co ale po tak dla",
-    "vi": "và của là có không được cho những các một trong người với này",
-    "ru": "и в не на что с по это как для он из а то но мы вы они так",
-    "bg": "и на за да се е са от не с че в по ще това как като той тя",
-    "uk": "і в не на що з це як для він та але ми ви вони також",
+    "en": "the of and to a in is that it for you was with on as are be this have not by or "
+          "from at your can will an",
+    "de": "der die und das ist nicht ich sie es zu den mit ein eine auf für von sich auch dem "
+          "des im wird werden kann oder wenn noch",
+    "fr": "de la le les et des est une un du pas que en pour dans qui sur au avec ce cette il "
+          "vous ne sont être par plus d qu ou",
+    "es": "de la el que y los las en un una por con para es del se no como al su este esta "
+          "ser lo más sin pero muy hay también dos",
+    "pt": "de o a que e os as em um uma do da não para com é por se dos das ao no na seu sua "
+          "ser mais sem mas muito há também ou eu este",
+    "it": "di il la che e un una per non con del della sono è gli le si anche da in al nel "
+          "questo essere più i ma ha o",
+    "nl": "de het een en van is dat niet ik op te zijn met voor er maar u deze die worden kan "
+          "naar ook aan uit bij als wat om",
+    "fi": "ja on ei se että hän oli ovat mutta kuin tai myös tämä niin mitä voi olla ole kun "
+          "jos sen",
+    "sv": "och att det som är en på för med inte av jag till har den ett kan du om vara eller "
+          "så",
+    "pl": "i w nie na że się z do to jest jak co ale po tak dla lub jego są może od przez być",
+    "vi": "và của là có không được cho những các một trong người với này để đã khi thì",
+    "sw": "na ya wa kwa ni za la katika kuwa hii au cha kama hiyo yako tu si hakuna pia",
+    "ru": "и в не на что с по это как для он из а то но мы вы они так быть все его от",
+    "bg": "и на за да се е са от не с че в по ще това как като той тя ли има",
+    "uk": "і в не на що з це як для він та але ми ви вони також й до бути від",
+    "hi": "है और का की के में से को नहीं यह हैं कि पर भी एक या करें इस कर लिए गया",
+    "mr": "आहे आणि व या हे नाही करा किंवा आहेत तो ती ते आपण तुम्ही साठी झाले होते केले",
+    "ne": "छ र को मा यो हो छैन भएको लागि पनि हुन्छ गर्न छन् तपाईं वा हुँदैन गर्नुहोस् होस भने",
+    "ar": "في من على إلى أن التي الذي هذا هذه لا ما عن مع كان هو و",
+    "fa": "و در به از که این را با است برای آن یک می شود نمی هم من",
+    "ur": "کے میں کی ہے اور سے کو یہ نہیں ہیں کا نے پر بھی",
 }
 _LANG_WORDS = {code: frozenset(words.split()) for code, words in _LANG_STOPWORDS.items()}
+# Letters and letter sequences that point at one language of its script, or at a few ("_"
+# is a word's start or end).
 _LANG_LETTERS = {
-    "vi": "ăâđêôơưạảấầẩẫậắằẳẵặẹẻẽếềểễệỉịọỏốồổỗộớờởỡợụủứừửữựỳỵỷỹ",
-    "de": "äöüß", "fi": "äö", "pt": "ãõç", "es": "ñ", "pl": "ąęłńśźż",
-    "ru": "ыэё", "uk": "іїєґ", "bg": "ъ",
+    "en": "th ght _wh ing_ ly_", "de": "ß ü ä ö sch ung_ tz", "fr": "ç eau eux_ ez_ oir é è ê",
+    "es": "ñ ción cion í á ó", "pt": "ã õ ç lh nh á ó ê", "it": "zion gli zz cch ità_ ì ò ù è",
+    "nl": "ij oe sch", "fi": "ä ö ää ssa_ nen_ kk", "sv": "å ä ö", "pl": "ą ę ł ń ś ź ż cz sz rz",
+    "vi": "ă đ ơ ư ạ ả ấ ầ ẩ ẫ ậ ắ ằ ẳ ẵ ặ ẹ ẻ ẽ ế ề ể ễ ệ ỉ ị ọ ỏ ố ồ ổ ỗ ộ ớ ờ ở ỡ ợ ụ ủ "
+          "ứ ừ ử ữ ự ỳ ỵ ỷ ỹ ã",
+    "sw": "_ku _mw _ny", "ru": "ы э ё ъе ь", "bg": "ъ ност_", "uk": "і ї є ґ ь",
+    "mr": "ळ च्या", "ne": "हरु हरू नुहोस नु_ तपाई तपाइ",
+    "ar": "ة ي ك ى أ إ", "fa": "ژ پ چ گ ی ک", "ur": "ٹ ڈ ڑ ں ے ہ ھ پ چ گ ی ک",
 }
-_LANG_BY_SCRIPT = {
-    "Latn": ("en", "de", "fr", "es", "pt", "it", "nl", "fi", "sv", "pl", "vi"),
-    "Cyrl": ("ru", "bg", "uk"),
-}
+# Each stop word, each telltale: the languages that list it.
+_WORD_LANGS = {word: [code for code in _LANG_WORDS if word in _LANG_WORDS[code]]
+               for word in set().union(*_LANG_WORDS.values())}
+_HINT_LANGS = {hint: [code for code in _LANG_LETTERS if hint in _LANG_LETTERS[code].split()]
+               for hints in _LANG_LETTERS.values() for hint in hints.split()}
+
+
+def _script(char):
+    """The _SCRIPT_RANGES code of the block `char` is in, or None."""
+    code = ord(char)
+    for low, high, script in _SCRIPT_RANGES:
+        if low <= code <= high:
+            return script
+    return None
+
+
+_LANG_SCRIPT = {code: _script(words[0]) for code, words in _LANG_STOPWORDS.items()}
 
 
 def _detect_language(text):
     """ISO 639-1 code of the main language of `text` (str), or "und" when it cannot tell.
 
-    A stdlib approximation of langdetect: the Unicode script with the most letters decides
-    for scripts used by one language (Devanagari: "hi", Kannada: "kn", ...); Latin and
-    Cyrillic text is scored against small stop-word profiles plus telltale letters
-    ("ư" for Vietnamese, "ъ" for Bulgarian, ...), case-insensitively.
+    A stdlib approximation of langdetect. The script with the most letters decides when one
+    language here writes it (Bengali: "bn", Hangul: "ko", kana: "ja", ...; a kana, hangul or
+    CJK character counts as 3 letters). A shared script (Latin, Cyrillic, Devanagari,
+    Arabic) goes to the language of its group with the most stop words and telltale letters
+    in the text, one that k languages share counting 1/k for each; with none, the script
+    with the next most letters decides.
     """
-    counts = {"Latn": 0, "Cyrl": 0}
-    for char in text:
-        if not char.isalpha():
-            continue
-        code = ord(char)
-        if code < 0x250 or 0x1E00 <= code <= 0x1EFF:
-            counts["Latn"] += 1
-        elif 0x400 <= code <= 0x4FF:
-            counts["Cyrl"] += 1
-        else:
-            for low, high, language in _SCRIPT_RANGES:
-                if low <= code <= high:
-                    counts[language] = counts.get(language, 0) + 1
-                    break
-    script = max(counts, key=counts.get)
-    if not counts[script]:
-        return "und"
-    if script not in _LANG_BY_SCRIPT:
-        return "ja" if script == "zh" and counts.get("ja") else script
-    candidates = _LANG_BY_SCRIPT[script]
-    folded = text.casefold()
-    words = re.findall(r"[^\W\d_]+", folded)
-    scores = dict.fromkeys(candidates, 0.0)
-    for word in words:
-        for language in candidates:
-            if word in _LANG_WORDS[language]:
-                scores[language] += 1
-    # A telltale letter weighs about as much as a stop word at this text's word length.
-    per_letter = 5.0 * len(words) / counts[script]
-    for language in candidates:
-        hint = _LANG_LETTERS.get(language, "")
-        scores[language] += per_letter * sum(folded.count(char) for char in hint)
-    best = max(candidates, key=scores.get)
-    return best if scores[best] > 0 else "und"
+    folded = unicodedata.normalize("NFC", text).lower()
+    counts, spaces = collections.Counter(), {}
+    for char, n in collections.Counter(folded).items():
+        if char.isalpha():
+            script = _script(char)
+            counts[script] += 3 * n if script in ("ja", "ko", "zh") else n
+        elif not unicodedata.category(char).startswith("M"):  # marks belong to words
+            spaces[ord(char)] = " "
+    words = folded.translate(spaces).split()
+    joined, scores = "_%s_" % "_".join(words), collections.Counter()
+    for word, found in collections.Counter(words).items():
+        for code in _WORD_LANGS.get(word, ()):
+            scores[code] += found / len(_WORD_LANGS[word])
+    for hint, codes in _HINT_LANGS.items():
+        found = joined.count(hint)
+        for code in codes:
+            scores[code] += found / len(codes)
+    counts.pop(None, None)
+    for script, _ in counts.most_common():
+        group = [code for code in _LANG_SCRIPT if _LANG_SCRIPT[code] == script]
+        if not group:
+            return "ja" if script == "zh" and counts["ja"] else script
+        best = max(group, key=scores.__getitem__)
+        if scores[best] > 0:
+            return best
+    return "und"
 
 
-_SCRIPT_RANGES = (
-    (0x0900, 0x097F, "hi"), (0x0980, 0x09FF, "bn"), (0x0A00, 0x0A7F, "pa"), (0x0A80, 0x0AFF, "gu"),
-    (0x0B80, 0x0BFF, "ta"), (0x0C00, 0x0C7F, "te"), (0x0C80, 0x0CFF, "kn"), (0x0D00, 0x0D7F, "ml"),
-    (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0x0600, 0x06FF, "ar"), (0x0370, 0x03FF, "el"),
-    (0x3040, 0x30FF, "ja"), (0xAC00, 0xD7AF, "ko"), (0x4E00, 0x9FFF, "zh"),
-)
+# The codes _detect_language can return (besides "und").
+_DETECTABLE = tuple(sorted(set(_LANG_WORDS) | {code for _, _, code in _SCRIPT_RANGES}))
 
 
 _FENCE_OPENING = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n")

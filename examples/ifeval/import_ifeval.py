@@ -48,6 +48,15 @@ def _arg(kwargs: Dict[str, Any], name: str) -> Any:
     return value
 
 
+def _evals():
+    """The harness these checks are written for: evals.py at the repository root."""
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import evals
+    return evals
+
+
 # Each mapper takes the instruction's kwargs and returns one check dict.
 
 def _no_comma(kw):
@@ -121,7 +130,13 @@ def _english_lowercase(kw):
 
 
 def _response_language(kw):
-    return {"type": "language", "code": _arg(kw, "language")}
+    # A code the harness cannot detect would make evals refuse the whole case file: report
+    # it here instead, so only its prompt is left out.
+    check = {"type": "language", "code": _arg(kw, "language")}
+    problems = _evals().validate_check(check)
+    if problems:
+        raise UnsupportedInstruction("; ".join(problems))
+    return check
 
 
 def _number_sentences(kw):
