@@ -181,11 +181,15 @@ def case_status(checks):
     """A case's status from its check dicts: "error" if a check could not be scored, else
     "fail" if one failed, else "review" if a judge was unsure, else "pass". Skipped checks
     (passed None) count for nothing."""
-    if any(c.get("error") for c in checks):
-        return "error"
-    if any(c["passed"] is False and not c.get("review") for c in checks):
-        return "fail"
-    return "review" if any(c.get("review") for c in checks) else "pass"
+    failed = review = False
+    for check in checks:
+        if check.get("error"):
+            return "error"
+        if check["passed"] is False and check.get("review"):
+            review = True
+        elif check["passed"] is False:
+            failed = True
+    return "fail" if failed else "review" if review else "pass"
 
 
 def case_reasons(status, error, checks):
@@ -1602,26 +1606,32 @@ def evaluate(case, output, judge=None):
     """
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
-        results = [None if CHECKS[check["type"]].needs_judge
-                   else _shared(check["type"], run_check(check, output))
-                   for check in case.checks]
-        failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
-        for index, check in enumerate(case.checks):
-            if results[index] is not None:
-                continue
-            if judge is NO_JUDGE:
-                result = CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
-            elif failed:
-                result = CheckResult(None, f"skipped: a deterministic check failed ({failed}), "
-                                           "so the judge was not asked", flag="skipped")
-            elif judge is None and output.strip():
-                result = CheckResult(False, _NEEDS_JUDGE, flag="error")
+        results, judged = [], []
+        for check in case.checks:
+            if CHECKS[check["type"]].needs_judge:
+                judged.append(len(results))
+                results.append(None)
             else:
-                result = run_check(check, output, judge or _NO_CALL, case.input)
-            results[index] = result.as_dict(check["type"])
+                results.append(_shared(check["type"], run_check(check, output)))
+        for index in judged:  # after the deterministic checks, which decide whether to ask
+            check = case.checks[index]
+            results[index] = _judged(case, check, output, judge, results).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
+
+
+def _judged(case, check, output, judge, results):
+    """The CheckResult of a check that needs a judge, given the deterministic `results`."""
+    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
+    if judge is NO_JUDGE:
+        return CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
+    if failed:
+        return CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
+                                 "judge was not asked", flag="skipped")
+    if judge is None and output.strip():
+        return CheckResult(False, _NEEDS_JUDGE, flag="error")
+    return run_check(check, output, judge or _NO_CALL, case.input)
 
 
 # Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
