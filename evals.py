@@ -145,7 +145,8 @@ class Case(collections.namedtuple(
 
 
 class CaseResult(collections.namedtuple(
-        "CaseResult", "id status output checks error latency_s usage model cost_usd attempts flaky",
+        "CaseResult",
+        "id status output checks error latency_s usage model cost_usd attempts flaky",
         defaults=(None, (), None, None, None, None, None, None, False))):
     """The outcome of one case run.
 
@@ -3373,8 +3374,8 @@ def _parser(command, description, epilog=None):
         return text and "\n\n".join(p if "\n" in p else textwrap.fill(p, 79)
                                      for p in text.split("\n\n"))
 
-    return argparse.ArgumentParser(prog=f"evals.py {command}".strip(), description=wrap(description),
-                                   epilog=wrap(epilog),
+    return argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
+                                   description=wrap(description), epilog=wrap(epilog),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -3593,7 +3594,8 @@ def _run_command(args, stdout, stderr):
     options = RunOptions(
         concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
         min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices,
-        judge=_judge_for(args, selected), budget=Budget(args.budget, prices) if args.budget else None)
+        judge=_judge_for(args, selected),
+        budget=Budget(args.budget, prices) if args.budget else None)
     if args.rescore:
         client_name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore), args.rescore)
