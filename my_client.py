@@ -71,9 +71,12 @@ string keeps working) with extra attributes:
 Errors:
 
 * :class:`ProviderError` (one line, ``"<provider>: <what happened>"``): HTTP
-  errors, timeouts, connection failures, non-JSON bodies, empty answers,
-  refusals / safety blocks, answers truncated at the token limit.  An error
-  text is never returned as if it were model output.
+  errors, timeouts, connection failures, non-JSON bodies, a response with no
+  answer in it (no choices, no text field), refusals / safety blocks, answers
+  truncated at the token limit.  An error text is never returned as if it
+  were model output.  An answer that is empty (the model finished and said
+  nothing) is an answer: it is returned, and evals scores it (every check
+  fails: "the output is empty").
 * :class:`ConfigError` (a ``ValueError``): unknown provider, missing key,
   unparseable number in an ``EVALS_*`` variable.
 * ``LookupError``: replay has no recording for the case.  ``ValueError``: the
@@ -747,7 +750,7 @@ def _answer(field: str, stops: Mapping[str, str], finish: Any, text_of: Callable
         problem = stops[finish] % where
     else:
         text = text_of()
-        if isinstance(text, str) and text:
+        if isinstance(text, str):  # "" too: the model said nothing, and evals scores that
             return text
         problem = no_text % where
     raise _Failed(problem)

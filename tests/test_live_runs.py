@@ -396,6 +396,20 @@ class RefusedKeyTests(LiveRunCase):
         self.assertNotIn(KEY, self.stdout + self.stderr)
 
 
+class EmptyAnswerTests(LiveRunCase):
+    def test_an_empty_answer_is_scored_not_an_error(self):
+        """One rule for an answer with nothing in it: the model finished and said nothing, so
+        it is scored, and every check fails ("the output is empty"); it is not an error."""
+        self.server = self.start_server(lambda prompt, n: {"json": completion(text="  \n")})
+        self.write_cases([("said-nothing", "Question")])
+        code = self.run_evals(self.server)
+        self.assertEqual(code, 0, self.describe())  # a new failing case is not a regression
+        entry = self.entries()["said-nothing"]
+        self.assertEqual(entry["status"], "fail")
+        self.assertEqual(entry["checks"][0]["reason"], "the output is empty")
+        self.assertNotIn("error", entry)
+
+
 class RepeatTests(LiveRunCase):
     def test_alternating_answers_mark_the_case_flaky(self):
         def behave(prompt, n):
