@@ -3366,13 +3366,14 @@ def _shard(text):
 
 
 def _parser(command, description, epilog=None):
-    """An argument parser whose paragraphs are wrapped, except those with their own line
-    breaks (lists, examples to paste), which are kept as written."""
+    """An argument parser whose paragraphs are wrapped, except examples and those with their
+    own line breaks (lists), which are kept as written so they paste as they are."""
     import textwrap
 
     def wrap(text):
-        return text and "\n\n".join(p if "\n" in p else textwrap.fill(p, 79)
-                                     for p in text.split("\n\n"))
+        return text and "\n\n".join(
+            p if "\n" in p or p.startswith("example:") else textwrap.fill(p, 79)
+            for p in text.split("\n\n"))
 
     return argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
                                    description=wrap(description), epilog=wrap(epilog),

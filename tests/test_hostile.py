@@ -101,6 +101,30 @@ class EveryCommandTakesQuietTest(unittest.TestCase):
                 self.assertTrue(out.getvalue().startswith("pass rate"), out.getvalue())
 
 
+class NewcomerTest(unittest.TestCase):
+    def help_of(self, *argv):
+        out = io.StringIO()
+        self.assertEqual(evals.main([*argv, "--help"], out, io.StringIO()), 0)
+        return out.getvalue()
+
+    def test_help_examples_paste_as_they_are(self):
+        """An example is printed as written: no case id or option is broken across lines."""
+        for command, example in (("add", "evals.py add --id refund-approval-2 --from-run "
+                                         "refund-over-100-needs-approval \\\n    --contains-any "
+                                         "'manager approval' --not-contains 'instant refund'"),
+                                 ("check", "echo 'Refunds need manager approval.' | evals.py "
+                                           "check refund-contradiction")):
+            with self.subTest(command=command):
+                self.assertIn(example, self.help_of(command))
+
+    def test_the_workflow_runs_the_ci_script_and_names_the_shard_count_once(self):
+        with open(os.path.join(ROOT, ".github", "workflows", "evals.yml"), encoding="utf-8") as f:
+            workflow = f.read()
+        self.assertIn("run: bash .ci/run", workflow)
+        self.assertIn("--shard ${{ matrix.shard }}/${{ strategy.job-total }}", workflow)
+        self.assertNotIn("SHARDS", workflow)
+
+
 class TextAsModelsWriteItTest(unittest.TestCase):
     """Loose matching (ignore_case) takes text as a reader does; exact matching does not."""
 
