@@ -3655,9 +3655,21 @@ def _options(args, names):
     return {f"--{name}": getattr(args, name) for name in names if hasattr(args, name)}
 
 
+# What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
+# option: one this tool wrote before. Anything else (the harness, a module, a README, the
+# recordings a client replays) is the user's, and is never written over.
+_OWN_FILES = {
+    "--out": ('"format": "evals-run"',), "--json": ('"format": "evals-run"',),
+    "--html": ("<title>evals",), "--junit": ('<testsuites name="evals"',),
+    "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
+    "--record": ('"output":',),
+}
+
+
 def _refuse_overwriting(written, read):
     """Before any call: each file to write ({option: path or None}) is named, in a folder that
-    exists, and neither a file read ({option: path}) nor another file written."""
+    exists, neither a file read ({option: path}) nor another file written, and, if it exists,
+    a file of its kind that this tool wrote (see _OWN_FILES)."""
     def same(a, b):
         return os.path.realpath(a) == os.path.realpath(b) or (
             os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
@@ -3668,6 +3680,8 @@ def _refuse_overwriting(written, read):
             continue
         if not path.strip():
             raise EvalsError(f"{option}: the file name is empty")
+        if os.path.isdir(path):
+            raise EvalsError(f"{option} {path} is a folder; name a file")
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise EvalsError(f"cannot write {path}: there is no folder {folder}")
@@ -3675,7 +3689,21 @@ def _refuse_overwriting(written, read):
         if clash:
             raise EvalsError(f"{option} {path} is also {clash}: refusing to overwrite it; write "
                              "to another file")
+        if option in _OWN_FILES and not _written_by_evals(path, _OWN_FILES[option]):
+            raise EvalsError(f"{option} {path}: the file exists and is not one this tool wrote "
+                             f"({option} writes a new one): refusing to overwrite it; write to "
+                             "another file, or delete it first")
         seen[option] = path
+
+
+def _written_by_evals(path, marks):
+    """Whether `path` is absent, empty, or holds one of `marks` near its start."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(4096)
+    except FileNotFoundError:
+        return True
+    return not head.strip() or any(mark in head for mark in marks)
 
 
 def _selection(args, cases, baseline):

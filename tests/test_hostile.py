@@ -62,6 +62,29 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
                 self.assertIn("refusing to overwrite", err)
         self.assertEqual({name: self.read(name) for name in os.listdir(self.dir)}, self.before)
 
+    def test_a_file_this_tool_did_not_write_is_never_overwritten(self):
+        shutil.copy(os.path.join(ROOT, "evals.py"), self.dir)
+        shutil.copy(os.path.join(ROOT, "README.md"), self.dir)
+        with open(os.path.join(self.dir, "my_checks.py"), "w") as handle:
+            handle.write("def ok(output):\n    return True\n")
+        self.before = {name: self.read(name) for name in os.listdir(self.dir)}
+        rescore = ("--rescore", "recordings.jsonl", "--no-save")
+        for argv in (("--html", "evals.py"), ("--out", "my_checks.py"),
+                     ("--markdown", "README.md"), ("--json", "evals.py"),
+                     ("--junit", "my_checks.py"), ("--record", "README.md")):
+            with self.subTest(argv=argv):
+                code, err = self.main(*rescore[:2], *argv)
+                self.assertEqual(code, 2, err)
+                self.assertIn("the file exists and is not one this tool wrote", err)
+        code, err = self.main("--cases", "cases.jsonl", "--html", ".")
+        self.assertIn("--html . is a folder; name a file", err)
+        self.assertEqual({name: self.read(name) for name in os.listdir(self.dir)}, self.before)
+        # What it wrote itself it writes again.
+        for _ in range(2):
+            code, err = self.main(*rescore, "--html", "r.html", "--markdown", "r.md",
+                                  "--junit", "r.xml", "--json", "r.json")
+            self.assertEqual(code, 0, err)
+
     def test_a_link_to_an_input_is_the_same_file(self):
         os.symlink("cases.jsonl", os.path.join(self.dir, "link.html"))
         code, err = self.main("--rescore", "recordings.jsonl", "--html", "link.html")
