@@ -1510,7 +1510,21 @@ def _function_problem(spec):
 Function = Kind("function", _function_problem)
 
 
-@register
+def _python_rule(check):
+    # The function's own signature decides which keys it takes, as for the built-in checks.
+    import inspect
+
+    params = {k: v for k, v in check.items() if k not in ("type", "negate", "function")}
+    try:
+        inspect.signature(_user_check(check["function"])).bind("output", **params)
+    except TypeError as exc:
+        return [f"{check['function']} does not take these parameters: {exc}"]
+    except ValueError:  # no signature to read (a builtin): it is called as given
+        pass
+    return []
+
+
+@register(rule=_python_rule)
 def check_python(output, function: Function, **params):
     """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
@@ -1551,7 +1565,9 @@ def validate_check(check):
             problem = param.kind.problem(value)
             problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
         elif key != "type" and not spec.open:
-            problems.append(f"{kind}: unknown parameter {key!r} (allowed: {', '.join(params)})")
+            hint = _did_you_mean(key, params).rstrip(".")
+            problems.append(f"{kind}: unknown parameter {key!r}{hint} (allowed: "
+                            f"{', '.join(params)})")
     problems += [f"{kind}: missing required parameter {key!r}"
                  for key, param in params.items() if param.required and key not in check]
     if not problems and spec.rule:
@@ -1715,6 +1731,9 @@ def _read_lines(path, digest):
         handle = open(path, "rb")
     except OSError as exc:
         reason = exc.strerror or exc
+        if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
+            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
+                      "run from the folder that holds the case file, or pass --cases)")
         raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
     with handle:
         for number, data in enumerate(handle, 1):
@@ -3398,12 +3417,12 @@ def _run_parser():
     parser = _parser("", "Run a JSONL file of cases through a model, score deterministic checks, "
                      "and compare with the previous run (the baseline) to catch regressions.\n\n"
                      "other commands (each has --help):\n"
-                     "  evals.py merge RECORD...     combine shard run records into one\n"
-                     "  evals.py history [CASE_ID]   verdicts over time from the local history\n"
-                     "  evals.py add --id ID ...     append a validated case to the case file\n"
-                     "  evals.py check CASE_ID       score one output (stdin) against one case\n"
-                     "  evals.py report RECORD       write reports for a saved run record\n"
-                     "  my_client.py review          turn captured calls into cases",
+                     "  python evals.py merge RECORD...     combine shard run records into one\n"
+                     "  python evals.py history [CASE_ID]   verdicts over time from the local history\n"
+                     "  python evals.py add --id ID ...     append a validated case to the case file\n"
+                     "  python evals.py check CASE_ID       score one output (stdin) against one case\n"
+                     "  python evals.py report RECORD       write reports for a saved run record\n"
+                     "  python my_client.py review          turn captured calls into cases",
                      _EXIT_CODES + "\n\nThe default client my_client:ask replays "
                      "recordings.jsonl offline until a provider is configured (see my_client.py).")
     parser.add_argument("--version", action="version", version=f"evals {__version__}")
@@ -3943,7 +3962,7 @@ def _add_parser():
     parser = _parser("add", "Append a validated case to the case file (atomically; an existing "
                      "id is refused). Turn a bad answer into a case: --from-run ID takes the "
                      "input of that case from the last run and shows how the new checks score "
-                     "its output.", "example: evals.py add --id refund-approval-2 --from-run "
+                     "its output.", "example: python evals.py add --id refund-approval-2 --from-run "
                      "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
                      "--not-contains 'instant refund'")
     parser.add_argument("--id", required=True, help="the new case's id (unique)")
@@ -4056,7 +4075,7 @@ def _check_parser():
     parser = _parser("check", "Score one output against one case's checks, for quick iteration "
                      "on a check: the output is read from standard input (or --output). Exit 0 "
                      "when every check passes, 1 when one fails, 2 for invalid input.",
-                     "example: echo 'Refunds need manager approval.' | evals.py check "
+                     "example: echo 'Refunds need manager approval.' | python evals.py check "
                      "refund-contradiction")
     parser.add_argument("case_id", metavar="CASE_ID")
     parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",

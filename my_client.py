@@ -1836,6 +1836,11 @@ def review(argv: Optional[List[str]] = None, stdout: Any = None, stderr: Any = N
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["review"]:
-        sys.exit("usage: python my_client.py review [--captures FILE] [--cases FILE]")
+        print("usage: python my_client.py review [--captures FILE] [--cases FILE]\n\n"
+              "my_client is the model client evals.py calls (see its docstring); run as a "
+              "script it\nhas one command, review: turn calls captured by my_client.capture "
+              "into cases\n(python my_client.py review --help).",
+              file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     sys.modules.setdefault("my_client", sys.modules[__name__])
     sys.exit(review(sys.argv[2:]))

@@ -132,13 +132,35 @@ class NewcomerTest(unittest.TestCase):
 
     def test_help_examples_paste_as_they_are(self):
         """An example is printed as written: no case id or option is broken across lines."""
-        for command, example in (("add", "evals.py add --id refund-approval-2 --from-run "
+        for command, example in (("add", "python evals.py add --id refund-approval-2 --from-run "
                                          "refund-over-100-needs-approval \\\n    --contains-any "
                                          "'manager approval' --not-contains 'instant refund'"),
-                                 ("check", "echo 'Refunds need manager approval.' | evals.py "
+                                 ("check", "echo 'Refunds need manager approval.' | python evals.py "
                                            "check refund-contradiction")):
             with self.subTest(command=command):
                 self.assertIn(example, self.help_of(command))
+
+    def test_a_misnamed_parameter_is_caught_when_the_file_is_loaded(self):
+        problems = evals.validate_check({"type": "contains_any", "value": ["a"]})
+        self.assertIn("unknown parameter 'value'; did you mean 'values'?", problems[0])
+        problems = evals.validate_check({"type": "python", "function":
+                                         "tests.user_checks:is_short", "limt": 3})
+        self.assertEqual(problems, ["python: tests.user_checks:is_short does not take these "
+                                    "parameters: got an unexpected keyword argument 'limt'"])
+
+    def test_a_case_file_missing_from_the_current_folder_says_where_it_looked(self):
+        with tempfile.TemporaryDirectory() as folder:
+            cwd = os.getcwd()
+            os.chdir(folder)
+            try:
+                err = io.StringIO()
+                self.assertEqual(evals.main([], io.StringIO(), err), 2)
+            finally:
+                os.chdir(cwd)
+        self.assertIn(f"No such file or directory in {os.path.realpath(folder)}", err.getvalue()
+                      .replace(folder, os.path.realpath(folder)))
+        self.assertIn("run from the folder that holds the case file, or pass --cases",
+                      err.getvalue())
 
     def test_the_workflow_runs_the_ci_script_and_names_the_shard_count_once(self):
         with open(os.path.join(ROOT, ".github", "workflows", "evals.yml"), encoding="utf-8") as f:
