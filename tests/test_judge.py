@@ -578,8 +578,11 @@ class MyClientJudgeTest(unittest.TestCase):
                       EVALS_JUDGE_BASE_URL=server.url + "/v1", OPENAI_API_KEY="sk-test-judge",
                       EVALS_SYSTEM_PROMPT="You are the app.", EVALS_JUDGE_RECORD=record):
             judge = evals.Judge(my_client.judge, "my_client:judge")
-            status, checks = evals.evaluate(case(), RIGHT, judge)
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                status, checks = evals.evaluate(case(), RIGHT, judge)
             self.assertEqual(my_client.judge.judge_model(), "openai:judge-model")
+        self.assertEqual(err.getvalue(), "my_client: judge calls openai model judge-model at "
+                                         f"{server.url}/v1\n")
         self.assertEqual(status, "pass", checks)
         self.assertEqual(checks[0]["judge"]["name"], "my_client:judge (judge-model-1)")
         request = server.requests[0]
