@@ -18,8 +18,11 @@ from tests.test_checks import VALID_EXAMPLES
 
 try:
     from hypothesis import HealthCheck, given, settings, strategies as st
-except ImportError:  # pragma: no cover - the skip below says why
+except ImportError:  # the tests are skipped (below); the decorators do nothing
     st = None
+
+    def given(**strategies):
+        return lambda test: test
 
 EXAMPLES_RUN = {}  # test name -> examples run, for the closing figures
 
@@ -28,9 +31,10 @@ def counted(name):
     EXAMPLES_RUN[name] = EXAMPLES_RUN.get(name, 0) + 1
 
 
+FAST = (lambda test: test) if st is None else settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
 if st is not None:
-    FAST = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
     # Text as models write it: any Unicode (surrogates included), weighted towards the
     # characters the checks care about (letters, digits, punctuation, white space, braces).
     TEXT = st.one_of(
@@ -60,7 +64,7 @@ if st is not None:
 
 @unittest.skipIf(st is None, "Hypothesis is not installed (pip install hypothesis; .ci/run does)")
 class PropertyTest(unittest.TestCase):
-    @FAST if st else (lambda f: f)
+    @FAST
     @given(line=LINES if st else None)
     def test_any_line_is_a_case_or_a_file_line_error(self, line):
         counted("case lines")
@@ -78,7 +82,7 @@ class PropertyTest(unittest.TestCase):
                 self.assertEqual(len(cases), 1)
                 self.assertEqual(evals.case_problems(json.loads(line)), [])
 
-    @FAST if st else (lambda f: f)
+    @FAST
     @given(output=TEXT if st else None)
     def test_every_check_gives_any_output_a_verdict_with_a_reason_in_time(self, output):
         counted("outputs x every check")
@@ -93,7 +97,7 @@ class PropertyTest(unittest.TestCase):
                 self.assertIsInstance(result.reason, str)
                 self.assertTrue(result.reason)
 
-    @FAST if st else (lambda f: f)
+    @FAST
     @given(outputs=st.lists(TEXT, min_size=1, max_size=5) if st else None,
            accept=st.booleans() if st else None)
     def test_a_record_survives_save_and_load(self, outputs, accept):
@@ -121,7 +125,7 @@ class PropertyTest(unittest.TestCase):
         self.assertEqual(again["summary"], json.loads(json.dumps(record["summary"])))
 
 
-    @FAST if st else (lambda f: f)
+    @FAST
     @given(texts=st.lists(st.tuples(
         st.text(min_size=1, max_size=15).filter(lambda t: t.strip()), st.text(max_size=60),
         st.lists(st.text(max_size=8), max_size=3)), min_size=1, max_size=4,
