@@ -3681,7 +3681,7 @@ _OWN_FILES = {
     "--out": ('"format": "evals-run"',), "--json": ('"format": "evals-run"',),
     "--html": ("<title>evals",), "--junit": ('<testsuites name="evals"',),
     "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
-    "--record": ('"output":',),
+    "--record": ('"id":',),
 }
 
 
