@@ -1911,9 +1911,8 @@ class Budget:
     calls go one at a time, so the first price is known before the next call starts.
     """
 
-    def __init__(self, limit_usd, prices=None):
+    def __init__(self, limit_usd):
         self.limit = limit_usd
-        self.prices = prices
         self.spent = 0.0
         self.unpriced = 0
         self._reserved = 0.0
@@ -3615,7 +3614,7 @@ def _run_command(args, stdout, stderr):
         concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
         min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices,
         judge=_judge_for(args, selected),
-        budget=Budget(args.budget, prices) if args.budget else None)
+        budget=Budget(args.budget) if args.budget else None)
     if args.rescore:
         client_name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore), args.rescore)
