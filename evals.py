@@ -324,8 +324,10 @@ def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
     atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
     write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
-    stays whole until the new one is complete."""
-    directory = os.path.dirname(os.path.abspath(path))
+    stays whole until the new one is complete. A symbolic link is written through: its
+    target gets the new content and the link stays."""
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise EvalsError(f"cannot write {path}: there is no folder {directory}")
     import tempfile
@@ -1466,7 +1468,7 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
     exchange = {"name": name, "prompt": prompt, "reply": None, "verdict": None, "cached": False}
     try:
         reply = ask(prompt)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a judge's sys.exit() is its case's error
         return CheckResult(False, f"the judge call failed: {_describe_error(exc)}", (),
                            "error", exchange)
     verdict, problem = parse_verdict(reply)
@@ -1531,7 +1533,7 @@ def check_python(output, function: Function, **params):
     an exception, or a call over 10 seconds, makes the case an error."""
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
         return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
     reason = "returned True" if verdict is True else "returned False"
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
@@ -2075,6 +2077,26 @@ class Judge:
             self._cache[key] = row
 
 
+def _attribute(value, name, kind):
+    """value.name when it is a `kind`, else None (an adapter's property that raises too)."""
+    try:
+        found = getattr(value, name, None)
+    except Exception:
+        return None
+    return found if isinstance(found, kind) else None
+
+
+def _usage_of(output):
+    """The reply's {"input_tokens", "output_tokens"} when both are whole numbers >= 0 or
+    absent, else None: a malformed usage is not counted, and never stops the run."""
+    usage = _attribute(output, "usage", dict)
+    if usage is None:
+        return None
+    usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
+    counts = [v for v in usage.values() if v is not None]
+    return usage if all(type(v) is int and v >= 0 for v in counts) else None
+
+
 def _attempt(case, call_model, options, limiter):
     """One call and its scoring, as a CaseResult."""
     if options.refused:  # every other call would be refused the same way, and counted
@@ -2103,10 +2125,7 @@ def _attempt(case, call_model, options, limiter):
                               error=f"the client returned {type(output).__name__}, expected str")
         if getattr(call_model, "model", None) == "replay":
             latency = None  # a recorded answer took no model time
-        usage = getattr(output, "usage", None)
-        usage = usage if isinstance(usage, dict) else None
-        model = getattr(output, "model", None)
-        model = model if isinstance(model, str) else None
+        usage, model = _usage_of(output), _attribute(output, "model", str)
         cost, answered = call_cost(model, usage, options.prices), True
         text = str(output)
         status, checks = evaluate(case, text, options.judge)
@@ -2372,7 +2391,21 @@ def record_problem(record):
             return f"{name}: 'baseline' must be one of {', '.join(STATUSES)} or null"
         if entry.get("change", "new") not in CHANGES:
             return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
+        for key in ("latency_s", "cost_usd"):
+            if entry.get(key) is not None and not _is_number(entry[key]):
+                return f"{name}: {key!r} must be a number or null"
+        usage = entry.get("usage")
+        if usage is not None and not (isinstance(usage, dict) and all(
+                type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
+            return f"{name}: 'usage' must hold whole numbers of input and output tokens"
+    if not _is_texts(record.get("removed", []), allow_empty=True):
+        return "'removed' must be a list of case ids"
     return None
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        value)
 
 
 def read_record(path, error=EvalsError):
@@ -3376,6 +3409,13 @@ def _above_zero(text):
     return value
 
 
+def _rate(text):
+    value = _above_zero(text)
+    if value < 0.001:  # one call a thousand seconds; below, the wait overflows the clock
+        raise argparse.ArgumentTypeError(f"must be 0.001 or more, got {text}")
+    return value
+
+
 def _shard(text):
     match = re.fullmatch(r"(\d+)/(\d+)", text)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
@@ -3483,7 +3523,7 @@ def _add_model_options(model):
                        help="calls in flight at once (default: 1)")
     model.add_argument("--timeout", type=_above_zero, default=None, metavar="SECONDS",
                        help="per-call time limit; a slower call is an error (default: none)")
-    model.add_argument("--rate-limit", type=_above_zero, default=None, metavar="PER_SECOND",
+    model.add_argument("--rate-limit", type=_rate, default=None, metavar="PER_SECOND",
                        help="start at most this many calls per second")
     model.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
                        help="call each case N times; see --min-pass (default: 1)")
@@ -3632,8 +3672,9 @@ def _run_command(args, stdout, stderr):
         results = _run_with_progress(selected, call_model, options, args, stderr)
     except Interrupted as stop:
         partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
-        stdout.write(format_summary(make_record(partial, baseline, selected, options=options),
-                                    args.quiet))
+        stdout.write(format_summary(make_record(partial, baseline, selected,
+                                                all_case_ids=[c.id for c in cases],
+                                                options=options), args.quiet))
         stderr.write(f"evals: interrupted after {len(stop.results)} of {len(selected)} cases; "
                      "nothing was written\n")
         return EXIT_INTERRUPTED
