@@ -63,7 +63,8 @@ __all__ = [
     "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
     "load_outputs", "replay_client",
     # outcomes, baseline, records, history
-    "decide", "Baseline", "load_baseline", "make_record", "merge_records", "summarize",
+    "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
+    "make_record", "merge_records", "summarize", "case_status", "JudgeRequired",
     "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_json_atomic", "write_jsonl_atomic", "history_append",
     "history_flaky", "history_rows",
@@ -387,7 +388,7 @@ _TYPOGRAPHIC = re.compile("[\u2018-\u201f]")
 
 
 # Cached: a case's checks fold the same output again and again, and suites fold the same
-# phrases on every case (re-scoring 100,000 cases x 5 checks: FIGURE).
+# phrases on every case.
 @functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
     # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader; "İ" casefolds
@@ -1642,7 +1643,8 @@ def evaluate(case, output, judge=None):
 
 def _judged(case, check, output, judge, results):
     """The CheckResult of a check that needs a judge, given the deterministic `results`."""
-    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and not c["passed"]))
+    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
+                                     and not CHECKS[c["type"]].needs_judge))
     if judge is NO_JUDGE:
         return CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
     if failed:
@@ -2191,6 +2193,7 @@ def run_cases(cases, call_model, options=None, on_result=None):
     Raises Interrupted (holding the finished results, in order) on KeyboardInterrupt.
     """
     options = options or RunOptions()
+    options.refused = None  # a refused key stops this run's calls, not a later run's
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     results = [None] * len(cases)
     stop = threading.Event()
@@ -3628,6 +3631,10 @@ def _load_prices(path):
     return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
 
 
+def _history_path(args):
+    return args.history or _beside_baseline(args, "history.sqlite")
+
+
 def _beside_baseline(args, name):
     """A file in the .evals folder beside the baseline (history, judge cache)."""
     return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
@@ -3704,6 +3711,9 @@ def _refuse_contradictions(args):
         args, ("cases", "rescore", "prices", "baseline")))
     if not (args.no_save or args.out or args.shard):
         _refuse_overwriting(_options(args, ("baseline",)), {})
+    if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
+        with open(args.record, encoding="utf-8-sig") as handle:
+            collections.deque(_recording_rows(args.record, handle), maxlen=0)
 
 
 _WRITTEN = ("out", "json", "junit", "markdown", "html", "record")
@@ -3774,7 +3784,8 @@ def _selection(args, cases, baseline):
         # With no check left to score, such a case is not run: it keeps its baseline entry
         # rather than "pass" on nothing.
         judge_only = [c.id for c in selected if all(_needs_judge(k) for k in c.checks)]
-        selected = [c for c in selected if c.id not in set(judge_only)]
+        skipped = set(judge_only)
+        selected = [c for c in selected if c.id not in skipped]
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         return None, []
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
@@ -3873,7 +3884,7 @@ def _flaky_from_history(args, record, results, stderr):
     """Name in the summary the cases whose verdict flips across recent runs, this one too."""
     import sqlite3
 
-    history = args.history or _beside_baseline(args, "history.sqlite")
+    history = _history_path(args)
     try:
         record["summary"]["flaky_history"] = history_flaky(
             history, [r.id for r in results], current={r.id: r.status for r in results})
@@ -3887,7 +3898,7 @@ def _append_history(args, record, stderr):
     reason to lose the run record."""
     import sqlite3
 
-    history = args.history or _beside_baseline(args, "history.sqlite")
+    history = _history_path(args)
     try:
         history_append(history, record)
     except (sqlite3.Error, OSError) as exc:
@@ -3899,7 +3910,7 @@ def _write_reports(args, record, previous, stdout):
     """The report files and GitHub output asked for; `previous`: the baseline's entries, shown
     with the output that earned their baseline (a regression's last passing answer)."""
     shown = {}
-    for case_id, entry in previous.items():
+    for case_id, entry in previous.items() if args.markdown or args.html or args.github else ():
         earned = entry.get("baseline_output", entry.get("output"))
         shown[case_id] = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
         if earned is not None and not args.omit_outputs:
@@ -3979,7 +3990,7 @@ def _history_parser():
 
 
 def _history_command(args, stdout, stderr):
-    path = args.history or _beside_baseline(args, "history.sqlite")
+    path = _history_path(args)
     if not os.path.exists(path):
         raise EvalsError(f"{path}: no history yet (it is written by every run)")
     rows = history_rows(path, args.case_id, args.limit)

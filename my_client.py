@@ -854,9 +854,10 @@ def anthropic_parse(data: Any) -> Parsed:
     data = _json_object(data)
     stop = data.get("stop_reason")
     blocks = data.get("content") or []
-    text = _answer("stop_reason", _ANTHROPIC_STOPS, stop,
-                   lambda: "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"),
-                   no_text="response has no text content (empty 'content', %s)")
+    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    # No text block at all (none, or only tool_use) is no answer; an empty text block is one.
+    text = _answer("stop_reason", _ANTHROPIC_STOPS, stop, lambda: "".join(texts) if texts else None,
+                   no_text="response has no text content (no text block in 'content', %s)")
     usage = data.get("usage") or {}
     return text, _usage(usage.get("input_tokens"), usage.get("output_tokens")), data.get("model"), stop
 
@@ -910,9 +911,11 @@ def gemini_parse(data: Any) -> Parsed:
     candidate = candidates[0]
     finish = candidate.get("finishReason")
 
-    def content() -> str:
+    def content() -> Optional[str]:  # no text part at all is no answer; an empty one is one
         parts = (candidate.get("content") or {}).get("parts") or []
-        return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+                 and not p.get("thought")]
+        return "".join(texts) if texts else None
 
     text = _answer("finishReason", _GEMINI_STOPS, finish, content)
     meta = data.get("usageMetadata") or {}
@@ -1240,8 +1243,10 @@ def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Call
         client = factory()
         if isinstance(client, Client):
             s = client.settings
+            parts = urllib.parse.urlsplit(s.base_url)  # without user:password@, if any
+            url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
             sys.stderr.write("my_client: %s calls %s model %s at %s\n"
-                             % (role, s.provider, s.model, s.base_url))
+                             % (role, s.provider, s.model, url))
         return client
 
     return build
@@ -1577,9 +1582,6 @@ def capture(
 # ---------------------------------------------------------------------------------------------
 # Review: captured calls become cases (python my_client.py review)
 # ---------------------------------------------------------------------------------------------
-
-DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")
-
 
 class _EndOfInput(Exception):
     """Standard input ended: the review stops and nothing more is appended."""

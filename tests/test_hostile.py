@@ -85,6 +85,19 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
                                   "--junit", "r.xml", "--json", "r.json")
             self.assertEqual(code, 0, err)
 
+    def test_a_malformed_recordings_file_to_update_is_refused_before_any_call(self):
+        with open(os.path.join(self.dir, "mine.jsonl"), "w") as handle:
+            handle.write('{"id": "a"}\n')
+        calls = []
+        module = type(sys)("_calls_client")
+        module.ask = lambda prompt: calls.append(prompt) or "x"
+        sys.modules["_calls_client"] = module
+        self.addCleanup(sys.modules.pop, "_calls_client")
+        code, err = self.main("--client", "_calls_client:ask", "--record", "mine.jsonl",
+                              "--no-save")
+        self.assertEqual((code, calls), (2, []))
+        self.assertIn("mine.jsonl:1: expected", err)
+
     def test_a_link_to_an_input_is_the_same_file(self):
         os.symlink("cases.jsonl", os.path.join(self.dir, "link.html"))
         code, err = self.main("--rescore", "recordings.jsonl", "--html", "link.html")
@@ -399,3 +412,82 @@ class StalledProviderTest(unittest.TestCase):
         self.assertNotIn("Fatal Python error", done.stderr)
         self.assertIn("ERROR: 3 cases: a, b, c\n    TimeoutError: no answer within 0.5 s",
                       done.stdout)
+
+
+class AttackFindingsTest(unittest.TestCase):
+    """What trying to break it found; each was a traceback, a hang or a silent wrong answer."""
+
+    def test_sys_exit_in_a_check_is_that_cases_error(self):
+        check = {"type": "python", "function": "tests.user_checks:exits"}
+        status, checks = evals.evaluate(evals.Case("k", "q", (check,)), "text")
+        self.assertEqual((status, checks[0]["reason"]),
+                         ("error", "tests.user_checks:exits raised SystemExit: 0"))
+
+    def test_a_malformed_usage_is_not_counted_and_the_run_goes_on(self):
+        class Reply(str):
+            usage = {"input_tokens": "lots", "output_tokens": 2}
+            model = "gpt-4o"
+
+        class Raising(str):
+            @property
+            def usage(self):
+                raise RuntimeError("boom")
+
+        cases = [evals.Case(i, i, ({"type": "max_words", "n": 5},)) for i in ("a", "b")]
+        answers = {"a": Reply("fine"), "b": Raising("fine")}
+        results = evals.run_cases(cases, lambda prompt: answers[prompt])
+        self.assertEqual([(r.status, r.usage, r.cost_usd) for r in results],
+                         [("pass", None, None), ("pass", None, None)])
+
+    def test_a_symlinked_output_is_written_through(self):
+        with tempfile.TemporaryDirectory() as folder:
+            target = os.path.join(folder, "real.json")
+            link = os.path.join(folder, "link.json")
+            evals.write_json_atomic(target, {"old": True})
+            os.symlink(target, link)
+            evals.write_json_atomic(link, {"new": True})
+            self.assertTrue(os.path.islink(link))
+            with open(target) as handle:
+                self.assertEqual(json.load(handle), {"new": True})
+
+    def test_merge_refuses_records_with_mistyped_fields(self):
+        entry = {"id": "b", "status": "pass", "baseline": "pass", "change": "new"}
+        for bad, words in (({"latency_s": "fast"}, "'latency_s' must be a number"),
+                           ({"usage": {"input_tokens": "x"}}, "'usage' must hold whole"),
+                           ({"cost_usd": float("inf")}, "'cost_usd' must be a number")):
+            record = {"format": "evals-run", "version": 1, "summary": {}, "case_file": {},
+                      "cases": [dict(entry, **bad)]}
+            with self.subTest(bad=bad):
+                self.assertIn(words, evals.record_problem(record))
+        record = {"format": "evals-run", "version": 1, "cases": [entry], "removed": [1, None]}
+        self.assertEqual(evals.record_problem(record), "'removed' must be a list of case ids")
+
+    def test_a_tiny_rate_limit_is_an_option_error(self):
+        err = io.StringIO()
+        self.assertEqual(evals.main(["--rate-limit", "1e-12"], io.StringIO(), err), 2)
+        self.assertIn("must be 0.001 or more", err.getvalue())
+
+    def test_a_refused_key_stops_that_run_only(self):
+        class Refused(Exception):
+            status = 401
+
+        def refuse(prompt):
+            raise Refused("bad key")
+
+        options = evals.RunOptions()
+        cases = [evals.Case(i, i, ({"type": "max_words", "n": 5},)) for i in ("a", "b")]
+        first = evals.run_cases(cases, refuse, options)
+        self.assertIn("not called", first[1].error)
+        again = evals.run_cases(cases, lambda prompt: "fine", options)
+        self.assertEqual([r.status for r in again], ["pass", "pass"])
+
+    def test_a_second_judge_check_is_not_skipped_for_the_first(self):
+        def judge(prompt):  # the first judge check finds a violation, the second none
+            missing = ["x"] if '"rubric": "first"' in prompt else []
+            return json.dumps({"missing_requirements": missing, "forbidden_claims_found": [],
+                               "unsupported_claims": [], "reason": "", "confidence": "high"})
+
+        case = evals.Case("k", "q", ({"type": "judge", "rubric": "first"},
+                                     {"type": "judge", "rubric": "second"}))
+        status, checks = evals.evaluate(case, "an answer", judge)
+        self.assertEqual([c["passed"] for c in checks], [False, True])

@@ -493,10 +493,16 @@ class AnthropicTests(LoopbackCase):
         self.assertIn("EVALS_MAX_TOKENS", str(error))
         self.assertEqual(self.server.requests[0]["json"]["max_tokens"], 5)
 
-    def test_empty_content_is_an_empty_answer(self):
-        """The model finished (end_turn) and said nothing: an answer, which evals scores."""
+    def test_no_text_block_is_no_answer_and_an_empty_one_is_an_empty_answer(self):
+        """No text block at all (none, or only a tool call) is not an answer: an error. An
+        empty text block is the model saying nothing: an answer, which evals scores."""
+        for content in ([], [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]):
+            response = anthropic_ok()
+            response["json"]["content"] = content
+            self.server.add(response)
+            self.assertIn("no text content", str(self.assertFails(self.client("anthropic"))))
         response = anthropic_ok()
-        response["json"]["content"] = []
+        response["json"]["content"] = [{"type": "text", "text": ""}]
         self.server.add(response)
         self.assertEqual(self.client("anthropic")("hi"), "")
 
@@ -868,3 +874,17 @@ class ReplayTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AnnouncedUrlTest(unittest.TestCase):
+    def test_credentials_in_the_base_url_are_not_printed(self):
+        import contextlib
+        import io
+
+        env = {"EVALS_PROVIDER": "openai", "EVALS_BASE_URL": "https://user:s3cret@host.example/v1",
+               "OPENAI_API_KEY": "k"}
+        with mock.patch.dict(os.environ, env, clear=False), \
+                contextlib.redirect_stderr(io.StringIO()) as err:
+            my_client._announced(my_client.make_client, "ask")()
+        self.assertIn("at https://host.example/v1", err.getvalue())
+        self.assertNotIn("s3cret", err.getvalue())

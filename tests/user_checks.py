@@ -28,3 +28,9 @@ def slow(output, seconds=5):
 
     time.sleep(seconds)
     return True
+
+
+def exits(output):
+    import sys
+
+    sys.exit(0)
