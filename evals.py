@@ -603,11 +603,20 @@ _LANG_LETTERS = {
     "mr": "ळ च्या", "ne": "हरु हरू नुहोस नु_ तपाई तपाइ",
     "ar": "ة ي ك ى أ إ", "fa": "ژ پ چ گ ی ک", "ur": "ٹ ڈ ڑ ں ے ہ ھ پ چ گ ی ک",
 }
-# Each stop word, each telltale: the languages that list it.
-_WORD_LANGS = {word: [code for code in _LANG_WORDS if word in _LANG_WORDS[code]]
-               for word in set().union(*_LANG_WORDS.values())}
-_HINT_LANGS = {hint: [code for code in _LANG_LETTERS if hint in _LANG_LETTERS[code].split()]
-               for hints in _LANG_LETTERS.values() for hint in hints.split()}
+
+
+def _languages_of(table):
+    """{item: [the codes whose entry lists it]} for {code: items}: for each stop word or
+    telltale, the languages that list it."""
+    index = {}
+    for code, items in table.items():
+        for item in items:
+            index.setdefault(item, []).append(code)
+    return index
+
+
+_WORD_LANGS = _languages_of(_LANG_WORDS)
+_HINT_LANGS = _languages_of({code: hints.split() for code, hints in _LANG_LETTERS.items()})
 
 
 def _script(char):
@@ -619,7 +628,9 @@ def _script(char):
     return None
 
 
-_LANG_SCRIPT = {code: _script(words[0]) for code, words in _LANG_STOPWORDS.items()}
+# The languages of each shared script, from the script of their stop words.
+_SCRIPT_LANGS = _languages_of({code: [_script(words[0])]
+                               for code, words in _LANG_STOPWORDS.items()})
 
 
 def _detect_language(text):
@@ -651,7 +662,7 @@ def _detect_language(text):
             scores[code] += found / len(codes)
     counts.pop(None, None)
     for script, _ in counts.most_common():
-        group = [code for code in _LANG_SCRIPT if _LANG_SCRIPT[code] == script]
+        group = _SCRIPT_LANGS.get(script)
         if not group:
             return "ja" if script == "zh" and counts["ja"] else script
         best = max(group, key=scores.__getitem__)
@@ -1662,6 +1673,8 @@ _SHARED = {}
 
 
 def _shared(kind, result):
+    if result.quoted:  # a reason that quotes the output is this case's own: nothing to share
+        return result.as_dict(kind)
     shared = _SHARED.get((kind, result))
     if shared is None:
         if len(_SHARED) >= 8192:
@@ -2268,9 +2281,13 @@ def load_outputs(path):
                 record = json.load(handle)
             except ValueError:
                 record = None
+            if isinstance(record, dict) and record.get("outputs_included") is False:
+                raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to "
+                                 "re-score")
             if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-                return {e["id"]: e["output"] for e in record.get("cases", [])
-                        if isinstance(e.get("output"), str)}
+                return {e["id"]: e["output"] for e in record.get("cases") or []
+                        if isinstance(e, dict) and isinstance(e.get("id"), str)
+                        and isinstance(e.get("output"), str)}
             handle.seek(0)
         return {row["id"]: row["output"] for row in _recording_rows(path, handle)}
 
@@ -2833,7 +2850,7 @@ def _earlier_rates(summary):
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
-    quiet: only the count lines and the regressions."""
+    quiet: only the count lines, the regressions and the errors."""
     summary = record["summary"]
     lines = [
         f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
@@ -4161,7 +4178,7 @@ def _report_parser():
                         help="the older run record whose outputs are shown side by side")
     _add_report_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the count lines and the regressions")
+                        help="print only the count lines, regressions and errors")
     return parser
 
 

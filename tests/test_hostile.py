@@ -491,3 +491,15 @@ class AttackFindingsTest(unittest.TestCase):
                                      {"type": "judge", "rubric": "second"}))
         status, checks = evals.evaluate(case, "an answer", judge)
         self.assertEqual([c["passed"] for c in checks], [False, True])
+
+
+class RescoreFromARecordTest(unittest.TestCase):
+    def test_a_record_without_outputs_or_with_odd_entries(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "run.json")
+            base = {"format": "evals-run", "version": 1}
+            evals.write_json_atomic(path, dict(base, outputs_included=False, cases=[]))
+            with self.assertRaisesRegex(evals.EvalsError, "saved with --omit-outputs"):
+                evals.load_outputs(path)
+            evals.write_json_atomic(path, dict(base, cases=[1, {"id": "a", "output": "x"}]))
+            self.assertEqual(evals.load_outputs(path), {"a": "x"})
