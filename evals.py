@@ -2138,7 +2138,7 @@ def _attempt(case, call_model, options, limiter):
         if not isinstance(output, str):
             return CaseResult(case.id, "error", latency_s=latency,
                               error=f"the client returned {type(output).__name__}, expected str")
-        if getattr(call_model, "model", None) == "replay":
+        if getattr(call_model, "model", None) == "replay" or _attribute(output, "replayed", bool):
             latency = None  # a recorded answer took no model time
         usage, model = _usage_of(output), _attribute(output, "model", str)
         cost, answered = call_cost(model, usage, options.prices), True

@@ -236,6 +236,8 @@ class Reply(str):
         model (str): model that produced the answer.
         finish_reason (str or None): the provider's stop reason, verbatim.
         attempts (int): HTTP attempts made (0 for a replayed output).
+        replayed (bool): a recorded answer, which took no model time (evals leaves it out
+            of latency).
     """
 
     def __new__(
@@ -245,8 +247,10 @@ class Reply(str):
         model: str = "",
         finish_reason: Optional[str] = None,
         attempts: int = 0,
+        replayed: bool = False,
     ) -> "Reply":
         obj = super().__new__(cls, text)
+        obj.replayed = replayed
         obj.usage = usage
         obj.model = model
         obj.finish_reason = finish_reason
@@ -1068,7 +1072,8 @@ class _Replay:
 
 
 def _replayed(text: str, record: Dict[str, Any]) -> Reply:
-    return Reply(text, usage=None, model=str(record.get("model") or "replay"), attempts=0)
+    return Reply(text, usage=None, model=str(record.get("model") or "replay"), attempts=0,
+                 replayed=True)
 
 
 class ReplayClient(_Replay):

@@ -503,3 +503,18 @@ class RescoreFromARecordTest(unittest.TestCase):
                 evals.load_outputs(path)
             evals.write_json_atomic(path, dict(base, cases=[1, {"id": "a", "output": "x"}]))
             self.assertEqual(evals.load_outputs(path), {"a": "x"})
+
+
+class ReplayedAnswersTest(unittest.TestCase):
+    def test_a_replayed_answer_has_no_latency_even_when_its_model_is_recorded(self):
+        import my_client
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "recordings.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "a", "output": "fine", "model": "gpt-4o"}) + "\n")
+            client = my_client.ReplayClient(path)
+            case = evals.Case("a", "q", ({"type": "max_words", "n": 5},))
+            with unittest.mock.patch("sys.stderr", io.StringIO()):
+                [result] = evals.run_cases([case], client)
+        self.assertEqual((result.status, result.model, result.latency_s), ("pass", "gpt-4o", None))
