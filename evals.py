@@ -225,6 +225,33 @@ def _describe_error(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+_FILE_MODULES = {}
+
+
+def _module_from_file(path):
+    """The module of a .py file, run once per file (a client and a judge from one file share
+    it), and known to sys.modules by its name unless that name is taken: dataclasses and
+    pickling look a class's module up there. Raises what the import raises."""
+    import importlib.util
+
+    real = os.path.realpath(path)
+    if real not in _FILE_MODULES:
+        name = os.path.splitext(os.path.basename(real))[0]
+        loaded = importlib.util.spec_from_file_location(name, real)
+        if loaded is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(loaded)
+        registered = sys.modules.setdefault(name, module) is module
+        try:
+            loaded.loader.exec_module(module)
+        except BaseException:
+            if registered:
+                del sys.modules[name]
+            raise
+        _FILE_MODULES[real] = module
+    return _FILE_MODULES[real]
+
+
 def load_callable(spec, option="--client"):
     """Import a callable named "module:function" or "path/to/file.py:function".
 
@@ -240,12 +267,7 @@ def load_callable(spec, option="--client"):
         sys.path.insert(0, os.getcwd())
     try:
         if module_name.endswith(".py"):
-            name = os.path.splitext(os.path.basename(module_name))[0]
-            loaded = importlib.util.spec_from_file_location(name, module_name)
-            if loaded is None:
-                raise ImportError(f"cannot load {module_name}")
-            module = importlib.util.module_from_spec(loaded)
-            loaded.loader.exec_module(module)
+            module = _module_from_file(module_name)
         else:
             module = importlib.import_module(module_name)
     except Exception as exc:

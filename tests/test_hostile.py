@@ -518,3 +518,20 @@ class ReplayedAnswersTest(unittest.TestCase):
             with unittest.mock.patch("sys.stderr", io.StringIO()):
                 [result] = evals.run_cases([case], client)
         self.assertEqual((result.status, result.model, result.latency_s), ("pass", "gpt-4o", None))
+
+
+class FileModulesTest(unittest.TestCase):
+    def test_a_file_named_twice_runs_once_and_its_dataclasses_work(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "evals_test_filemod.py")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("import dataclasses\nRUNS = []\nRUNS.append(1)\n\n"
+                             "@dataclasses.dataclass\nclass Verdict:\n    ok: bool\n\n"
+                             "def ask(prompt):\n    return 'x'\n\n"
+                             "def judge(prompt):\n    return str(Verdict(True))\n")
+            self.addCleanup(sys.modules.pop, "evals_test_filemod", None)
+            ask = evals.load_callable(path + ":ask")
+            judge = evals.load_callable(path + ":judge", "--judge")
+        self.assertIs(ask.__globals__, judge.__globals__)
+        self.assertEqual(ask.__globals__["RUNS"], [1])
+        self.assertEqual(judge("p"), "Verdict(ok=True)")
