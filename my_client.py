@@ -215,6 +215,8 @@ NO_RETRY_ERROR_CODES = frozenset(
 BACKOFF_BASE = 1.0  # seconds
 BACKOFF_CAP = 20.0  # seconds
 ERROR_TEXT_LIMIT = 300  # characters of a provider error message kept
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a longer body is not an answer; reading on would only
+# fill the memory (a server streaming without end)
 
 # Injectable for tests: the sleep function and the random source (returns a
 # float in [0, 1)).  Clients also accept ``sleep=`` / ``rand=`` overrides.
@@ -491,13 +493,25 @@ def _send_kept_alive(url: str, headers: Dict[str, str], data: bytes, timeout: fl
     try:
         connection.request("POST", target or "/", body=data, headers=headers)
         response = connection.getresponse()
-        body = response.read()
+        body = _read_capped(response)
+    except _Failed:
+        connection.close()  # the rest of the body is still on the wire
+        raise
     except (OSError, http.client.HTTPException, ValueError) as exc:
         connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
         raise _classify_network_error(exc, timeout) from None
     if response.will_close:
         connection.close()
     return response.status, response.headers, body
+
+
+def _read_capped(response: Any) -> bytes:
+    body = response.read(MAX_RESPONSE_BYTES + 1)
+    if len(body) > MAX_RESPONSE_BYTES:
+        response.close()
+        raise _Failed("response larger than %d MiB; not read further"
+                      % (MAX_RESPONSE_BYTES // (1024 * 1024)))
+    return body
 
 
 def _uses_proxy(scheme: str, host: str) -> bool:
@@ -520,7 +534,7 @@ def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -
     opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
     try:
         with opener(request, timeout=timeout) as response:
-            return response.status, response.headers, response.read()
+            return response.status, response.headers, _read_capped(response)
     except urllib.error.HTTPError as exc:
         try:
             body = exc.read()

@@ -326,6 +326,13 @@ class OpenAITests(LoopbackCase):
         error = self.assertFails(self.client(max_attempts=2))
         self.assertIn("non-JSON body: upstream said key=[redacted]", str(error))
 
+    def test_a_body_over_the_size_limit_is_not_read_on(self):
+        with mock.patch.object(my_client, "MAX_RESPONSE_BYTES", 1000):
+            self.server.add({"status": 200, "body": b"x" * 5000}, openai_ok())
+            error = self.assertFails(self.client(max_attempts=1))
+        self.assertIn("response larger than", str(error))
+        self.assertEqual(self.client()("hi"), "Hello!")  # the next call gets a fresh connection
+
     def test_a_key_at_the_length_limit_is_removed_whole(self):
         """The configured key is removed before the text is cut (a cut key no longer matches),
         and other key-shaped text (an Azure-style 32-hex-digit key) is masked too."""
