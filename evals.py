@@ -1256,8 +1256,10 @@ def _schema_errors(value, schema, path, quoted):
         quoted.append(json.dumps(value)[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {json.dumps(schema['enum'])[:80]}")
     if _json_type(value) == "number":
-        errors += [f"{path}: {value} is not {words} {schema[key]}" for key, holds, words
-                   in _NUMBER_BOUNDS if key in schema and not holds(value, schema[key])]
+        for key, holds, words in _NUMBER_BOUNDS:
+            if key in schema and not holds(value, schema[key]):
+                quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
+                errors.append(f"{path}: {quoted[-1]}")
     for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
                                   (list, "item", "minItems", "maxItems")):
         if isinstance(value, kind) and (low in schema or high in schema):

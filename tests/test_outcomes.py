@@ -109,6 +109,14 @@ class StructuredReasonsTest(unittest.TestCase):
                          "expected 'secret answer', got '[output omitted]'")
         self.assertNotIn("quoted", entry["checks"][0])
 
+    def test_a_number_a_schema_error_copies_from_the_output_is_hidden_too(self):
+        case = evals.Case("k", "q", ({"type": "json_schema", "schema": {"properties": {
+            "n": {"maximum": 5}}}},))
+        _, checks = evals.evaluate(case, '{"n": 99}')
+        self.assertEqual(checks[0]["reason"], "$.n: 99 is not at most 5")
+        self.assertEqual(evals.without_outputs({"id": "k", "checks": checks})["checks"][0]
+                         ["reason"], "$.n: '[output omitted]'")
+
     def test_a_passing_check_quotes_nothing_it_did_not_copy(self):
         case = evals.Case("k", "q", ({"type": "contains_any", "values": ["approval"]},))
         _, checks = evals.evaluate(case, "needs approval")
