@@ -3554,36 +3554,40 @@ def _add_selection_options(select):
                              "shards' records with `evals.py merge`")
 
 
+# The options of the model calls, as (flags, add_argument keywords).
+_MODEL_OPTIONS = (
+    (("--client",), dict(default=None, metavar="MODULE:FUNCTION", help=f"callable str -> str "
+                         f"that answers each input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})")),
+    (("--rescore",), dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a "
+                          "run record) instead of calling a model; no client is imported")),
+    (("--record",), dict(metavar="FILE", help="also save this run's outputs as recordings "
+                         "JSONL (replayable)")),
+    (("-j", "--concurrency"), dict(type=_at_least_one, default=1, metavar="N",
+                                   help="calls in flight at once (default: 1)")),
+    (("--timeout",), dict(type=_above_zero, default=None, metavar="SECONDS", help="per-call "
+                          "time limit; a slower call is an error (default: none)")),
+    (("--rate-limit",), dict(type=_rate, default=None, metavar="PER_SECOND",
+                             help="start at most this many calls per second")),
+    (("--repeat",), dict(type=_at_least_one, default=1, metavar="N",
+                         help="call each case N times; see --min-pass (default: 1)")),
+    (("--min-pass",), dict(type=_at_least_one, default=None, metavar="K", help="passing calls "
+                           "a repeated case needs (default: a majority, 2 of 3)")),
+    (("--budget",), dict(type=_above_zero, default=None, metavar="USD", help="stop calling "
+                         "before the estimated cost would pass this many dollars; cases not "
+                         "called are errors")),
+    (("--prices",), dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
+                         "million tokens, added to the built-in table")),
+    (("--judge",), dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers the "
+                        "prompts of `judge` checks")),
+    (("--no-judge",), dict(action="store_true", help="skip `judge` checks (said in the "
+                           "summary); deterministic checks run, and cases with only judge "
+                           "checks are not run")),
+)
+
+
 def _add_model_options(model):
-    model.add_argument("--client", default=None, metavar="MODULE:FUNCTION",
-                       help=f"callable str -> str that answers each input "
-                            f"(default: $EVALS_CLIENT or {DEFAULT_CLIENT})")
-    model.add_argument("--rescore", metavar="FILE",
-                       help="score recorded outputs (recordings JSONL or a run record) instead "
-                            "of calling a model; no client is imported")
-    model.add_argument("--record", metavar="FILE",
-                       help="also save this run's outputs as recordings JSONL (replayable)")
-    model.add_argument("-j", "--concurrency", type=_at_least_one, default=1, metavar="N",
-                       help="calls in flight at once (default: 1)")
-    model.add_argument("--timeout", type=_above_zero, default=None, metavar="SECONDS",
-                       help="per-call time limit; a slower call is an error (default: none)")
-    model.add_argument("--rate-limit", type=_rate, default=None, metavar="PER_SECOND",
-                       help="start at most this many calls per second")
-    model.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
-                       help="call each case N times; see --min-pass (default: 1)")
-    model.add_argument("--min-pass", type=_at_least_one, default=None, metavar="K",
-                       help="passing calls a repeated case needs (default: a majority, 2 of 3)")
-    model.add_argument("--budget", type=_above_zero, default=None, metavar="USD",
-                       help="stop calling before the estimated cost would pass this many dollars;"
-                            " cases not called are errors")
-    model.add_argument("--prices", metavar="FILE",
-                       help='JSON {"model": [input, output]} in dollars per million tokens, '
-                            "added to the built-in table")
-    model.add_argument("--judge", metavar="MODULE:FUNCTION",
-                       help="callable str -> str that answers the prompts of `judge` checks")
-    model.add_argument("--no-judge", action="store_true",
-                       help="skip `judge` checks (said in the summary); deterministic checks "
-                            "run, and cases with only judge checks are not run")
+    for flags, options in _MODEL_OPTIONS:
+        model.add_argument(*flags, **options)
 
 
 def main(argv=None, stdout=None, stderr=None):
@@ -4050,6 +4054,30 @@ def _history_command(args, stdout, stderr):
     return EXIT_OK
 
 
+# The options of `add` but its phrase shortcuts, as (flag, add_argument keywords).
+_ADD_OPTIONS = (
+    ("--id", dict(required=True, help="the new case's id (unique)")),
+    ("--input", dict(help="the prompt")),
+    ("--from-run", dict(metavar="CASE_ID", help="take the input (and the output, to score) "
+                                                "from this case in the baseline record")),
+    ("--output", dict(metavar="TEXT", help="an output to score the new checks on (the bad "
+                                           "answer)")),
+    ("--recordings", dict(metavar="FILE", help="also append that output to this recordings "
+                          "file (e.g. recordings.jsonl), so the offline replay has an answer "
+                          "for the new case")),
+    ("--check", dict(action="append", default=[], metavar="JSON", help='a check as JSON, e.g. '
+                     '\'{"type": "max_words", "n": 50}\' (repeatable)')),
+    ("--max-words", dict(type=int, metavar="N", help="a max_words check")),
+    ("--regex", dict(metavar="PATTERN", help="a regex check")),
+    ("--description", dict(default=None, help="why this case exists")),
+    ("--tag", dict(action="append", default=[], metavar="TAG", help="(repeatable)")),
+    ("--cases", dict(default=DEFAULT_CASES, metavar="FILE",
+                     help=f"case file to append to (default: {DEFAULT_CASES})")),
+    ("--baseline", dict(default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"run record for --from-run (default: {DEFAULT_BASELINE})")),
+)
+
+
 def _add_parser():
     parser = _parser("add", "Append a validated case to the case file (atomically; an existing "
                      "id is refused). Turn a bad answer into a case: --from-run ID takes the "
@@ -4057,33 +4085,13 @@ def _add_parser():
                      "its output.", "example: python evals.py add --id refund-approval-2 --from-run "
                      "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
                      "--not-contains 'instant refund'")
-    parser.add_argument("--id", required=True, help="the new case's id (unique)")
-    parser.add_argument("--input", help="the prompt")
-    parser.add_argument("--from-run", metavar="CASE_ID",
-                        help="take the input (and the output, to score) from this case in the "
-                             "baseline record")
-    parser.add_argument("--output", metavar="TEXT",
-                        help="an output to score the new checks on (the bad answer)")
-    parser.add_argument("--recordings", metavar="FILE",
-                        help="also append that output to this recordings file (e.g. "
-                             "recordings.jsonl), so the offline replay has an answer for the "
-                             "new case")
-    parser.add_argument("--check", action="append", default=[], metavar="JSON",
-                        help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' '
-                             "(repeatable)")
+    for flag, options in _ADD_OPTIONS:
+        parser.add_argument(flag, **options)
     for kind, meaning in (("contains-all", "required"), ("contains-any", "acceptable"),
                           ("not-contains", "forbidden")):
         parser.add_argument(f"--{kind}", action="append", default=[], metavar="TEXT",
                             help=f"{meaning} phrase (repeatable; one {kind.replace('-', '_')} "
                                  "check)")
-    parser.add_argument("--max-words", type=int, metavar="N", help="a max_words check")
-    parser.add_argument("--regex", metavar="PATTERN", help="a regex check")
-    parser.add_argument("--description", default=None, help="why this case exists")
-    parser.add_argument("--tag", action="append", default=[], metavar="TAG", help="(repeatable)")
-    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
-                        help=f"case file to append to (default: {DEFAULT_CASES})")
-    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"run record for --from-run (default: {DEFAULT_BASELINE})")
     return parser
 
 
