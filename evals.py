@@ -3501,9 +3501,9 @@ def _run_parser():
                      "and compare with the previous run (the baseline) to catch regressions.\n\n"
                      "other commands (each has --help):\n"
                      "  python evals.py merge RECORD...     combine shard run records into one\n"
-                     "  python evals.py history [CASE_ID]   verdicts over time from the local history\n"
-                     "  python evals.py add --id ID ...     append a validated case to the case file\n"
-                     "  python evals.py check CASE_ID       score one output (stdin) against one case\n"
+                     "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
+                     "  python evals.py add --id ID ...     append a validated case to the cases\n"
+                     "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
                      "  python evals.py report RECORD       write reports for a saved run record\n"
                      "  python my_client.py review          turn captured calls into cases",
                      _EXIT_CODES + "\n\nThe default client my_client:ask replays "
@@ -4082,7 +4082,8 @@ def _add_parser():
     parser = _parser("add", "Append a validated case to the case file (atomically; an existing "
                      "id is refused). Turn a bad answer into a case: --from-run ID takes the "
                      "input of that case from the last run and shows how the new checks score "
-                     "its output.", "example: python evals.py add --id refund-approval-2 --from-run "
+                     "its output.",
+                     "example: python evals.py add --id refund-approval-2 --from-run "
                      "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
                      "--not-contains 'instant refund'")
     for flag, options in _ADD_OPTIONS:
