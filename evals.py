@@ -1697,8 +1697,6 @@ _SHARED = {}
 
 
 def _shared(kind, result):
-    if result.quoted:  # a reason that quotes the output is this case's own: nothing to share
-        return result.as_dict(kind)
     shared = _SHARED.get((kind, result))
     if shared is None:
         if len(_SHARED) >= 8192:
