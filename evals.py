@@ -2395,8 +2395,13 @@ def decide(status, before, accept=False):
         if kept == "pass":
             return "regressed", (status if accept else "pass")
         return "still_failing", status
-    last = before.get("scored", before.get("status"))
+    last = _last_scored(before)
     return ("passing" if kept == "pass" and last not in ("fail", "review") else "fixed"), status
+
+
+def _last_scored(entry):
+    """The last scored status of a baseline entry: an errored run keeps the one before it."""
+    return entry.get("scored", entry.get("status"))
 
 
 class Baseline:
@@ -2527,7 +2532,7 @@ def _entry(result, before, case, accept, include_outputs):
     """The record entry of one case run (dict), its change decided by `decide`."""
     change, kept = decide(result.status, before, accept)
     before = before or {}
-    scored = before.get("scored", before.get("status"))
+    scored = _last_scored(before)
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
     if result.status == "error" and scored:
         entry["scored"] = scored  # so that a pass after the error is a fix if this was a failure
@@ -2606,7 +2611,8 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         "baseline_pass_rate": kept[0] / kept[1] if kept[1] else None,
         "baseline_passed": kept[0], "baseline_total": kept[1],
     }
-    summary.update((name, change[name]) for name in CHANGES[:-2])
+    summary.update((name, change[name])
+                   for name in ("regressed", "fixed", "still_failing", "passing", "new"))
     summary["removed"] = len(removed)
     summary["flaky"] = [e["id"] for e in ran if e.get("flaky")]
     summary["latency_s"] = latency_percentiles(e.get("latency_s") for e in ran
@@ -2693,9 +2699,11 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
     entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
-    previous, kept = ((sum(r["summary"].get(f"{name}_passed") or 0 for r in records),
-                       sum(r["summary"].get(f"{name}_total") or 0 for r in records))
-                      for name in ("previous", "baseline"))
+    def total(key):  # over the shards' summaries
+        return sum(r["summary"].get(key) or 0 for r in records)
+
+    previous = (total("previous_passed"), total("previous_total"))
+    kept = (total("baseline_passed"), total("baseline_total"))
     return dict(records[0], started_at=min(r["started_at"] for r in records),
                 finished_at=max(r["finished_at"] for r in records), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
