@@ -456,9 +456,11 @@ class RateLimitTests(LiveRunCase):
         self.assertEqual(len(arrivals), 10)
         # 20 a second: starts at 0, 0.05, ..., 0.45 s. Allow a little scheduling jitter.
         self.assertGreaterEqual(arrivals[-1] - arrivals[0], 0.40)
-        # Never a burst: any 3 consecutive calls span about 2 intervals.
+        # Never a burst: any 3 consecutive calls span at least one interval. (They are
+        # started 2 intervals apart, but a worker's first call also opens its connection, so
+        # arrivals measured at the server can be a few tens of ms closer on a busy machine.)
         for first, third in zip(arrivals, arrivals[2:]):
-            self.assertGreaterEqual(third - first, 0.07)
+            self.assertGreaterEqual(third - first, 0.05)
 
     def test_without_rate_limit_calls_overlap(self):
         server = self.start_server(lambda prompt, n: {"delay": 0.2, "json": completion()})
