@@ -1633,23 +1633,32 @@ def run_check(check, output, ask=None, case_input=""):
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    if not output or output.isspace():  # isspace: no copy of a long output per check
-        return CheckResult(False, "the output is empty")
-    if "\r" in output:  # Windows line ends, so "^...$" with "m" and line counts see lines
-        output = output.replace("\r\n", "\n")
+    text = _scorable(output)
+    return _EMPTY if text is None else _score(spec, check, text, ask, case_input)
+
+
+_EMPTY = CheckResult(False, "the output is empty")
+
+
+def _scorable(output):
+    """`output` as checks see it (Windows line ends as "\n", so "^...$" with "m" and line
+    counts see lines), or None when it is empty or white space only."""
+    if not output or output.isspace():  # isspace: no copy of a long output
+        return None
+    return output.replace("\r\n", "\n") if "\r" in output else output
+
+
+def _score(spec, check, text, ask=None, case_input=""):
+    """The CheckResult of `check` (its registered `spec`) on scorable `text`, negated if so."""
     params = {k: v for k, v in check.items() if k != "type" and k != "negate"}
     if spec.needs_judge:
         params.update(ask=ask, case_input=case_input)
-    result = spec.func(output, **params)
+    result = spec.func(text, **params)
     if check.get("negate") and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
         return result._replace(passed=not result.passed,
                                reason=f"negated: {verdict}: {result.reason}")
     return result
-
-
-def _NO_CALL(prompt):  # never called: an empty output fails before the judge is asked
-    raise JudgeRequired(_NEEDS_JUDGE)
 
 
 def evaluate(case, output, judge=None):
@@ -1659,25 +1668,29 @@ def evaluate(case, output, judge=None):
     checks that need one; NO_JUDGE skips them; None makes them errors. When a deterministic
     check fails the judge is not asked: its checks are skipped ("passed": null, "skipped": true).
     """
+    text = _scorable(output)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
         results, judged = [], []
         for check in case.checks:
-            if CHECKS[check["type"]].needs_judge:
+            spec = CHECKS[check["type"]]
+            if spec.needs_judge:
                 judged.append(len(results))
                 results.append(None)
             else:
-                results.append(_shared(check["type"], run_check(check, output)))
+                results.append(_shared(check["type"], _EMPTY if text is None
+                                       else _score(spec, check, text)))
         for index in judged:  # after the deterministic checks, which decide whether to ask
             check = case.checks[index]
-            results[index] = _judged(case, check, output, judge, results).as_dict(check["type"])
+            results[index] = _judged(case, check, text, judge, results).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
 
 
-def _judged(case, check, output, judge, results):
-    """The CheckResult of a check that needs a judge, given the deterministic `results`."""
+def _judged(case, check, text, judge, results):
+    """The CheckResult of a check that needs a judge, given the scorable `text` (None: empty)
+    and the deterministic `results`."""
     failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
                                      and not CHECKS[c["type"]].needs_judge))
     if judge is NO_JUDGE:
@@ -1685,9 +1698,11 @@ def _judged(case, check, output, judge, results):
     if failed:
         return CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
                                  "judge was not asked", flag="skipped")
-    if judge is None and output.strip():
+    if text is None:
+        return _EMPTY
+    if judge is None:
         return CheckResult(False, _NEEDS_JUDGE, flag="error")
-    return run_check(check, output, judge or _NO_CALL, case.input)
+    return _score(CHECKS[check["type"]], check, text, judge, case.input)
 
 
 # Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
