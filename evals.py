@@ -111,20 +111,17 @@ class ClientError(EvalsError):
 
 class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
                                          defaults=((), None, None))):
-    """The verdict of one check on one output.
-
-    passed: True, False, or None for a check that was skipped. reason: what a reviewer reads,
-    given for passes too ("found 'doctor'"), so a negated check can explain itself. quoted: the
-    parts of `reason` copied from the output (already quoted), so hiding outputs replaces them
-    without parsing the sentence. flag: None, "review" (a judge was unsure), "error" (the check
-    could not be scored) or "skipped". judge: the judge exchange, for a `judge` check.
-    """
+    """One check's verdict on one output. passed: True, False, or None (skipped). reason: what
+    a reviewer reads, for passes too ("found 'doctor'"). quoted: the parts of `reason` copied
+    from the output, so hiding outputs drops them without parsing the sentence. flag: None,
+    "review" (a judge was unsure), "error" (could not be scored) or "skipped". judge: the
+    exchange of a `judge` check."""
 
     __slots__ = ()
 
     def as_dict(self, kind):
-        """The check as a run record holds it: {"type", "passed", "reason"} and, when they
-        apply, the flag (e.g. "review": true), "quoted" and "judge"."""
+        """The check as a run record holds it: type, passed, reason, and when set the flag
+        (e.g. "review": true), "quoted" and "judge"."""
         entry = {"type": kind, "passed": self.passed, "reason": self.reason}
         if self.flag:
             entry[self.flag] = True
@@ -149,15 +146,12 @@ class CaseResult(collections.namedtuple(
         "CaseResult",
         "id status output checks error latency_s usage model cost_usd attempts flaky",
         defaults=(None, (), None, None, None, None, None, None, False))):
-    """The outcome of one case run.
-
-    status: "pass", "fail", "review" or "error" (see `case_status`). checks: check dicts
-    (CheckResult.as_dict; none for a failed call). output: the model's text, None for a failed
-    call. error: "Type: message" for an error, else None. latency_s: seconds spent in the call
-    (None when no model was called). usage: {"input_tokens", "output_tokens"} or None; model: the
-    model that answered, if the adapter said; cost_usd: estimated dollars or None. attempts:
-    with --repeat, one dict per call; flaky: the repeated calls disagreed.
-    """
+    """The outcome of one case run. status: see `case_status`. output: the model's text (None
+    for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
+    message" or None. latency_s: seconds in the call (None when no model was called). usage:
+    {"input_tokens", "output_tokens"} or None; model: who answered, if the adapter said;
+    cost_usd: estimated dollars or None. attempts: with --repeat, one dict per call; flaky:
+    the repeated calls disagreed."""
 
     __slots__ = ()
 
@@ -171,11 +165,9 @@ _CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
 
 
 def current_case():
-    """The Case being answered or scored in the calling thread, or None outside a run.
-
-    Lets an adapter, a judge or a user's check that needs more than its text (a replay keyed by
-    case id, a logger) find out which case it serves while keeping str-in/str-out signatures.
-    """
+    """The Case being answered or scored in the calling thread, or None outside a run: an
+    adapter, a judge or a user's check can tell which case it serves (a replay keyed by case
+    id, a logger) and keep its str-in/str-out signature."""
     return _CURRENT_CASE.get()
 
 
@@ -183,15 +175,9 @@ def case_status(checks):
     """A case's status from its check dicts: "error" if a check could not be scored, else
     "fail" if one failed, else "review" if a judge was unsure, else "pass". Skipped checks
     (passed None) count for nothing."""
-    failed = review = False
-    for check in checks:
-        if check.get("error"):
-            return "error"
-        if check["passed"] is False and check.get("review"):
-            review = True
-        elif check["passed"] is False:
-            failed = True
-    return "fail" if failed else "review" if review else "pass"
+    found = {"error" if check.get("error") else "review" if check.get("review") else "fail"
+             for check in checks if check.get("error") or check["passed"] is False}
+    return next((status for status in ("error", "fail", "review") if status in found), "pass")
 
 
 def case_reasons(status, error, checks):
@@ -209,9 +195,7 @@ def case_reasons(status, error, checks):
 
 def _now():
     """The current time in UTC, ISO 8601 to the second (str)."""
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def _sha256(text):
@@ -230,20 +214,20 @@ _FILE_MODULES = {}
 
 def _module_from_file(path):
     """The module of a .py file, run once per file (a client and a judge from one file share
-    it), and known to sys.modules by its name unless that name is taken: dataclasses and
+    it) and entered in sys.modules under its name unless that is taken: dataclasses and
     pickling look a class's module up there. Raises what the import raises."""
     import importlib.util
 
     real = os.path.realpath(path)
     if real not in _FILE_MODULES:
         name = os.path.splitext(os.path.basename(real))[0]
-        loaded = importlib.util.spec_from_file_location(name, real)
-        if loaded is None:
+        spec = importlib.util.spec_from_file_location(name, real)
+        if spec is None:  # a link to a file whose name does not end in .py
             raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(loaded)
+        module = importlib.util.module_from_spec(spec)
         registered = sys.modules.setdefault(name, module) is module
         try:
-            loaded.loader.exec_module(module)
+            spec.loader.exec_module(module)
         except BaseException:
             if registered:
                 del sys.modules[name]
@@ -258,18 +242,16 @@ def load_callable(spec, option="--client"):
     The current directory is importable, as when you run `python evals.py` from your repo.
     Raises ClientError naming `option` when it cannot be imported or is not callable.
     """
-    import importlib.util
+    import importlib
 
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr:
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
         raise ClientError(f"{option} {spec!r}: expected module:function, e.g. my_client:ask")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        if module_name.endswith(".py"):
-            module = _module_from_file(module_name)
-        else:
-            module = importlib.import_module(module_name)
+        module = (_module_from_file(module_name) if module_name.endswith(".py")
+                  else importlib.import_module(module_name))
     except Exception as exc:
         hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
                 if spec == DEFAULT_CLIENT and option == "--client" else "")
@@ -292,21 +274,19 @@ def _call(func, case):
         _CURRENT_CASE.reset(token)
 
 
-class _Caller(threading.Thread):
-    """The thread that makes one worker's calls when they have a time limit. A call cannot be
-    killed, so an overrunning one is abandoned with its thread (a daemon; its late answer is
-    ignored) and the worker goes on with a new caller. Until then the thread is reused, so
-    connections an adapter keeps per thread stay open from case to case."""
+def _start_caller():
+    """A thread that makes one worker's timed calls: its (jobs, answers) queues; a None job
+    ends it once idle. A call cannot be killed, so an overrunning one is abandoned with its
+    thread (a daemon; its late answer is ignored) and the worker starts another. Until then
+    the thread is reused, so connections an adapter keeps per thread stay open."""
+    jobs, answers = queue.Queue(), queue.Queue()
 
-    def __init__(self):
-        super().__init__(name="evals-caller", daemon=True)
-        self.jobs = queue.Queue()  # (func, case), or None to end the thread once it is idle
-        self.answers = queue.Queue()
-        self.start()
+    def serve():
+        for func, case in iter(jobs.get, None):
+            answers.put(_call(func, case))
 
-    def run(self):
-        for func, case in iter(self.jobs.get, None):
-            self.answers.put(_call(func, case))
+    threading.Thread(target=serve, name="evals-caller", daemon=True).start()
+    return jobs, answers
 
 
 _CALLERS = threading.local()
@@ -317,7 +297,7 @@ def _release_caller():
     caller = getattr(_CALLERS, "caller", None)
     if caller is not None:
         _CALLERS.caller = None
-        caller.jobs.put(None)
+        caller[0].put(None)
 
 
 def _within(func, timeout, case=None):
@@ -327,17 +307,17 @@ def _within(func, timeout, case=None):
     if timeout is None:
         kind, value = _call(func, case)
     else:
-        caller = getattr(_CALLERS, "caller", None) or _Caller()
+        jobs, answers = getattr(_CALLERS, "caller", None) or _start_caller()
         _CALLERS.caller = None  # a caller whose call times out is not used again
-        caller.jobs.put((func, case))
+        jobs.put((func, case))
         try:
-            kind, value = caller.answers.get(timeout=timeout)
+            kind, value = answers.get(timeout=timeout)
         except queue.Empty:
-            caller.jobs.put(None)  # the thread ends once the overrunning call returns
+            jobs.put(None)  # the thread ends once the overrunning call returns
             overrun = TimeoutError(f"no answer within {timeout:g} s")
             overrun.abandoned = True  # the call goes on in its thread
             raise overrun from None
-        _CALLERS.caller = caller
+        _CALLERS.caller = jobs, answers
     if kind == "error":
         raise value
     return value
@@ -346,46 +326,36 @@ def _within(func, timeout, case=None):
 def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
     atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
-    write (Ctrl-C, a crash, a full disk) never leaves a truncated file and the old content
-    stays whole until the new one is complete. A symbolic link is written through: its
-    target gets the new content and the link stays."""
+    write (Ctrl-C, a crash, a full disk) never leaves a truncated file. A symbolic link is
+    written through: its target gets the new content and the link stays."""
+    import tempfile
+
     path = os.path.realpath(path)
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise EvalsError(f"cannot write {path}: there is no folder {directory}")
-    import tempfile
-
     handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
                                          prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with handle:
-            if isinstance(data, bytes):
-                handle.write(data)
-            else:
-                for chunk in data:
-                    # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a
-                    # JSON string its \uXXXX escape is the same value, so write that.
-                    handle.write(chunk.encode("utf-8", "backslashreplace"))
+            # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a JSON
+            # string its \uXXXX escape is the same value, so write that.
+            handle.writelines([data] if isinstance(data, bytes) else
+                              (chunk.encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
         try:  # the temporary file is private (0600): keep the mode of the file it replaces
-            os.chmod(handle.name, os.stat(path).st_mode & 0o7777)
+            mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:  # a new file gets the mode open() would give it
-            os.chmod(handle.name, 0o666 & ~_umask())
+            umask = os.umask(0o022)  # the umask can be read only by setting it: set it back
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(handle.name, mode)
         os.replace(handle.name, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(handle.name)
-        except OSError:
-            pass
         raise
-
-
-def _umask():
-    # The standard library reads the umask only by setting it; set it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_json_atomic(path, data):
