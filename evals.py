@@ -376,7 +376,7 @@ def write_jsonl_atomic(path, rows):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
-_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")
+_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # translate costs ~15x more on non-ASCII text
 
 
 # Cached: a case's checks fold the same output again and again, and suites fold the same
@@ -401,43 +401,31 @@ def _is_word_char(char):
                            or unicodedata.category(char).startswith("M"))
 
 
-def _whole_word_count(text, phrase, first_only=False):
-    """Non-overlapping occurrences of `phrase` in `text` with no word character joined to it.
+def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False):
+    """Non-overlapping occurrences of `phrase` in `text` (int; with `first`, 0 or 1).
 
-    A boundary is needed only where the phrase itself ends in a word character, so "$100" and
-    "e.g." still match as whole phrases.
+    whole_word: no word character may be joined to an occurrence where the phrase itself ends
+    in one, so "$100" and "e.g." still match as whole phrases.
     """
-    guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
-    count, start = 0, 0
-    while True:
-        at = text.find(phrase, start)
-        if at < 0:
-            return count
-        end = at + len(phrase)
-        if (guard_start and _is_word_char(text[at - 1:at])) or \
-                (guard_end and _is_word_char(text[end:end + 1])):
-            start = at + 1
-            continue
-        count += 1
-        if first_only:
-            return count
-        start = end
-
-
-def _count_phrase(text, phrase, ignore_case=True, whole_word=False):
-    """Non-overlapping occurrences of `phrase` in `text` (int)."""
     text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
     if not whole_word:
         return text.count(phrase)
-    return _whole_word_count(text, phrase)
+    guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
+    count, at = 0, text.find(phrase)
+    while at >= 0 and not (first and count):
+        end = at + len(phrase)
+        if (guard_start and _is_word_char(text[at - 1:at])
+                or guard_end and _is_word_char(text[end:end + 1])):
+            at = text.find(phrase, at + 1)
+        else:
+            count += 1
+            at = text.find(phrase, end)
+    return count
 
 
 def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
-    """The phrases (list, in order) that occur in `text`; the text is folded once."""
-    text = _fold(text, ignore_case)
-    if not whole_word:
-        return [p for p in phrases if _fold(p, ignore_case) in text]
-    return [p for p in phrases if _whole_word_count(text, _fold(p, ignore_case), True)]
+    """The phrases (list, in order) that occur in `text`."""
+    return [p for p in phrases if _count_phrase(text, p, ignore_case, whole_word, first=True)]
 
 
 def _words(text, split="whitespace"):
@@ -451,22 +439,39 @@ _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k a.m p.m no fig inc ltd co corp approx "
     "dept est jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
-
-
-# Sentence boundaries the way nltk's pre-trained English punkt model decides them: a candidate
-# is ".", "?" or "!" followed by white space and another token, or by closing punctuation.
-_SENT_CANDIDATE = re.compile(r"""\S*[.?!](?=(?P<after>[?!)";}\]*:@'({\[]|\s+(?P<next>\S+)))""")
-_SENT_LAST_TOKEN = re.compile(r"""[^?!)";}\]*:@'({\[]*$""")
-_SENT_REALIGN = re.compile(r"""["')\]}]+?(?:\s+|(?=--)|$)""")
-_SENT_NUMBER = re.compile(r"-?[.,]?\d[\d,.\-]*\.?")
-_SENT_INITIAL = re.compile(r"[^\W\d]\.")
-_SENT_NOT_WORD_START = "(\"`{[:;&#*@)}]-,"
 # Capitalised words punkt takes as starting a sentence after an abbreviation or an initial.
 _SENT_STARTERS = frozenset(
     "a an the this that these those it its he she they we i you there here in on at for with as "
     "if but and or so also then however after before when while what why how where who my our "
     "your his her their some many most all each one no not yes".split()
 )
+# Sentence boundaries the way nltk's pre-trained English punkt model decides them: a candidate
+# is ".", "?" or "!" followed by white space and another token, or by closing punctuation.
+_SENT_CANDIDATE = re.compile(r"""\S*[.?!](?=(?P<after>[?!)";}\]*:@'({\[]|\s+(?P<next>\S+)))""")
+_SENT_LAST_TOKEN = re.compile(r"""[^?!)";}\]*:@'({\[]*$""")
+_SENT_CLOSING = re.compile(r"""["')\]}]+?(?:\s+|(?=--)|$)""")
+_SENT_NUMBER = re.compile(r"-?[.,]?\d[\d,.\-]*\.?")
+_SENT_INITIAL = re.compile(r"[^\W\d]\.")
+
+
+def _ends_sentence(word, following):
+    """Whether the candidate `word` ends its sentence, given the token after it (None: closing
+    punctuation follows)."""
+    token = _SENT_LAST_TOKEN.search(word).group()
+    if word[-1] in "?!" or token in ("", "."):
+        return True
+    if token.endswith(".."):  # an ellipsis ends a sentence before a capital
+        return bool(following) and following[0].isupper()
+    if following is None:
+        return True
+    first = following[0]
+    starter = re.sub(r"\W+$", "", following).lower() in _SENT_STARTERS
+    if token[:-1].lower().split("-")[-1] in _ABBREVIATIONS:
+        return first.isupper() and starter
+    initial = _SENT_INITIAL.fullmatch(token)
+    if (initial or _SENT_NUMBER.fullmatch(token)) and (first.islower() or first in ";:,.!?"):
+        return False
+    return starter if initial and first.isupper() else True
 
 
 def _split_sentences(text):
@@ -479,53 +484,16 @@ def _split_sentences(text):
     (punkt joins a heading without a period to the next sentence). Closing quotes and brackets
     after a boundary stay with the sentence they close.
     """
-
-    def ends_here(word, following):
-        if word[-1] in "?!":
-            return True
-        token = _SENT_LAST_TOKEN.search(word).group()
-        if token in ("", "."):
-            return True
-        if re.search(r"\.\.+$", token):  # an ellipsis ends a sentence before a capital
-            return bool(following) and following[0].isupper()
-        if following is None:  # closing punctuation follows
-            return True
-        first = following[0]
-        lower = first.islower() and first not in _SENT_NOT_WORD_START
-        upper = first.isupper() and first not in _SENT_NOT_WORD_START
-        starter = re.sub(r"\W+$", "", following).lower() in _SENT_STARTERS
-        kind = token[:-1].lower()
-        if kind in _ABBREVIATIONS or kind.split("-")[-1] in _ABBREVIATIONS:
-            return upper and starter
-        if _SENT_INITIAL.fullmatch(token):
-            if lower or first in ";:,.!?":
-                return False
-            return starter if upper else True
-        if _SENT_NUMBER.fullmatch(token):
-            return not (lower or first in ";:,.!?")
-        return True
-
-    breaks = [0]
-    for match in _SENT_CANDIDATE.finditer(text):
-        if ends_here(match.group(), match.group("next")):
-            breaks.append(match.start("next") if match.group("next") else match.end())
     end = len(text.rstrip())
-    sentences = []
-    shift = 0
-    for index, start in enumerate(breaks):
-        start += shift
-        shift = 0
-        stop = end
-        if index + 1 < len(breaks):
-            stop = breaks[index + 1]
-            realign = _SENT_REALIGN.match(text, stop, end)
-            if realign:
-                shift = realign.end() - stop
-                stop += len(realign.group().rstrip())
-        sentence = text[start:stop].strip()
-        if sentence:
-            sentences.append(sentence)
-    return sentences
+    pieces, start = [], 0
+    for match in _SENT_CANDIDATE.finditer(text):
+        if _ends_sentence(match.group(), match.group("next")):
+            stop = match.start("next") if match.group("next") else match.end()
+            closing = _SENT_CLOSING.match(text, stop, end)
+            pieces.append(text[start:stop + len(closing.group().rstrip()) if closing else stop])
+            start = closing.end() if closing else stop
+    pieces.append(text[start:end])
+    return [piece.strip() for piece in pieces if piece.strip()]
 
 
 def _paragraphs(text, separator=None):
@@ -582,7 +550,6 @@ _LANG_STOPWORDS = {
     "fa": "و در به از که این را با است برای آن یک می شود نمی هم من",
     "ur": "کے میں کی ہے اور سے کو یہ نہیں ہیں کا نے پر بھی",
 }
-_LANG_WORDS = {code: frozenset(words.split()) for code, words in _LANG_STOPWORDS.items()}
 # Letters and letter sequences that point at one language of its script, or at a few ("_"
 # is a word's start or end).
 _LANG_LETTERS = {
@@ -598,8 +565,7 @@ _LANG_LETTERS = {
 
 
 def _languages_of(table):
-    """{item: [the codes whose entry lists it]} for {code: items}: for each stop word or
-    telltale, the languages that list it."""
+    """{item: [the codes that list it]} for {code: items}."""
     index = {}
     for code, items in table.items():
         for item in items:
@@ -607,33 +573,28 @@ def _languages_of(table):
     return index
 
 
-_WORD_LANGS = _languages_of(_LANG_WORDS)
-_HINT_LANGS = _languages_of({code: hints.split() for code, hints in _LANG_LETTERS.items()})
-
-
 def _script(char):
     """The _SCRIPT_RANGES code of the block `char` is in, or None."""
     code = ord(char)
-    for low, high, script in _SCRIPT_RANGES:
-        if low <= code <= high:
-            return script
-    return None
+    return next((script for low, high, script in _SCRIPT_RANGES if low <= code <= high), None)
 
 
-# The languages of each shared script, from the script of their stop words.
+_WORD_LANGS = _languages_of({code: words.split() for code, words in _LANG_STOPWORDS.items()})
+_HINT_LANGS = _languages_of({code: hints.split() for code, hints in _LANG_LETTERS.items()})
 _SCRIPT_LANGS = _languages_of({code: [_script(words[0])]
                                for code, words in _LANG_STOPWORDS.items()})
+# The codes _detect_language can return (besides "und").
+_DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIPT_RANGES}))
 
 
 def _detect_language(text):
     """ISO 639-1 code of the main language of `text` (str), or "und" when it cannot tell.
 
-    A stdlib approximation of langdetect. The script with the most letters decides when one
-    language here writes it (Bengali: "bn", Hangul: "ko", kana: "ja", ...; a kana, hangul or
-    CJK character counts as 3 letters). A shared script (Latin, Cyrillic, Devanagari,
-    Arabic) goes to the language of its group with the most stop words and telltale letters
-    in the text, one that k languages share counting 1/k for each; with none, the script
-    with the next most letters decides.
+    A stdlib approximation of langdetect. The script with the most letters decides (a kana,
+    hangul or CJK character counts as 3) when one language here writes it. A shared script
+    goes to the language of its group with the most stop words and telltale letters in the
+    text, one that k languages share counting 1/k for each; with none, the script with the
+    next most letters decides.
     """
     folded = unicodedata.normalize("NFC", text).lower()
     counts, spaces = collections.Counter(), {}
@@ -663,24 +624,16 @@ def _detect_language(text):
     return "und"
 
 
-# The codes _detect_language can return (besides "und").
-_DETECTABLE = tuple(sorted(set(_LANG_WORDS) | {code for _, _, code in _SCRIPT_RANGES}))
-
-
 _FENCE_OPENING = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n")
 
 
 def _unfence(text):
     """The body of a Markdown code fence (```json ... ```) that wraps ALL of `text` (already
     stripped of surrounding white space), or None when it is not one such fence."""
-    if not (text.startswith("```") and text.endswith("```")):
-        return None
     opening = _FENCE_OPENING.match(text)
-    if opening is None or opening.end() > len(text) - 3:
+    if opening is None or not text.endswith("```"):
         return None
-    body = text[opening.end():-3].rstrip(" \t")
-    body = body[:-1] if body.endswith("\n") else body
-    return body[:-1] if body.endswith("\r") else body
+    return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
 
 
 class _NotJson(ValueError):
@@ -721,21 +674,16 @@ def _parse_json(output, allow_fence=False):
     With allow_fence, a Markdown code fence (```json ... ```) that wraps the WHOLE output is
     removed first; a fence inside prose is not looked for, because that output is not JSON.
     """
-    text = output
-    if allow_fence:
-        body = _unfence(output.strip())
-        if body is not None:
-            text = body
+    body = _unfence(output.strip())
     try:
-        return _strict_json(text), None
+        return _strict_json(body if allow_fence and body is not None else output), None
     except _NotJson as exc:
         return None, f"not valid JSON: {exc}"
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:
-        hint = ""
-        if not allow_fence and _unfence(output.strip()) is not None:
-            hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
+        hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
+                if body is not None and not allow_fence else "")
         return None, f"not valid JSON: {exc}{hint}"
 
 
