@@ -16,16 +16,14 @@ Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepte
                 {"type": "max_words", "n": 80}],
      "description": "optional", "tags": ["smoke"]}
 
-Each case ends `pass` (every check passed), `fail` (a check failed), `review` (a judge was
-unsure) or `error` (the call raised, timed out or returned something that is not a string; an
-error is never scored and never a pass). The run is compared with the previous run record (the
-baseline, `last_run.json`): a case that passed there and does not pass now is a regression, and
-it stays one on every run until it passes again or `--accept` takes the new result. The rules
-live in one function, `decide`; the README's outcome table is its documentation.
+A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call failed: never
+scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
+and does not pass now is a regression until it passes again or `--accept` takes the new result;
+`decide` holds the rules, the README's outcome table documents them.
 
-Exit codes: 0 nothing regressed; 1 at least one regression (or, with --strict, any failing
-case); 2 invalid input (case file, baseline, options, client) or any errored case, which wins
-over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no baseline written).
+Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case); 2 invalid
+input (case file, baseline, options, client) or an errored case, which wins over 1 because the
+run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no baseline written).
 
 Python 3.9 or newer, standard library only. Sections, each calling only the ones above it:
 errors and data, text units, checks, cases, runner, outcomes and the baseline, reports, command
@@ -112,16 +110,14 @@ class ClientError(EvalsError):
 class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
                                          defaults=((), None, None))):
     """One check's verdict on one output. passed: True, False, or None (skipped). reason: what
-    a reviewer reads, for passes too ("found 'doctor'"). quoted: the parts of `reason` copied
-    from the output, so hiding outputs drops them without parsing the sentence. flag: None,
-    "review" (a judge was unsure), "error" (could not be scored) or "skipped". judge: the
-    exchange of a `judge` check."""
+    a reviewer reads, for passes too. quoted: the parts of `reason` copied from the output (to
+    hide them without parsing the sentence). flag: None, "review" (a judge was unsure), "error"
+    (could not be scored) or "skipped". judge: the exchange of a `judge` check."""
 
     __slots__ = ()
 
     def as_dict(self, kind):
-        """The check as a run record holds it: type, passed, reason, and when set the flag
-        (e.g. "review": true), "quoted" and "judge"."""
+        """The run record's dict: type, passed, reason; the flag, quoted and judge if set."""
         entry = {"type": kind, "passed": self.passed, "reason": self.reason}
         if self.flag:
             entry[self.flag] = True
@@ -148,10 +144,9 @@ class CaseResult(collections.namedtuple(
         defaults=(None, (), None, None, None, None, None, None, False))):
     """The outcome of one case run. status: see `case_status`. output: the model's text (None
     for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
-    message" or None. latency_s: seconds in the call (None when no model was called). usage:
-    {"input_tokens", "output_tokens"} or None; model: who answered, if the adapter said;
-    cost_usd: estimated dollars or None. attempts: with --repeat, one dict per call; flaky:
-    the repeated calls disagreed."""
+    message" or None. latency_s: seconds in the call, or None. usage: {"input_tokens",
+    "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
+    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed."""
 
     __slots__ = ()
 
@@ -165,16 +160,14 @@ _CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
 
 
 def current_case():
-    """The Case being answered or scored in the calling thread, or None outside a run: an
-    adapter, a judge or a user's check can tell which case it serves (a replay keyed by case
-    id, a logger) and keep its str-in/str-out signature."""
+    """The Case being answered or scored in the calling thread (None outside a run), for an
+    adapter, judge or check that needs more than its text (a replay keyed by case id)."""
     return _CURRENT_CASE.get()
 
 
 def case_status(checks):
-    """A case's status from its check dicts: "error" if a check could not be scored, else
-    "fail" if one failed, else "review" if a judge was unsure, else "pass". Skipped checks
-    (passed None) count for nothing."""
+    """A case's status from its check dicts: "error" if one could not be scored, else "fail"
+    if one failed, else "review" if a judge was unsure, else "pass" (skipped ones count not)."""
     found = {"error" if check.get("error") else "review" if check.get("review") else "fail"
              for check in checks if check.get("error") or check["passed"] is False}
     return next((status for status in ("error", "fail", "review") if status in found), "pass")
@@ -213,9 +206,7 @@ _FILE_MODULES = {}
 
 
 def _module_from_file(path):
-    """The module of a .py file, run once per file (a client and a judge from one file share
-    it) and entered in sys.modules under its name unless that is taken: dataclasses and
-    pickling look a class's module up there. Raises what the import raises."""
+    """A .py file's module, run once (a client and a judge from one file share it)."""
     import importlib.util
 
     real = os.path.realpath(path)
@@ -225,6 +216,7 @@ def _module_from_file(path):
         if spec is None:  # a link to a file whose name does not end in .py
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
+        # In sys.modules unless the name is taken: dataclasses and pickle look modules up there.
         registered = sys.modules.setdefault(name, module) is module
         try:
             spec.loader.exec_module(module)
@@ -237,11 +229,8 @@ def _module_from_file(path):
 
 
 def load_callable(spec, option="--client"):
-    """Import a callable named "module:function" or "path/to/file.py:function".
-
-    The current directory is importable, as when you run `python evals.py` from your repo.
-    Raises ClientError naming `option` when it cannot be imported or is not callable.
-    """
+    """The callable "module:function" or "path/to/file.py:function" (the current folder is
+    importable); raises ClientError naming `option` when it cannot be imported or called."""
     import importlib
 
     module_name, _, attr = spec.rpartition(":")
@@ -275,10 +264,9 @@ def _call(func, case):
 
 
 def _start_caller():
-    """A thread that makes one worker's timed calls: its (jobs, answers) queues; a None job
-    ends it once idle. A call cannot be killed, so an overrunning one is abandoned with its
-    thread (a daemon; its late answer is ignored) and the worker starts another. Until then
-    the thread is reused, so connections an adapter keeps per thread stay open."""
+    """A daemon thread making one worker's timed calls: its (jobs, answers) queues; a job of
+    None ends it. A call that overruns cannot be killed, so it is abandoned with its thread;
+    until then the thread is reused and connections an adapter keeps per thread stay open."""
     jobs, answers = queue.Queue(), queue.Queue()
 
     def serve():
@@ -301,8 +289,7 @@ def _release_caller():
 
 
 def _within(func, timeout, case=None):
-    """func() for `case` (default: the current case), within `timeout` seconds (None: no
-    limit); raises what it raises, or TimeoutError (with `abandoned` set) when it overruns."""
+    """func() for `case` within `timeout` s (None: no limit), or TimeoutError.abandoned."""
     case = case or current_case()
     if timeout is None:
         kind, value = _call(func, case)
@@ -325,9 +312,8 @@ def _within(func, timeout, case=None):
 
 def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
-    atomically: a temporary file in the same folder, fsync, then os.replace, so an interrupted
-    write (Ctrl-C, a crash, a full disk) never leaves a truncated file. A symbolic link is
-    written through: its target gets the new content and the link stays."""
+    atomically (a temporary file in the same folder, fsync, os.replace): an interrupted write
+    never leaves a truncated file. A symbolic link is written through and stays."""
     import tempfile
 
     path = os.path.realpath(path)
@@ -379,15 +365,11 @@ _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'''
 _TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # translate costs ~15x more on non-ASCII text
 
 
-# Cached: a case's checks fold the same output again and again, and suites fold the same
-# phrases on every case.
+# Cached: a case's checks fold the same output again and again, suites the same phrases.
 @functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
-    # casefold, not lower: "STRASSE" and "Straße" are the same word to a reader; "İ" casefolds
-    # to "i" plus a combining dot that no typed "i" has, so the dot goes. NFC: "é" typed as "e"
-    # and a combining accent is the same letter as the single character "é". Loose matching
-    # (ignore_case) also takes typographic quotes as ASCII ones; exact matching keeps them.
-    if ignore_case:
+    """`text` as matching compares it (the README's rules: casefold, NFC, ASCII quotes)."""
+    if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
         if _TYPOGRAPHIC.search(text):
             text = text.translate(_QUOTES)
@@ -395,18 +377,14 @@ def _fold(text, ignore_case):
 
 
 def _is_word_char(char):
-    """A letter, digit, "_" or combining mark (so "नमस" is not a whole word inside "नमस्ते",
-    whose next character is a vowel-killing mark); "" is not."""
+    """A letter, digit, "_" or combining mark ("नमस" is not a word in "नमस्ते"); "" is not."""
     return bool(char) and (char.isalnum() or char == "_"
                            or unicodedata.category(char).startswith("M"))
 
 
 def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False):
-    """Non-overlapping occurrences of `phrase` in `text` (int; with `first`, 0 or 1).
-
-    whole_word: no word character may be joined to an occurrence where the phrase itself ends
-    in one, so "$100" and "e.g." still match as whole phrases.
-    """
+    """Non-overlapping occurrences of `phrase` in `text` (with `first`, 0 or 1); whole_word
+    wants no word character joined to an end of the phrase that is one ("$100.", "e.g.")."""
     text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
     if not whole_word:
         return text.count(phrase)
@@ -448,16 +426,12 @@ _SENT_STARTERS = frozenset(
 # Sentence boundaries the way nltk's pre-trained English punkt model decides them: a candidate
 # is ".", "?" or "!" followed by white space and another token, or by closing punctuation.
 _SENT_CANDIDATE = re.compile(r"""\S*[.?!](?=(?P<after>[?!)";}\]*:@'({\[]|\s+(?P<next>\S+)))""")
-_SENT_LAST_TOKEN = re.compile(r"""[^?!)";}\]*:@'({\[]*$""")
 _SENT_CLOSING = re.compile(r"""["')\]}]+?(?:\s+|(?=--)|$)""")
-_SENT_NUMBER = re.compile(r"-?[.,]?\d[\d,.\-]*\.?")
-_SENT_INITIAL = re.compile(r"[^\W\d]\.")
 
 
 def _ends_sentence(word, following):
-    """Whether the candidate `word` ends its sentence, given the token after it (None: closing
-    punctuation follows)."""
-    token = _SENT_LAST_TOKEN.search(word).group()
+    """Whether `word` ends a sentence before the token `following` (None: a closing mark)."""
+    token = re.search(r"""[^?!)";}\]*:@'({\[]*$""", word).group()  # its last token
     if word[-1] in "?!" or token in ("", "."):
         return True
     if token.endswith(".."):  # an ellipsis ends a sentence before a capital
@@ -468,22 +442,16 @@ def _ends_sentence(word, following):
     starter = re.sub(r"\W+$", "", following).lower() in _SENT_STARTERS
     if token[:-1].lower().split("-")[-1] in _ABBREVIATIONS:
         return first.isupper() and starter
-    initial = _SENT_INITIAL.fullmatch(token)
-    if (initial or _SENT_NUMBER.fullmatch(token)) and (first.islower() or first in ";:,.!?"):
+    initial = re.fullmatch(r"[^\W\d]\.", token)
+    number = re.fullmatch(r"-?[.,]?\d[\d,.\-]*\.?", token)
+    if (initial or number) and (first.islower() or first in ";:,.!?"):
         return False
     return starter if initial and first.isupper() else True
 
 
 def _split_sentences(text):
-    """Sentences of `text` (list of str): an approximation of nltk's English punkt splitter.
-
-    "?" and "!" end a sentence; "." does too, except after a known abbreviation, an initial or
-    a number when the next word does not look like a sentence start (lower case, or a name).
-    A candidate needs white space and another token (or closing punctuation) after it, so
-    "3.5" and "example.com" are not boundaries; line breaks and blank lines alone never are
-    (punkt joins a heading without a period to the next sentence). Closing quotes and brackets
-    after a boundary stay with the sentence they close.
-    """
+    """Sentences of `text` (list of str), as nltk's English punkt splits them: line breaks
+    alone never end one, and closing quotes and brackets stay with the sentence they close."""
     end = len(text.rstrip())
     pieces, start = [], 0
     for match in _SENT_CANDIDATE.finditer(text):
@@ -565,7 +533,7 @@ _LANG_LETTERS = {
 
 
 def _languages_of(table):
-    """{item: [the codes that list it]} for {code: items}."""
+    """{item: [codes that list it]} for {code: items}."""
     index = {}
     for code, items in table.items():
         for item in items:
@@ -588,13 +556,10 @@ _DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIP
 
 
 def _detect_language(text):
-    """ISO 639-1 code of the main language of `text` (str), or "und" when it cannot tell.
+    """ISO 639-1 code of the main language of `text` (str), or "und": a stdlib langdetect.
 
-    A stdlib approximation of langdetect. The script with the most letters decides (a kana,
-    hangul or CJK character counts as 3) when one language here writes it. A shared script
-    goes to the language of its group with the most stop words and telltale letters in the
-    text, one that k languages share counting 1/k for each; with none, the script with the
-    next most letters decides.
+    The script with the most letters (kana, hangul and CJK count 3) decides; in a shared one,
+    the most stop words and telltales (1/k each if k languages share it), else the next script.
     """
     folded = unicodedata.normalize("NFC", text).lower()
     counts, spaces = collections.Counter(), {}
@@ -624,13 +589,9 @@ def _detect_language(text):
     return "und"
 
 
-_FENCE_OPENING = re.compile(r"```[ \t]*(?i:json)?[ \t]*\r?\n")
-
-
 def _unfence(text):
-    """The body of a Markdown code fence (```json ... ```) that wraps ALL of `text` (already
-    stripped of surrounding white space), or None when it is not one such fence."""
-    opening = _FENCE_OPENING.match(text)
+    """The body of a ```json fence that wraps ALL of the stripped `text`, or None."""
+    opening = re.match(r"```[ \t]*(?i:json)?[ \t]*\r?\n", text)
     if opening is None or not text.endswith("```"):
         return None
     return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
@@ -661,19 +622,15 @@ _UNIQUE_KEYS_DECODER = json.JSONDecoder(parse_constant=_reject_constant,
 
 
 def _strict_json(text, unique_keys=False):
-    """json.loads(text) with NaN/Infinity rejected, and with unique_keys a repeated key in an
-    object too. Raises ValueError like json.loads."""
+    """json.loads(text) but NaN, Infinity (and with unique_keys, a key twice) raise ValueError."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     return (_UNIQUE_KEYS_DECODER if unique_keys else _STRICT_DECODER).decode(text)
 
 
 def _parse_json(output, allow_fence=False):
-    """Parse `output` as one RFC 8259 JSON text; returns (value, None) or (None, reason).
-
-    With allow_fence, a Markdown code fence (```json ... ```) that wraps the WHOLE output is
-    removed first; a fence inside prose is not looked for, because that output is not JSON.
-    """
+    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, or with
+    allow_fence its wrapping ``` fence's body (a fence inside prose: that is not JSON)."""
     body = _unfence(output.strip())
     try:
         return _strict_json(body if allow_fence and body is not None else output), None
