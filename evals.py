@@ -11,10 +11,8 @@ Copy this file into your repository, write cases from real failures, and run it 
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
-    {"id": "refund-limit", "input": "Can I get a $150 refund today?",
-     "checks": [{"type": "contains_all", "values": ["manager approval"]},
-                {"type": "max_words", "n": 80}],
-     "description": "optional", "tags": ["smoke"]}
+    {"id": "refund-limit", "input": "Can I get a $150 refund today?", "tags": ["smoke"],
+     "checks": [{"type": "contains_all", "values": ["manager approval"]}]}
 
 A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call failed: never
 scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
@@ -202,30 +200,25 @@ def _describe_error(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-_FILE_MODULES = {}
-
-
-def _module_from_file(path):
-    """A .py file's module, run once (a client and a judge from one file share it)."""
+@functools.lru_cache(maxsize=None)  # a client and a judge from one file share its module
+def _module_from_file(real):
+    """The module of the .py file at the real path `real`; raises what the import raises."""
     import importlib.util
 
-    real = os.path.realpath(path)
-    if real not in _FILE_MODULES:
-        name = os.path.splitext(os.path.basename(real))[0]
-        spec = importlib.util.spec_from_file_location(name, real)
-        if spec is None:  # a link to a file whose name does not end in .py
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        # In sys.modules unless the name is taken: dataclasses and pickle look modules up there.
-        registered = sys.modules.setdefault(name, module) is module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            if registered:
-                del sys.modules[name]
-            raise
-        _FILE_MODULES[real] = module
-    return _FILE_MODULES[real]
+    name = os.path.splitext(os.path.basename(real))[0]
+    spec = importlib.util.spec_from_file_location(name, real)
+    if spec is None:  # a link to a file whose name does not end in .py
+        raise ImportError(f"cannot load {real}")
+    module = importlib.util.module_from_spec(spec)
+    # In sys.modules unless the name is taken: dataclasses and pickle look modules up there.
+    registered = sys.modules.setdefault(name, module) is module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if registered:
+            del sys.modules[name]
+        raise
+    return module
 
 
 def load_callable(spec, option="--client"):
@@ -239,7 +232,7 @@ def load_callable(spec, option="--client"):
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = (_module_from_file(module_name) if module_name.endswith(".py")
+        module = (_module_from_file(os.path.realpath(module_name)) if module_name.endswith(".py")
                   else importlib.import_module(module_name))
     except Exception as exc:
         hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
@@ -408,9 +401,7 @@ def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
 
 def _words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
-    if split == "alphanumeric":
-        return re.findall(r"\w+", text)
-    return text.split()
+    return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
 
 
 _ABBREVIATIONS = frozenset(
@@ -571,11 +562,9 @@ def _detect_language(text):
             spaces[ord(char)] = " "
     words = folded.translate(spaces).split()
     joined, scores = "_%s_" % "_".join(words), collections.Counter()
-    for word, found in collections.Counter(words).items():
-        for code in _WORD_LANGS.get(word, ()):
-            scores[code] += found / len(_WORD_LANGS[word])
-    for hint, codes in _HINT_LANGS.items():
-        found = joined.count(hint)
+    evidence = [(n, _WORD_LANGS.get(word, ())) for word, n in collections.Counter(words).items()]
+    evidence += [(joined.count(hint), codes) for hint, codes in _HINT_LANGS.items()]
+    for found, codes in evidence:
         for code in codes:
             scores[code] += found / len(codes)
     counts.pop(None, None)
@@ -634,11 +623,9 @@ def _parse_json(output, allow_fence=False):
     body = _unfence(output.strip())
     try:
         return _strict_json(body if allow_fence and body is not None else output), None
-    except _NotJson as exc:
-        return None, f"not valid JSON: {exc}"
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
-    except ValueError as exc:
+    except ValueError as exc:  # a fenced output parsed whole fails at its first character
         hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
                 if body is not None and not allow_fence else "")
         return None, f"not valid JSON: {exc}{hint}"
