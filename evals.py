@@ -355,7 +355,7 @@ def write_jsonl_atomic(path, rows):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
-_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # translate costs ~15x more on non-ASCII text
+_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # a search costs 1/30 of translate on non-ASCII
 
 
 # Cached: a case's checks fold the same output again and again, suites the same phrases.
