@@ -547,7 +547,7 @@ _DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIP
 
 
 def _detect_language(text):
-    """ISO 639-1 code of the main language of `text` (str), or "und": a stdlib langdetect.
+    """ISO 639-1 code of the main language of `text` (str), or "und" (like langdetect).
 
     The script with the most letters (kana, hangul and CJK count 3) decides; in a shared one,
     the most stop words and telltales (1/k each if k languages share it), else the next script.
