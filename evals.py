@@ -2691,13 +2691,15 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
     entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
-    def total(key):  # over the shards' summaries
-        return sum(r["summary"].get(key) or 0 for r in records)
+    started = [r["started_at"] for r in records if r.get("started_at")]
+    finished = [r["finished_at"] for r in records if r.get("finished_at")]
+    def total(key):  # over the shards' summaries (a hand-made record may lack one, or times)
+        return sum(r.get("summary", {}).get(key) or 0 for r in records)
 
     previous = (total("previous_passed"), total("previous_total"))
     kept = (total("baseline_passed"), total("baseline_total"))
-    return dict(records[0], started_at=min(r["started_at"] for r in records),
-                finished_at=max(r["finished_at"] for r in records), cases=entries,
+    return dict(records[0], started_at=min(started, default=None),
+                finished_at=max(finished, default=None), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
                 summary=summarize(entries, removed, previous, kept))
 
