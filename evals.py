@@ -2387,14 +2387,9 @@ CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "
 
 
 def decide(status, before, accept=False):
-    """The one rule for a case's change against the baseline: (change, next baseline).
-
-    status: "pass", "fail", "review" or "error"; before: the case's baseline entry
-    ({"baseline", "status", "scored"}) or None. The README's outcome table documents it: an
-    error keeps the baseline; a regression keeps baseline "pass" (reported on every run) until
-    `accept`; a pass is "passing" only after a baseline "pass" whose last scored run did not
-    fail or need review, else "fixed".
-    """
+    """The one rule for a case's change against the baseline: (change, next baseline), as the
+    README's outcome table documents it. status: "pass", "fail", "review" or "error"; before:
+    the case's baseline entry ({"baseline", "status", "scored"}) or None."""
     kept = before.get("baseline") if before else None
     if status == "error":
         return "errored", kept
@@ -2413,12 +2408,9 @@ def _last_scored(entry):
     return entry.get("scored", entry.get("status"))
 
 
-class Baseline:
+class Baseline(collections.namedtuple("Baseline", "entries stamp", defaults=(None,))):
     """A previous run record: `entries` {case id: entry dict}, and the `stamp` of the file read
     (see _stamp; None: there was no file)."""
-
-    def __init__(self, entries, stamp=None):
-        self.entries, self.stamp = entries, stamp
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2520,11 +2512,10 @@ def _git_commit(directory):
     import subprocess
 
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5,
-                              capture_output=True, text=True)
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 RunResult = collections.namedtuple(
