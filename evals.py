@@ -2552,10 +2552,9 @@ def _entry(result, before, case, accept, include_outputs):
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None):
-    """The run record to save as the next baseline (a JSON-ready dict; keys in the README).
-    run: a RunResult; baseline: a Baseline; cases: the Case objects run. Baseline entries of
-    cases in the case file (`all_case_ids`, default: the cases run) not run this time are
-    carried as "not_run", the others are `removed`. include_outputs false: no output text."""
+    """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
+    RunResult against a Baseline. Baseline entries of cases in the case file (`all_case_ids`,
+    default: the cases run) not run now are carried as "not_run", the others are `removed`."""
     by_id = {case.id: case for case in cases or ()}
     entries = [_entry(r, baseline.get(r.id), by_id.get(r.id), accept, include_outputs)
                for r in run.results]
@@ -2588,11 +2587,9 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary of a record (dict) from its entries, those not run left out: counts per
-    status and per change; pass rates (an error counts as not passed) of this run, of the
-    baseline's last run over the same cases (`previous`: (passed, total)) and of the verdicts
-    the baseline keeps (`kept`, a regression not accepted counting as passed); flaky cases,
-    latency percentiles (replayed answers left out), tokens and estimated cost."""
+    """The summary (dict, keys in the README) of a record's entries, those not run left out.
+    `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
+    and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
     ran = [e for e in entries if e.get("change") != "not_run"]
     status = collections.Counter(e.get("status") for e in ran)
     change = collections.Counter(e.get("change") for e in ran)
@@ -2617,9 +2614,8 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
 
 
 def completed(record):
-    """`record` with every entry's change and the summary filled in where a hand-made or older
-    record lacks them (a change decided from the entry's own kept baseline). Entries that are
-    not objects with a string id are left out."""
+    """`record` with each entry's change and the summary filled in where a hand-made or older
+    record lacks them; entries that are not objects with a string id are left out."""
     cases = [e if isinstance(e.get("change"), str)
              else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
              for e in record.get("cases") or ()
@@ -2631,9 +2627,8 @@ def completed(record):
 
 
 def without_outputs(entry):
-    """A record entry (or one of its attempts) with no model text, for --omit-outputs: no
-    output, baseline output, judge prompt or reply, and the parts of check reasons quoted from
-    the output (each check's "quoted") replaced by '[output omitted]'."""
+    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs or judge
+    prompts and replies; check reasons' "quoted" parts replaced by '[output omitted]'."""
     entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
@@ -2698,9 +2693,8 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 # ---- writing records ----
 
 def record_chunks(record):
-    """A run record as JSON text, in pieces (str): the header keys one a line, then one case a
-    line, so a baseline diffs well in git and a large one is written without building one
-    huge string."""
+    """A run record as JSON text in str pieces, a header key or a case a line: a baseline
+    diffs well in git, and a large one is written without building one huge string."""
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
