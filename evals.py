@@ -2249,20 +2249,9 @@ CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "
 
 
 def decide(status, before, accept=False):
-    """The one rule for a case's change against the baseline: (change, next baseline).
-
-    status: this run's ("pass", "fail", "review" or "error"). before: the case's entry in the
-    baseline record ({"baseline", "status", "scored"}) or None. The next baseline is what the
-    following run compares with. The README's outcome table documents these lines:
-
-    - error: "errored"; the baseline is kept, so the case is compared again next run.
-    - no baseline: "new"; this status becomes its baseline.
-    - not passed (fail or review) after a baseline "pass": "regressed", and the baseline stays
-      "pass" (so the regression is reported on every run) until `accept`.
-    - not passed after a baseline that did not pass: "still_failing".
-    - passed, with a baseline "pass" whose last scored run also passed: "passing"; any other
-      pass is "fixed" (review counts as not passed, like fail).
-    """
+    """The one rule for a case's change against the baseline: (change, next baseline), as the
+    README's outcome table documents it. status: "pass", "fail", "review" or "error"; before:
+    the case's baseline entry ({"baseline", "status", "scored"}) or None."""
     kept = before.get("baseline") if before else None
     if status == "error":
         return "errored", kept
@@ -2281,12 +2270,9 @@ def _last_scored(entry):
     return entry.get("scored", entry.get("status"))
 
 
-class Baseline:
-    """A previous run record: `entries` {case id: entry dict}, and `stamp`, which identifies
-    the file's version that was read (see _stamp; None: there was no file)."""
-
-    def __init__(self, entries, stamp=None):
-        self.entries, self.stamp = entries, stamp
+class Baseline(collections.namedtuple("Baseline", "entries stamp", defaults=(None,))):
+    """A previous run record: `entries` {case id: entry dict}, and the `stamp` of the file read
+    (see _stamp; None: there was no file)."""
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2316,7 +2302,9 @@ def record_problem(record):
         if entry.get("change", "new") not in CHANGES:
             return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
         for key in ("latency_s", "cost_usd"):
-            if entry.get(key) is not None and not _is_number(entry[key]):
+            value = entry.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, (int, float)) or not math.isfinite(value)):
                 return f"{name}: {key!r} must be a number or null"
         usage = entry.get("usage")
         if usage is not None and not (isinstance(usage, dict) and all(
@@ -2325,11 +2313,6 @@ def record_problem(record):
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
-        value)
 
 
 def read_record(path, error=EvalsError):
@@ -2346,8 +2329,8 @@ def read_record(path, error=EvalsError):
 
 
 def _stamp(file):
-    """(device, inode, size, modification time in ns) of a path or open file descriptor; None
-    when there is no such file. A write (an atomic replace too) changes it."""
+    """(device, inode, size, mtime in ns) of a path or open file descriptor, None when there is
+    no such file: a write (an atomic replace too) changes it."""
     try:
         info = os.stat(file)
     except FileNotFoundError:
@@ -2356,9 +2339,9 @@ def _stamp(file):
 
 
 def load_baseline(path):
-    """A Baseline read from `path` (with no entries when the file is absent): this tool's record
-    or the original 50-line harness's {"rate", "results": {id: bool}, "ts"}. Raises
-    BaselineError for a file that exists but is neither, so it is never silently replaced."""
+    """A Baseline read from `path` (no entries when the file is absent): this tool's record or
+    the original harness's {"rate", "results": {id: bool}, "ts"}. Raises BaselineError for a
+    file that exists but is neither, so it is never silently replaced."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
             stamp = _stamp(handle.fileno())
@@ -2375,27 +2358,26 @@ def load_baseline(path):
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
         return Baseline({entry["id"]: entry for entry in record["cases"]}, stamp)
-    if isinstance(record, dict) and isinstance(record.get("results"), dict):
-        entries = {}
-        for case_id, passed in record["results"].items():
-            if not isinstance(passed, bool):
-                raise BaselineError(f"{path}: results[{case_id!r}] must be true or false")
-            status = "pass" if passed else "fail"
-            entries[case_id] = {"id": case_id, "status": status, "baseline": status}
-        return Baseline(entries, stamp)
-    raise BaselineError(f"{path}: not a run record (expected this tool's record or "
-                        "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
+    if not (isinstance(record, dict) and isinstance(record.get("results"), dict)):
+        raise BaselineError(f"{path}: not a run record (expected this tool's record or "
+                            "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
+    entries = {}
+    for case_id, passed in record["results"].items():
+        if not isinstance(passed, bool):
+            raise BaselineError(f"{path}: results[{case_id!r}] must be true or false")
+        status = "pass" if passed else "fail"
+        entries[case_id] = {"id": case_id, "status": status, "baseline": status}
+    return Baseline(entries, stamp)
 
 
 def _git_commit(directory):
     import subprocess
 
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory or ".", timeout=5,
-                              capture_output=True, text=True)
-    except (OSError, subprocess.SubprocessError):
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 RunResult = collections.namedtuple(
@@ -2409,10 +2391,10 @@ def _entry(result, before, case, accept, include_outputs):
     """The record entry of one case run (dict), its change decided by `decide`."""
     change, kept = decide(result.status, before, accept)
     before = before or {}
-    scored = _last_scored(before)
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
-    if result.status == "error" and scored:
-        entry["scored"] = scored  # so that a pass after the error is a fix if this was a failure
+    if result.status == "error" and _last_scored(before):
+        # so that a pass after the error is a fix if the run before it failed
+        entry["scored"] = _last_scored(before)
     if case is not None:
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
@@ -2432,11 +2414,9 @@ def _entry(result, before, case, accept, include_outputs):
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None):
-    """The run record to save as the next baseline (a JSON-ready dict; keys in the README).
-    run: a RunResult; baseline: a Baseline; cases: the Case objects (input, description, tags).
-    Baseline entries of cases in the case file (`all_case_ids`, default: the cases run) not run
-    this time are carried as "not_run", the others are `removed`. With include_outputs false
-    no output text is written."""
+    """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
+    RunResult against a Baseline. Baseline entries of cases in the case file (`all_case_ids`,
+    default: the cases run) not run now are carried as "not_run", the others are `removed`."""
     by_id = {case.id: case for case in cases or ()}
     entries = [_entry(r, baseline.get(r.id), by_id.get(r.id), accept, include_outputs)
                for r in run.results]
@@ -2449,9 +2429,9 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     removed = [case_id for case_id in baseline.entries if case_id not in known]
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
-    before = [baseline.entries[i] for i in ran if i in baseline.entries]
-    last = sum(1 for e in before if e.get("status") == "pass")
-    kept = sum(1 for e in before if e.get("baseline") == "pass")
+    before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
+    last = sum(e.get("status") == "pass" for e in before)
+    kept = sum(e.get("baseline") == "pass" for e in before)
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
@@ -2469,49 +2449,39 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary of a record (dict) from its entries, those not run left out: counts per
-    status and per change, the pass rate (an error counts as not passed), the baseline's over
-    the same cases (`previous`: (passed, total) in its last run; `kept`: the verdicts it keeps,
-    a regression not accepted still counting as passed), flaky cases, latency percentiles
-    (replayed answers left out), tokens and estimated cost."""
+    """The summary (dict, keys in the README) of a record's entries, those not run left out.
+    `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
+    and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
     ran = [e for e in entries if e.get("change") != "not_run"]
     status = collections.Counter(e.get("status") for e in ran)
     change = collections.Counter(e.get("change") for e in ran)
     usages = [e["usage"] for e in ran if isinstance(e.get("usage"), dict)]
     costs = [e["cost_usd"] for e in ran if isinstance(e.get("cost_usd"), (int, float))]
-    summary = {
-        "total": len(ran), "passed": status["pass"], "failed": status["fail"],
-        "review": status["review"], "errored": status["error"],
-        "pass_rate": status["pass"] / len(ran) if ran else None,
-        "previous_pass_rate": previous[0] / previous[1] if previous[1] else None,
-        "previous_passed": previous[0], "previous_total": previous[1],
-        "baseline_pass_rate": kept[0] / kept[1] if kept[1] else None,
-        "baseline_passed": kept[0], "baseline_total": kept[1],
-    }
+    timed = [e for e in ran if e.get("status") != "error" and e.get("model") != "replay"]
+    summary = {"total": len(ran), "passed": status["pass"], "failed": status["fail"],
+               "review": status["review"], "errored": status["error"],
+               "pass_rate": status["pass"] / len(ran) if ran else None}
+    for name, (passed, total) in (("previous", previous), ("baseline", kept)):
+        summary.update({f"{name}_pass_rate": passed / total if total else None,
+                        f"{name}_passed": passed, f"{name}_total": total})
     summary.update((name, change[name])
                    for name in ("regressed", "fixed", "still_failing", "passing", "new"))
-    summary["removed"] = len(removed)
-    summary["flaky"] = [e["id"] for e in ran if e.get("flaky")]
-    summary["latency_s"] = latency_percentiles(e.get("latency_s") for e in ran
-                                               if e.get("status") != "error"
-                                               and e.get("model") != "replay")
-    summary["tokens"] = {
-        "input": sum(u.get("input_tokens") or 0 for u in usages),
-        "output": sum(u.get("output_tokens") or 0 for u in usages),
-    } if usages else None
-    summary["cost_usd"] = round(sum(costs), 6) if costs else None
+    summary.update(
+        removed=len(removed), flaky=[e["id"] for e in ran if e.get("flaky")],
+        latency_s=latency_percentiles(e.get("latency_s") for e in timed),
+        tokens={side: sum(u.get(f"{side}_tokens") or 0 for u in usages)
+                for side in ("input", "output")} if usages else None,
+        cost_usd=round(sum(costs), 6) if costs else None)
     return summary
 
 
 def completed(record):
-    """`record` with every entry's change and the summary filled in where a hand-made or older
-    record lacks them; the change of such an entry is decided from its own kept baseline.
-    Entries that are not objects with a string id are left out."""
-    cases = [e for e in record.get("cases") or ()
-             if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    """`record` with each entry's change and the summary filled in where a hand-made or older
+    record lacks them; entries that are not objects with a string id are left out."""
     cases = [e if isinstance(e.get("change"), str)
              else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
-             for e in cases]
+             for e in record.get("cases") or ()
+             if isinstance(e, dict) and isinstance(e.get("id"), str)]
     summary = record.get("summary")
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
@@ -2519,17 +2489,13 @@ def completed(record):
 
 
 def without_outputs(entry):
-    """A record entry with no model text (for --omit-outputs): no output, baseline output or
-    per-call outputs, no judge prompt or reply, and the parts of check reasons quoted from the
-    output (each check's "quoted") replaced by '[output omitted]'."""
+    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs or judge
+    prompts and replies; check reasons' "quoted" parts replaced by '[output omitted]'."""
     entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
     if isinstance(entry.get("attempts"), list):
-        entry["attempts"] = [
-            dict({k: v for k, v in a.items() if k != "output"},
-                 checks=[_check_without_output(c) for c in a.get("checks") or ()])
-            for a in entry["attempts"] if isinstance(a, dict)]
+        entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
     return entry
 
 
@@ -2547,14 +2513,12 @@ def _check_without_output(check):
 
 
 def merge_records(records, case_ids, names=None, case_file_sha256=None):
-    """Shard run records (dicts) combined into one record, in the order of `case_ids`; the
-    summary recomputed, provenance the first record's with the earliest start and latest finish.
+    """Shard run records (dicts) combined into one, in the order of `case_ids`; the summary
+    recomputed, provenance the first record's with the earliest start and latest finish.
     Raises EvalsError naming the case or the record (`names`, e.g. file names) unless each case
-    was run by exactly one record (shards carry the others as "not_run"), all from the case
-    file `case_file_sha256` (when given): a lost, doubled or stale shard cannot pass unnoticed.
-    """
+    was run by exactly one record, all from the case file `case_file_sha256` (when given)."""
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
-    ran, carried, owner = {}, {}, {}
+    ran = {}
     for name, record in zip(names, records):
         problem = record_problem(record)
         if problem:
@@ -2565,24 +2529,25 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
                              f"{str(digest)[:12]}, the case file now is {case_file_sha256[:12]})")
         for entry in record["cases"]:
             if entry.get("change") == "not_run":
-                carried.setdefault(entry["id"], entry)
-            elif entry["id"] in ran:
+                continue  # a shard carries the cases it did not run
+            if entry["id"] in ran:
                 raise EvalsError(f"case {entry['id']!r} was run by more than one shard: "
-                                 f"{owner[entry['id']]} and {name}")
-            else:
-                ran[entry["id"]], owner[entry["id"]] = entry, name
+                                 f"{ran[entry['id']][0]} and {name}")
+            ran[entry["id"]] = name, entry
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
         raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
-    entries = [ran.get(case_id) or carried[case_id] for case_id in case_ids]
+    entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
-    def total(key):  # over the shards' summaries
-        return sum(r["summary"].get(key) or 0 for r in records)
+    started = [r["started_at"] for r in records if r.get("started_at")]
+    finished = [r["finished_at"] for r in records if r.get("finished_at")]
+    def total(key):  # over the shards' summaries (a hand-made record may lack one, or times)
+        return sum(r.get("summary", {}).get(key) or 0 for r in records)
 
     previous = (total("previous_passed"), total("previous_total"))
     kept = (total("baseline_passed"), total("baseline_total"))
-    return dict(records[0], started_at=min(r["started_at"] for r in records),
-                finished_at=max(r["finished_at"] for r in records), cases=entries,
+    return dict(records[0], started_at=min(started, default=None),
+                finished_at=max(finished, default=None), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
                 summary=summarize(entries, removed, previous, kept))
 
@@ -2590,18 +2555,16 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 # ---- writing records ----
 
 def record_chunks(record):
-    """A run record as JSON text, in pieces (str): the header keys one a line, then one case a
-    line, so a baseline diffs well in git and a large one is written without building one
-    huge string."""
+    """A run record as JSON text in str pieces, a header key or a case a line: a baseline
+    diffs well in git, and a large one is written without building one huge string."""
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
             yield f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n"
-    cases = record.get("cases", [])
-    yield ' "cases": [\n'
-    for number, entry in enumerate(cases, 1):
-        yield json.dumps(entry, ensure_ascii=False) + (",\n" if number < len(cases) else "\n")
-    yield " ]\n}\n"
+    yield ' "cases": ['
+    for number, entry in enumerate(record.get("cases", [])):
+        yield (",\n" if number else "\n") + json.dumps(entry, ensure_ascii=False)
+    yield "\n ]\n}\n"
 
 
 def write_record(path, record):
@@ -2630,8 +2593,8 @@ def _history(path):
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # timeout: concurrent runs wait for each other's write instead of failing. Two runs that
-    # create the database at the same moment can still be told "locked" at once (switching to
-    # WAL is not covered by that wait), so that step is tried again for a while.
+    # create the database at once can still be told "locked" (switching to WAL is not covered
+    # by that wait), so that step is tried again for a while.
     deadline = time.monotonic() + 30
     while True:
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
@@ -2644,6 +2607,7 @@ def _history(path):
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+    connection.row_factory = sqlite3.Row
     try:
         yield connection
     finally:
@@ -2667,9 +2631,9 @@ def history_append(path, record):
             connection.executemany(
                 "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [(run_id, e["id"], e["status"],
+                ((run_id, e["id"], e["status"],
                   "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
-                  e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"])
+                  e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
 
 
@@ -2677,20 +2641,18 @@ def history_flaky(path, case_ids, window=10, current=None):
     """Cases (of `case_ids`, in that order) whose verdict changed at least twice over their own
     last `window` scored runs in the history, with `current` ({case id: status}, a run not yet
     appended) as the latest; errors are not verdicts and are skipped."""
-    current = {k: v for k, v in (current or {}).items() if v != "error"}
+    seen = collections.defaultdict(list)
     with _history(path) as connection:
-        rows = connection.execute(
-            "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
-            "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
-            "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,))
-        statuses = collections.defaultdict(list)
-        for case_id, status in rows:
-            statuses[case_id].append(status)
-    for case_id, status in current.items():
-        statuses[case_id] = statuses[case_id][1 - window:] + [status]
-    flips = {case_id: sum(1 for a, b in zip(seen, seen[1:]) if a != b)
-             for case_id, seen in statuses.items()}
-    return [case_id for case_id in case_ids if flips.get(case_id, 0) >= 2]
+        for case_id, status in connection.execute(
+                "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
+                "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
+                "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,)):
+            seen[case_id].append(status)
+    for case_id, status in (current or {}).items():
+        if status != "error":
+            seen[case_id] = seen[case_id][1 - window:] + [status]
+    return [case_id for case_id in case_ids
+            if sum(a != b for a, b in zip(seen[case_id], seen[case_id][1:])) >= 2]
 
 
 def history_rows(path, case_id=None, limit=20):
@@ -2699,16 +2661,15 @@ def history_rows(path, case_id=None, limit=20):
     "git_commit", "status", "reasons", "latency_s"}."""
     with _history(path) as connection:
         if case_id is None:
-            cursor = connection.execute(
+            rows = connection.execute(
                 "SELECT id AS run, started_at, git_commit, passed, total, pass_rate, regressed "
                 "FROM runs ORDER BY id DESC LIMIT ?", (limit,))
         else:
-            cursor = connection.execute(
+            rows = connection.execute(
                 "SELECT runs.id AS run, started_at, git_commit, status, reasons, latency_s "
                 "FROM results JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
                 "ORDER BY runs.id DESC LIMIT ?", (case_id, limit))
-        names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(row) for row in rows]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -96,6 +96,14 @@ class OneDecisionEverywhereTest(unittest.TestCase):
         merged = evals.merge_records([record], ["k"])
         self.assertEqual(merged["summary"], record["summary"])
 
+    def test_merge_takes_any_record_read_record_accepts(self):
+        bare = {"format": "evals-run", "version": 1,
+                "cases": [{"id": "k", "status": "fail", "baseline": "fail"}]}
+        self.assertIsNone(evals.record_problem(bare))  # no summary, no times: still a record
+        merged = evals.merge_records([bare], ["k"])
+        self.assertEqual((merged["summary"]["failed"], merged["summary"]["previous_total"]),
+                         (1, 0))
+
 
 class StructuredReasonsTest(unittest.TestCase):
     def test_omitting_outputs_replaces_only_the_quoted_output(self):
