@@ -2955,31 +2955,32 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 _FAILING = ("fail", "review")
-# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title).
-_SECTION_TITLES = {
-    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now"),
-    "errored": ("Errored", "Errored: the call failed, nothing was scored"),
-    "failing": ("New and other failures", "Other failures"),
-    "fixed": ("Fixed", "Fixed"),
+# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title,
+# which rows (entry, change) it holds).
+_SECTIONS = {
+    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now",
+                  lambda e, c: c == "regressed"),
+    "errored": ("Errored", "Errored: the call failed, nothing was scored",
+                lambda e, c: c == "errored" or e.get("status") == "error"),
+    "failing": ("New and other failures", "Other failures",
+                lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING),
+    "fixed": ("Fixed", "Fixed", lambda e, c: c == "fixed" and e.get("status") == "pass"),
 }
 
 
 def _text(value):
-    return "" if value is None else value if isinstance(value, str) else str(value)
+    return "" if value is None else str(value)
 
 
 def _visible(value):
     """`value` as text with invisible or misleading characters spelled out (\\x1b, \\u202e)."""
-    def spell(match):
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return _INVISIBLE.sub(spell, _text(value).replace("\r\n", "\n"))
+    return _INVISIBLE.sub(lambda match: match.group().encode("unicode_escape").decode(),
+                          _text(value).replace("\r\n", "\n"))
 
 
 def _line(value):
-    """`value` for one line of a terminal or a CI log: spelled out as by _visible, and line
-    breaks too, so no text from a case or a model starts a line (a workflow command) or moves
-    the cursor."""
+    """`value` on one line, as no text from a case or a model may start a line of a terminal
+    or a CI log (a workflow command): spelled out as by _visible, line breaks too."""
     return _visible(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
@@ -3005,15 +3006,9 @@ def _report(record):
 
 
 def _sections(rows):
-    """The rows grouped the way a reviewer reads them: {key: rows}, in reading order."""
-    tests = {
-        "regressed": lambda e, c: c == "regressed",
-        "errored": lambda e, c: c == "errored" or e.get("status") == "error",
-        "failing": lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING,
-        "fixed": lambda e, c: c == "fixed" and e.get("status") == "pass",
-        "passing": lambda e, c: c not in ("fixed", "errored") and e.get("status") == "pass",
-    }
-    return {key: [row for row in rows if test(*row)] for key, test in tests.items()}
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order."""
+    return [(key, md, html, [row for row in rows if holds(*row)])
+            for key, (md, html, holds) in _SECTIONS.items()]
 
 
 def _seconds(value):
@@ -3161,9 +3156,7 @@ def render_markdown(record, previous=None):
     lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
              "|---:" * len(counts) + "|",
              "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
-    sections = _sections(rows)
-    for key, (title, _) in _SECTION_TITLES.items():
-        group = sections[key]
+    for key, title, _, group in _sections(rows):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
@@ -3376,19 +3369,19 @@ def render_html(record, previous=None):
     regressed = record["summary"]["regressed"]
     title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
     out = _html_top(record, title)
-    sections = _sections(rows)
-    for key, (_, heading) in _SECTION_TITLES.items():
-        if sections[key]:
-            out.append(f'<section id="{key}"><h2>{heading} ({len(sections[key])})</h2>')
-            out.extend(_html_case(e, c, key, record, previous) for e, c in sections[key])
+    for key, _, heading, group in _sections(rows):
+        if group:
+            out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
+            out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
-    if sections["passing"]:
+    passing = [(e, c) for e, c in rows
+               if c not in ("fixed", "errored") and e.get("status") == "pass"]
+    if passing:
         cells = "".join(
             f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
-            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>'
-            for e, c in sections["passing"])
+            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
-                   f'<summary>Passing ({len(sections["passing"])})</summary>'
+                   f'<summary>Passing ({len(passing)})</summary>'
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
                    "</table></details></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
