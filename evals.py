@@ -3027,64 +3027,63 @@ def _parse_time(value):
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
+def _case_file_path(record):
+    case_file = record.get("case_file")
+    return case_file.get("path") if isinstance(case_file, dict) else None
+
+
 def render_junit(record):
-    """The run as JUnit XML (str), for CI test reporters (dorny/test-reporter,
-    mikepenz/action-junit-report, GitLab's artifacts:reports:junit): one <testcase name=ID
-    time=LATENCY> per case run (as pytest leaves out deselected tests, cases not run are left
-    out), <failure type="regression" | "failure" | "review"> or <error> with the reasons, the
-    output in <system-out>. timestamp is the start in UTC without an offset (the Ant JUnit
-    schema); time is the run's wall clock (else the latencies' sum). Characters XML 1.0
-    forbids are removed from every value."""
+    """The run as JUnit XML (str) for CI test reporters: one <testcase name=ID time=LATENCY>
+    per case run (cases not run are left out, as pytest leaves out deselected tests), with a
+    <failure type="regression" | "failure" | "review"> or an <error> giving the reasons, and
+    the output in <system-out>. timestamp: the start in UTC without an offset (the Ant JUnit
+    schema); time: the run's wall clock, else the latencies' sum. Characters XML 1.0 forbids
+    are removed from every value."""
     import datetime
-    import xml.etree.ElementTree as _ET
+    import xml.etree.ElementTree as ET
 
     record, rows = _report(record)
-    root = _ET.Element("testsuites", name="evals")
-    suite = _ET.SubElement(root, "testsuite", name="evals")
-    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
-    case_file = record.get("case_file")
-    properties["case_file"] = case_file.get("path") if isinstance(case_file, dict) else None
-    properties = {name: value for name, value in properties.items() if value is not None}
-    if properties:
-        element = _ET.SubElement(suite, "properties")
-        for name, value in properties.items():
-            _ET.SubElement(element, "property", name=name, value=_xml_text(value))
-    for entry, change in rows:
-        testcase = _ET.SubElement(suite, "testcase", classname="evals",
-                                  name=_xml_text(entry["id"]),
-                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
-        reasons = [_xml_text(r) for r in _reasons(entry)]
-        if entry.get("status") == "error":
-            kind, sep, _ = reasons[0].partition(":")
-            _ET.SubElement(testcase, "error", message=reasons[0],
-                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif entry.get("status") in _FAILING:
-            kind = ("review" if entry.get("status") == "review"
-                    else "regression" if change == "regressed" else "failure")
-            baseline = {"regressed": "passed in the baseline, fails now",
-                        "still_failing": "failed in the baseline too",
-                        "new": "new case (not in the baseline)"}.get(change)
-            _ET.SubElement(testcase, "failure", message="; ".join(reasons), type=kind).text = (
-                "\n".join(reasons + ([baseline] if baseline else [])))
-        output = _output_of(entry, record)
-        if output is not None:
-            _ET.SubElement(testcase, "system-out").text = _xml_text(output)
     statuses = [entry.get("status") for entry, _ in rows]
-    total_time = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
+    seconds = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
-        total_time = (finished - started).total_seconds()
-    counts = {"tests": len(rows), "failures": sum(s in _FAILING for s in statuses),
-              "errors": statuses.count("error"), "skipped": 0, "time": f"{total_time:.3f}"}
-    for element in (root, suite):
-        for name, value in counts.items():
-            element.set(name, str(value))
+        seconds = (finished - started).total_seconds()
+    counts = {"tests": str(len(rows)), "failures": str(sum(s in _FAILING for s in statuses)),
+              "errors": str(statuses.count("error")), "skipped": "0", "time": f"{seconds:.3f}"}
+    root = ET.Element("testsuites", name="evals", **counts)
+    suite = ET.SubElement(root, "testsuite", name="evals", **counts)
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
-    _ET.indent(root)
+    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
+    properties["case_file"] = _case_file_path(record)
+    properties = {name: value for name, value in properties.items() if value is not None}
+    if properties:
+        element = ET.SubElement(suite, "properties")
+        for name, value in properties.items():
+            ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    for entry, change in rows:
+        testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
+                                 time=f"{_seconds(entry.get('latency_s')):.3f}")
+        reasons = [_xml_text(r) for r in _reasons(entry)]
+        if entry.get("status") == "error":
+            kind, sep, _ = reasons[0].partition(":")
+            ET.SubElement(testcase, "error", message=reasons[0],
+                          type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
+        elif entry.get("status") in _FAILING:
+            kind = ("review" if entry.get("status") == "review"
+                    else "regression" if change == "regressed" else "failure")
+            baseline = {"regressed": ["passed in the baseline, fails now"],
+                        "still_failing": ["failed in the baseline too"],
+                        "new": ["new case (not in the baseline)"]}.get(change, [])
+            ET.SubElement(testcase, "failure", message="; ".join(reasons),
+                          type=kind).text = "\n".join(reasons + baseline)
+        output = _output_of(entry, record)
+        if output is not None:
+            ET.SubElement(testcase, "system-out").text = _xml_text(output)
+    ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            + _ET.tostring(root, encoding="unicode") + "\n")
+            + ET.tostring(root, encoding="unicode") + "\n")
 
 
 def _md_inline(value, limit):
@@ -3340,9 +3339,8 @@ def _html_top(record, title):
         if record.get(key):
             value = _text(record[key])
             meta.append(f"{label} {_h(value[:12] if key == 'git_commit' else value)}")
-    case_file = record.get("case_file")
-    if isinstance(case_file, dict) and case_file.get("path"):
-        meta.append(f"cases {_h(case_file['path'])}")
+    if _case_file_path(record):
+        meta.append(f"cases {_h(_case_file_path(record))}")
     if not _outputs_shown(record):
         meta.append("outputs omitted")
     return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
