@@ -3087,9 +3087,9 @@ def render_junit(record):
 
 
 def _md_inline(value, limit):
-    """Untrusted text for a Markdown line or table cell: one line, at most `limit` characters,
-    every character with a Markdown meaning backslash-escaped, then &, <, > as entities (so no
-    tag or comment can open): it renders as the text it is."""
+    """Untrusted text for a Markdown line: one line, at most `limit` characters, every
+    CommonMark/GFM punctuation character backslash-escaped, then &, <, > as entities, so no
+    markup, link, tag or comment can form."""
     text = " ".join(_visible(value).split())
     if len(text) > limit:
         text = text[:limit - 1].rstrip() + "…"
@@ -3110,8 +3110,7 @@ def _md_fenced(value):
 
 
 def _md_cases(key, rows, record):
-    """The Markdown lines of one section's cases: the ids of fixed ones, else each case's id,
-    reasons and (but for an error) an excerpt of its output."""
+    """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     if key == "fixed":
         return [f"- {_md_inline(e['id'], 200)}" for e, _ in rows] + [""]
     lines = []
@@ -3132,25 +3131,17 @@ def _md_cases(key, rows, record):
 def render_markdown(record, previous=None):
     """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
     a headline, a table of counts, then the regressed, errored, other failing and fixed cases
-    (at most 50 per section) with reasons and an excerpt of the output. `previous` is unused
-    (the record's changes decide); it is accepted for symmetry with render_html. Untrusted text
-    is put on one line with every CommonMark/GFM punctuation character backslash-escaped and
-    &, <, > as entities, so no markup, link or tag can form; outputs go in a fence longer than
-    any backtick run inside them."""
+    (at most 50 per section) with reasons and an excerpt of the output, escaped as _md_inline
+    and _md_fenced say. `previous` is unused (the record's changes decide); it is accepted for
+    symmetry with render_html."""
     record, rows = _report(record)
     numbers = record["summary"]
     failing = numbers["failed"] + numbers["review"]
-    if numbers["regressed"]:
-        head = f"❌ evals: {_plural(numbers['regressed'], 'regression')}"
-    elif numbers["errored"]:
-        head = f"⚠️ evals: {numbers['errored']} errored, no regressions"
-    elif failing:
-        head = f"✅ evals: no regressions ({failing} failing)"
-    else:
-        head = "✅ evals: no regressions"
+    head = (f"❌ evals: {_plural(numbers['regressed'], 'regression')}" if numbers["regressed"]
+            else f"⚠️ evals: {numbers['errored']} errored, no regressions" if numbers["errored"]
+            else "✅ evals: no regressions" + (f" ({failing} failing)" if failing else ""))
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
-            f"({numbers['passed']}/{numbers['total']})")
-    rate += _earlier_rates(numbers)
+            f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
              "|---:" * len(counts) + "|",
