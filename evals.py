@@ -3158,6 +3158,13 @@ def render_markdown(record, previous=None):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _h(value):
+    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
+    import html as _html
+
+    return _html.escape(_visible(value), quote=True)
+
+
 def _diff_tokens(text):
     words = re.findall(r"\S+\s*|\s+", text)
     return words if len(words) <= _DIFF_TOKEN_LIMIT else text.splitlines(keepends=True)
@@ -3167,7 +3174,6 @@ def _word_diff(old, new):
     """(old_html, new_html): both texts HTML-escaped, with the words only in `old` in <del>
     and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
     import difflib
-    import html as _html
 
     a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
     left, right = [], []
@@ -3176,13 +3182,12 @@ def _word_diff(old, new):
     matcher = difflib.SequenceMatcher(None, [t.rstrip() or t for t in a],
                                       [t.rstrip() or t for t in b], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        removed, added = _html.escape("".join(a[i1:i2])), _html.escape("".join(b[j1:j2]))
-        if tag == "equal":
-            left.append(removed)
-            right.append(added)
-        else:
-            left.append(f"<del>{removed}</del>" if removed else "")
-            right.append(f"<ins>{added}</ins>" if added else "")
+        removed, added = _h("".join(a[i1:i2])), _h("".join(b[j1:j2]))
+        if tag != "equal":
+            removed = f"<del>{removed}</del>" if removed else ""
+            added = f"<ins>{added}</ins>" if added else ""
+        left.append(removed)
+        right.append(added)
     return "".join(left), "".join(right)
 
 
@@ -3243,13 +3248,6 @@ def _duration(seconds):
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
-def _h(value):
-    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
-    import html as _html
-
-    return _html.escape(_visible(value), quote=True)
-
-
 def _html_outputs(entry, before, record):
     """The baseline's output and this run's side by side, their differences marked (str)."""
     old, new = before.get("output"), _output_of(entry, record)
@@ -3296,7 +3294,7 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("input") is not None:
         body.append(f'<h4>Input</h4><pre>{_h(entry["input"])}</pre>')
     if status == "error":
-        body.append(f'<h4>Error</h4><pre>{_h(entry.get("error") or "the call failed")}</pre>')
+        body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
     checks = "".join(
         f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
         f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}</li>'
@@ -3325,13 +3323,10 @@ def _html_top(record, title):
     meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
     if _earlier_rates(numbers):
         meta.append(_earlier_rates(numbers)[2:])
-    for label, key in (("started", "started_at"), ("client", "client"),
-                       ("commit", "git_commit")):
-        if record.get(key):
-            value = _text(record[key])
-            meta.append(f"{label} {_h(value[:12] if key == 'git_commit' else value)}")
-    if _case_file_path(record):
-        meta.append(f"cases {_h(_case_file_path(record))}")
+    facts = {"started": record.get("started_at"), "client": record.get("client"),
+             "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
+             "cases": _case_file_path(record)}
+    meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
     if not _outputs_shown(record):
         meta.append("outputs omitted")
     return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
@@ -3350,10 +3345,8 @@ def render_html(record, previous=None):
     """The diff between the baseline run and this run as ONE self-contained HTML page (str).
     previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
     or None. Failing cases come first, open, with input, checks and both outputs side by side
-    (difflib word differences in <del>/<ins>); fixed and passing cases follow, collapsed.
-    Inline CSS, no script, and a Content-Security-Policy (default-src 'none'). Every untrusted
-    value is html-escaped (quotes included) after controls and bidirectional overrides are
-    spelled out; with outputs_included false no output text is printed."""
+    (words only in one in <del>/<ins>); fixed and passing cases follow, collapsed. Inline CSS,
+    no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h."""
     record, rows = _report(record)
     regressed = record["summary"]["regressed"]
     title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
