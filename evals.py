@@ -2867,21 +2867,17 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "
 
 
 def _grouped_errors(entries, lines):
-    """Print errors shared by three or more cases once (a missing key errs on every case);
-    returns the entries left to list one by one."""
-    by_error = {}
+    """Append to `lines` each error shared by three or more cases, once (a missing key errs on
+    every case); return the entries left to list one by one."""
+    groups = {}
     for entry in entries:
-        by_error.setdefault(entry.get("error"), []).append(entry)
-    single = []
-    for error, group in by_error.items():
-        if len(group) < 3:
-            single.extend(group)
-            continue
-        ids = ", ".join(_line(e["id"]) for e in group[:5]) + (
-            f" (+{len(group) - 5} more)" if len(group) > 5 else "")
-        lines.append(f"ERROR: {len(group)} cases: {ids}")
-        lines.append(f"    {_line(error)}")
-    return single
+        groups.setdefault(entry.get("error"), []).append(entry)
+    for error, group in groups.items():
+        if len(group) >= 3:
+            more = f" (+{len(group) - 5} more)" if len(group) > 5 else ""
+            ids = ", ".join(_line(e["id"]) for e in group[:5])
+            lines.extend([f"ERROR: {len(group)} cases: {ids}{more}", f"    {_line(error)}"])
+    return [entry for group in groups.values() if len(group) < 3 for entry in group]
 
 
 def _earlier_rates(summary):
@@ -3378,10 +3374,9 @@ def render_html(record, previous=None):
 
 
 def _gh_escape(value, prop=False):
-    """Workflow-command data: % -> %25, CR -> %0D, LF -> %0A (after controls and other line
-    separators are spelled out), so the text stays on the command's line; in a property value
-    (`prop`) also : -> %3A and , -> %2C, so it can neither end the properties (::) nor start
-    another property (,)."""
+    """Workflow-command data, spelled out as by _visible, on the command's line: % -> %25,
+    CR -> %0D, LF -> %0A; in a property value (`prop`) also : -> %3A and , -> %2C, so it can
+    neither end the properties (::) nor start another property (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
@@ -3393,16 +3388,12 @@ def github_annotations(record):
     so no text from a model or a case can start a second command: see _gh_escape."""
     lines = []
     for entry, change in _report(record)[1]:
-        if entry.get("status") == "error":
-            command, title, message = "warning", "Error: ", _reasons(entry)[0]
-        elif change == "regressed":
-            command, title, message = "error", "Regression: ", "\n".join(_reasons(entry))
-        else:
-            continue
-        title = _gh_escape(title + entry["id"], prop=True)
-        lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
+        errored = entry.get("status") == "error"
+        if errored or change == "regressed":
+            title = _gh_escape(("Error: " if errored else "Regression: ") + entry["id"], prop=True)
+            message = _gh_escape("\n".join(_reasons(entry)))  # an error has one reason
+            lines.append(f"::{'warning' if errored else 'error'} title={title}::{message}\n")
     return "".join(lines)
-
 
 
 # ---------------------------------------------------------------------------------------------
