@@ -2862,10 +2862,6 @@ def _reasons(entry):
     return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
 
 
-_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
-                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
-
-
 def _grouped_errors(entries, lines):
     """Append to `lines` each error shared by three or more cases, once (a missing key errs on
     every case); return the entries left to list one by one."""
@@ -2914,7 +2910,9 @@ def format_summary(record, quiet=False):
                      ("flaky_history", "flipped across recent runs")):
         if summary.get(key):
             lines.append(f"flaky ({why}): " + ", ".join(map(_line, summary[key])))
-    for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
+    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
+                ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+    for change, label in sections[:2] if quiet else sections:
         entries = [e for e in record["cases"] if e.get("change") == change
                    and not (change == "new" and e["status"] == "pass")]
         if change == "errored":
@@ -3029,12 +3027,10 @@ def _case_file_path(record):
 
 
 def render_junit(record):
-    """The run as JUnit XML (str) for CI test reporters: one <testcase name=ID time=LATENCY>
-    per case run (cases not run are left out, as pytest leaves out deselected tests), with a
-    <failure type="regression" | "failure" | "review"> or an <error> giving the reasons, and
-    the output in <system-out>. timestamp: the start in UTC without an offset (the Ant JUnit
-    schema); time: the run's wall clock, else the latencies' sum. Characters XML 1.0 forbids
-    are removed from every value."""
+    """The run as JUnit XML (str): a <testcase name=ID time=LATENCY> per case run (as pytest
+    leaves out deselected tests), its <failure type="regression" | "failure" | "review"> or
+    <error> with the reasons, its output in <system-out>. timestamp: the start in UTC without
+    an offset (the Ant JUnit schema); time: the run's wall clock, else the latencies' sum."""
     import datetime
     import xml.etree.ElementTree as ET
 
@@ -3308,17 +3304,13 @@ def _html_case(entry, change, key, record, previous):
 def _html_top(record, title):
     """The page's head and headline: verdict, pass rate, provenance and count tiles (lines)."""
     numbers = record["summary"]
-    failed = numbers["failed"] + numbers["review"]
+    counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
     verdict = (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
                if numbers["errored"] else ("good", "PASS"))
-    # (label, count, tone): the tone shows when the count is not 0, and always for "passed".
-    tiles = [("regressed", numbers["regressed"], "bad"), ("errored", numbers["errored"], "warn"),
-             ("failed", failed, "bad"), ("fixed", numbers["fixed"], "good"),
-             ("new", numbers["new"], ""), ("passed", numbers["passed"], "good"),
-             ("total", numbers["total"], "")]
-    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
-    if _earlier_rates(numbers):
-        meta.append(_earlier_rates(numbers)[2:])
+    # tile: its tone, shown when its count is not 0 (always for "passed")
+    tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
+             "passed": "good", "total": ""}
+    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
     facts = {"started": record.get("started_at"), "client": record.get("client"),
              "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
              "cases": _case_file_path(record)}
@@ -3331,10 +3323,11 @@ def _html_top(record, title):
             "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
             f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
             f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
-            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta) + "</div>",
+            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
             '<div class="tiles">' + "".join(
-                f'<div class="tile {tone if value or label == "passed" else ""}">'
-                f"<b>{value}</b>{label}</div>" for label, value, tone in tiles) + "</div>"]
+                f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
+                f"<b>{counts[label]}</b>{label}</div>" for label, tone in tones.items())
+            + "</div>"]
 
 
 def render_html(record, previous=None):
