@@ -3095,7 +3095,7 @@ def _md_fenced(value):
     text = _visible(value)
     if len(text) > _EXCERPT_CHARS:
         text = (text[:_EXCERPT_CHARS].rstrip()
-                + f"\n… ({len(_text(value)) - _EXCERPT_CHARS} more characters)")
+                + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)")
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
@@ -3387,6 +3387,7 @@ def github_annotations(record):
             message = _gh_escape("\n".join(_reasons(entry)))  # an error has one reason
             lines.append(f"::{'warning' if errored else 'error'} title={title}::{message}\n")
     return "".join(lines)
+
 
 
 # ---------------------------------------------------------------------------------------------
