@@ -2936,7 +2936,9 @@ def format_summary(record, quiet=False):
 
 _EXCERPT_CHARS = 400  # output quoted per case in Markdown
 _MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
-_DIFF_TOKEN_LIMIT = 6000  # words per side before the HTML diff falls back to lines
+# Words per side before the HTML diff compares lines: difflib over 20,000 words a side took
+# 18 s by words, 0.4 s by lines.
+_DIFF_TOKEN_LIMIT = 6000
 
 # Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
 # U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
@@ -3030,7 +3032,8 @@ def render_junit(record):
     """The run as JUnit XML (str): a <testcase name=ID time=LATENCY> per case run (as pytest
     leaves out deselected tests), its <failure type="regression" | "failure" | "review"> or
     <error> with the reasons, its output in <system-out>. timestamp: the start in UTC without
-    an offset (the Ant JUnit schema); time: the run's wall clock, else the latencies' sum."""
+    an offset (the Ant JUnit schema); time: the run's wall clock, else the latencies' sum.
+    Characters XML 1.0 forbids are removed."""
     import datetime
     import xml.etree.ElementTree as ET
 
