@@ -2685,26 +2685,18 @@ def _reasons(entry):
     return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
 
 
-_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
-                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
-
-
 def _grouped_errors(entries, lines):
-    """Print errors shared by three or more cases once (a missing key errs on every case);
-    returns the entries left to list one by one."""
-    by_error = {}
+    """Append to `lines` each error shared by three or more cases, once (a missing key errs on
+    every case); return the entries left to list one by one."""
+    groups = {}
     for entry in entries:
-        by_error.setdefault(entry.get("error"), []).append(entry)
-    single = []
-    for error, group in by_error.items():
-        if len(group) < 3:
-            single.extend(group)
-            continue
-        ids = ", ".join(_line(e["id"]) for e in group[:5]) + (
-            f" (+{len(group) - 5} more)" if len(group) > 5 else "")
-        lines.append(f"ERROR: {len(group)} cases: {ids}")
-        lines.append(f"    {_line(error)}")
-    return single
+        groups.setdefault(entry.get("error"), []).append(entry)
+    for error, group in groups.items():
+        if len(group) >= 3:
+            more = f" (+{len(group) - 5} more)" if len(group) > 5 else ""
+            ids = ", ".join(_line(e["id"]) for e in group[:5])
+            lines.extend([f"ERROR: {len(group)} cases: {ids}{more}", f"    {_line(error)}"])
+    return [entry for group in groups.values() if len(group) < 3 for entry in group]
 
 
 def _earlier_rates(summary):
@@ -2741,7 +2733,9 @@ def format_summary(record, quiet=False):
                      ("flaky_history", "flipped across recent runs")):
         if summary.get(key):
             lines.append(f"flaky ({why}): " + ", ".join(map(_line, summary[key])))
-    for change, label in _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS:
+    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
+                ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+    for change, label in sections[:2] if quiet else sections:
         entries = [e for e in record["cases"] if e.get("change") == change
                    and not (change == "new" and e["status"] == "pass")]
         if change == "errored":
@@ -2765,7 +2759,9 @@ def format_summary(record, quiet=False):
 
 _EXCERPT_CHARS = 400  # output quoted per case in Markdown
 _MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
-_DIFF_TOKEN_LIMIT = 6000  # words per side before the HTML diff falls back to lines
+# Words per side before the HTML diff compares lines: difflib over 20,000 words a side took
+# 18 s by words, 0.4 s by lines.
+_DIFF_TOKEN_LIMIT = 6000
 
 # Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
 # U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
@@ -2778,31 +2774,32 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 _FAILING = ("fail", "review")
-# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title).
-_SECTION_TITLES = {
-    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now"),
-    "errored": ("Errored", "Errored: the call failed, nothing was scored"),
-    "failing": ("New and other failures", "Other failures"),
-    "fixed": ("Fixed", "Fixed"),
+# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title,
+# which rows (entry, change) it holds).
+_SECTIONS = {
+    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now",
+                  lambda e, c: c == "regressed"),
+    "errored": ("Errored", "Errored: the call failed, nothing was scored",
+                lambda e, c: c == "errored" or e.get("status") == "error"),
+    "failing": ("New and other failures", "Other failures",
+                lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING),
+    "fixed": ("Fixed", "Fixed", lambda e, c: c == "fixed" and e.get("status") == "pass"),
 }
 
 
 def _text(value):
-    return "" if value is None else value if isinstance(value, str) else str(value)
+    return "" if value is None else str(value)
 
 
 def _visible(value):
     """`value` as text with invisible or misleading characters spelled out (\\x1b, \\u202e)."""
-    def spell(match):
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return _INVISIBLE.sub(spell, _text(value).replace("\r\n", "\n"))
+    return _INVISIBLE.sub(lambda match: match.group().encode("unicode_escape").decode(),
+                          _text(value).replace("\r\n", "\n"))
 
 
 def _line(value):
-    """`value` for one line of a terminal or a CI log: spelled out as by _visible, and line
-    breaks too, so no text from a case or a model starts a line (a workflow command) or moves
-    the cursor."""
+    """`value` on one line, as no text from a case or a model may start a line of a terminal
+    or a CI log (a workflow command): spelled out as by _visible, line breaks too."""
     return _visible(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
@@ -2828,15 +2825,9 @@ def _report(record):
 
 
 def _sections(rows):
-    """The rows grouped the way a reviewer reads them: {key: rows}, in reading order."""
-    tests = {
-        "regressed": lambda e, c: c == "regressed",
-        "errored": lambda e, c: c == "errored" or e.get("status") == "error",
-        "failing": lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING,
-        "fixed": lambda e, c: c == "fixed" and e.get("status") == "pass",
-        "passing": lambda e, c: c not in ("fixed", "errored") and e.get("status") == "pass",
-    }
-    return {key: [row for row in rows if test(*row)] for key, test in tests.items()}
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order."""
+    return [(key, md, html, [row for row in rows if holds(*row)])
+            for key, (md, html, holds) in _SECTIONS.items()]
 
 
 def _seconds(value):
@@ -2855,70 +2846,68 @@ def _parse_time(value):
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
+def _case_file_path(record):
+    case_file = record.get("case_file")
+    return case_file.get("path") if isinstance(case_file, dict) else None
+
+
 def render_junit(record):
-    """The run as JUnit XML (str), for CI test reporters (dorny/test-reporter,
-    mikepenz/action-junit-report, GitLab's artifacts:reports:junit): one <testcase name=ID
-    time=LATENCY> per case run (as pytest leaves out deselected tests, cases not run are left
-    out), <failure type="regression" | "failure" | "review"> or <error> with the reasons, the
-    output in <system-out>. timestamp is the start in UTC without an offset (the Ant JUnit
-    schema); time is the run's wall clock (else the latencies' sum). Characters XML 1.0
-    forbids are removed from every value."""
+    """The run as JUnit XML (str): a <testcase name=ID time=LATENCY> per case run (as pytest
+    leaves out deselected tests), its <failure type="regression" | "failure" | "review"> or
+    <error> with the reasons, its output in <system-out>. timestamp: the start in UTC without
+    an offset (the Ant JUnit schema); time: the run's wall clock, else the latencies' sum.
+    Characters XML 1.0 forbids are removed."""
     import datetime
-    import xml.etree.ElementTree as _ET
+    import xml.etree.ElementTree as ET
 
     record, rows = _report(record)
-    root = _ET.Element("testsuites", name="evals")
-    suite = _ET.SubElement(root, "testsuite", name="evals")
-    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
-    case_file = record.get("case_file")
-    properties["case_file"] = case_file.get("path") if isinstance(case_file, dict) else None
-    properties = {name: value for name, value in properties.items() if value is not None}
-    if properties:
-        element = _ET.SubElement(suite, "properties")
-        for name, value in properties.items():
-            _ET.SubElement(element, "property", name=name, value=_xml_text(value))
-    for entry, change in rows:
-        testcase = _ET.SubElement(suite, "testcase", classname="evals",
-                                  name=_xml_text(entry["id"]),
-                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
-        reasons = [_xml_text(r) for r in _reasons(entry)]
-        if entry.get("status") == "error":
-            kind, sep, _ = reasons[0].partition(":")
-            _ET.SubElement(testcase, "error", message=reasons[0],
-                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif entry.get("status") in _FAILING:
-            kind = ("review" if entry.get("status") == "review"
-                    else "regression" if change == "regressed" else "failure")
-            baseline = {"regressed": "passed in the baseline, fails now",
-                        "still_failing": "failed in the baseline too",
-                        "new": "new case (not in the baseline)"}.get(change)
-            _ET.SubElement(testcase, "failure", message="; ".join(reasons), type=kind).text = (
-                "\n".join(reasons + ([baseline] if baseline else [])))
-        output = _output_of(entry, record)
-        if output is not None:
-            _ET.SubElement(testcase, "system-out").text = _xml_text(output)
     statuses = [entry.get("status") for entry, _ in rows]
-    total_time = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
+    seconds = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
-        total_time = (finished - started).total_seconds()
-    counts = {"tests": len(rows), "failures": sum(s in _FAILING for s in statuses),
-              "errors": statuses.count("error"), "skipped": 0, "time": f"{total_time:.3f}"}
-    for element in (root, suite):
-        for name, value in counts.items():
-            element.set(name, str(value))
+        seconds = (finished - started).total_seconds()
+    counts = {"tests": str(len(rows)), "failures": str(sum(s in _FAILING for s in statuses)),
+              "errors": str(statuses.count("error")), "skipped": "0", "time": f"{seconds:.3f}"}
+    root = ET.Element("testsuites", name="evals", **counts)
+    suite = ET.SubElement(root, "testsuite", name="evals", **counts)
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
-    _ET.indent(root)
+    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
+    properties["case_file"] = _case_file_path(record)
+    properties = {name: value for name, value in properties.items() if value is not None}
+    if properties:
+        element = ET.SubElement(suite, "properties")
+        for name, value in properties.items():
+            ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    for entry, change in rows:
+        testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
+                                 time=f"{_seconds(entry.get('latency_s')):.3f}")
+        reasons = [_xml_text(r) for r in _reasons(entry)]
+        if entry.get("status") == "error":
+            kind, sep, _ = reasons[0].partition(":")
+            ET.SubElement(testcase, "error", message=reasons[0],
+                          type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
+        elif entry.get("status") in _FAILING:
+            kind = ("review" if entry.get("status") == "review"
+                    else "regression" if change == "regressed" else "failure")
+            baseline = {"regressed": ["passed in the baseline, fails now"],
+                        "still_failing": ["failed in the baseline too"],
+                        "new": ["new case (not in the baseline)"]}.get(change, [])
+            ET.SubElement(testcase, "failure", message="; ".join(reasons),
+                          type=kind).text = "\n".join(reasons + baseline)
+        output = _output_of(entry, record)
+        if output is not None:
+            ET.SubElement(testcase, "system-out").text = _xml_text(output)
+    ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            + _ET.tostring(root, encoding="unicode") + "\n")
+            + ET.tostring(root, encoding="unicode") + "\n")
 
 
 def _md_inline(value, limit):
-    """Untrusted text for a Markdown line or table cell: one line, at most `limit` characters,
-    every character with a Markdown meaning backslash-escaped, then &, <, > as entities (so no
-    tag or comment can open): it renders as the text it is."""
+    """Untrusted text for a Markdown line: one line, at most `limit` characters, every
+    CommonMark/GFM punctuation character backslash-escaped, then &, <, > as entities, so no
+    markup, link, tag or comment can form."""
     text = " ".join(_visible(value).split())
     if len(text) > limit:
         text = text[:limit - 1].rstrip() + "…"
@@ -2932,15 +2921,14 @@ def _md_fenced(value):
     text = _visible(value)
     if len(text) > _EXCERPT_CHARS:
         text = (text[:_EXCERPT_CHARS].rstrip()
-                + f"\n… ({len(_text(value)) - _EXCERPT_CHARS} more characters)")
+                + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)")
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
 
 
 def _md_cases(key, rows, record):
-    """The Markdown lines of one section's cases: the ids of fixed ones, else each case's id,
-    reasons and (but for an error) an excerpt of its output."""
+    """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     if key == "fixed":
         return [f"- {_md_inline(e['id'], 200)}" for e, _ in rows] + [""]
     lines = []
@@ -2961,32 +2949,22 @@ def _md_cases(key, rows, record):
 def render_markdown(record, previous=None):
     """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
     a headline, a table of counts, then the regressed, errored, other failing and fixed cases
-    (at most 50 per section) with reasons and an excerpt of the output. `previous` is unused
-    (the record's changes decide); it is accepted for symmetry with render_html. Untrusted text
-    is put on one line with every CommonMark/GFM punctuation character backslash-escaped and
-    &, <, > as entities, so no markup, link or tag can form; outputs go in a fence longer than
-    any backtick run inside them."""
+    (at most 50 per section) with reasons and an excerpt of the output, escaped as _md_inline
+    and _md_fenced say. `previous` is unused (the record's changes decide); it is accepted for
+    symmetry with render_html."""
     record, rows = _report(record)
     numbers = record["summary"]
     failing = numbers["failed"] + numbers["review"]
-    if numbers["regressed"]:
-        head = f"❌ evals: {_plural(numbers['regressed'], 'regression')}"
-    elif numbers["errored"]:
-        head = f"⚠️ evals: {numbers['errored']} errored, no regressions"
-    elif failing:
-        head = f"✅ evals: no regressions ({failing} failing)"
-    else:
-        head = "✅ evals: no regressions"
+    head = (f"❌ evals: {_plural(numbers['regressed'], 'regression')}" if numbers["regressed"]
+            else f"⚠️ evals: {numbers['errored']} errored, no regressions" if numbers["errored"]
+            else "✅ evals: no regressions" + (f" ({failing} failing)" if failing else ""))
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
-            f"({numbers['passed']}/{numbers['total']})")
-    rate += _earlier_rates(numbers)
+            f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
              "|---:" * len(counts) + "|",
              "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
-    sections = _sections(rows)
-    for key, (title, _) in _SECTION_TITLES.items():
-        group = sections[key]
+    for key, title, _, group in _sections(rows):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
@@ -2998,6 +2976,13 @@ def render_markdown(record, previous=None):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _h(value):
+    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
+    import html as _html
+
+    return _html.escape(_visible(value), quote=True)
+
+
 def _diff_tokens(text):
     words = re.findall(r"\S+\s*|\s+", text)
     return words if len(words) <= _DIFF_TOKEN_LIMIT else text.splitlines(keepends=True)
@@ -3007,7 +2992,6 @@ def _word_diff(old, new):
     """(old_html, new_html): both texts HTML-escaped, with the words only in `old` in <del>
     and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
     import difflib
-    import html as _html
 
     a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
     left, right = [], []
@@ -3016,13 +3000,12 @@ def _word_diff(old, new):
     matcher = difflib.SequenceMatcher(None, [t.rstrip() or t for t in a],
                                       [t.rstrip() or t for t in b], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        removed, added = _html.escape("".join(a[i1:i2])), _html.escape("".join(b[j1:j2]))
-        if tag == "equal":
-            left.append(removed)
-            right.append(added)
-        else:
-            left.append(f"<del>{removed}</del>" if removed else "")
-            right.append(f"<ins>{added}</ins>" if added else "")
+        removed, added = _h("".join(a[i1:i2])), _h("".join(b[j1:j2]))
+        if tag != "equal":
+            removed = f"<del>{removed}</del>" if removed else ""
+            added = f"<ins>{added}</ins>" if added else ""
+        left.append(removed)
+        right.append(added)
     return "".join(left), "".join(right)
 
 
@@ -3083,13 +3066,6 @@ def _duration(seconds):
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
-def _h(value):
-    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
-    import html as _html
-
-    return _html.escape(_visible(value), quote=True)
-
-
 def _html_outputs(entry, before, record):
     """The baseline's output and this run's side by side, their differences marked (str)."""
     old, new = before.get("output"), _output_of(entry, record)
@@ -3136,7 +3112,7 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("input") is not None:
         body.append(f'<h4>Input</h4><pre>{_h(entry["input"])}</pre>')
     if status == "error":
-        body.append(f'<h4>Error</h4><pre>{_h(entry.get("error") or "the call failed")}</pre>')
+        body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
     checks = "".join(
         f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
         f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}</li>'
@@ -3154,25 +3130,17 @@ def _html_case(entry, change, key, record, previous):
 def _html_top(record, title):
     """The page's head and headline: verdict, pass rate, provenance and count tiles (lines)."""
     numbers = record["summary"]
-    failed = numbers["failed"] + numbers["review"]
+    counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
     verdict = (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
                if numbers["errored"] else ("good", "PASS"))
-    # (label, count, tone): the tone shows when the count is not 0, and always for "passed".
-    tiles = [("regressed", numbers["regressed"], "bad"), ("errored", numbers["errored"], "warn"),
-             ("failed", failed, "bad"), ("fixed", numbers["fixed"], "good"),
-             ("new", numbers["new"], ""), ("passed", numbers["passed"], "good"),
-             ("total", numbers["total"], "")]
-    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>"]
-    if _earlier_rates(numbers):
-        meta.append(_earlier_rates(numbers)[2:])
-    for label, key in (("started", "started_at"), ("client", "client"),
-                       ("commit", "git_commit")):
-        if record.get(key):
-            value = _text(record[key])
-            meta.append(f"{label} {_h(value[:12] if key == 'git_commit' else value)}")
-    case_file = record.get("case_file")
-    if isinstance(case_file, dict) and case_file.get("path"):
-        meta.append(f"cases {_h(case_file['path'])}")
+    # tile: its tone, shown when its count is not 0 (always for "passed")
+    tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
+             "passed": "good", "total": ""}
+    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
+    facts = {"started": record.get("started_at"), "client": record.get("client"),
+             "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
+             "cases": _case_file_path(record)}
+    meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
     if not _outputs_shown(record):
         meta.append("outputs omitted")
     return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
@@ -3181,37 +3149,36 @@ def _html_top(record, title):
             "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
             f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
             f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
-            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta) + "</div>",
+            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
             '<div class="tiles">' + "".join(
-                f'<div class="tile {tone if value or label == "passed" else ""}">'
-                f"<b>{value}</b>{label}</div>" for label, value, tone in tiles) + "</div>"]
+                f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
+                f"<b>{counts[label]}</b>{label}</div>" for label, tone in tones.items())
+            + "</div>"]
 
 
 def render_html(record, previous=None):
     """The diff between the baseline run and this run as ONE self-contained HTML page (str).
     previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
     or None. Failing cases come first, open, with input, checks and both outputs side by side
-    (difflib word differences in <del>/<ins>); fixed and passing cases follow, collapsed.
-    Inline CSS, no script, and a Content-Security-Policy (default-src 'none'). Every untrusted
-    value is html-escaped (quotes included) after controls and bidirectional overrides are
-    spelled out; with outputs_included false no output text is printed."""
+    (words only in one in <del>/<ins>); fixed and passing cases follow, collapsed. Inline CSS,
+    no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h."""
     record, rows = _report(record)
     regressed = record["summary"]["regressed"]
     title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
     out = _html_top(record, title)
-    sections = _sections(rows)
-    for key, (_, heading) in _SECTION_TITLES.items():
-        if sections[key]:
-            out.append(f'<section id="{key}"><h2>{heading} ({len(sections[key])})</h2>')
-            out.extend(_html_case(e, c, key, record, previous) for e, c in sections[key])
+    for key, _, heading, group in _sections(rows):
+        if group:
+            out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
+            out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
-    if sections["passing"]:
+    passing = [(e, c) for e, c in rows
+               if c not in ("fixed", "errored") and e.get("status") == "pass"]
+    if passing:
         cells = "".join(
             f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
-            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>'
-            for e, c in sections["passing"])
+            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
-                   f'<summary>Passing ({len(sections["passing"])})</summary>'
+                   f'<summary>Passing ({len(passing)})</summary>'
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
                    "</table></details></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
@@ -3226,10 +3193,9 @@ def render_html(record, previous=None):
 
 
 def _gh_escape(value, prop=False):
-    """Workflow-command data: % -> %25, CR -> %0D, LF -> %0A (after controls and other line
-    separators are spelled out), so the text stays on the command's line; in a property value
-    (`prop`) also : -> %3A and , -> %2C, so it can neither end the properties (::) nor start
-    another property (,)."""
+    """Workflow-command data, spelled out as by _visible, on the command's line: % -> %25,
+    CR -> %0D, LF -> %0A; in a property value (`prop`) also : -> %3A and , -> %2C, so it can
+    neither end the properties (::) nor start another property (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
@@ -3241,14 +3207,11 @@ def github_annotations(record):
     so no text from a model or a case can start a second command: see _gh_escape."""
     lines = []
     for entry, change in _report(record)[1]:
-        if entry.get("status") == "error":
-            command, title, message = "warning", "Error: ", _reasons(entry)[0]
-        elif change == "regressed":
-            command, title, message = "error", "Regression: ", "\n".join(_reasons(entry))
-        else:
-            continue
-        title = _gh_escape(title + entry["id"], prop=True)
-        lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
+        errored = entry.get("status") == "error"
+        if errored or change == "regressed":
+            title = _gh_escape(("Error: " if errored else "Regression: ") + entry["id"], prop=True)
+            message = _gh_escape("\n".join(_reasons(entry)))  # an error has one reason
+            lines.append(f"::{'warning' if errored else 'error'} title={title}::{message}\n")
     return "".join(lines)
 
 

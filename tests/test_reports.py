@@ -291,6 +291,13 @@ class MarkdownTest(unittest.TestCase):
         for marker in OUTPUT_MARKERS:
             self.assertNotIn(marker, text)
 
+    def test_excerpt_counts_the_characters_it_leaves_out(self):
+        # the excerpt is of the spelled-out text (a control is 4 characters, CRLF is 1), so
+        # the count is of that text too, never negative
+        for output, left_out in (("\x1b" * 150, 200), ("a\r\n" * 300, 200)):
+            text = evals.render_markdown(make_record([entry("long", "fail", "new", output)]))
+            self.assertIn(f"\n… ({left_out} more characters)\n", text)
+
     def test_all_green(self):
         record = make_record([entry("a", "pass", "passing", "ok")])
         text = evals.render_markdown(record, {"a": {"id": "a", "status": "pass",
