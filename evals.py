@@ -3481,8 +3481,8 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
-# Every option of every command, declared once: "flags" -> add_argument keywords. _COMMANDS
-# lists the options of each command; an option whose meaning differs there is declared there.
+# Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
+# meaning of its own) -> add_argument keywords. _COMMANDS lists each command's options.
 _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
@@ -3549,6 +3549,35 @@ _OPTIONS = {
     "--no-history": dict(action="store_true", help="do not append to the history"),
     "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
                      "reads it from standard input without this)"),
+    "records": dict(nargs="+", metavar="RECORD", help="shard run records (JSON)"),
+    "merge:--out": dict(default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})"),
+    "history:case_id": dict(nargs="?", metavar="CASE_ID",
+                            help="show this case's verdicts and reasons run by run"),
+    "--limit": dict(type=_number(int, 1), default=20, metavar="N",
+                    help="rows to show (default: 20)"),
+    "add:--id": dict(required=True, help="the new case's id (unique)"),
+    "--input": dict(help="the prompt"),
+    "--from-run": dict(metavar="CASE_ID", help="take the input (and the output, to score) from "
+                       "this case in the baseline record"),
+    "--recordings": dict(metavar="FILE", help="also append that output to this recordings file "
+                         "(e.g. recordings.jsonl), so the offline replay has an answer for the "
+                         "new case"),
+    "--check": dict(action="append", default=[], metavar="JSON",
+                    help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)'),
+    "--max-words": dict(type=int, metavar="N", help="a max_words check"),
+    "--regex": dict(metavar="PATTERN", help="a regex check"),
+    "--description": dict(help="why this case exists"),
+    "add:--tag": dict(action="append", default=[], metavar="TAG",
+                      help="a tag of the new case (repeatable)"),
+    **{f"--{kind.replace('_', '-')}": dict(action="append", default=[], metavar="TEXT",
+                                           help=f"{meaning} phrase (repeatable; one {kind} check)")
+       for kind, meaning in (("contains_all", "required"), ("contains_any", "acceptable"),
+                             ("not_contains", "forbidden"))},
+    "check:case_id": dict(metavar="CASE_ID"),
+    "run_record": dict(metavar="RECORD", help="the run record (e.g. merged_run.json)"),
+    "report:--baseline": dict(metavar="FILE",
+                              help="the older run record whose outputs are shown side by side"),
 }
 
 
@@ -3567,11 +3596,10 @@ def _parser(command):
     parser = argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
                                      description=wrap(description), epilog=wrap(epilog),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    for title, options in groups:
+    for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
-        for option in options:
-            flags, keywords = option if isinstance(option, tuple) else (option, _OPTIONS[option])
-            group.add_argument(*flags.split(), **keywords)
+        for name in names:
+            group.add_argument(*name.split(":")[-1].split(), **_OPTIONS[name])
     return parser
 
 
@@ -3723,25 +3751,24 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
                      f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
-    started = _now()
+    started, stopped = _now(), False
     try:
         results = _run_with_progress(selected, call_model, options, args.quiet, stderr)
     except Interrupted as stop:
-        partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
-        stdout.write(format_summary(make_record(partial, baseline, selected,
-                                                all_case_ids=[c.id for c in cases],
-                                                options=options), args.quiet))
-        stderr.write(f"evals: interrupted after {len(stop.results)} of {len(selected)} cases; "
+        results, stopped = stop.results, True
+    run = RunResult(results, started, _now(), client_name, args.cases, digest)
+    record = make_record(run, baseline, cases, args.accept and not stopped,
+                         not args.omit_outputs, [c.id for c in cases], options)
+    if stopped:
+        stdout.write(format_summary(record, args.quiet))
+        stderr.write(f"evals: interrupted after {len(results)} of {len(selected)} cases; "
                      "nothing was written\n")
         return EXIT_INTERRUPTED
-    run = RunResult(results, started, _now(), client_name, args.cases, digest)
-    record = make_record(run, baseline, cases, args.accept, not args.omit_outputs,
-                         [c.id for c in cases], options)
     if options.budget and options.budget.unpriced:
         stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
-    _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr)
+    _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr)
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
@@ -3786,18 +3813,16 @@ def _needs_judge(check):
 
 
 def _selection(args, cases, baseline):
-    """(cases to run, ids left out by --no-judge), or (None, []) when --failed finds nothing."""
+    """(cases to run, {id: case} left out by --no-judge: with no check left to score, such a
+    case keeps its baseline entry rather than "pass" on nothing), or (None, {}) when --failed
+    finds nothing."""
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
-    judge_only = []
-    if args.no_judge:
-        # With no check left to score, such a case is not run: it keeps its baseline entry
-        # rather than "pass" on nothing.
-        judge_only = [c.id for c in selected if all(_needs_judge(k) for k in c.checks)]
-        skipped = set(judge_only)
-        selected = [c for c in selected if c.id not in skipped]
+    judge_only = {c.id: c for c in selected
+                  if args.no_judge and all(_needs_judge(k) for k in c.checks)}
+    selected = [c for c in selected if c.id not in judge_only]
     if not selected and args.failed and not (args.tag or args.id or args.shard):
-        return None, []
+        return None, {}
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     return selected, judge_only
@@ -3838,7 +3863,7 @@ def _run_with_progress(cases, call_model, options, quiet, stream):
             stream.flush()
 
 
-def _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr):
+def _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr):
     """Summary, recordings, the record, the history and the reports of a finished run. The
     record is written before the history, so the history never holds a run that was lost."""
     history = not (args.no_history or args.no_save)
@@ -3855,7 +3880,7 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
         stdout.write(f"not run (--no-judge; only judge checks): "
                      f"{', '.join(map(_line, judge_only))}\n")
     if args.record:
-        _save_recordings(args.record, cases, results, stderr)
+        _save_recordings(args.record, selected, results, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
                        else None)
     if out:
@@ -3915,18 +3940,17 @@ def _write_reports(args, record, previous, stdout):
 
 
 def _save_recordings(path, cases, results, stderr):
-    """Record this run's outputs in a recordings file: rows of the cases run are updated (or
-    added), every other row is kept as it was, fields and all."""
+    """Record the outputs of `results` (of `cases`, in order) in a recordings file: rows of the
+    cases run are updated (or added), every other row is kept as it was, fields and all."""
     rows = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8-sig") as handle:
             rows = {row["id"]: row for row in _recording_rows(path, handle)}
-    inputs = {c.id: c.input for c in cases}
-    fresh = [r for r in results if r.status != "error"]
-    for result in fresh:
-        rows[result.id] = dict(rows.get(result.id, {}), id=result.id, input=inputs[result.id],
-                               output=result.output, **({"model": result.model} if result.model
-                                                         else {}))
+    fresh = [(case, r) for case, r in zip(cases, results) if r.status != "error"]
+    for case, result in fresh:
+        rows[case.id] = dict(rows.get(case.id, {}), id=case.id, input=case.input,
+                             output=result.output, **({"model": result.model} if result.model
+                                                      else {}))
     write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")
@@ -3989,18 +4013,14 @@ def _added_checks(args):
 
 def _add_command(args, stdout, stderr):
     checks = _added_checks(args)
-    text, output = args.input, args.output
-    if args.from_run:
-        entry = load_baseline(args.baseline).get(args.from_run)
-        if entry is None:
-            raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
-        text = entry.get("input") if text is None else text
-        output = entry.get("output") if output is None else output
-        if text is None:
-            raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; "
-                             "give --input")
+    entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
+    if entry is None:
+        raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
+    text = entry.get("input") if args.input is None else args.input
+    output = entry.get("output") if args.output is None else args.output
     if text is None:
-        raise EvalsError("give --input TEXT or --from-run CASE_ID")
+        raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; give "
+                         "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
     if args.recordings and os.path.exists(args.recordings) and \
@@ -4020,22 +4040,22 @@ def _add_command(args, stdout, stderr):
             stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
                          "or saved with --omit-outputs); the new checks were not tried on it\n")
         return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, NO_JUDGE, stdout)
-    if status == "pass" and any(r.get("skipped") for r in results):
+    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, stdout)
+    if status != "pass":
+        stdout.write("the new case fails on that output, as it should: it catches this answer\n")
+    elif any(r.get("skipped") for r in results):
         stdout.write("note: judge checks are not tried here (add calls no judge); run the "
                      "suite with --judge to see how they score this answer\n")
-    elif status == "pass":
+    else:
         stdout.write("warning: the new case PASSES on that output, so it would not catch "
                      "this answer; tighten its checks\n")
-    else:
-        stdout.write("the new case fails on that output, as it should: it catches this "
-                     "answer\n")
     return EXIT_OK
 
 
-def _print_checks(case, output, judge, stdout, indent="  "):
-    """Score `case` on `output` and print each check's verdict; returns (status, results)."""
-    status, results = evaluate(case, output, judge)
+def _print_checks(case, output, stdout, indent="  "):
+    """Score `case` on `output` (no judge) and print each check's verdict; returns (status,
+    results)."""
+    status, results = evaluate(case, output, NO_JUDGE)
     for result in results:
         mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
@@ -4053,7 +4073,7 @@ def _check_command(args, stdout, stderr):
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
-    status, _ = _print_checks(case, output, None, stdout, indent="")
+    status, _ = _print_checks(case, output, stdout, indent="")
     stdout.write(f"{case.id}: {status}\n")
     return EXIT_OK if status == "pass" else EXIT_REGRESSION
 
@@ -4074,8 +4094,8 @@ def _report_command(args, stdout, stderr):
 
 _REPORTS = ("--omit-outputs", "--json", "--junit", "--markdown", "--html", "--github")
 
-# Each command: (function, description, epilog, ((group title or None, options), ...)); ""
-# runs the cases. An option is a name in _OPTIONS, or (flags, keywords) used by this command only.
+# Each command: (function, description, epilog, {group title or None: option names}); ""
+# runs the cases.
 _COMMANDS = {
     "": (_run_command, "Run a JSONL file of cases through a model, score deterministic checks, "
          "and compare with the previous run (the baseline) to catch regressions.\n\n"
@@ -4087,78 +4107,42 @@ _COMMANDS = {
          "  python evals.py report RECORD       write reports for a saved run record\n"
          "  python my_client.py review          turn captured calls into cases",
          _EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl offline "
-         "until a provider is configured (see my_client.py).", (
-             (None, ("--version",)),
-             ("cases and baseline", ("--cases", "--baseline", "--accept", "--no-save", "--out",
-                                     "--validate", "--list-checks")),
-             ("selection", ("--tag", "--id", "--failed", "--shard")),
-             ("model calls", ("--client", "--rescore", "--record", "-j --concurrency",
-                              "--timeout", "--rate-limit", "--repeat", "--min-pass", "--budget",
-                              "--prices", "--judge", "--no-judge")),
-             ("output", ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")))),
+         "until a provider is configured (see my_client.py).", {
+             None: ("--version",),
+             "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
+                                    "--validate", "--list-checks"),
+             "selection": ("--tag", "--id", "--failed", "--shard"),
+             "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
+                             "--rate-limit", "--repeat", "--min-pass", "--budget", "--prices",
+                             "--judge", "--no-judge"),
+             "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
     "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
               "record and one diff, as if the suite had run in one job. Every case of the case "
-              "file must have been run by exactly one shard.", _EXIT_CODES, ((None, (
-                  ("records", dict(nargs="+", metavar="RECORD", help="shard run records (JSON)")),
-                  "--cases", ("--out", dict(default=DEFAULT_BASELINE, metavar="FILE",
-                                            help="where to write the merged record (default: "
-                                                 f"{DEFAULT_BASELINE})")),
-                  "--strict", "-q --quiet")),)),
+              "file must have been run by exactly one shard.", _EXIT_CODES,
+              {None: ("records", "--cases", "merge:--out", "--strict", "-q --quiet")}),
     "history": (_history_command, "Show recent runs from the local SQLite history, or one "
-                "case's verdicts over time (newest first).", None, ((None, (
-                    ("case_id", dict(nargs="?", metavar="CASE_ID",
-                                     help="show this case's verdicts and reasons run by run")),
-                    "--baseline", "--history",
-                    ("--limit", dict(type=_number(int, 1), default=20, metavar="N",
-                                     help="rows to show (default: 20)")))),)),
+                "case's verdicts over time (newest first).", None,
+                {None: ("history:case_id", "--baseline", "--history", "--limit")}),
     "add": (_add_command, "Append a validated case to the case file (atomically; an existing "
             "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
             "that case from the last run and shows how the new checks score its output.",
             "example: python evals.py add --id refund-approval-2 --from-run "
             "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
-            "--not-contains 'instant refund'", ((None, (
-                ("--id", dict(required=True, help="the new case's id (unique)")),
-                ("--input", dict(help="the prompt")),
-                ("--from-run", dict(metavar="CASE_ID", help="take the input (and the output, to "
-                                    "score) from this case in the baseline record")),
-                "--output",
-                ("--recordings", dict(metavar="FILE", help="also append that output to this "
-                                      "recordings file (e.g. recordings.jsonl), so the offline "
-                                      "replay has an answer for the new case")),
-                ("--check", dict(action="append", default=[], metavar="JSON", help="a check as "
-                                 'JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)')),
-                ("--max-words", dict(type=int, metavar="N", help="a max_words check")),
-                ("--regex", dict(metavar="PATTERN", help="a regex check")),
-                ("--description", dict(help="why this case exists")),
-                ("--tag", dict(action="append", default=[], metavar="TAG",
-                               help="a tag of the new case (repeatable)")),
-                "--cases", "--baseline",
-                ("--contains-all", dict(action="append", default=[], metavar="TEXT",
-                                        help="required phrase (repeatable; one contains_all "
-                                             "check)")),
-                ("--contains-any", dict(action="append", default=[], metavar="TEXT",
-                                        help="acceptable phrase (repeatable; one contains_any "
-                                             "check)")),
-                ("--not-contains", dict(action="append", default=[], metavar="TEXT",
-                                        help="forbidden phrase (repeatable; one not_contains "
-                                             "check)")))),)),
+            "--not-contains 'instant refund'",
+            {None: ("add:--id", "--input", "--from-run", "--output", "--recordings", "--check",
+                    "--max-words", "--regex", "--description", "add:--tag", "--cases",
+                    "--baseline", "--contains-all", "--contains-any", "--not-contains")}),
     "check": (_check_command, "Score one output against one case's checks, for quick iteration "
               "on a check: the output is read from standard input (or --output). Exit 0 when "
               "every check passes, 1 when one fails, 2 for invalid input.",
               "example: echo 'Refunds need manager approval.' | python evals.py check "
-              "refund-contradiction", ((None, (("case_id", dict(metavar="CASE_ID")), "--cases",
-                                               "--output")),)),
+              "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
     "report": (_report_command, "Write reports for a saved run record. The categories "
                "(regressed, fixed, ...) are the record's own, from the baseline it was compared "
                "with when it ran; --baseline names that older record to show its outputs beside "
-               "the new ones (e.g. the last_run.json of the main branch).", None, ((None, (
-                   ("run_record", dict(metavar="RECORD",
-                                      help="the run record (e.g. merged_run.json)")),
-                   ("--baseline", dict(metavar="FILE", help="the older run record whose outputs "
-                                       "are shown side by side")),
-                   *_REPORTS, "-q --quiet")),)),
+               "the new ones (e.g. the last_run.json of the main branch).", None,
+               {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")}),
 }
-
 
 if __name__ == "__main__":
     # Adapters `import evals` to reach current_case(); make that the running module, not a copy.
