@@ -3998,13 +3998,11 @@ def _added_checks(args):
             checks.append(_strict_json(text, unique_keys=True))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    for kind in ("contains_all", "contains_any", "not_contains"):
-        if getattr(args, kind):
-            checks.append({"type": kind, "values": getattr(args, kind)})
-    if args.max_words is not None:
-        checks.append({"type": "max_words", "n": args.max_words})
-    if args.regex is not None:
-        checks.append({"type": "regex", "pattern": args.regex})
+    shortcuts = (("contains_all", "values", args.contains_all or None),
+                 ("contains_any", "values", args.contains_any or None),
+                 ("not_contains", "values", args.not_contains or None),
+                 ("max_words", "n", args.max_words), ("regex", "pattern", args.regex))
+    checks += [{"type": kind, key: value} for kind, key, value in shortcuts if value is not None]
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
