@@ -3246,25 +3246,18 @@ def _check_table():
     return "\n".join(lines) + "\n"
 
 
-def _at_least_one(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+def _number(kind, low):
+    """An argparse type: a `kind` (int or float) of `low` or more; a float also finite, above 0."""
+    def convert(text):
+        value = kind(text)
+        if kind is float and not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more, got {text}")
+        return value
 
-
-def _above_zero(text):
-    value = float(text)
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-    return value
-
-
-def _rate(text):
-    value = _above_zero(text)
-    if value < 0.001:  # one call a thousand seconds; below, the wait overflows the clock
-        raise argparse.ArgumentTypeError(f"must be 0.001 or more, got {text}")
-    return value
+    convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
+    return convert
 
 
 def _shard(text):
@@ -3274,9 +3267,110 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
-def _parser(command, description, epilog=None):
-    """An argument parser whose paragraphs are wrapped, except examples and those with their
-    own line breaks (lists), which are kept as written so they paste as they are."""
+# Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
+# meaning of its own) -> add_argument keywords. _COMMANDS lists each command's options.
+_OPTIONS = {
+    "--version": dict(action="version", version=f"evals {__version__}"),
+    "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
+                    help=f"case file, JSONL (default: {DEFAULT_CASES})"),
+    "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE",
+                       help="the previous run record, which a run compares with and "
+                            f"updates (default: {DEFAULT_BASELINE})"),
+    "--accept": dict(action="store_true",
+                     help="take this run's verdicts as the new baseline, regressions included"),
+    "--no-save": dict(action="store_true",
+                      help="compare with the baseline; write no record and no history"),
+    "--out": dict(metavar="FILE", help="write the run record here instead of updating the "
+                  "baseline (default with --shard: run-shard-K-of-N.json)"),
+    "--validate": dict(action="store_true", help="only validate the case file, call nothing"),
+    "--list-checks": dict(action="store_true", help="print the check types and their parameters"),
+    "--tag": dict(action="append", default=[], metavar="TAG",
+                  help="run only cases with this tag (repeatable: any of them)"),
+    "--id": dict(action="append", default=[], metavar="PATTERN",
+                 help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
+    "--failed": dict(action="store_true",
+                     help="run only cases that did not pass in the baseline's last run"),
+    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
+                    "case id); combine the shards' records with `evals.py merge`"),
+    "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
+                     f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})"),
+    "--rescore": dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a run "
+                      "record) instead of calling a model; no client is imported"),
+    "--record": dict(metavar="FILE",
+                     help="also save this run's outputs as recordings JSONL (replayable)"),
+    "-j --concurrency": dict(type=_number(int, 1), default=1, metavar="N",
+                             help="calls in flight at once (default: 1)"),
+    "--timeout": dict(type=_number(float, 0), metavar="SECONDS",
+                      help="per-call time limit; a slower call is an error (default: none)"),
+    # 0.001: one call a thousand seconds; below, the wait overflows the clock
+    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
+                         help="start at most this many calls per second"),
+    "--repeat": dict(type=_number(int, 1), default=1, metavar="N",
+                     help="call each case N times; see --min-pass (default: 1)"),
+    "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
+                       "needs (default: a majority, 2 of 3)"),
+    "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
+                     "estimated cost would pass this many dollars; cases not called are errors"),
+    "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
+                     "million tokens, added to the built-in table"),
+    "--judge": dict(metavar="MODULE:FUNCTION",
+                    help="callable str -> str that answers the prompts of `judge` checks"),
+    "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
+                       "deterministic checks run, and cases with only judge checks are not run"),
+    "-q --quiet": dict(action="store_true", help="print only the count lines, regressions and "
+                       "errors; no progress line"),
+    "--strict": dict(action="store_true",
+                     help="exit 1 when any case does not pass, not only on regressions"),
+    "--omit-outputs": dict(action="store_true",
+                           help="leave model output text out of every file written"),
+    "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
+    "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
+    "--markdown": dict(metavar="FILE", help="write a Markdown report"),
+    "--html": dict(metavar="FILE",
+                   help="write a self-contained HTML report of the diff with the baseline"),
+    "--github": dict(action="store_true", help="print GitHub Actions annotations for "
+                     "regressions and append the Markdown report to $GITHUB_STEP_SUMMARY"),
+    "--history": dict(metavar="FILE", help="SQLite history to append to and read (default: "
+                      ".evals/history.sqlite beside the baseline)"),
+    "--no-history": dict(action="store_true", help="do not append to the history"),
+    "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
+                     "reads it from standard input without this)"),
+    "records": dict(nargs="+", metavar="RECORD", help="shard run records (JSON)"),
+    "merge:--out": dict(default=DEFAULT_BASELINE, metavar="FILE",
+                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})"),
+    "history:case_id": dict(nargs="?", metavar="CASE_ID",
+                            help="show this case's verdicts and reasons run by run"),
+    "--limit": dict(type=_number(int, 1), default=20, metavar="N",
+                    help="rows to show (default: 20)"),
+    "add:--id": dict(required=True, help="the new case's id (unique)"),
+    "--input": dict(help="the prompt"),
+    "--from-run": dict(metavar="CASE_ID", help="take the input (and the output, to score) from "
+                       "this case in the baseline record"),
+    "--recordings": dict(metavar="FILE", help="also append that output to this recordings file "
+                         "(e.g. recordings.jsonl), so the offline replay has an answer for the "
+                         "new case"),
+    "--check": dict(action="append", default=[], metavar="JSON",
+                    help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)'),
+    "--max-words": dict(type=int, metavar="N", help="a max_words check"),
+    "--regex": dict(metavar="PATTERN", help="a regex check"),
+    "--description": dict(help="why this case exists"),
+    "add:--tag": dict(action="append", default=[], metavar="TAG",
+                      help="a tag of the new case (repeatable)"),
+    **{f"--{kind.replace('_', '-')}": dict(action="append", default=[], metavar="TEXT",
+                                           help=f"{meaning} phrase (repeatable; one {kind} check)")
+       for kind, meaning in (("contains_all", "required"), ("contains_any", "acceptable"),
+                             ("not_contains", "forbidden"))},
+    "check:case_id": dict(metavar="CASE_ID"),
+    "run_record": dict(metavar="RECORD", help="the run record (e.g. merged_run.json)"),
+    "report:--baseline": dict(metavar="FILE",
+                              help="the older run record whose outputs are shown side by side"),
+}
+
+
+def _parser(command):
+    """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS. Its
+    paragraphs are wrapped, except examples and those with their own line breaks (lists), which
+    are kept as written so they paste as they are."""
     import textwrap
 
     def wrap(text):
@@ -3284,117 +3378,15 @@ def _parser(command, description, epilog=None):
             p if "\n" in p or p.startswith("example:") else textwrap.fill(p, 79)
             for p in text.split("\n\n"))
 
-    return argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
-                                   description=wrap(description), epilog=wrap(epilog),
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def _add_report_options(group):
-    """The report options of a run and of `report` (one declaration for both)."""
-    group.add_argument("--omit-outputs", action="store_true",
-                       help="leave model output text out of every file written")
-    group.add_argument("--json", metavar="FILE", help="write the run record (JSON) here too")
-    group.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    group.add_argument("--markdown", metavar="FILE", help="write a Markdown report")
-    group.add_argument("--html", metavar="FILE",
-                       help="write a self-contained HTML report of the diff with the baseline")
-    group.add_argument("--github", action="store_true",
-                       help="print GitHub Actions annotations for regressions and append the "
-                            "Markdown report to $GITHUB_STEP_SUMMARY")
-
-
-def _run_parser():
-    parser = _parser("", "Run a JSONL file of cases through a model, score deterministic checks, "
-                     "and compare with the previous run (the baseline) to catch regressions.\n\n"
-                     "other commands (each has --help):\n"
-                     "  python evals.py merge RECORD...     combine shard run records into one\n"
-                     "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
-                     "  python evals.py add --id ID ...     append a validated case to the cases\n"
-                     "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
-                     "  python evals.py report RECORD       write reports for a saved run record\n"
-                     "  python my_client.py review          turn captured calls into cases",
-                     _EXIT_CODES + "\n\nThe default client my_client:ask replays "
-                     "recordings.jsonl offline until a provider is configured (see my_client.py).")
-    parser.add_argument("--version", action="version", version=f"evals {__version__}")
-    inputs = parser.add_argument_group("cases and baseline")
-    inputs.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
-                        help=f"case file, JSONL (default: {DEFAULT_CASES})")
-    inputs.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"previous run record to compare with and to update "
-                             f"(default: {DEFAULT_BASELINE})")
-    inputs.add_argument("--accept", action="store_true",
-                        help="take this run's verdicts as the new baseline, regressions included")
-    inputs.add_argument("--no-save", action="store_true",
-                        help="compare with the baseline; write no record and no history")
-    inputs.add_argument("--out", metavar="FILE",
-                        help="write the run record here instead of updating the baseline "
-                             "(default with --shard: run-shard-K-of-N.json)")
-    inputs.add_argument("--validate", action="store_true",
-                        help="only validate the case file, call nothing")
-    inputs.add_argument("--list-checks", action="store_true",
-                        help="print the check types and their parameters")
-    _add_selection_options(parser.add_argument_group("selection"))
-    _add_model_options(parser.add_argument_group("model calls"))
-    output = parser.add_argument_group("output")
-    output.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the count lines, regressions and errors; no progress "
-                             "line")
-    output.add_argument("--strict", action="store_true",
-                        help="exit 1 when any case does not pass, not only on regressions")
-    _add_report_options(output)
-    output.add_argument("--history", metavar="FILE", default=None,
-                        help="SQLite history to append to (default: .evals/history.sqlite "
-                             "beside the baseline)")
-    output.add_argument("--no-history", action="store_true", help="do not append to the history")
+    _, description, epilog, groups = _COMMANDS[command]
+    parser = argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
+                                     description=wrap(description), epilog=wrap(epilog),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    for title, names in groups.items():
+        group = parser.add_argument_group(title) if title else parser
+        for name in names:
+            group.add_argument(*name.split(":")[-1].split(), **_OPTIONS[name])
     return parser
-
-
-def _add_selection_options(select):
-    select.add_argument("--tag", action="append", default=[], metavar="TAG",
-                        help="run only cases with this tag (repeatable: any of them)")
-    select.add_argument("--id", action="append", default=[], metavar="PATTERN",
-                        help="run only cases whose id matches, e.g. 'refund-*' (repeatable)")
-    select.add_argument("--failed", action="store_true",
-                        help="run only cases that did not pass in the baseline's last run")
-    select.add_argument("--shard", type=_shard, metavar="K/N",
-                        help="run shard K of N (split by a hash of the case id); combine the "
-                             "shards' records with `evals.py merge`")
-
-
-# The options of the model calls, as (flags, add_argument keywords).
-_MODEL_OPTIONS = (
-    (("--client",), dict(default=None, metavar="MODULE:FUNCTION", help=f"callable str -> str "
-                         f"that answers each input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})")),
-    (("--rescore",), dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a "
-                          "run record) instead of calling a model; no client is imported")),
-    (("--record",), dict(metavar="FILE", help="also save this run's outputs as recordings "
-                         "JSONL (replayable)")),
-    (("-j", "--concurrency"), dict(type=_at_least_one, default=1, metavar="N",
-                                   help="calls in flight at once (default: 1)")),
-    (("--timeout",), dict(type=_above_zero, default=None, metavar="SECONDS", help="per-call "
-                          "time limit; a slower call is an error (default: none)")),
-    (("--rate-limit",), dict(type=_rate, default=None, metavar="PER_SECOND",
-                             help="start at most this many calls per second")),
-    (("--repeat",), dict(type=_at_least_one, default=1, metavar="N",
-                         help="call each case N times; see --min-pass (default: 1)")),
-    (("--min-pass",), dict(type=_at_least_one, default=None, metavar="K", help="passing calls "
-                           "a repeated case needs (default: a majority, 2 of 3)")),
-    (("--budget",), dict(type=_above_zero, default=None, metavar="USD", help="stop calling "
-                         "before the estimated cost would pass this many dollars; cases not "
-                         "called are errors")),
-    (("--prices",), dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
-                         "million tokens, added to the built-in table")),
-    (("--judge",), dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers the "
-                        "prompts of `judge` checks")),
-    (("--no-judge",), dict(action="store_true", help="skip `judge` checks (said in the "
-                           "summary); deterministic checks run, and cases with only judge "
-                           "checks are not run")),
-)
-
-
-def _add_model_options(model):
-    for flags, options in _MODEL_OPTIONS:
-        model.add_argument(*flags, **options)
 
 
 def main(argv=None, stdout=None, stderr=None):
@@ -3406,15 +3398,15 @@ def main(argv=None, stdout=None, stderr=None):
     """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser, command = _COMMANDS.get(argv[0] if argv else "", (_run_parser, _run_command))
+    command = argv[0] if argv and argv[0] in _COMMANDS else ""
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
-            args = parser().parse_args(argv[1:] if command is not _run_command else argv)
+            args = _parser(command).parse_args(argv[1:] if command else argv)
         except SystemExit as exc:  # --help, --version or a usage error, already printed
             return EXIT_OK if exc.code == 0 else EXIT_INVALID
     try:
         with _sigterm_as_interrupt():
-            return command(args, stdout, stderr)
+            return _COMMANDS[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
@@ -3431,238 +3423,6 @@ def main(argv=None, stdout=None, stderr=None):
         stderr.write(traceback.format_exc())
         stderr.write("evals: internal error (above); nothing was compared\n")
     return EXIT_INVALID
-
-
-def _exit_code(summary, strict=False, accepted=False):
-    if summary["errored"]:
-        return EXIT_INVALID
-    if summary["regressed"] and not accepted:
-        return EXIT_REGRESSION
-    if strict and summary["passed"] < summary["total"]:
-        return EXIT_REGRESSION
-    return EXIT_OK
-
-
-class _Progress:
-    """A one-line progress counter on stderr, only when stderr is a terminal."""
-
-    def __init__(self, stream, total, enabled):
-        self.stream, self.total = stream, total
-        self.counts = collections.Counter()
-        isatty = getattr(stream, "isatty", lambda: False)
-        self.enabled = enabled and isatty() and not os.environ.get("NO_COLOR")
-
-    def __call__(self, result):
-        self.counts[result.status] += 1
-        if self.enabled:
-            done = sum(self.counts.values())
-            self.stream.write(f"\r{done}/{self.total} cases: {self.counts['fail']} failed, "
-                              f"{self.counts['error']} errors ")
-            self.stream.flush()
-
-    def close(self):
-        if self.enabled and self.counts:
-            self.stream.write("\r" + " " * 60 + "\r")
-            self.stream.flush()
-
-
-def _load_prices(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
-    if not isinstance(data, dict):
-        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
-    for model, pair in data.items():
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0
-                        for p in pair)):
-            raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
-                             "million tokens")
-    return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
-
-
-def _history_path(args):
-    return args.history or _beside_baseline(args, "history.sqlite")
-
-
-def _beside_baseline(args, name):
-    """A file in the .evals folder beside the baseline (history, judge cache)."""
-    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
-
-
-# ---- running the cases ----
-
-def _run_command(args, stdout, stderr):
-    if args.list_checks:
-        stdout.write(_check_table())
-        return EXIT_OK
-    cases, digest = load_cases(args.cases)
-    if args.validate:
-        stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
-        return EXIT_OK
-    _refuse_contradictions(args)
-    baseline = load_baseline(args.baseline)
-    selected, judge_only = _selection(args, cases, baseline)
-    if selected is None:
-        stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
-        return EXIT_OK
-    prices = _load_prices(args.prices) if args.prices else None
-    options = RunOptions(
-        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
-        min_pass=args.min_pass, rate_limit=args.rate_limit, prices=prices,
-        judge=_judge_for(args, selected),
-        budget=Budget(args.budget) if args.budget else None)
-    if args.rescore:
-        client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore), args.rescore)
-    else:
-        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(client_name)
-    if not args.quiet:
-        scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
-        repeat = f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1 else ""
-        stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
-                     f"{args.cases}, client {client_name}{repeat}\n")
-        stdout.flush()
-    started = _now()
-    try:
-        results = _run_with_progress(selected, call_model, options, args, stderr)
-    except Interrupted as stop:
-        partial = RunResult(stop.results, started, _now(), client_name, args.cases, digest)
-        stdout.write(format_summary(make_record(partial, baseline, selected,
-                                                all_case_ids=[c.id for c in cases],
-                                                options=options), args.quiet))
-        stderr.write(f"evals: interrupted after {len(stop.results)} of {len(selected)} cases; "
-                     "nothing was written\n")
-        return EXIT_INTERRUPTED
-    run = RunResult(results, started, _now(), client_name, args.cases, digest)
-    record = make_record(run, baseline, cases, args.accept, not args.omit_outputs,
-                         [c.id for c in cases], options)
-    if options.budget and options.budget.unpriced:
-        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
-                     "call(s) (the model is not in the price table or reported no usage); "
-                     "they were not counted\n")
-    _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr)
-    return _exit_code(record["summary"], args.strict, args.accept)
-
-
-def _refuse_contradictions(args):
-    """Options that cannot go together, and files that cannot be written, before any call."""
-    if args.min_pass is not None and args.min_pass > args.repeat:
-        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
-    if args.accept and (args.no_save or args.out):
-        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
-    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs")):
-        if getattr(args, first) and getattr(args, second):
-            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
-                             "contradict each other: choose one")
-    _refuse_overwriting(_options(args, _WRITTEN), _options(
-        args, ("cases", "rescore", "prices", "baseline")))
-    if not (args.no_save or args.out or args.shard):
-        _refuse_overwriting(_options(args, ("baseline",)), {})
-    if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
-        with open(args.record, encoding="utf-8-sig") as handle:
-            collections.deque(_recording_rows(args.record, handle), maxlen=0)
-
-
-_WRITTEN = ("out", "json", "junit", "markdown", "html", "record")
-
-
-def _options(args, names):
-    """{"--name": value} of the options `names` that this command has."""
-    return {f"--{name}": getattr(args, name) for name in names if hasattr(args, name)}
-
-
-# What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
-# option: one this tool wrote before. Anything else (the harness, a module, a README, the
-# recordings a client replays) is the user's, and is never written over.
-_OWN_FILES = {
-    "--out": ('"format": "evals-run"',), "--json": ('"format": "evals-run"',),
-    "--html": ("<title>evals",), "--junit": ('<testsuites name="evals"',),
-    "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
-    "--record": ('"id":',),
-}
-
-
-def _refuse_overwriting(written, read):
-    """Before any call: each file to write ({option: path or None}) is named, in a folder that
-    exists, neither a file read ({option: path}) nor another file written, and, if it exists,
-    a file of its kind that this tool wrote (see _OWN_FILES)."""
-    def same(a, b):
-        return os.path.realpath(a) == os.path.realpath(b) or (
-            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
-
-    seen = {option: path for option, path in read.items() if path}
-    for option, path in written.items():
-        if path is None:
-            continue
-        if not path.strip():
-            raise EvalsError(f"{option}: the file name is empty")
-        if os.path.isdir(path):
-            raise EvalsError(f"{option} {path} is a folder; name a file")
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise EvalsError(f"cannot write {path}: there is no folder {folder}")
-        clash = next((other for other, taken in seen.items() if same(path, taken)), None)
-        if clash:
-            raise EvalsError(f"{option} {path} is also {clash}: refusing to overwrite it; write "
-                             "to another file")
-        if option in _OWN_FILES and not _written_by_evals(path, _OWN_FILES[option]):
-            raise EvalsError(f"{option} {path}: the file exists and is not one this tool wrote "
-                             f"({option} writes a new one): refusing to overwrite it; write to "
-                             "another file, or delete it first")
-        seen[option] = path
-
-
-def _written_by_evals(path, marks):
-    """Whether `path` is absent, empty, or holds one of `marks` near its start."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            head = handle.read(4096)
-    except FileNotFoundError:
-        return True
-    return not head.strip() or any(mark in head for mark in marks)
-
-
-def _selection(args, cases, baseline):
-    """(cases to run, ids left out by --no-judge), or (None, []) when --failed finds nothing."""
-    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
-                            args.shard)
-    judge_only = []
-    if args.no_judge:
-        # With no check left to score, such a case is not run: it keeps its baseline entry
-        # rather than "pass" on nothing.
-        judge_only = [c.id for c in selected if all(_needs_judge(k) for k in c.checks)]
-        skipped = set(judge_only)
-        selected = [c for c in selected if c.id not in skipped]
-    if not selected and args.failed and not (args.tag or args.id or args.shard):
-        return None, []
-    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
-        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
-    return selected, judge_only
-
-
-def _needs_judge(check):
-    return CHECKS[check["type"]].needs_judge
-
-
-def _judge_for(args, cases):
-    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
-    if args.no_judge:
-        return NO_JUDGE
-    if args.judge:
-        return Judge(load_callable(args.judge, "--judge"), name=args.judge,
-                     cache_path=_beside_baseline(args, "judge_cache.jsonl"), timeout=args.timeout)
-    needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
-    if needs:
-        first = needs[0]
-        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
-                         f"judge is configured ({len(needs)} case(s)); pass --judge "
-                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
-    return None
 
 
 @contextlib.contextmanager
@@ -3683,21 +3443,221 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run_with_progress(selected, call_model, options, args, stderr):
-    """run_cases with a progress line on a terminal (raises Interrupted)."""
-    progress = _Progress(stderr, len(selected), not args.quiet)
+def _exit_code(summary, strict=False, accepted=False):
+    if summary["errored"]:
+        return EXIT_INVALID
+    failed = (summary["regressed"] and not accepted) or (
+        strict and summary["passed"] < summary["total"])
+    return EXIT_REGRESSION if failed else EXIT_OK
+
+
+def _beside_baseline(args, name):
+    """A file in the .evals folder beside the baseline (history, judge cache)."""
+    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
+
+
+def _history_path(args):
+    return args.history or _beside_baseline(args, "history.sqlite")
+
+
+# What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
+# option: one this tool wrote before. Anything else (the harness, a module, a README, the
+# recordings a client replays) is the user's, and is never written over.
+_OWN_FILES = {
+    "--out": ('"format": "evals-run"',), "--json": ('"format": "evals-run"',),
+    "--junit": ('<testsuites name="evals"',),
+    "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
+    "--html": ("<title>evals",), "--record": ('"id":',),
+}
+
+
+def _refuse_overwriting(args, read, written=None):
+    """Before any call: each file to write ({option: path or None}, default: the options of
+    _OWN_FILES that `args` has) is named, in a folder that exists, neither a file read
+    ({label: path}) nor another file written, and, if it exists, one this tool wrote."""
+    def same(a, b):
+        return os.path.realpath(a) == os.path.realpath(b) or (
+            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+
+    seen = {label: path for label, path in read.items() if path}
+    for option, path in (written or {o: getattr(args, o[2:], None) for o in _OWN_FILES}).items():
+        if path is None:
+            continue
+        if not path.strip():
+            raise EvalsError(f"{option}: the file name is empty")
+        if os.path.isdir(path):
+            raise EvalsError(f"{option} {path} is a folder; name a file")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise EvalsError(f"cannot write {path}: there is no folder {folder}")
+        clash = next((label for label, taken in seen.items() if same(path, taken)), None)
+        if clash:
+            raise EvalsError(f"{option} {path} is also {clash}: refusing to overwrite it; write "
+                             "to another file")
+        if option in _OWN_FILES and os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                head = handle.read(4096)
+            if head.strip() and not any(mark in head for mark in _OWN_FILES[option]):
+                raise EvalsError(f"{option} {path}: the file exists and is not one this tool "
+                                 f"wrote ({option} writes a new one): refusing to overwrite it; "
+                                 "write to another file, or delete it first")
+        seen[option] = path
+
+
+# ---- running the cases ----
+
+def _run_command(args, stdout, stderr):
+    if args.list_checks:
+        stdout.write(_check_table())
+        return EXIT_OK
+    cases, digest = load_cases(args.cases)
+    if args.validate:
+        stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
+        return EXIT_OK
+    _refuse_contradictions(args)
+    baseline = load_baseline(args.baseline)
+    selected, judge_only = _selection(args, cases, baseline)
+    if selected is None:
+        stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
+        return EXIT_OK
+    options = RunOptions(
+        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
+        min_pass=args.min_pass, rate_limit=args.rate_limit,
+        prices=_load_prices(args.prices) if args.prices else None,
+        judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
+    if args.rescore:
+        client_name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore), args.rescore)
+    else:
+        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(client_name)
+    if not args.quiet:
+        scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
+        repeat = f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1 else ""
+        stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
+                     f"{args.cases}, client {client_name}{repeat}\n")
+        stdout.flush()
+    started, stopped = _now(), False
     try:
-        return run_cases(selected, call_model, options, on_result=progress)
+        results = _run_with_progress(selected, call_model, options, args.quiet, stderr)
+    except Interrupted as stop:
+        results, stopped = stop.results, True
+    run = RunResult(results, started, _now(), client_name, args.cases, digest)
+    record = make_record(run, baseline, cases, args.accept and not stopped,
+                         not args.omit_outputs, [c.id for c in cases], options)
+    if stopped:
+        stdout.write(format_summary(record, args.quiet))
+        stderr.write(f"evals: interrupted after {len(results)} of {len(selected)} cases; "
+                     "nothing was written\n")
+        return EXIT_INTERRUPTED
+    if options.budget and options.budget.unpriced:
+        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
+                     "call(s) (the model is not in the price table or reported no usage); "
+                     "they were not counted\n")
+    _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr)
+    return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _refuse_contradictions(args):
+    """Options that cannot go together, and files that cannot be written, before any call."""
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    if args.accept and (args.no_save or args.out):
+        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
+    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
+                          ("record", "omit_outputs")):
+        if getattr(args, first) and getattr(args, second):
+            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
+                             "contradict each other: choose one")
+    _refuse_overwriting(args, {f"--{name}": getattr(args, name)
+                               for name in ("cases", "rescore", "prices", "baseline")})
+    if not (args.no_save or args.out or args.shard):
+        _refuse_overwriting(args, {}, {"--baseline": args.baseline})
+    if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
+        with open(args.record, encoding="utf-8-sig") as handle:
+            list(_recording_rows(args.record, handle))
+
+
+def _load_prices(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
+    if not isinstance(data, dict):
+        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
+    for model, pair in data.items():
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(_is_number(price) and price >= 0 for price in pair)):
+            raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
+                             "million tokens")
+    return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
+
+
+def _needs_judge(check):
+    return CHECKS[check["type"]].needs_judge
+
+
+def _selection(args, cases, baseline):
+    """(cases to run, {id: case} left out by --no-judge: with no check left to score, such a
+    case keeps its baseline entry rather than "pass" on nothing), or (None, {}) when --failed
+    finds nothing."""
+    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
+                            args.shard)
+    judge_only = {c.id: c for c in selected
+                  if args.no_judge and all(_needs_judge(k) for k in c.checks)}
+    selected = [c for c in selected if c.id not in judge_only]
+    if not selected and args.failed and not (args.tag or args.id or args.shard):
+        return None, {}
+    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
+    return selected, judge_only
+
+
+def _judge_for(args, cases):
+    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
+    if args.no_judge:
+        return NO_JUDGE
+    if args.judge:
+        return Judge(load_callable(args.judge, "--judge"), name=args.judge,
+                     cache_path=_beside_baseline(args, "judge_cache.jsonl"), timeout=args.timeout)
+    needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
+    if needs:
+        first = needs[0]
+        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
+                         f"judge is configured ({len(needs)} case(s)); pass --judge "
+                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
+    return None
+
+
+def _run_with_progress(cases, call_model, options, quiet, stream):
+    """run_cases, with a one-line progress counter on `stream` when it is a terminal."""
+    counts = collections.Counter()
+    shown = not quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
+
+    def progress(result):
+        counts[result.status] += 1
+        stream.write(f"\r{sum(counts.values())}/{len(cases)} cases: {counts['fail']} failed, "
+                     f"{counts['error']} errors ")
+        stream.flush()
+
+    try:
+        return run_cases(cases, call_model, options, on_result=progress if shown else None)
     finally:
-        progress.close()
+        if counts:
+            stream.write("\r" + " " * 60 + "\r")
+            stream.flush()
 
 
-def _finish_run(args, record, cases, selected, judge_only, results, baseline, stdout, stderr):
+def _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr):
     """Summary, recordings, the record, the history and the reports of a finished run. The
     record is written before the history, so the history never holds a run that was lost."""
     history = not (args.no_history or args.no_save)
     if history:
-        _flaky_from_history(args, record, results, stderr)
+        flaky = _use_history(args, "read", stderr, lambda path: history_flaky(
+            path, [r.id for r in results], current={r.id: r.status for r in results}))
+        if flaky is not None:
+            record["summary"]["flaky_history"] = flaky
     stdout.write(format_summary(record, args.quiet))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
@@ -3706,7 +3666,7 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
         stdout.write(f"not run (--no-judge; only judge checks): "
                      f"{', '.join(map(_line, judge_only))}\n")
     if args.record:
-        _save_recordings(args.record, cases, results, stderr)
+        _save_recordings(args.record, selected, results, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
                        else None)
     if out:
@@ -3717,8 +3677,21 @@ def _finish_run(args, record, cases, selected, judge_only, results, baseline, st
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     if history:
-        _append_history(args, record, stderr)
+        _use_history(args, "updated", stderr, lambda path: history_append(path, record))
     _write_reports(args, record, baseline.entries, stdout)
+
+
+def _use_history(args, done, stderr, use):
+    """use(the history's path); a history that cannot be read or written is a warning, never a
+    reason to lose the run record (then None)."""
+    import sqlite3
+
+    path = _history_path(args)
+    try:
+        return use(path)
+    except (sqlite3.Error, OSError) as exc:
+        stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips "
+                     "it)\n")
 
 
 def _write_baseline(args, record, baseline, stderr):
@@ -3732,45 +3705,16 @@ def _write_baseline(args, record, baseline, stderr):
     write_record(args.baseline, record)
 
 
-def _flaky_from_history(args, record, results, stderr):
-    """Name in the summary the cases whose verdict flips across recent runs, this one too."""
-    import sqlite3
-
-    history = _history_path(args)
-    try:
-        record["summary"]["flaky_history"] = history_flaky(
-            history, [r.id for r in results], current={r.id: r.status for r in results})
-    except (sqlite3.Error, OSError) as exc:
-        stderr.write(f"evals: warning: history {history} not read: {exc} (--no-history skips "
-                     "it)\n")
-
-
-def _append_history(args, record, stderr):
-    """Append the run to the history; a history that cannot be written is a warning, never a
-    reason to lose the run record."""
-    import sqlite3
-
-    history = _history_path(args)
-    try:
-        history_append(history, record)
-    except (sqlite3.Error, OSError) as exc:
-        stderr.write(f"evals: warning: history {history} not updated: {exc} (--no-history "
-                     "skips it)\n")
-
-
 def _write_reports(args, record, previous, stdout):
-    """The report files and GitHub output asked for; `previous`: the baseline's entries, shown
-    with the output that earned their baseline (a regression's last passing answer)."""
-    shown = {}
-    for case_id, entry in previous.items() if args.markdown or args.html or args.github else ():
-        earned = entry.get("baseline_output", entry.get("output"))
-        shown[case_id] = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
-        if earned is not None and not args.omit_outputs:
-            shown[case_id]["output"] = earned
+    """The report files and GitHub output asked for; `previous`: the baseline's entries, which
+    the HTML report shows with the output that earned their baseline (a regression's last
+    passing answer; none when the record omits outputs)."""
     writers = ((args.json, lambda: record_chunks(record)),
                (args.junit, lambda: [render_junit(record)]),
-               (args.markdown, lambda: [render_markdown(record, shown)]),
-               (args.html, lambda: [render_html(record, shown)]))
+               (args.markdown, lambda: [render_markdown(record)]),
+               (args.html, lambda: [render_html(record, {
+                   case_id: dict(entry, output=entry.get("baseline_output", entry.get("output")))
+                   for case_id, entry in previous.items()})]))
     for path, render in writers:
         if path:
             write_atomic(path, render())
@@ -3778,22 +3722,21 @@ def _write_reports(args, record, previous, stdout):
         stdout.write(github_annotations(record))
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-                handle.write(render_markdown(record, shown) + "\n")
+                handle.write(render_markdown(record) + "\n")
 
 
 def _save_recordings(path, cases, results, stderr):
-    """Record this run's outputs in a recordings file: rows of the cases run are updated (or
-    added), every other row is kept as it was, fields and all."""
+    """Record the outputs of `results` (of `cases`, in order) in a recordings file: rows of the
+    cases run are updated (or added), every other row is kept as it was, fields and all."""
     rows = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8-sig") as handle:
             rows = {row["id"]: row for row in _recording_rows(path, handle)}
-    inputs = {c.id: c.input for c in cases}
-    fresh = [r for r in results if r.status != "error"]
-    for result in fresh:
-        rows[result.id] = dict(rows.get(result.id, {}), id=result.id, input=inputs[result.id],
-                               output=result.output, **({"model": result.model} if result.model
-                                                         else {}))
+    fresh = [(case, r) for case, r in zip(cases, results) if r.status != "error"]
+    for case, result in fresh:
+        rows[case.id] = dict(rows.get(case.id, {}), id=case.id, input=case.input,
+                             output=result.output, **({"model": result.model} if result.model
+                                                      else {}))
     write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")
@@ -3801,24 +3744,9 @@ def _save_recordings(path, cases, results, stderr):
 
 # ---- other commands ----
 
-def _merge_parser():
-    parser = _parser("merge", "Combine the run records of shards (evals.py --shard K/N) into one "
-                     "record and one diff, as if the suite had run in one job. Every case of the "
-                     "case file must have been run by exactly one shard.", _EXIT_CODES)
-    parser.add_argument("records", nargs="+", metavar="RECORD", help="shard run records (JSON)")
-    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
-                        help=f"the case file the shards ran (default: {DEFAULT_CASES})")
-    parser.add_argument("--out", default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when any case does not pass")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print less")
-    return parser
-
-
 def _merge_command(args, stdout, stderr):
-    _refuse_overwriting(_options(args, ("out",)), {
-        "--cases": args.cases, **{f"RECORD {path}": path for path in args.records}})
+    _refuse_overwriting(args, {"--cases": args.cases,
+                               **{f"RECORD {path}": path for path in args.records}})
     cases, digest = load_cases(args.cases)
     records = [read_record(path) for path in args.records]
     merged = merge_records(records, [c.id for c in cases], args.records, digest)
@@ -3826,19 +3754,6 @@ def _merge_command(args, stdout, stderr):
     stdout.write(f"merged {len(records)} records into {args.out}\n")
     stdout.write(format_summary(merged, args.quiet))
     return _exit_code(merged["summary"], args.strict, merged.get("accepted"))
-
-
-def _history_parser():
-    parser = _parser("history", "Show recent runs from the local SQLite history, or one case's "
-                     "verdicts over time (newest first).")
-    parser.add_argument("case_id", nargs="?", metavar="CASE_ID",
-                        help="show this case's verdicts and reasons run by run")
-    parser.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="FILE",
-                        help="the history lives in .evals/history.sqlite beside this file")
-    parser.add_argument("--history", metavar="FILE", help="the SQLite history file")
-    parser.add_argument("--limit", type=_at_least_one, default=20, metavar="N",
-                        help="rows to show (default: 20)")
-    return parser
 
 
 def _history_command(args, stdout, stderr):
@@ -3861,48 +3776,6 @@ def _history_command(args, stdout, stderr):
     return EXIT_OK
 
 
-# The options of `add` but its phrase shortcuts, as (flag, add_argument keywords).
-_ADD_OPTIONS = (
-    ("--id", dict(required=True, help="the new case's id (unique)")),
-    ("--input", dict(help="the prompt")),
-    ("--from-run", dict(metavar="CASE_ID", help="take the input (and the output, to score) "
-                                                "from this case in the baseline record")),
-    ("--output", dict(metavar="TEXT", help="an output to score the new checks on (the bad "
-                                           "answer)")),
-    ("--recordings", dict(metavar="FILE", help="also append that output to this recordings "
-                          "file (e.g. recordings.jsonl), so the offline replay has an answer "
-                          "for the new case")),
-    ("--check", dict(action="append", default=[], metavar="JSON", help='a check as JSON, e.g. '
-                     '\'{"type": "max_words", "n": 50}\' (repeatable)')),
-    ("--max-words", dict(type=int, metavar="N", help="a max_words check")),
-    ("--regex", dict(metavar="PATTERN", help="a regex check")),
-    ("--description", dict(default=None, help="why this case exists")),
-    ("--tag", dict(action="append", default=[], metavar="TAG", help="(repeatable)")),
-    ("--cases", dict(default=DEFAULT_CASES, metavar="FILE",
-                     help=f"case file to append to (default: {DEFAULT_CASES})")),
-    ("--baseline", dict(default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"run record for --from-run (default: {DEFAULT_BASELINE})")),
-)
-
-
-def _add_parser():
-    parser = _parser("add", "Append a validated case to the case file (atomically; an existing "
-                     "id is refused). Turn a bad answer into a case: --from-run ID takes the "
-                     "input of that case from the last run and shows how the new checks score "
-                     "its output.",
-                     "example: python evals.py add --id refund-approval-2 --from-run "
-                     "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
-                     "--not-contains 'instant refund'")
-    for flag, options in _ADD_OPTIONS:
-        parser.add_argument(flag, **options)
-    for kind, meaning in (("contains-all", "required"), ("contains-any", "acceptable"),
-                          ("not-contains", "forbidden")):
-        parser.add_argument(f"--{kind}", action="append", default=[], metavar="TEXT",
-                            help=f"{meaning} phrase (repeatable; one {kind.replace('-', '_')} "
-                                 "check)")
-    return parser
-
-
 def _added_checks(args):
     """The checks given to `add`: --check JSON, then the shortcut options."""
     checks = []
@@ -3911,13 +3784,11 @@ def _added_checks(args):
             checks.append(_strict_json(text, unique_keys=True))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    for kind in ("contains_all", "contains_any", "not_contains"):
-        if getattr(args, kind):
-            checks.append({"type": kind, "values": getattr(args, kind)})
-    if args.max_words is not None:
-        checks.append({"type": "max_words", "n": args.max_words})
-    if args.regex is not None:
-        checks.append({"type": "regex", "pattern": args.regex})
+    shortcuts = (("contains_all", "values", args.contains_all or None),
+                 ("contains_any", "values", args.contains_any or None),
+                 ("not_contains", "values", args.not_contains or None),
+                 ("max_words", "n", args.max_words), ("regex", "pattern", args.regex))
+    checks += [{"type": kind, key: value} for kind, key, value in shortcuts if value is not None]
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
@@ -3926,27 +3797,23 @@ def _added_checks(args):
 
 def _add_command(args, stdout, stderr):
     checks = _added_checks(args)
-    text, output = args.input, args.output
-    if args.from_run:
-        entry = load_baseline(args.baseline).get(args.from_run)
-        if entry is None:
-            raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
-        text = entry.get("input") if text is None else text
-        output = entry.get("output") if output is None else output
-        if text is None:
-            raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; "
-                             "give --input")
+    entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
+    if entry is None:
+        raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
+    text = entry.get("input") if args.input is None else args.input
+    output = entry.get("output") if args.output is None else args.output
     if text is None:
-        raise EvalsError("give --input TEXT or --from-run CASE_ID")
-    case = {"id": args.id, "input": text, "checks": checks,
-            **({"description": args.description} if args.description is not None else {}),
-            **({"tags": args.tag} if args.tag else {})}
+        raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; give "
+                         "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
     if args.recordings and os.path.exists(args.recordings) and \
             args.id in load_outputs(args.recordings):
         raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
-    append_case(args.cases, case)
+    append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
+                             **({"description": args.description}
+                                if args.description is not None else {}),
+                             **({"tags": args.tag} if args.tag else {})})
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if args.recordings:
         _append_line(args.recordings, {"id": args.id, "input": text, "output": output})
@@ -3957,39 +3824,26 @@ def _add_command(args, stdout, stderr):
             stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
                          "or saved with --omit-outputs); the new checks were not tried on it\n")
         return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, NO_JUDGE, stdout)
-    if status == "pass" and any(r.get("skipped") for r in results):
+    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, stdout)
+    if status != "pass":
+        stdout.write("the new case fails on that output, as it should: it catches this answer\n")
+    elif any(r.get("skipped") for r in results):
         stdout.write("note: judge checks are not tried here (add calls no judge); run the "
                      "suite with --judge to see how they score this answer\n")
-    elif status == "pass":
+    else:
         stdout.write("warning: the new case PASSES on that output, so it would not catch "
                      "this answer; tighten its checks\n")
-    else:
-        stdout.write("the new case fails on that output, as it should: it catches this "
-                     "answer\n")
     return EXIT_OK
 
 
-def _print_checks(case, output, judge, stdout, indent="  "):
-    """Score `case` on `output` and print each check's verdict; returns (status, results)."""
-    status, results = evaluate(case, output, judge)
+def _print_checks(case, output, stdout, indent="  "):
+    """Score `case` on `output` (no judge) and print each check's verdict; returns (status,
+    results)."""
+    status, results = evaluate(case, output, NO_JUDGE)
     for result in results:
         mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
     return status, results
-
-
-def _check_parser():
-    parser = _parser("check", "Score one output against one case's checks, for quick iteration "
-                     "on a check: the output is read from standard input (or --output). Exit 0 "
-                     "when every check passes, 1 when one fails, 2 for invalid input.",
-                     "example: echo 'Refunds need manager approval.' | python evals.py check "
-                     "refund-contradiction")
-    parser.add_argument("case_id", metavar="CASE_ID")
-    parser.add_argument("--cases", default=DEFAULT_CASES, metavar="FILE",
-                        help=f"case file (default: {DEFAULT_CASES})")
-    parser.add_argument("--output", metavar="TEXT", help="the output (default: read stdin)")
-    return parser
 
 
 def _check_command(args, stdout, stderr):
@@ -4003,29 +3857,14 @@ def _check_command(args, stdout, stderr):
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
-    status, _ = _print_checks(case, output, None, stdout, indent="")
+    status, _ = _print_checks(case, output, stdout, indent="")
     stdout.write(f"{case.id}: {status}\n")
     return EXIT_OK if status == "pass" else EXIT_REGRESSION
 
 
-def _report_parser():
-    parser = _parser("report", "Write reports for a saved run record. The categories "
-                     "(regressed, fixed, ...) are the record's own, from the baseline it was "
-                     "compared with when it ran; --baseline names that older record to show its "
-                     "outputs beside the new ones (e.g. the last_run.json of the main branch).")
-    parser.add_argument("record", metavar="RECORD", help="the run record (e.g. merged_run.json)")
-    parser.add_argument("--baseline", metavar="FILE",
-                        help="the older run record whose outputs are shown side by side")
-    _add_report_options(parser)
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="print only the count lines, regressions and errors")
-    return parser
-
-
 def _report_command(args, stdout, stderr):
-    _refuse_overwriting(_options(args, ("json", "junit", "markdown", "html")),
-                        {"RECORD": args.record, "--baseline": args.baseline})
-    record = read_record(args.record)
+    _refuse_overwriting(args, {"RECORD": args.run_record, "--baseline": args.baseline})
+    record = read_record(args.run_record)
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}
@@ -4037,14 +3876,57 @@ def _report_command(args, stdout, stderr):
     return EXIT_OK
 
 
-_COMMANDS = {
-    "merge": (_merge_parser, _merge_command),
-    "history": (_history_parser, _history_command),
-    "add": (_add_parser, _add_command),
-    "check": (_check_parser, _check_command),
-    "report": (_report_parser, _report_command),
-}
+_REPORTS = ("--omit-outputs", "--json", "--junit", "--markdown", "--html", "--github")
 
+# Each command: (function, description, epilog, {group title or None: option names}); ""
+# runs the cases.
+_COMMANDS = {
+    "": (_run_command, "Run a JSONL file of cases through a model, score deterministic checks, "
+         "and compare with the previous run (the baseline) to catch regressions.\n\n"
+         "other commands (each has --help):\n"
+         "  python evals.py merge RECORD...     combine shard run records into one\n"
+         "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
+         "  python evals.py add --id ID ...     append a validated case to the cases\n"
+         "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
+         "  python evals.py report RECORD       write reports for a saved run record\n"
+         "  python my_client.py review          turn captured calls into cases",
+         _EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl offline "
+         "until a provider is configured (see my_client.py).", {
+             None: ("--version",),
+             "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
+                                    "--validate", "--list-checks"),
+             "selection": ("--tag", "--id", "--failed", "--shard"),
+             "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
+                             "--rate-limit", "--repeat", "--min-pass", "--budget", "--prices",
+                             "--judge", "--no-judge"),
+             "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
+    "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
+              "record and one diff, as if the suite had run in one job. Every case of the case "
+              "file must have been run by exactly one shard.", _EXIT_CODES,
+              {None: ("records", "--cases", "merge:--out", "--strict", "-q --quiet")}),
+    "history": (_history_command, "Show recent runs from the local SQLite history, or one "
+                "case's verdicts over time (newest first).", None,
+                {None: ("history:case_id", "--baseline", "--history", "--limit")}),
+    "add": (_add_command, "Append a validated case to the case file (atomically; an existing "
+            "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
+            "that case from the last run and shows how the new checks score its output.",
+            "example: python evals.py add --id refund-approval-2 --from-run "
+            "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
+            "--not-contains 'instant refund'",
+            {None: ("add:--id", "--input", "--from-run", "--output", "--recordings", "--check",
+                    "--max-words", "--regex", "--description", "add:--tag", "--cases",
+                    "--baseline", "--contains-all", "--contains-any", "--not-contains")}),
+    "check": (_check_command, "Score one output against one case's checks, for quick iteration "
+              "on a check: the output is read from standard input (or --output). Exit 0 when "
+              "every check passes, 1 when one fails, 2 for invalid input.",
+              "example: echo 'Refunds need manager approval.' | python evals.py check "
+              "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
+    "report": (_report_command, "Write reports for a saved run record. The categories "
+               "(regressed, fixed, ...) are the record's own, from the baseline it was compared "
+               "with when it ran; --baseline names that older record to show its outputs beside "
+               "the new ones (e.g. the last_run.json of the main branch).", None,
+               {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")}),
+}
 
 if __name__ == "__main__":
     # Adapters `import evals` to reach current_case(); make that the running module, not a copy.

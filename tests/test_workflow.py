@@ -909,7 +909,7 @@ class PricesFileTest(Workspace):
 
     def test_bad_entries_are_rejected_before_any_call(self):
         for data in ({"acme": [1]}, {"acme": [1, -2]}, {"acme": "cheap"}, {"acme": [True, 1]},
-                     [["acme", 1, 2]]):
+                     [["acme", 1, 2]], {"acme": [float("inf"), 1]}):
             prices = self.write_prices(data)
             code, _, err = self.run_cli("--prices", prices, "--no-history")
             self.assertEqual(code, 2, data)
