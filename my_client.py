@@ -240,8 +240,10 @@ OLLAMA_DEFAULT_NUM_CTX = 8192
 _TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")  # EVALS_MAX_TOKENS_FIELD's values
 DEFAULT_RECORDINGS = "recordings.jsonl"
 
-# The statuses the official SDKs retry (openai-python, anthropic-sdk-python: 408, 409 "lock
-# timeouts", 429, 5xx), 529 being Anthropic's "overloaded".
+# The statuses the official SDKs retry (408, 409 "lock timeouts", 429, 5xx: ``_should_retry`` in
+# https://github.com/openai/openai-python/blob/main/src/openai/_base_client.py and
+# https://github.com/anthropics/anthropic-sdk-python/blob/main/src/anthropic/_base_client.py),
+# 529 being Anthropic's "overloaded".
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # Error codes that arrive with a 429 but mean "no money / no quota left":
 # waiting does not help, so they fail fast.
@@ -715,9 +717,8 @@ def _daily_quotas(details: Any) -> List[str]:
 
 def _should_retry(status: int, headers: Mapping[str, str], no_quota: bool) -> bool:
     """Whether an HTTP error is worth another attempt.  The server's ``x-should-retry`` decides
-    when it says ``true`` or ``false``, as the official SDKs obey it (openai-python and
-    anthropic-sdk-python, ``_base_client.py`` ``_should_retry``); otherwise the status does,
-    except a 429 that means no quota is left."""
+    when it says ``true`` or ``false``, as the official SDKs obey it (see RETRY_STATUSES);
+    otherwise the status does, except a 429 that means no quota is left."""
     told = headers.get("x-should-retry")
     if told in ("true", "false"):
         return told == "true"
@@ -779,7 +780,9 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
         return None, ""
     if attempt >= settings.max_attempts:
         return None, "; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (attempt, "s" if attempt > 1 else "")
-    if failure.retry_after:  # 0 is no advice: the SDKs only follow 0 < Retry-After <= 60
+    # A Retry-After of 0 is no advice: the SDKs follow only 0 < Retry-After <= 60
+    # (``_calculate_retry_timeout``, in the files RETRY_STATUSES cites).
+    if failure.retry_after:
         if failure.retry_after > remaining:
             return None, ("; server asked to retry after %gs, more than the %gs left of the retry budget "
                           "(EVALS_MAX_RETRY_WAIT)" % (failure.retry_after, max(remaining, 0.0)))
@@ -856,9 +859,10 @@ def _present(sent: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _root(settings: Settings) -> str:
-    """The API root: EVALS_BASE_URL, plus the provider's version path when it has no path at all
-    (``https://api.anthropic.com``, as the official SDKs take it, is
-    ``https://api.anthropic.com/v1``)."""
+    """The API root: EVALS_BASE_URL, plus the provider's version path when it has no path at all:
+    ``https://api.anthropic.com`` is the Anthropic SDK's base URL (ANTHROPIC_BASE_URL), which it
+    calls at ``/v1/messages``
+    (https://github.com/anthropics/anthropic-sdk-python/blob/main/src/anthropic/_client.py)."""
     if urllib.parse.urlsplit(settings.base_url).path:
         return settings.base_url
     return settings.base_url + urllib.parse.urlsplit(DEFAULT_BASE_URLS[settings.provider]).path
@@ -1169,7 +1173,8 @@ def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
 
     Response: ``{"model", "message": {"content", "thinking"}, "done_reason",
     "prompt_eval_count", "eval_count"}``; see https://docs.ollama.com/api/chat
-    (``thinking``: ``Message`` in ollama-python's ``ollama/_types.py``).
+    (``thinking``: ``Message`` in
+    https://github.com/ollama/ollama-python/blob/main/ollama/_types.py).
 
     Raises:
         _Failed: not a JSON object, a prompt that may have been cut to fit
