@@ -107,23 +107,22 @@ Errors:
   recordings file is malformed (message names ``file:line``).
   ``FileNotFoundError``: the recordings file does not exist.
 
-Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529, read
-timeouts, connection resets and dropped connections are retried, up to
+Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
+read timeouts, connection resets and dropped connections are retried, up to
 ``EVALS_MAX_ATTEMPTS`` attempts.  The wait before a retry is the server's
 ``Retry-After`` (seconds or HTTP-date; also ``retry-after-ms`` and Gemini's
-``RetryInfo.retryDelay``) when given and above 0, otherwise exponential backoff with full
-jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.  Total sleeping is
-capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what remains (once it
-is all spent, no further attempt is made, whatever ``EVALS_MAX_ATTEMPTS``
-allows), and a
-``Retry-After`` longer than what remains fails at once (waiting less than the
-server asked would only earn another 429).  Not retried: other 4xx (bad key,
-bad model, bad request; the provider's own error message is surfaced), 429s
-that mean "out of quota / spend limit" or a used-up daily quota (retrying
-cannot help), connection
-refused and DNS failures (almost always a wrong URL or a server that is not
-running), and anything wrong with a 200 response.  A server's
-``x-should-retry: true`` or ``false`` overrides the status, as in the SDKs.
+``RetryInfo.retryDelay``) when given and above 0, otherwise exponential
+backoff with full jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.
+Total sleeping is capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what
+remains (once it is all spent, no further attempt is made, whatever
+``EVALS_MAX_ATTEMPTS`` allows), and a ``Retry-After`` longer than what remains
+fails at once (waiting less than the server asked would only earn another
+429).  Not retried: other 4xx (bad key, bad model, bad request; the provider's
+own error message is surfaced), 429s that mean "out of quota / spend limit" or
+a used-up daily quota (retrying cannot help), connection refused and DNS
+failures (almost always a wrong URL or a server that is not running), and
+anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
+``false`` overrides the status, as the official SDKs let it.
 
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
