@@ -18,7 +18,7 @@ Usage::
     import my_client
     client = my_client.make_client("anthropic", api_key="...", max_tokens=256)
     reply = client("Summarise this ticket: ...")
-    reply.usage, reply.model, reply.finish_reason, reply.attempts
+    reply.usage, reply.model, reply.finish_reason, reply.attempts, reply.sent
 
 Environment variables (all read when ``ask`` is called; keys are read on every
 call and are never printed, logged or put into an exception message):
@@ -37,10 +37,13 @@ call and are never printed, logged or put into an exception message):
                         Defaults: ``https://api.openai.com/v1``,
                         ``https://api.anthropic.com/v1``,
                         ``https://generativelanguage.googleapis.com/v1beta``,
-                        ``http://localhost:11434/v1``.  An OpenAI-compatible
-                        server that needs a key: ``EVALS_PROVIDER=openai``
-                        with its key in ``OPENAI_API_KEY``; a keyless one:
-                        ``EVALS_PROVIDER=ollama`` with ``EVALS_BASE_URL``.
+                        ``http://localhost:11434`` (Ollama's native API; a
+                        trailing ``/v1`` or ``/api`` is dropped).  A URL
+                        with no path gets the provider's version path, as
+                        the SDKs do (``https://api.anthropic.com``).  Any
+                        OpenAI-compatible server: ``EVALS_PROVIDER=openai``
+                        with its key in ``OPENAI_API_KEY`` (any text for a
+                        server that checks none).
 ``OPENAI_API_KEY``      key for ``openai`` (sent as ``Authorization: Bearer``).
 ``ANTHROPIC_API_KEY``   key for ``anthropic`` (sent as ``x-api-key``).
 ``GEMINI_API_KEY``      key for ``gemini`` (``GOOGLE_API_KEY`` also accepted;
@@ -48,8 +51,21 @@ call and are never printed, logged or put into an exception message):
 ``EVALS_SYSTEM_PROMPT`` optional system prompt.
 ``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
                         (the API requires one), not sent for the others.
-``EVALS_TEMPERATURE``   float, default ``0``; ``none`` omits the field (for
-                        models that reject a temperature).
+``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
+                        cap's name for ``openai``.  Default:
+                        ``max_completion_tokens`` on api.openai.com and Azure
+                        OpenAI hosts (reasoning models take no other),
+                        ``max_tokens`` elsewhere; a model that refuses
+                        ``max_tokens`` is sent ``max_completion_tokens``.
+``EVALS_TEMPERATURE``   float; ``none`` omits the field.  Unset: 0, except
+                        for a model that refuses it (OpenAI's reasoning
+                        models, newer Claude models: sent again without
+                        one) and Gemini 3 (Google advises its default):
+                        those get none, said once on stderr.  A temperature
+                        you set is sent as set; a refusal is an error.
+``EVALS_OLLAMA_NUM_CTX`` Ollama's context size in tokens, default 8192.  A
+                        prompt of half of it or more is an error: Ollama
+                        cuts a prompt that does not fit, without an error.
 ``EVALS_TIMEOUT``       seconds, default 60: socket timeout of each HTTP
                         attempt (connect, and each read of the response).
 ``EVALS_MAX_ATTEMPTS``  HTTP attempts per prompt, default 4 (1 = no retry).
@@ -67,13 +83,21 @@ string keeps working) with extra attributes:
 * ``finish_reason``: the provider's own stop reason string (``stop``,
   ``end_turn``, ``STOP``...), or ``None``.
 * ``attempts``: HTTP attempts made (0 for replay).
+* ``reasoning``: the model's thinking, taken out of the answer (a leading
+  ``<think>...</think>`` block, or the provider's own field), or ``None``.
+  The string is the answer without it: that is what checks score.
+* ``sent``: what was sent that decides the answer, named as the provider
+  names it, e.g. ``{"temperature": None, "max_completion_tokens": 1024}``
+  (None: not sent); ``None`` for replay.
 
 Errors:
 
 * :class:`ProviderError` (one line, ``"<provider>: <what happened>"``): HTTP
   errors, timeouts, connection failures, non-JSON bodies, a response with no
   answer in it (no choices, no text field), refusals / safety blocks, answers
-  truncated at the token limit.  An error text is never returned as if it
+  truncated at the token limit, a Gemini answer stopped for ``OTHER`` or an
+  invalid function call, an Ollama prompt that may not have fitted
+  ``EVALS_OLLAMA_NUM_CTX``.  An error text is never returned as if it
   were model output.  An answer that is empty (the model finished and said
   nothing) is an answer: it is returned, and evals scores it (every check
   fails: "the output is empty").
@@ -83,21 +107,22 @@ Errors:
   recordings file is malformed (message names ``file:line``).
   ``FileNotFoundError``: the recordings file does not exist.
 
-Retry policy (per prompt): HTTP 408, 429, 500, 502, 503, 504 and 529, read
-timeouts, connection resets and dropped connections are retried, up to
+Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
+read timeouts, connection resets and dropped connections are retried, up to
 ``EVALS_MAX_ATTEMPTS`` attempts.  The wait before a retry is the server's
 ``Retry-After`` (seconds or HTTP-date; also ``retry-after-ms`` and Gemini's
-``RetryInfo.retryDelay``) when given, otherwise exponential backoff with full
-jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.  Total sleeping is
-capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what remains (once it
-is all spent, no further attempt is made, whatever ``EVALS_MAX_ATTEMPTS``
-allows), and a
-``Retry-After`` longer than what remains fails at once (waiting less than the
-server asked would only earn another 429).  Not retried: other 4xx (bad key,
-bad model, bad request; the provider's own error message is surfaced), 429s
-that mean "out of quota / spend limit" (retrying cannot help), connection
-refused and DNS failures (almost always a wrong URL or a server that is not
-running), and anything wrong with a 200 response.
+``RetryInfo.retryDelay``) when given and above 0, otherwise exponential
+backoff with full jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.
+Total sleeping is capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what
+remains (once it is all spent, no further attempt is made, whatever
+``EVALS_MAX_ATTEMPTS`` allows), and a ``Retry-After`` longer than what remains
+fails at once (waiting less than the server asked would only earn another
+429).  Not retried: other 4xx (bad key, bad model, bad request; the provider's
+own error message is surfaced), 429s that mean "out of quota / spend limit" or
+a used-up daily quota (retrying cannot help), connection refused and DNS
+failures (almost always a wrong URL or a server that is not running), and
+anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
+``false`` overrides the status, as the official SDKs let it.
 
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
@@ -110,7 +135,7 @@ loaded once under a lock.  ``ask`` may be called from many threads.
 
 Judge (``python evals.py --judge my_client:judge``): ``judge(prompt) -> Reply``
 answers the prompts of ``judge`` checks with the same providers, at
-temperature 0 and without ``EVALS_SYSTEM_PROMPT``:
+temperature 0 (with the same exceptions) and without ``EVALS_SYSTEM_PROMPT``:
 
 =========================== =================================================
 ``EVALS_JUDGE_PROVIDER``    provider of the judge; unset: ``EVALS_PROVIDER``;
@@ -124,7 +149,7 @@ temperature 0 and without ``EVALS_SYSTEM_PROMPT``:
                             LookupError (the case is an error, never a pass).
 ``EVALS_JUDGE_RECORD``      file to append every live judge reply to, in the
                             replay format (record once, replay in CI).
-``EVALS_JUDGE_TEMPERATURE`` default ``0``; ``none`` omits the field.
+``EVALS_JUDGE_TEMPERATURE`` as ``EVALS_TEMPERATURE``, for the judge.
 =========================== =================================================
 
 Keys, timeouts and retries are the ``EVALS_*`` / key variables above.  The
@@ -156,7 +181,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 __all__ = [
     "Reply",
@@ -191,7 +216,7 @@ DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com/v1",
     "gemini": "https://generativelanguage.googleapis.com/v1beta",
-    "ollama": "http://localhost:11434/v1",
+    "ollama": "http://localhost:11434",
 }
 
 # Environment variables holding the key, in order of preference.
@@ -204,9 +229,21 @@ KEY_VARS = {
 
 ANTHROPIC_VERSION = "2023-06-01"
 ANTHROPIC_DEFAULT_MAX_TOKENS = 1024
+# Eval runs send temperature 0 for reproducible answers, except to a model that refuses it or
+# whose provider advises against it (see _refusal, _for_model): it gets none, its default.
+DEFAULT_TEMPERATURE = 0.0
+# Ollama's context size when EVALS_OLLAMA_NUM_CTX is unset.  Ollama's own default depends on
+# the machine (4k below 24 GiB of VRAM, https://docs.ollama.com/context-length) and it cuts a
+# longer prompt without an error, so the harness sets one that does not vary with the machine.
+OLLAMA_DEFAULT_NUM_CTX = 8192
+_TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")  # EVALS_MAX_TOKENS_FIELD's values
 DEFAULT_RECORDINGS = "recordings.jsonl"
 
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
+# The statuses the official SDKs retry (408, 409 "lock timeouts", 429, 5xx: ``_should_retry`` in
+# https://github.com/openai/openai-python/blob/main/src/openai/_base_client.py and
+# https://github.com/anthropics/anthropic-sdk-python/blob/main/src/anthropic/_base_client.py),
+# 529 being Anthropic's "overloaded".
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # Error codes that arrive with a 429 but mean "no money / no quota left":
 # waiting does not help, so they fail fast.
 NO_RETRY_ERROR_CODES = frozenset(
@@ -233,13 +270,25 @@ class Reply(str):
     """The model's answer: a ``str`` with metadata attributes.
 
     Attributes:
-        usage (dict or None): ``{"input_tokens": int|None, "output_tokens": int|None}``;
-            None when the provider reported no usage.
+        usage (dict or None): ``{"input_tokens": int|None, "output_tokens": int|None}``, plus
+            Anthropic's ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` when
+            it reports them (its ``input_tokens`` leaves those out); None when the provider
+            reported no usage.
         model (str): model that produced the answer.
         finish_reason (str or None): the provider's stop reason, verbatim.
         attempts (int): HTTP attempts made (0 for a replayed output).
         replayed (bool): a recorded answer, which took no model time (evals leaves it out
             of latency).
+        reasoning (str or None): the model's thinking, taken out of the answer: a leading
+            ``<think>...</think>`` block of the text, or the provider's own field for it
+            (``reasoning`` / ``reasoning_content``, Anthropic ``thinking`` blocks, Gemini
+            thought parts, Ollama ``message.thinking``); None when there was none.  The
+            string itself is the answer without it, which is what checks score.
+        sent (dict or None): what was sent that decides the answer, named as the provider
+            names it: ``temperature`` (None: none was sent, the provider's default applies),
+            the token cap when one was sent (``max_tokens``, ``max_completion_tokens``,
+            ``maxOutputTokens`` or ``num_predict``) and Ollama's ``num_ctx``; e.g.
+            ``{"temperature": None, "max_completion_tokens": 1024}``.  None for a replay.
     """
 
     def __new__(
@@ -250,6 +299,8 @@ class Reply(str):
         finish_reason: Optional[str] = None,
         attempts: int = 0,
         replayed: bool = False,
+        reasoning: Optional[str] = None,
+        sent: Optional[Dict[str, Any]] = None,
     ) -> "Reply":
         obj = super().__new__(cls, text)
         obj.replayed = replayed
@@ -257,6 +308,8 @@ class Reply(str):
         obj.model = model
         obj.finish_reason = finish_reason
         obj.attempts = attempts
+        obj.reasoning = reasoning
+        obj.sent = sent
         return obj
 
 
@@ -321,10 +374,18 @@ class Settings:
         self.system_prompt = kw.get("system_prompt")  # type: Optional[str]
         self.max_tokens = kw.get("max_tokens")  # type: Optional[int]
         self.temperature = kw.get("temperature")  # type: Optional[float]
+        # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model
+        # that refuses it is then called without one (see _refusal).
+        self.default_temperature = kw.get("default_temperature", False)  # type: bool
+        self.token_field = kw.get("token_field")  # type: Optional[str]  # None: by the host
+        self.num_ctx = kw.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX)  # type: int
         self.timeout = kw["timeout"]  # type: float
         self.max_attempts = kw["max_attempts"]  # type: int
         self.max_retry_wait = kw["max_retry_wait"]  # type: float
         self.env = kw["env"]  # type: Mapping[str, str]
+
+    def replace(self, **changes: Any) -> "Settings":
+        return Settings(**dict(vars(self), **changes))
 
 
 def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
@@ -341,25 +402,31 @@ def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: b
     return value
 
 
-def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str, Any]) -> Settings:
+def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str, Any],
+                      temperature_var: str = "EVALS_TEMPERATURE") -> Settings:
+    """Settings from ``overrides``, else the environment, else the defaults; ``temperature_var``
+    names the variable of the temperature (the judge has its own)."""
     def pick(key: str, var: str) -> Any:
         if key in overrides:
             return overrides[key]
         raw = env.get(var)
         return raw if raw not in (None, "") else None
 
+    def number(key: str, var: str, default: Any, kind: type, minimum: float) -> Any:
+        raw = pick(key, var)
+        return _parse_number(var, default if raw is None else raw, kind, minimum)
+
     max_tokens = pick("max_tokens", "EVALS_MAX_TOKENS")
     if max_tokens is not None:
         max_tokens = _parse_number("EVALS_MAX_TOKENS", max_tokens, int, 1)
     elif provider == "anthropic":
         max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS
-    temperature = pick("temperature", "EVALS_TEMPERATURE")
-    if "temperature" not in overrides and temperature is None:
-        temperature = 0.0
-    temperature = _parse_number("EVALS_TEMPERATURE", temperature, float, 0.0, allow_none=True)
-    timeout = pick("timeout", "EVALS_TIMEOUT")
-    max_attempts = pick("max_attempts", "EVALS_MAX_ATTEMPTS")
-    max_retry_wait = pick("max_retry_wait", "EVALS_MAX_RETRY_WAIT")
+    temperature = pick("temperature", temperature_var)
+    default_temperature = "temperature" not in overrides and temperature is None
+    token_field = pick("max_tokens_field", "EVALS_MAX_TOKENS_FIELD")
+    if token_field not in (None,) + _TOKEN_FIELDS:
+        raise ConfigError("EVALS_MAX_TOKENS_FIELD must be %s, got %r"
+                          % (" or ".join(_TOKEN_FIELDS), token_field))
     return Settings(
         provider=provider,
         model=pick("model", "EVALS_MODEL") or DEFAULT_MODELS[provider],
@@ -367,12 +434,14 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         api_key=overrides.get("api_key"),
         system_prompt=pick("system_prompt", "EVALS_SYSTEM_PROMPT"),
         max_tokens=max_tokens,
-        temperature=temperature,
-        timeout=_parse_number("EVALS_TIMEOUT", 60 if timeout is None else timeout, float, 0.001),
-        max_attempts=_parse_number("EVALS_MAX_ATTEMPTS", 4 if max_attempts is None else max_attempts, int, 1),
-        max_retry_wait=_parse_number(
-            "EVALS_MAX_RETRY_WAIT", 60 if max_retry_wait is None else max_retry_wait, float, 0.0
-        ),
+        temperature=_parse_number(temperature_var, DEFAULT_TEMPERATURE if default_temperature
+                                  else temperature, float, 0.0, allow_none=True),
+        default_temperature=default_temperature,
+        token_field=token_field,
+        num_ctx=number("num_ctx", "EVALS_OLLAMA_NUM_CTX", OLLAMA_DEFAULT_NUM_CTX, int, 1),
+        timeout=number("timeout", "EVALS_TIMEOUT", 60, float, 0.001),
+        max_attempts=number("max_attempts", "EVALS_MAX_ATTEMPTS", 4, int, 1),
+        max_retry_wait=number("max_retry_wait", "EVALS_MAX_RETRY_WAIT", 60, float, 0.0),
         env=env,
     )
 
@@ -631,6 +700,30 @@ def _error_object(payload: Any) -> Dict[str, Any]:
     return {}
 
 
+def _daily_quotas(details: Any) -> List[str]:
+    """The per-day quotas a Gemini 429 names as used up (``google.rpc.QuotaFailure`` violations
+    whose quotaId has ``PerDay``).  Requests per day reset at midnight Pacific time
+    (https://ai.google.dev/gemini-api/docs/rate-limits): waiting seconds cannot help."""
+    quotas = []
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("QuotaFailure"):
+            for violation in detail.get("violations") or []:
+                quota = violation.get("quotaId") if isinstance(violation, dict) else None
+                if isinstance(quota, str) and "PerDay" in quota:
+                    quotas.append(quota)
+    return quotas
+
+
+def _should_retry(status: int, headers: Mapping[str, str], no_quota: bool) -> bool:
+    """Whether an HTTP error is worth another attempt.  The server's ``x-should-retry`` decides
+    when it says ``true`` or ``false``, as the official SDKs obey it (see RETRY_STATUSES);
+    otherwise the status does, except a 429 that means no quota is left."""
+    told = headers.get("x-should-retry")
+    if told in ("true", "false"):
+        return told == "true"
+    return status in RETRY_STATUSES and not no_quota
+
+
 def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
     """Return (description of an HTTP error body, whether it means 'no quota left')."""
     error = _error_object(payload)
@@ -643,9 +736,10 @@ def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
         details = error.get("details")
         if isinstance(details, dict) and isinstance(details.get("error_code"), str):
             labels.append(details["error_code"])
+        daily = _daily_quotas(details)
         message = error.get("message") or json.dumps(error)
-        text = "%s%s" % ("(%s) " % ", ".join(labels) if labels else "", message)
-        no_quota = any(label in NO_RETRY_ERROR_CODES for label in labels)
+        text = "%s%s" % ("(%s) " % ", ".join(labels + daily) if labels or daily else "", message)
+        no_quota = bool(daily) or any(label in NO_RETRY_ERROR_CODES for label in labels)
         return text, no_quota
     if payload is not None:
         return json.dumps(payload), False
@@ -669,7 +763,7 @@ def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> 
             raise _Failed("HTTP %d with an empty body" % status, status=status)
         return parsed
     detail, no_quota = _error_message(status, parsed, body)
-    retryable = status in RETRY_STATUSES and not no_quota
+    retryable = _should_retry(status, resp_headers, no_quota)
     wait = _retry_after(resp_headers, parsed) if retryable else None
     raise _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
 
@@ -685,7 +779,9 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
         return None, ""
     if attempt >= settings.max_attempts:
         return None, "; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (attempt, "s" if attempt > 1 else "")
-    if failure.retry_after is not None:
+    # A Retry-After of 0 is no advice: the SDKs follow only 0 < Retry-After <= 60
+    # (``_calculate_retry_timeout``, in the files RETRY_STATUSES cites).
+    if failure.retry_after:
         if failure.retry_after > remaining:
             return None, ("; server asked to retry after %gs, more than the %gs left of the retry budget "
                           "(EVALS_MAX_RETRY_WAIT)" % (failure.retry_after, max(remaining, 0.0)))
@@ -731,15 +827,75 @@ def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], setti
 # Providers: one request builder and one response parser each
 # --------------------------------------------------------------------------
 
-Parsed = Tuple[str, Optional[Dict[str, Optional[int]]], Optional[str], Optional[str]]
+# A parser's result: (text, usage, model, finish reason, reasoning the provider gave apart).
+Parsed = Tuple[str, Optional[Dict[str, Optional[int]]], Optional[str], Optional[str],
+               Optional[str]]
 
 
-def _usage(input_tokens: Any, output_tokens: Any) -> Optional[Dict[str, Optional[int]]]:
+class Request(NamedTuple):
+    """A request builder's result: where to POST, the headers, the JSON body, and ``sent``: the
+    body's fields that decide the answer (:attr:`Reply.sent`), named as the provider does."""
+
+    url: str
+    headers: Dict[str, str]
+    body: Dict[str, Any]
+    sent: Dict[str, Any]
+
+
+def _sampling(settings: Settings, cap_field: str, **extra: Any) -> Dict[str, Any]:
+    """What a request sends that decides the answer: the temperature (None: none is sent), the
+    token cap under the provider's name ``cap_field`` when one is set, and ``extra``."""
+    sent = {"temperature": settings.temperature}  # type: Dict[str, Any]
+    if settings.max_tokens is not None:
+        sent[cap_field] = settings.max_tokens
+    sent.update(extra)
+    return sent
+
+
+def _present(sent: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fields of ``sent`` that go on the wire (a None is not sent)."""
+    return {name: value for name, value in sent.items() if value is not None}
+
+
+def _root(settings: Settings) -> str:
+    """The API root: EVALS_BASE_URL, plus the provider's version path when it has no path at all:
+    ``https://api.anthropic.com`` is the Anthropic SDK's base URL (ANTHROPIC_BASE_URL), which it
+    calls at ``/v1/messages``
+    (https://github.com/anthropics/anthropic-sdk-python/blob/main/src/anthropic/_client.py)."""
+    if urllib.parse.urlsplit(settings.base_url).path:
+        return settings.base_url
+    return settings.base_url + urllib.parse.urlsplit(DEFAULT_BASE_URLS[settings.provider]).path
+
+
+def _chat_messages(settings: Settings, prompt: str) -> List[Dict[str, str]]:
+    """``[{"role": "system"|"user", "content"}]``, as OpenAI's and Ollama's chat APIs take it."""
+    messages = [{"role": "user", "content": prompt}]
+    if settings.system_prompt:
+        messages.insert(0, {"role": "system", "content": settings.system_prompt})
+    return messages
+
+
+def _bearer(key: Optional[str]) -> Dict[str, str]:
+    return {"Authorization": "Bearer " + key} if key else {}
+
+
+def _usage(input_tokens: Any, output_tokens: Any,
+           **more: Any) -> Optional[Dict[str, Optional[int]]]:
+    """``{"input_tokens", "output_tokens"}`` and the counts in ``more`` that are integers;
+    None when neither main count is one."""
     def as_int(value: Any) -> Optional[int]:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     usage = {"input_tokens": as_int(input_tokens), "output_tokens": as_int(output_tokens)}
-    return None if usage["input_tokens"] is None and usage["output_tokens"] is None else usage
+    if usage["input_tokens"] is None and usage["output_tokens"] is None:
+        return None
+    usage.update((name, value) for name, value in more.items() if as_int(value) is not None)
+    return usage
+
+
+def _text_field(mapping: Mapping[str, Any], *names: str) -> Optional[str]:
+    """The first of ``names`` whose value in ``mapping`` is a string, or None."""
+    return next((mapping[name] for name in names if isinstance(mapping.get(name), str)), None)
 
 
 # Stop reasons that mean "not a complete answer", per provider; "%s" becomes the provider's
@@ -748,11 +904,20 @@ _TRUNCATED = "answer truncated at max_tokens (%s); raise EVALS_MAX_TOKENS"
 _OPENAI_STOPS = {"length": _TRUNCATED, "content_filter": "answer blocked by the content filter (%s)"}
 _ANTHROPIC_STOPS = {"refusal": "model refused to answer (%s)", "max_tokens": _TRUNCATED,
                     "model_context_window_exceeded": _TRUNCATED}
+# https://ai.google.dev/api/generate-content#FinishReason.  OTHER ("all other reasons that
+# stopped the token generation") and a model's invalid function or tool call end the answer
+# before it is complete: an error naming the reason, as a truncation is.
 _GEMINI_STOPS = dict(
     {reason: "answer blocked (%s)" for reason in
      ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE")},
     MAX_TOKENS=_TRUNCATED,
+    OTHER="answer stopped for an unstated reason (%s)",
+    MALFORMED_FUNCTION_CALL="answer stopped at an invalid function call (%s)",
+    UNEXPECTED_TOOL_CALL="answer stopped at an invalid tool call (%s)",
 )
+# Ollama stops at num_predict (EVALS_MAX_TOKENS) or when the context (num_ctx) is full.
+_OLLAMA_STOPS = {"length": "answer truncated at num_predict or num_ctx (%s); raise "
+                           "EVALS_MAX_TOKENS or EVALS_OLLAMA_NUM_CTX"}
 
 
 def _answer(field: str, stops: Mapping[str, str], finish: Any, text_of: Callable[[], Any],
@@ -780,38 +945,50 @@ def _json_object(data: Any) -> Dict[str, Any]:
     return data
 
 
-def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple[str, Dict[str, str], Dict[str, Any]]:
-    """Build an OpenAI chat completions request: (url, headers, JSON body).
+# The token cap's name on an OpenAI-compatible host.  OpenAI: max_tokens "is now deprecated in
+# favor of max_completion_tokens, and is not compatible with o-series models"
+# (https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_tokens); Azure
+# OpenAI's reasoning models take only max_completion_tokens
+# (https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/reasoning).  The other
+# servers document max_tokens (vLLM, llama.cpp, LM Studio, OpenRouter).  EVALS_MAX_TOKENS_FIELD
+# overrides; a model that refuses max_tokens is sent max_completion_tokens (see _refusal).
+_COMPLETION_TOKENS_HOSTS = ("api.openai.com", ".openai.azure.com", ".cognitiveservices.azure.com",
+                            ".services.ai.azure.com")
+
+
+def _token_field(settings: Settings) -> str:
+    if settings.token_field:
+        return settings.token_field
+    host = urllib.parse.urlsplit(settings.base_url).hostname or ""
+    official = host == _COMPLETION_TOKENS_HOSTS[0] or host.endswith(_COMPLETION_TOKENS_HOSTS[1:])
+    return "max_completion_tokens" if official else "max_tokens"
+
+
+def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+    """Build an OpenAI chat completions request.
 
     Shape: ``POST {base}/chat/completions`` with ``Authorization: Bearer <key>``
     and ``{"model", "messages": [{"role": "system"|"user", "content"}],
-    "temperature", "max_completion_tokens"}``; see
-    https://platform.openai.com/docs/api-reference/chat/create .
-    ``max_completion_tokens`` is sent to api.openai.com; other OpenAI-compatible
-    servers (ollama https://github.com/ollama/ollama/blob/main/docs/openai.md,
-    vLLM, llama.cpp, LM Studio) get the widely supported ``max_tokens``.
-    No Authorization header is sent when ``key`` is None (ollama).
+    "temperature", "max_completion_tokens" | "max_tokens"}``; see
+    https://platform.openai.com/docs/api-reference/chat/create .  The token
+    cap's name is :func:`_token_field`'s.  No Authorization header is sent
+    when ``key`` is None.
     """
-    messages = []
-    if settings.system_prompt:
-        messages.append({"role": "system", "content": settings.system_prompt})
-    messages.append({"role": "user", "content": prompt})
-    body = {"model": settings.model, "messages": messages}  # type: Dict[str, Any]
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        official = urllib.parse.urlsplit(settings.base_url).hostname == "api.openai.com"
-        body["max_completion_tokens" if official else "max_tokens"] = settings.max_tokens
-    headers = {"Authorization": "Bearer " + key} if key else {}
-    return settings.base_url + "/chat/completions", headers, body
+    sent = _sampling(settings, _token_field(settings))
+    body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
+                **_present(sent))
+    return Request(_root(settings) + "/chat/completions", _bearer(key), body, sent)
 
 
-def openai_parse(data: Any) -> Parsed:
-    """Extract (text, usage, model, finish_reason) from a chat completion object.
+def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
+    """Extract the answer from a chat completion object.
 
     Response: ``{"model", "choices": [{"message": {"content", "refusal"},
     "finish_reason"}], "usage": {"prompt_tokens", "completion_tokens"}}``; see
-    https://platform.openai.com/docs/api-reference/chat/object .
+    https://platform.openai.com/docs/api-reference/chat/object .  Compatible
+    servers give a reasoning model's thinking apart in ``message.reasoning``
+    (vLLM, Ollama, OpenRouter) or ``message.reasoning_content`` (older vLLM,
+    DeepSeek): https://docs.vllm.ai/en/latest/features/reasoning_outputs/ .
 
     Raises:
         _Failed: no choices, a refusal, finish_reason ``length`` or
@@ -831,11 +1008,12 @@ def openai_parse(data: Any) -> Parsed:
 
     text = _answer("finish_reason", _OPENAI_STOPS, finish, content, refusal=message.get("refusal"))
     usage = data.get("usage") or {}
-    return text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")), data.get("model"), finish
+    return (text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            data.get("model"), finish, _text_field(message, "reasoning", "reasoning_content"))
 
 
-def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple[str, Dict[str, str], Dict[str, Any]]:
-    """Build an Anthropic Messages request: (url, headers, JSON body).
+def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+    """Build an Anthropic Messages request.
 
     Shape: ``POST {base}/messages`` with ``x-api-key`` and
     ``anthropic-version: 2023-06-01``; body ``{"model", "max_tokens",
@@ -844,26 +1022,28 @@ def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Tu
     https://docs.anthropic.com/en/api/messages and
     https://docs.anthropic.com/en/api/versioning .
     """
-    body = {
-        "model": settings.model,
-        "max_tokens": settings.max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS,
-        "messages": [{"role": "user", "content": prompt}],
-    }  # type: Dict[str, Any]
+    sent = _sampling(settings, "max_tokens")
+    sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
+    body = dict({"model": settings.model, "messages": [{"role": "user", "content": prompt}]},
+                **_present(sent))
     if settings.system_prompt:
         body["system"] = settings.system_prompt
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
     headers = {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
-    return settings.base_url + "/messages", headers, body
+    return Request(_root(settings) + "/messages", headers, body, sent)
 
 
-def anthropic_parse(data: Any) -> Parsed:
-    """Extract (text, usage, model, stop_reason) from a Messages response.
+def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
+    """Extract the answer from a Messages response.
 
-    Response: ``{"model", "content": [{"type": "text", "text"}], "stop_reason",
-    "usage": {"input_tokens", "output_tokens"}}``; stop reasons ``end_turn``,
-    ``max_tokens``, ``stop_sequence``, ``tool_use``, ``pause_turn``,
-    ``refusal``; see https://docs.anthropic.com/en/api/messages .
+    Response: ``{"model", "content": [{"type": "text", "text"} | {"type":
+    "thinking", "thinking"}], "stop_reason", "usage": {"input_tokens",
+    "output_tokens", "cache_creation_input_tokens",
+    "cache_read_input_tokens"}}``; stop reasons ``end_turn``, ``max_tokens``,
+    ``stop_sequence``, ``tool_use``, ``pause_turn``, ``refusal``; see
+    https://docs.anthropic.com/en/api/messages and, for thinking blocks,
+    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking .
+    ``input_tokens`` leaves out the cached tokens, counted apart
+    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
 
     Raises:
         _Failed: not a JSON object, stop_reason ``refusal``, ``max_tokens`` or
@@ -871,54 +1051,65 @@ def anthropic_parse(data: Any) -> Parsed:
     """
     data = _json_object(data)
     stop = data.get("stop_reason")
-    blocks = data.get("content") or []
-    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    blocks = [b for b in data.get("content") or [] if isinstance(b, dict)]
+    texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+    thoughts = [b["thinking"] for b in blocks
+                if b.get("type") == "thinking" and isinstance(b.get("thinking"), str)]
     # No text block at all (none, or only tool_use) is no answer; an empty text block is one.
     text = _answer("stop_reason", _ANTHROPIC_STOPS, stop, lambda: "".join(texts) if texts else None,
                    no_text="response has no text content (no text block in 'content', %s)")
     usage = data.get("usage") or {}
-    return text, _usage(usage.get("input_tokens"), usage.get("output_tokens")), data.get("model"), stop
+    cached = {name: usage.get(name)
+              for name in ("cache_creation_input_tokens", "cache_read_input_tokens")}
+    return (text, _usage(usage.get("input_tokens"), usage.get("output_tokens"), **cached),
+            data.get("model"), stop, "\n\n".join(thoughts) or None)
 
 
-def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Tuple[str, Dict[str, str], Dict[str, Any]]:
-    """Build a Gemini generateContent request: (url, headers, JSON body).
+def _gemini_path(model: str) -> str:
+    """``models/{id}``, or a tuned model's own ``tunedModels/{id}``
+    (https://ai.google.dev/api/tuning#method:-tunedmodels.generatecontent)."""
+    kind, name = "models", model
+    if model.startswith(("models/", "tunedModels/")):
+        kind, _, name = model.partition("/")
+    return "%s/%s" % (kind, urllib.parse.quote(name, safe="-._~"))
 
-    Shape: ``POST {base}/models/{model}:generateContent`` with the key in the
-    ``x-goog-api-key`` header (https://ai.google.dev/gemini-api/docs/api-key);
-    body ``{"contents": [{"role": "user", "parts": [{"text"}]}],
-    "systemInstruction": {"parts": [{"text"}]}, "generationConfig":
-    {"temperature", "maxOutputTokens"}}``; see
+
+def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+    """Build a Gemini generateContent request.
+
+    Shape: ``POST {base}/models/{model}:generateContent`` (or
+    ``tunedModels/{model}``) with the key in the ``x-goog-api-key`` header
+    (https://ai.google.dev/gemini-api/docs/api-key); body ``{"contents":
+    [{"role": "user", "parts": [{"text"}]}], "systemInstruction": {"parts":
+    [{"text"}]}, "generationConfig": {"temperature", "maxOutputTokens"}}``; see
     https://ai.google.dev/api/generate-content .
     """
-    model = settings.model[len("models/"):] if settings.model.startswith("models/") else settings.model
+    sent = _sampling(settings, "maxOutputTokens")
     body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}  # type: Dict[str, Any]
     if settings.system_prompt:
         body["systemInstruction"] = {"parts": [{"text": settings.system_prompt}]}
-    config: Dict[str, Any] = {}
-    if settings.temperature is not None:
-        config["temperature"] = settings.temperature
-    if settings.max_tokens is not None:
-        config["maxOutputTokens"] = settings.max_tokens
-    if config:
-        body["generationConfig"] = config
-    url = "%s/models/%s:generateContent" % (settings.base_url, urllib.parse.quote(model, safe="-._~"))
-    return url, {"x-goog-api-key": key or ""}, body
+    if _present(sent):
+        body["generationConfig"] = _present(sent)
+    url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
+    return Request(url, {"x-goog-api-key": key or ""}, body, sent)
 
 
-def gemini_parse(data: Any) -> Parsed:
-    """Extract (text, usage, model, finishReason) from a GenerateContentResponse.
+def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
+    """Extract the answer from a GenerateContentResponse.
 
     Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"}]},
     "finishReason"}], "promptFeedback": {"blockReason"}, "usageMetadata":
     {"promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount"},
     "modelVersion"}``; see https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse .
-    Thought parts are skipped; output_tokens counts candidates + thoughts
-    tokens (both are billed as output).
+    Thought parts are the reasoning, not the answer
+    (https://ai.google.dev/gemini-api/docs/thinking); output_tokens counts
+    candidates + thoughts tokens (both are billed as output).
 
     Raises:
         _Failed: not a JSON object, prompt blocked (promptFeedback.blockReason),
-            no candidates, finishReason SAFETY/RECITATION/... (blocked) or
-            MAX_TOKENS (truncated), or no text parts.
+            no candidates, finishReason SAFETY/RECITATION/... (blocked),
+            MAX_TOKENS (truncated), OTHER or an invalid function call, or no
+            text parts.
     """
     data = _json_object(data)
     candidates = data.get("candidates") or []
@@ -928,27 +1119,172 @@ def gemini_parse(data: Any) -> Parsed:
                       else "response has no candidates (empty 'candidates')")
     candidate = candidates[0]
     finish = candidate.get("finishReason")
-
-    def content() -> Optional[str]:  # no text part at all is no answer; an empty one is one
-        parts = (candidate.get("content") or {}).get("parts") or []
-        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
-                 and not p.get("thought")]
-        return "".join(texts) if texts else None
-
-    text = _answer("finishReason", _GEMINI_STOPS, finish, content)
+    parts = [p for p in (candidate.get("content") or {}).get("parts") or []
+             if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    texts = [p["text"] for p in parts if not p.get("thought")]
+    # No text part at all is no answer; an empty one is one.
+    text = _answer("finishReason", _GEMINI_STOPS, finish,
+                   lambda: "".join(texts) if texts else None)
     meta = data.get("usageMetadata") or {}
     output = meta.get("candidatesTokenCount")
     if isinstance(output, int) and isinstance(meta.get("thoughtsTokenCount"), int):
         output += meta["thoughtsTokenCount"]
-    return text, _usage(meta.get("promptTokenCount"), output), data.get("modelVersion"), finish
+    thoughts = "".join(p["text"] for p in parts if p.get("thought")) or None
+    return (text, _usage(meta.get("promptTokenCount"), output), data.get("modelVersion"), finish,
+            thoughts)
+
+
+def ollama_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+    """Build an Ollama chat request, on its native API: its OpenAI-compatible endpoint cannot
+    set the context size, and Ollama cuts a prompt longer than the context without an error.
+
+    Shape: ``POST {root}/api/chat`` with ``{"model", "messages", "stream":
+    false, "options": {"temperature", "num_predict", "num_ctx"}}``; see
+    https://docs.ollama.com/api/chat and
+    https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion
+    (options are the Modelfile's parameters, num_ctx among them).  The root is
+    EVALS_BASE_URL without a trailing ``/v1`` (Ollama's OpenAI-compatible
+    endpoint, which this client called before) or ``/api``.
+    """
+    sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
+    body = {"model": settings.model, "messages": _chat_messages(settings, prompt),
+            "stream": False, "options": _present(sent)}
+    root = re.sub(r"/(v1|api)$", "", settings.base_url)
+    return Request(root + "/api/chat", _bearer(key), body, sent)
+
+
+def _check_context_fit(prompt_tokens: Any, num_ctx: int) -> None:
+    """Raise _Failed unless the prompt surely fitted Ollama's context.  Ollama cuts a longer
+    prompt without an error and reports the tokens it kept (prompt_eval_count, cached ones
+    included): about half of num_ctx (https://github.com/ollama/ollama/issues/17427; older
+    runners kept num_ctx: https://github.com/ollama/ollama/issues/3839).  So half of num_ctx or
+    more cannot be told from a cut prompt.  An absent count (older servers, a cached prompt)
+    cannot be checked."""
+    if isinstance(prompt_tokens, int) and prompt_tokens * 2 >= num_ctx:
+        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
+                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
+                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
+                      % (prompt_tokens, num_ctx, 2 * prompt_tokens))
+
+
+def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
+    """Extract the answer from an Ollama chat response.
+
+    Response: ``{"model", "message": {"content", "thinking"}, "done_reason",
+    "prompt_eval_count", "eval_count"}``; see https://docs.ollama.com/api/chat
+    (``thinking``: ``Message`` in
+    https://github.com/ollama/ollama-python/blob/main/ollama/_types.py).
+
+    Raises:
+        _Failed: not a JSON object, a prompt that may have been cut to fit
+            ``sent["num_ctx"]``, done_reason ``length``, or no text content.
+    """
+    data = _json_object(data)
+    _check_context_fit(data.get("prompt_eval_count"), sent["num_ctx"])
+    message = data.get("message") if isinstance(data.get("message"), dict) else {}
+    finish = data.get("done_reason")
+    text = _answer("done_reason", _OLLAMA_STOPS, finish, lambda: message.get("content"))
+    return (text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
+            data.get("model"), finish, _text_field(message, "thinking"))
 
 
 _ADAPTERS = {
     "openai": (openai_request, openai_parse),
-    "ollama": (openai_request, openai_parse),
+    "ollama": (ollama_request, ollama_parse),
     "anthropic": (anthropic_request, anthropic_parse),
     "gemini": (gemini_request, gemini_parse),
 }
+
+# Reasoning models on OpenAI-compatible servers that do not parse their thinking out (llama.cpp,
+# vLLM without a reasoning parser, older Ollama) start the text with <think>...</think>
+# (https://docs.vllm.ai/en/latest/features/reasoning_outputs/, DeepSeek-R1's format).
+_THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.S)
+
+
+def _without_thinking(text: str, reasoning: Optional[str]) -> Tuple[str, Optional[str]]:
+    """(the answer, the reasoning): a leading ``<think>...</think>`` block is taken out of the
+    text and added to the reasoning the provider gave apart, if any."""
+    match = _THINK.match(text)
+    if match:
+        text = text[match.end():]
+        reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
+    return text, reasoning or None
+
+
+# --------------------------------------------------------------------------
+# Defaults a model refuses
+# --------------------------------------------------------------------------
+
+# Changes to Settings by (provider, model), for the defaults a model refused or its provider
+# advises against: later calls in this process send what it accepts.  Each is said once on
+# stderr; Reply.sent records what was sent.
+_adapted = {}  # type: Dict[Tuple[str, str], Dict[str, Any]]
+_adapted_lock = threading.Lock()
+
+
+def _adapt(settings: Settings, changes: Dict[str, Any], why: str) -> None:
+    """Send ``settings``' model ``changes`` from now on; the first time, say ``why`` on stderr."""
+    with _adapted_lock:
+        known = _adapted.setdefault((settings.provider, settings.model), {})
+        if any(name not in known for name in changes):
+            known.update(changes)
+            sys.stderr.write("my_client: %s %s\n" % (settings.model, why))
+            sys.stderr.flush()
+
+
+def _ours(settings: Settings) -> List[str]:
+    """The Settings fields the user left to us, which a model may refuse: the temperature when
+    it is DEFAULT_TEMPERATURE, the token cap's name when EVALS_MAX_TOKENS_FIELD is unset."""
+    ours = []
+    if settings.default_temperature:
+        ours.append("temperature")
+    if settings.token_field is None:
+        ours.append("token_field")
+    return ours
+
+
+def _refusal(settings: Settings, sent: Mapping[str, Any],
+             error: ProviderError) -> Optional[Tuple[Dict[str, Any], str]]:
+    """(Settings changes, why) when ``error`` is the model refusing a field that we chose, not
+    the user: then the call is made again without it.  None for any other error.
+
+    * temperature: OpenAI's reasoning models answer 400 ``unsupported_value`` ("Only the
+      default (1) value is supported") or ``unsupported_parameter``
+      (https://platform.openai.com/docs/guides/reasoning); newer Claude models 400
+      "`temperature` is deprecated for this model"
+      (https://platform.claude.com/docs/en/about-claude/model-deprecations).
+    * max_tokens (OpenAI-compatible hosts): reasoning models, on Azure too, 400 "Unsupported
+      parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
+      instead." (https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/reasoning).
+
+    Each change alters a field that was sent, so the same refusal cannot come twice in a call.
+    """
+    if error.status != 400:
+        return None
+    said = error.detail.lower()
+    ours = _ours(settings)
+    if "temperature" in ours and sent.get("temperature") is not None and "temperature" in said:
+        return {"temperature": None}, "rejects temperature; sending none (the provider's default)"
+    if ("token_field" in ours and settings.provider == "openai" and "max_tokens" in sent
+            and "max_completion_tokens" in said):
+        return ({"token_field": "max_completion_tokens"},
+                "rejects max_tokens; sending max_completion_tokens")
+    return None
+
+
+def _for_model(settings: Settings) -> Settings:
+    """``settings`` with the changes its model needs (see _adapted).  A Gemini 3 model gets no
+    default temperature: Google "strongly recommend[s] keeping the temperature parameter at its
+    default value of 1.0" (lower values may cause looping; it is not refused,
+    https://ai.google.dev/gemini-api/docs/gemini-3)."""
+    if (settings.default_temperature and settings.provider == "gemini"
+            and _gemini_path(settings.model).startswith("models/gemini-3")):
+        _adapt(settings, {"temperature": None}, "is Gemini 3, for which Google advises the "
+               "default temperature; sending none (the provider's default)")
+    with _adapted_lock:
+        known = _adapted.get((settings.provider, settings.model), {})
+        changes = {name: known[name] for name in _ours(settings) if name in known}
+    return settings.replace(**changes) if changes else settings
 
 
 class Client:
@@ -975,6 +1311,9 @@ class Client:
     def __call__(self, prompt: str) -> Reply:
         """Send ``prompt`` (str) and return the answer as a :class:`Reply`.
 
+        A default the model refuses (see :func:`_refusal`) costs one more
+        request: the call is made again without it.
+
         Raises:
             ConfigError: the provider needs a key and none is set.
             ProviderError: see the module docstring (HTTP errors after retries,
@@ -984,12 +1323,28 @@ class Client:
         s = self.settings
         key = _read_key(s)
         build, parse = _ADAPTERS[s.provider]
-        url, headers, body = build(s, prompt, key)
         # The module's sleep / rand are looked up per call, so tests can patch them.
         sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
         rand_fn = self._rand or (lambda: rand())
-        (text, usage, model, finish), attempts = _post_json(url, headers, body, s, key, parse, sleep_fn, rand_fn)
-        return Reply(text, usage=usage, model=model or s.model, finish_reason=finish, attempts=attempts)
+        spent = 0
+        while True:  # ends: see _refusal
+            request = build(_for_model(s), prompt, key)
+            try:
+                parsed, attempts = _post_json(
+                    request.url, request.headers, request.body, s, key,
+                    lambda data: parse(data, request.sent), sleep_fn, rand_fn)
+                break
+            except ProviderError as error:
+                error.attempts += spent
+                refusal = _refusal(s, request.sent, error)
+                if refusal is None:
+                    raise
+                _adapt(s, *refusal)
+                spent = error.attempts
+        text, usage, model, finish, reasoning = parsed
+        text, reasoning = _without_thinking(text, reasoning)
+        return Reply(text, usage=usage, model=model or s.model, finish_reason=finish,
+                     attempts=spent + attempts, reasoning=reasoning, sent=request.sent)
 
 
 # --------------------------------------------------------------------------
@@ -1171,7 +1526,9 @@ _OVERRIDES = frozenset(
         "api_key",
         "system_prompt",
         "max_tokens",
+        "max_tokens_field",
         "temperature",
+        "num_ctx",
         "timeout",
         "max_attempts",
         "max_retry_wait",
@@ -1193,8 +1550,10 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
         **overrides: take precedence over the environment: ``model`` (str),
             ``base_url`` (str), ``api_key`` (str; otherwise the key variable is
             read on every call), ``system_prompt`` (str), ``max_tokens`` (int),
-            ``temperature`` (float or None to omit), ``timeout`` (seconds per
-            attempt), ``max_attempts`` (int), ``max_retry_wait`` (seconds),
+            ``max_tokens_field`` (``"max_tokens"`` or ``"max_completion_tokens"``),
+            ``temperature`` (float or None to omit), ``num_ctx`` (int, Ollama),
+            ``timeout`` (seconds per attempt), ``max_attempts`` (int),
+            ``max_retry_wait`` (seconds),
             ``recordings`` (replay file path), ``sleep`` (callable taking
             seconds), ``rand`` (callable returning a float in [0, 1)), ``env``
             (mapping used instead of ``os.environ``).
@@ -1204,6 +1563,12 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             number.  A missing key is reported on the first call.
         TypeError: unknown override name.
     """
+    return _make_client(provider, overrides, "EVALS_TEMPERATURE")
+
+
+def _make_client(provider: Optional[str], overrides: Dict[str, Any],
+                 temperature_var: str) -> Callable[[str], Reply]:
+    """:func:`make_client`, with the temperature read from ``temperature_var``."""
     unknown = set(overrides) - _OVERRIDES
     if unknown:
         raise TypeError("make_client() got unknown option(s): %s" % ", ".join(sorted(unknown)))
@@ -1224,7 +1589,8 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             "unknown %s; known providers: %s (unset EVALS_PROVIDER to replay recordings offline)"
             % (source, ", ".join(PROVIDERS))
         )
-    return Client(_resolve_settings(name, env, overrides), sleep_fn=sleep_fn, rand_fn=rand_fn)
+    settings = _resolve_settings(name, env, overrides, temperature_var)
+    return Client(settings, sleep_fn=sleep_fn, rand_fn=rand_fn)
 
 
 _ENV_VARS = (
@@ -1234,7 +1600,9 @@ _ENV_VARS = (
     "EVALS_BASE_URL",
     "EVALS_SYSTEM_PROMPT",
     "EVALS_MAX_TOKENS",
+    "EVALS_MAX_TOKENS_FIELD",
     "EVALS_TEMPERATURE",
+    "EVALS_OLLAMA_NUM_CTX",
     "EVALS_TIMEOUT",
     "EVALS_MAX_ATTEMPTS",
     "EVALS_MAX_RETRY_WAIT",
@@ -1284,7 +1652,7 @@ def ask(prompt: str) -> Reply:
 
     Returns:
         Reply: the answer (a ``str``) with ``usage``, ``model``,
-        ``finish_reason`` and ``attempts`` attributes.
+        ``finish_reason``, ``attempts``, ``reasoning`` and ``sent`` attributes.
 
     Raises:
         ConfigError, ProviderError, LookupError, ValueError, FileNotFoundError:
@@ -1398,12 +1766,7 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     overrides.setdefault("model", model)
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
-    if "temperature" not in overrides:
-        raw = env.get("EVALS_JUDGE_TEMPERATURE")
-        overrides["temperature"] = (
-            0.0 if raw in (None, "") else _parse_number("EVALS_JUDGE_TEMPERATURE", raw, float, 0.0, allow_none=True)
-        )
-    return make_client(name, env=env, **overrides)
+    return _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
 
 
 _judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]

@@ -12,6 +12,10 @@ Scripted responses are dicts:
     {"drop_after": True, ...}                       answer, then close the kept-alive
                                                     connection without telling the client
 Each recorded request also has "peer": the client's port, which tells connections apart.
+
+Instead of a script, ``behave(respond)`` makes the server act like a provider: each request
+the script does not answer is answered with ``respond(request)``, an action as above computed
+from the recorded request (its path, headers and JSON body).
 """
 
 import http.server
@@ -67,16 +71,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
             body = raw
+        request = {
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "json": body,
+            "peer": self.client_address[1],
+        }
         with server.lock:
-            server.requests.append(
-                {
-                    "path": self.path,
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "json": body,
-                    "peer": self.client_address[1],
-                }
-            )
-            action = server.script.pop(0) if server.script else {
+            server.requests.append(request)
+            action = server.script.pop(0) if server.script else None
+            respond = server.respond
+        if action is None:
+            action = respond(request) if respond else {
                 "status": 599,
                 "json": {"error": {"message": "loopback: no scripted response left"}},
             }
@@ -101,6 +107,7 @@ class LoopbackServer:
         self._server.lock = threading.Lock()
         self._server.requests = []
         self._server.script = []
+        self._server.respond = None
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def start(self):
@@ -120,6 +127,11 @@ class LoopbackServer:
     def add(self, *actions):
         with self._server.lock:
             self._server.script.extend(actions)
+
+    def behave(self, respond):
+        """Answer each request the script does not with ``respond(request) -> action``."""
+        with self._server.lock:
+            self._server.respond = respond
 
     @property
     def requests(self):

@@ -74,6 +74,8 @@ class LoopbackCase(unittest.TestCase):
     def setUp(self):
         self.server = LoopbackServer().start()
         self.addCleanup(self.server.stop)
+        my_client._adapted.clear()  # what a model refused is remembered per process
+        self.addCleanup(my_client._adapted.clear)
         self.sleeps = []
         self.stderr = io.StringIO()
         redirect = contextlib.redirect_stderr(self.stderr)
@@ -137,11 +139,11 @@ class OpenAITests(LoopbackCase):
 
     def test_official_endpoint_uses_max_completion_tokens(self):
         client = my_client.make_client("openai", max_tokens=10, env={})
-        url, headers, body = my_client.openai_request(client.settings, "hi", "k")
-        self.assertEqual(url, "https://api.openai.com/v1/chat/completions")
-        self.assertEqual(body["max_completion_tokens"], 10)
-        self.assertNotIn("max_tokens", body)
-        self.assertNotIn("system", json.dumps(body))
+        request = my_client.openai_request(client.settings, "hi", "k")
+        self.assertEqual(request.url, "https://api.openai.com/v1/chat/completions")
+        self.assertEqual(request.body["max_completion_tokens"], 10)
+        self.assertNotIn("max_tokens", request.body)
+        self.assertNotIn("system", json.dumps(request.body))
 
     def test_temperature_none_omits_field(self):
         self.server.add(openai_ok())
@@ -441,18 +443,21 @@ class KeepAliveTests(LoopbackCase):
 
 class OllamaTests(LoopbackCase):
     def test_no_key_no_authorization_header(self):
-        self.server.add(openai_ok("local"))
+        self.server.add({"status": 200, "json": {
+            "model": "llama3.2", "message": {"role": "assistant", "content": "local"},
+            "done": True, "done_reason": "stop", "prompt_eval_count": 26, "eval_count": 3}})
         reply = self.client("ollama", api_key=None, model="llama3.2")("hi")
         self.assertEqual(reply, "local")
         request = self.server.requests[0]
         self.assertNotIn("authorization", request["headers"])
-        self.assertEqual(request["path"], "/v1/chat/completions")
+        self.assertEqual(request["path"], "/api/chat")  # the native API, whatever /v1 says
         self.assertEqual(request["json"]["model"], "llama3.2")
 
     def test_defaults(self):
         client = my_client.make_client("ollama", env={})
-        self.assertEqual(client.settings.base_url, "http://localhost:11434/v1")
+        self.assertEqual(client.settings.base_url, "http://localhost:11434")
         self.assertEqual(client.settings.model, "llama3.2")
+        self.assertEqual(client.settings.num_ctx, my_client.OLLAMA_DEFAULT_NUM_CTX)
 
 
 class AnthropicTests(LoopbackCase):
