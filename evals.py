@@ -657,6 +657,11 @@ def _is_texts(value, allow_empty=False):
             and all(isinstance(v, str) and (allow_empty or v) for v in value))
 
 
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        value)
+
+
 def _kind(name, test, message):
     return Kind(name, lambda value: None if test(value) else message)
 
@@ -2303,8 +2308,7 @@ def record_problem(record):
             return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
         for key in ("latency_s", "cost_usd"):
             value = entry.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(
-                    value, (int, float)) or not math.isfinite(value)):
+            if value is not None and not _is_number(value):
                 return f"{name}: {key!r} must be a number or null"
         usage = entry.get("usage")
         if usage is not None and not (isinstance(usage, dict) and all(
