@@ -779,7 +779,6 @@ def _parse_json(output, allow_fence=False):
 # An optional `rule` sees the whole check for what spans parameters (bounds, a pattern with its
 # flags). Validation, --list-checks, `negate` and the README table all come from this registry.
 
-Kind = collections.namedtuple("Kind", "name problem")  # problem(value): what is wrong, or None
 Param = collections.namedtuple("Param", "kind required default")
 # A registered check: function, parameters ({name: Param}), whether it takes any other key
 # (`open`), its rule across parameters, whether it needs a judge, one-line summary.
@@ -787,8 +786,9 @@ CheckSpec = collections.namedtuple("CheckSpec", "name func params open rule need
 CHECKS = {}
 
 
-def _kind(name, test, message):
-    return Kind(name, lambda value: None if test(value) else message)
+def _kind(test, message):
+    """A parameter kind: a function of a value, what is wrong with it (str) or None."""
+    return lambda value: None if test(value) else message
 
 
 def _is_texts(value, allow_empty=False):
@@ -798,19 +798,17 @@ def _is_texts(value, allow_empty=False):
 
 def Choice(*choices):
     """The kind of a parameter that takes one of `choices`."""
-    return _kind("choice", lambda v: v in choices,
-                 "must be one of " + ", ".join(repr(c) for c in choices))
+    return _kind(lambda v: v in choices, "must be one of " + ", ".join(map(repr, choices)))
 
 
-Bool = _kind("bool", lambda v: isinstance(v, bool), "must be true or false")
-Count = _kind("count", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
+Count = _kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
               "must be a non-negative integer")
-Position = _kind("position", lambda v: not Count.problem(v) and v >= 1,
-                 "must be an integer of 1 or more")
-Text = _kind("text", lambda v: isinstance(v, str) and v, "must be a non-empty string")
-Texts = _kind("texts", _is_texts, "must be a non-empty list of non-empty strings")
+Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
+Text = _kind(lambda v: isinstance(v, str) and v, "must be a non-empty string")
+Texts = _kind(_is_texts, "must be a non-empty list of non-empty strings")
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
-Flags = _kind("flags", lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
+Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
 LetterCase = Choice("upper", "lower")
@@ -826,11 +824,9 @@ def register(func=None, *, rule=None, needs_judge=False):
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
     names = code.co_varnames[1:code.co_argcount]
-    defaults = func.__defaults__ or ()
-    required = len(names) - len(defaults)
-    defaults = (None,) * required + defaults
-    params = {name: Param(func.__annotations__[name], index < required, defaults[index])
-              for index, name in enumerate(names)}
+    defaults = dict(zip(reversed(names), reversed(func.__defaults__ or ())))
+    params = {name: Param(func.__annotations__[name], name not in defaults, defaults.get(name))
+              for name in names}
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
     takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
@@ -887,15 +883,12 @@ def _phrases_verdict(kind, values, found):
     """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
     if kind == "contains_all":
         missing = [v for v in values if v not in found]
-        if missing:
-            return CheckResult(False, f"missing: {_quote_all(missing)}")
-        return CheckResult(True, f"found all of {_quote_all(values)}")
+        return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
+                           else f"found all of {_quote_all(values)}")
     if not found:
         return CheckResult(kind == "not_contains", f"none of {_quote_all(values)} found")
-    found = _quote_all(found)
-    if kind == "not_contains":
-        return CheckResult(False, f"found forbidden: {found}")
-    return CheckResult(True, f"found {found}")
+    forbidden = " forbidden:" if kind == "not_contains" else ""
+    return CheckResult(kind == "contains_any", f"found{forbidden} {_quote_all(found)}")
 
 
 def _phrases(kind, output, values, ignore_case, whole_word):
@@ -993,8 +986,7 @@ def _regex_problem(pattern, flags=""):
 
 def _nested_repeat(compiled):
     """Whether `compiled` repeats without limit a part whose only required piece is itself an
-    unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"), the form of catastrophic backtracking:
-    Python's re has no time limit and cannot be interrupted from another thread."""
+    unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): re has no time limit to stop it."""
     try:
         from re import _parser as parser  # Python 3.11+
     except ImportError:
@@ -1132,8 +1124,8 @@ def check_uppercase_word_count(output, min: Count = None, max: Count = None):
 
 
 # Only the codes _detect_language can return: a code it can never tell would always fail.
-Language = _kind("language", lambda v: v in _DETECTABLE,
-                 "must be an ISO 639-1 code, one of " + " ".join(_DETECTABLE))
+Language = _kind(lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of "
+                 + " ".join(_DETECTABLE))
 
 
 @register
@@ -1189,21 +1181,20 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
 # JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
 # keyword with the kind of its value; the annotations are accepted and ignored.
 _SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_Number = _kind("number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+_Number = _kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
                 "must be a number")
-_Anything = _kind("any", lambda v: True, "")
+_Anything = _kind(lambda v: True, "")
 _SCHEMA_KEYWORDS = {
-    "type": _kind("type", lambda v: (v in _SCHEMA_TYPES if isinstance(v, str) else isinstance(
-        v, list) and v and all(k in _SCHEMA_TYPES for k in v)),
-        f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
-    "properties": _kind("properties", lambda v: isinstance(v, dict), "must be an object"),
-    "required": _kind("required", lambda v: _is_texts(v, allow_empty=True),
-                      "must be a list of strings"),
+    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
+                             if isinstance(v, list) else v in _SCHEMA_TYPES),
+                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
+    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
+    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
     "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
-    "enum": _kind("enum", lambda v: isinstance(v, list) and v, "must be a non-empty list"),
+    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
     "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
     "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": Kind("pattern", _regex_problem),
+    "maxItems": Count, "pattern": _regex_problem,
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
 _NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
@@ -1286,8 +1277,8 @@ def _schema_definition_problems(schema, path="schema"):
         if kind is None:
             problems.append(f"{path}: unsupported keyword {key!r} (supported: "
                             f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
-        elif kind.problem(value):
-            problems.append(f"{path}.{key} {kind.problem(value)}")
+        elif kind(value):
+            problems.append(f"{path}.{key} {kind(value)}")
     for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
                       ("minimum", "maximum")):
         if not problems and low in schema and high in schema and schema[low] > schema[high]:
@@ -1302,7 +1293,9 @@ def _schema_definition_problems(schema, path="schema"):
     return problems
 
 
-Schema = Kind("schema", lambda value: "; ".join(_schema_definition_problems(value)) or None)
+def Schema(value):
+    """The kind of a JSON Schema: its problems, or None."""
+    return "; ".join(_schema_definition_problems(value)) or None
 
 
 @register
@@ -1321,11 +1314,9 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
 
 # ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
 #
-# A `judge` check sends one prompt (judge_prompt) to a judge (prompt str -> reply str) and reads
-# a strict JSON verdict (parse_verdict). No outcome is silent: a listed violation fails the
-# check; no violation but a confidence below min_confidence makes it `review` (not passed); a
-# reply that is not a valid verdict, or a judge call that raised, makes it `error` (never scored,
-# never a pass). evaluate() asks the judge only when every deterministic check passed.
+# No outcome is silent: a listed violation fails the check; none, with a confidence below
+# min_confidence, makes it `review`; a reply that is not a valid verdict, or a judge call that
+# raised, makes it `error` (never scored, never a pass).
 
 _JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", "forbidden claim"),
                 ("unsupported_claims", "unsupported claim"))
@@ -1363,10 +1354,9 @@ unsure whether the answer is right; never guess a clean verdict.
 
 
 def judge_prompt(case_input, output, check):
-    """The prompt a `judge` check sends (str): fixed instructions, then one JSON document with
-    the check's rubric, facts, claims and context, the case input and the answer. JSON, so an
-    answer cannot close a delimiter and pose as instructions; deterministic, so the text keys
-    the reply cache and recordings."""
+    """The prompt a `judge` check sends (str): fixed instructions, then the check, the case
+    input and the answer as one JSON document, which an answer cannot close to pose as
+    instructions. Deterministic: the text keys the reply cache and recordings."""
     material = {"rubric": check.get("rubric", ""),
                 "must_include": list(check.get("must_include", [])),
                 "must_not_claim": list(check.get("must_not_claim", [])),
@@ -1415,11 +1405,9 @@ def _verdict_json(reply):
 def parse_verdict(reply):
     """Read a judge reply strictly: (verdict dict, None) or (None, reason it is not a verdict).
 
-    Accepted: the whole reply is one JSON object, or is wrapped in one ```json fence, or holds
-    exactly one object with prose around it (and no other brace). The object needs every key
-    of JUDGE_KEYS: three lists of non-empty strings, `reason` a string and `confidence` one of
-    "high", "medium", "low" (exactly). Other keys are ignored. Anything else is not a verdict.
-    """
+    The reply is one JSON object, bare, in one ```json fence, or alone among prose (no other
+    brace), with every key of JUDGE_KEYS: three lists of non-empty strings, `reason` a string,
+    `confidence` exactly "high", "medium" or "low". Other keys are ignored."""
     if not isinstance(reply, str):
         return None, f"the judge returned {type(reply).__name__}, expected str"
     value, problem = _verdict_json(reply)
@@ -1517,7 +1505,8 @@ def _user_check(spec):
     return load_callable(spec, "function")
 
 
-def _function_problem(spec):
+def Function(spec):
+    """The kind of a function named MODULE:FUNCTION: why it cannot be loaded, or None."""
     if not isinstance(spec, str):
         return "must be a string MODULE:FUNCTION"
     try:
@@ -1526,8 +1515,6 @@ def _function_problem(spec):
         return f"cannot be loaded: {exc}"
     return None
 
-
-Function = Kind("function", _function_problem)
 
 
 def _python_rule(check):
@@ -1582,7 +1569,7 @@ def validate_check(check):
     for key, value in check.items():
         param = params.get(key)
         if param is not None:
-            problem = param.kind.problem(value)
+            problem = param.kind(value)
             problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
         elif key != "type" and not spec.open:
             hint = _did_you_mean(key, params).rstrip(".")
@@ -1607,11 +1594,9 @@ def _did_you_mean(name, known):
 def run_check(check, output, ask=None, case_input=""):
     """Score one validated check (dict) on `output` (str); returns a CheckResult.
 
-    An empty or white-space-only output fails every check, negated ones included (it must not
-    pass `not_contains` by having said nothing). `negate: true` inverts a pass or a fail and
-    keeps the inner reason. A judge check needs `ask` (prompt -> reply) and the case's input,
-    else it raises JudgeRequired. An unknown type raises KeyError (see `validate_check`).
-    """
+    An empty or white-space-only output fails every check, negated ones included. A judge
+    check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type raises
+    KeyError (see `validate_check`)."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1646,10 +1631,8 @@ def _score(spec, check, text, ask=None, case_input=""):
 def evaluate(case, output, judge=None):
     """Score every check of `case` on `output`: (status, list of check dicts in case order).
 
-    status: see `case_status`. judge: a callable (prompt str -> reply str, or a Judge) for
-    checks that need one; NO_JUDGE skips them; None makes them errors. When a deterministic
-    check fails the judge is not asked: its checks are skipped ("passed": null, "skipped": true).
-    """
+    judge: a callable (prompt str -> reply str, or a Judge); NO_JUDGE skips the checks that need
+    one, None makes them errors. After a deterministic check failed they are skipped, unasked."""
     text = _scorable(output)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
@@ -1690,16 +1673,9 @@ def _judged(case, check, text, judge, results):
 # Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
 # a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
 # check dicts of a result as read-only.
-_SHARED = {}
-
-
+@functools.lru_cache(maxsize=8192)
 def _shared(kind, result):
-    shared = _SHARED.get((kind, result))
-    if shared is None:
-        if len(_SHARED) >= 8192:
-            _SHARED.clear()
-        shared = _SHARED[kind, result] = result.as_dict(kind)
-    return shared
+    return result.as_dict(kind)
 
 
 
