@@ -1058,7 +1058,7 @@ def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = Non
 @register
 def check_max_words(output, n: Count):
     """At most `n` whitespace-separated words (the original harness's check)."""
-    return _counted(len(output.split()), "word", None, n)
+    return check_word_count(output, max=n)
 
 
 @register(rule=_bounds())
@@ -1384,12 +1384,11 @@ def _verdict_json(reply):
     while index != -1:
         try:
             value, end = _STRICT_DECODER.raw_decode(text, index)
+            found.append((index, end, value))
         except _NotJson as exc:
             return None, str(exc)
         except (ValueError, RecursionError):
-            index = text.find("{", index + 1)
-            continue
-        found.append((index, end, value))
+            end = index + 1
         index = text.find("{", end)
     if len(found) != 1:
         return None, (f"{len(found)} JSON objects in the reply; expected exactly one" if found
@@ -1634,18 +1633,18 @@ def evaluate(case, output, judge=None):
     text = _scorable(output)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
-        results = []
+        results, judged = [], []
         for check in case.checks:
             spec = CHECKS[check["type"]]
             if spec.needs_judge:
-                results.append(None)  # scored below, once the deterministic checks decided
+                judged.append(len(results))
+                results.append(None)
             else:
                 results.append(_shared(spec.name, _EMPTY if text is None
                                        else _score(spec, check, text)))
-        for index, check in enumerate(case.checks):
-            if results[index] is None:
-                results[index] = _judged(case, check, text, judge, results).as_dict(
-                    check["type"])
+        for index in judged:  # after the deterministic checks, which decide whether to ask
+            check = case.checks[index]
+            results[index] = _judged(case, check, text, judge, results).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
