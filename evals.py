@@ -1625,6 +1625,12 @@ def _score(spec, check, text, ask=None, case_input=""):
     return result
 
 
+# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
+# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
+# check dicts of a result as read-only.
+_shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
+
+
 def evaluate(case, output, judge=None):
     """Score every check of `case` on `output`: (status, list of check dicts in case order).
 
@@ -1640,8 +1646,8 @@ def evaluate(case, output, judge=None):
                 judged.append(len(results))
                 results.append(None)
             else:
-                results.append(_shared(spec.name, _EMPTY if text is None
-                                       else _score(spec, check, text)))
+                results.append(_shared(_EMPTY if text is None else _score(spec, check, text),
+                                       spec.name))
         for index in judged:  # after the deterministic checks, which decide whether to ask
             check = case.checks[index]
             results[index] = _judged(case, check, text, judge, results).as_dict(check["type"])
@@ -1665,14 +1671,6 @@ def _judged(case, check, text, judge, results):
     if judge is None:
         return CheckResult(False, _NEEDS_JUDGE, flag="error")
     return _score(CHECKS[check["type"]], check, text, judge, case.input)
-
-
-# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
-# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
-# check dicts of a result as read-only.
-@functools.lru_cache(maxsize=8192)
-def _shared(kind, result):
-    return result.as_dict(kind)
 
 
 
