@@ -1394,7 +1394,8 @@ def _verdict_json(reply):
         return None, (f"{len(found)} JSON objects in the reply; expected exactly one" if found
                       else "no JSON object in the reply")
     start, end, value = found[0]
-    if set("{}") & set(text[:start] + text[end:]):
+    outside = text[:start] + text[end:]
+    if "{" in outside or "}" in outside:
         return None, ("braces outside the JSON object (a second, malformed object?); expected "
                       "exactly one object")
     return value, None
