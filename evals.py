@@ -364,7 +364,7 @@ def _fold(text, ignore_case):
     """`text` as matching compares it (the README's rules: casefold, NFC, ASCII quotes)."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
-        if _TYPOGRAPHIC.search(text):
+        if not text.isascii() and _TYPOGRAPHIC.search(text):
             text = text.translate(_QUOTES)
     return unicodedata.normalize("NFC", text)
 
@@ -641,15 +641,16 @@ def _parse_json(output, allow_fence=False):
 # An optional `rule` sees the whole check for what spans parameters (bounds, a pattern with its
 # flags). Validation, --list-checks, `negate` and the README table all come from this registry.
 
+Param = collections.namedtuple("Param", "kind required default")
+# A registered check: function, parameters ({name: Param}), whether it takes any other key
+# (`open`), its rule across parameters, whether it needs a judge, one-line summary.
+CheckSpec = collections.namedtuple("CheckSpec", "name func params open rule needs_judge summary")
+CHECKS = {}
 
-class Kind(collections.namedtuple("Kind", "name problem")):
-    """A parameter kind: `problem(value)` is what is wrong with a value (str), or None."""
 
-    __slots__ = ()
-
-
-def _is_count(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _kind(test, message):
+    """A parameter kind: a function of a value, what is wrong with it (str) or None."""
+    return lambda value: None if test(value) else message
 
 
 def _is_texts(value, allow_empty=False):
@@ -662,41 +663,23 @@ def _is_number(value):
         value)
 
 
-def _kind(name, test, message):
-    return Kind(name, lambda value: None if test(value) else message)
-
-
-Bool = _kind("bool", lambda v: isinstance(v, bool), "must be true or false")
-Count = _kind("count", _is_count, "must be a non-negative integer")
-Position = _kind("position", lambda v: _is_count(v) and v >= 1, "must be an integer of 1 or more")
-Text = _kind("text", lambda v: isinstance(v, str) and v, "must be a non-empty string")
-Texts = _kind("texts", _is_texts, "must be a non-empty list of non-empty strings")
-_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
-Flags = _kind("flags", lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
-              "must be a string of regex flag letters from 'imsx'")
-
-
 def Choice(*choices):
     """The kind of a parameter that takes one of `choices`."""
-    return _kind("choice", lambda v: v in choices,
-                 "must be one of " + ", ".join(repr(c) for c in choices))
+    return _kind(lambda v: v in choices, "must be one of " + ", ".join(map(repr, choices)))
 
 
+Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
+Count = _kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "must be a non-negative integer")
+Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
+Text = _kind(lambda v: isinstance(v, str) and v, "must be a non-empty string")
+Texts = _kind(_is_texts, "must be a non-empty list of non-empty strings")
+_REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
+              "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
 LetterCase = Choice("upper", "lower")
 Confidence = Choice("high", "medium")
-Param = collections.namedtuple("Param", "kind required default")
-
-
-class CheckSpec(collections.namedtuple("CheckSpec",
-                                       "name func params open rule needs_judge summary")):
-    """A registered check: function, parameters ({name: Param}), whether it takes any other
-    key (`open`), its rule across parameters, whether it needs a judge, one-line summary."""
-
-    __slots__ = ()
-
-
-CHECKS = {}
 _NEGATE = Param(Bool, False, False)
 
 
@@ -708,11 +691,9 @@ def register(func=None, *, rule=None, needs_judge=False):
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
     names = code.co_varnames[1:code.co_argcount]
-    defaults = func.__defaults__ or ()
-    required = len(names) - len(defaults)
-    defaults = (None,) * required + defaults
-    params = {name: Param(func.__annotations__[name], index < required, defaults[index])
-              for index, name in enumerate(names)}
+    defaults = dict(zip(reversed(names), reversed(func.__defaults__ or ())))
+    params = {name: Param(func.__annotations__[name], name not in defaults, defaults.get(name))
+              for name in names}
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
     takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
@@ -722,11 +703,10 @@ def register(func=None, *, rule=None, needs_judge=False):
 
 def _bounds(low="min", high="max", needed=True, hint=""):
     """A rule: bounds `low` <= `high` (inclusive), at least one of them given when `needed`."""
-    def rule(check):
-        lower, upper = check.get(low), check.get(high)
+    def rule(check):  # on a valid check: a bound is absent, or a count
+        lower, upper = check.get(low, CHECKS[check["type"]].params[low].default), check.get(high)
         if lower is None and upper is None and needed:
             return [f"give {low!r}, {high!r} or both (inclusive bounds)"]
-        lower = lower if lower is not None else CHECKS[check["type"]].params[low].default
         if lower is not None and upper is not None and lower > upper:
             return [f"impossible bounds, {low} {lower} > {high} {upper}{hint}"]
         return []
@@ -745,8 +725,15 @@ def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _counted(count, measured, min=None, max=None):
-    """Pass when min <= count <= max (inclusive); the reason is `measured` and the bound."""
+# Verdicts that depend only on a count, or on which of a check's phrases were found, are
+# cached: a suite's checks pass with the same reasons case after case, so a reason (and its
+# quotes) is built once, not per case.
+@functools.lru_cache(maxsize=4096)
+def _counted(count, unit, min=None, max=None, of=""):
+    """Pass when min <= count <= max (inclusive); the reason is the count of `unit`s (a str, or
+    (singular, plural)), what they are `of`, and the bound."""
+    singular, plural = (unit, unit + "s") if isinstance(unit, str) else unit
+    measured = f"{count} {singular if count == 1 else plural}{of}"
     if min is not None and count < min:
         return CheckResult(False, f"{measured}, expected at least {min}")
     if max is not None and count > max:
@@ -757,34 +744,42 @@ def _counted(count, measured, min=None, max=None):
     return CheckResult(True, f"{measured}, {wanted}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _phrases_verdict(kind, values, found):
+    """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
+    if kind == "contains_all":
+        missing = [v for v in values if v not in found]
+        return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
+                           else f"found all of {_quote_all(values)}")
+    if not found:
+        return CheckResult(kind == "not_contains", f"none of {_quote_all(values)} found")
+    forbidden = " forbidden:" if kind == "not_contains" else ""
+    return CheckResult(kind == "contains_any", f"found{forbidden} {_quote_all(found)}")
+
+
+def _phrases(kind, output, values, ignore_case, whole_word):
+    found = _found_phrases(output, values, ignore_case, whole_word)
+    return _phrases_verdict(kind, tuple(values), tuple(found))
+
+
 # ---- phrases and exact text ----
 
 @register
 def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """At least one of `values` occurs (case-insensitive by default)."""
-    found = _found_phrases(output, values, ignore_case, whole_word)
-    if found:
-        return CheckResult(True, f"found {_quote_all(found)}")
-    return CheckResult(False, f"none of {_quote_all(values)} found")
+    return _phrases("contains_any", output, values, ignore_case, whole_word)
 
 
 @register
 def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """Every one of `values` occurs; the reason lists the missing ones."""
-    found = set(_found_phrases(output, values, ignore_case, whole_word))
-    missing = [v for v in values if v not in found]
-    if missing:
-        return CheckResult(False, f"missing: {_quote_all(missing)}")
-    return CheckResult(True, f"found all of {_quote_all(values)}")
+    return _phrases("contains_all", output, values, ignore_case, whole_word)
 
 
 @register
 def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """None of `values` occurs; the reason lists the ones found."""
-    result = check_contains_any(output, values, ignore_case, whole_word)  # the verdict inverted
-    if result.passed:
-        return CheckResult(False, result.reason.replace("found", "found forbidden:", 1))
-    return result._replace(passed=True)
+    return _phrases("not_contains", output, values, ignore_case, whole_word)
 
 
 @register
@@ -823,8 +818,7 @@ def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Boo
         return _edge(output, value, ignore_case, strip, whole_word, True, "output ")
     paragraphs = _paragraphs(output)
     if paragraph > len(paragraphs):
-        return CheckResult(False,
-                           f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+        return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
     return _edge(paragraphs[paragraph - 1], value, ignore_case, strip, whole_word, True,
                  f"paragraph {paragraph} ")
 
@@ -836,6 +830,7 @@ def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool 
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
+@functools.lru_cache(maxsize=256)  # 0.4 us a regex check, 2.4 us summing flags and re.compile
 def _compile(pattern, flags=""):
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
@@ -856,10 +851,8 @@ def _regex_problem(pattern, flags=""):
 
 
 def _nested_repeat(compiled):
-    """Whether `compiled` repeats, without limit, a part whose only required piece is itself
-    an unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): the form of catastrophic
-    backtracking. Python's re has no time limit and cannot be interrupted from another thread,
-    so such patterns are refused when the case file is loaded (not every slow pattern is)."""
+    """Whether `compiled` repeats without limit a part whose only required piece is itself an
+    unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): re has no time limit to stop it."""
     try:
         from re import _parser as parser  # Python 3.11+
     except ImportError:
@@ -868,35 +861,30 @@ def _nested_repeat(compiled):
     def unlimited(op, value):
         return str(op) in ("MAX_REPEAT", "MIN_REPEAT") and value[1] == parser.MAXREPEAT
 
-    def children(op, value):
-        kind = str(op)
-        if kind.endswith("REPEAT"):
-            return value[2]
-        if kind == "SUBPATTERN":
-            return value[-1]
-        return [item for branch in value[1] for item in branch] if kind == "BRANCH" else []
-
-    def required(items):  # what a match cannot skip: not optional, not zero-width
+    def walk(items):  # every node, depth first
         for op, value in items:
-            if str(op) == "SUBPATTERN" and len(items) == 1:
-                yield from required(value[-1])
-            elif not (str(op) == "AT" or (str(op).endswith("REPEAT") and value[0] == 0)):
-                yield op, value
+            yield op, value
+            kind = str(op)
+            if kind.endswith("REPEAT"):
+                yield from walk(value[2])
+            elif kind == "SUBPATTERN":
+                yield from walk(value[-1])
+            elif kind == "BRANCH":
+                yield from walk([item for branch in value[1] for item in branch])
 
-    def contains(items):  # an unlimited repeat anywhere inside
-        return any(unlimited(*item) or contains(children(*item)) for item in items)
+    def core(items):  # what a match cannot skip: not optional, not zero-width
+        if len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
+            return core(items[0][1][-1])
+        return [(op, value) for op, value in items
+                if not (str(op) == "AT" or (str(op).endswith("REPEAT") and value[0] == 0))]
 
-    def risky(items):
-        for op, value in items:
-            if unlimited(op, value) and contains(value[2]):
-                core = list(required(value[2]))
-                if not core or (len(core) == 1 and unlimited(*core[0])):
-                    return True
-            if risky(children(op, value)):
-                return True
-        return False
+    def risky(op, value):
+        if not (unlimited(op, value) and any(unlimited(*node) for node in walk(value[2]))):
+            return False
+        pieces = core(value[2])
+        return not pieces or (len(pieces) == 1 and unlimited(*pieces[0]))
 
-    return risky(parser.parse(compiled.pattern, compiled.flags))
+    return any(risky(*node) for node in walk(parser.parse(compiled.pattern, compiled.flags)))
 
 
 def _regex_rule(check):
@@ -920,8 +908,8 @@ def check_regex(output, pattern: Text, flags: Flags = "", min_matches: Count = 1
             return CheckResult(True, f"matched {got}", (got,))
         return CheckResult(False, f"no match for /{pattern}/{flags}")
     count = sum(1 for _ in compiled.finditer(output))
-    measured = f"{count} {'match' if count == 1 else 'matches'} of /{pattern}/{flags}"
-    return _counted(count, measured, min_matches, max_matches)
+    return _counted(count, ("match", "matches"), min_matches, max_matches,
+                    f" of /{pattern}/{flags}")
 
 
 # ---- counts ----
@@ -931,7 +919,7 @@ def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = Non
                        ignore_case: Bool = True, whole_word: Bool = True):
     """`phrase` occurs `min`..`max` times (whole words, case-insensitive by default)."""
     count = _count_phrase(output, phrase, ignore_case, whole_word)
-    return _counted(count, f"{_plural(count, 'occurrence')} of {_quote(phrase)}", min, max)
+    return _counted(count, "occurrence", min, max, f" of {_quote(phrase)}")
 
 
 @register
@@ -944,36 +932,33 @@ def check_max_words(output, n: Count):
 def check_word_count(output, min: Count = None, max: Count = None,
                      split: Split = "whitespace"):
     """`min`..`max` words, split on white space or (`alphanumeric`) as runs of `\\w`."""
-    count = len(_words(output, split))
-    return _counted(count, _plural(count, "word"), min, max)
+    return _counted(len(_words(output, split)), "word", min, max)
 
 
 @register(rule=_bounds())
 def check_char_count(output, min: Count = None, max: Count = None):
     """`min`..`max` characters (Unicode code points, white space included)."""
-    return _counted(len(output), _plural(len(output), "character"), min, max)
+    return _counted(len(output), "character", min, max)
 
 
 @register(rule=_bounds())
 def check_sentence_count(output, min: Count = None, max: Count = None):
     """`min`..`max` sentences (`.` `!` `?` end one, not after abbreviations or initials; an
     approximation of nltk's punkt)."""
-    count = len(_split_sentences(output))
-    return _counted(count, _plural(count, "sentence"), min, max)
+    return _counted(len(_split_sentences(output)), "sentence", min, max)
 
 
 @register(rule=_bounds())
 def check_paragraph_count(output, min: Count = None, max: Count = None, separator: Text = None):
     """`min`..`max` non-empty paragraphs, split on blank lines or on `separator`."""
-    count = len(_paragraphs(output, separator))
-    return _counted(count, _plural(count, "paragraph"), min, max)
+    return _counted(len(_paragraphs(output, separator)), "paragraph", min, max)
 
 
 @register(rule=_bounds())
 def check_line_count(output, min: Count = None, max: Count = None):
     """`min`..`max` non-blank lines."""
     count = sum(1 for line in output.splitlines() if line.strip())
-    return _counted(count, _plural(count, "non-blank line"), min, max)
+    return _counted(count, "non-blank line", min, max)
 
 
 @register(rule=_bounds())
@@ -981,7 +966,7 @@ def check_bullet_count(output, min: Count = None, max: Count = None, numbered: B
     """`min`..`max` lines starting `- `, `* `, `+ ` (and `1. ` / `1) ` when `numbered`)."""
     marker = r"(?:[-*+]|\d+[.)])" if numbered else r"[-*+]"
     count = len(re.findall(rf"^[ \t]*{marker}[ \t]+\S", output, re.MULTILINE))
-    return _counted(count, _plural(count, "bullet item"), min, max)
+    return _counted(count, "bullet item", min, max)
 
 
 @register
@@ -1001,12 +986,12 @@ def check_letter_case(output, style: LetterCase):
 def check_uppercase_word_count(output, min: Count = None, max: Count = None):
     """`min`..`max` words written entirely in capitals ("NASA", "NOT")."""
     count = sum(1 for word in _words(output, "alphanumeric") if word.isupper())
-    return _counted(count, _plural(count, "all-capitals word"), min, max)
+    return _counted(count, "all-capitals word", min, max)
 
 
 # Only the codes _detect_language can return: a code it can never tell would always fail.
-Language = _kind("language", lambda v: v in _DETECTABLE,
-                 "must be an ISO 639-1 code, one of " + " ".join(_DETECTABLE))
+Language = _kind(lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of "
+                 + " ".join(_DETECTABLE))
 
 
 @register
@@ -1052,8 +1037,8 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
     missing = [k for k in keys if k not in value]
     if missing:
         return CheckResult(False, f"missing keys: {_quote_all(missing)}")
-    extra = [k for k in value if k not in keys]
-    if exact and extra:
+    extra = exact and [k for k in value if k not in keys]
+    if extra:
         got = _quote_all(extra)
         return CheckResult(False, f"unexpected keys: {got}", (got,))
     return CheckResult(True, f"has keys {_quote_all(keys)}")
@@ -1062,23 +1047,26 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
 # JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
 # keyword with the kind of its value; the annotations are accepted and ignored.
 _SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_Number = _kind("number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+_Number = _kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
                 "must be a number")
-_Anything = _kind("any", lambda v: True, "")
+_Anything = _kind(lambda v: True, "")
 _SCHEMA_KEYWORDS = {
-    "type": _kind("type", lambda v: (v in _SCHEMA_TYPES if isinstance(v, str) else isinstance(
-        v, list) and v and all(k in _SCHEMA_TYPES for k in v)),
-        f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
-    "properties": _kind("properties", lambda v: isinstance(v, dict), "must be an object"),
-    "required": _kind("required", lambda v: _is_texts(v, allow_empty=True),
-                      "must be a list of strings"),
+    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
+                             if isinstance(v, list) else v in _SCHEMA_TYPES),
+                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
+    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
+    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
     "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
-    "enum": _kind("enum", lambda v: isinstance(v, list) and v, "must be a non-empty list"),
+    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
     "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
     "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": Kind("pattern", _regex_problem),
+    "maxItems": Count, "pattern": _regex_problem,
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
+_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
+                  ("maximum", lambda v, b: v <= b, "at most"),
+                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
 
 
 def _json_equal(a, b):
@@ -1092,19 +1080,6 @@ def _json_equal(a, b):
     return a == b
 
 
-def _is_schema_type(value, name):
-    actual = _json_type(value)
-    if name == "integer":
-        return actual == "number" and (isinstance(value, int) or value.is_integer())
-    return actual == name
-
-
-_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
-                  ("maximum", lambda v, b: v <= b, "at most"),
-                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
-
-
 def _schema_errors(value, schema, path, quoted):
     """Problems of `value` against the subset `schema` (list of "path: problem" strings); the
     parts quoted from `value` are appended to `quoted`."""
@@ -1112,17 +1087,19 @@ def _schema_errors(value, schema, path, quoted):
         return []
     if schema is False:
         return [f"{path}: not allowed"]
+    actual = _json_type(value)
+    whole = actual == "number" and (isinstance(value, int) or value.is_integer())
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else kinds
-    if kinds and not any(_is_schema_type(value, k) for k in kinds):
-        return [f"{path}: expected {' or '.join(kinds)}, got {_json_type(value)}"]
+    if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
+        return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
     errors = []
     if "const" in schema and not _json_equal(value, schema["const"]):
         errors.append(f"{path}: expected {json.dumps(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         quoted.append(json.dumps(value)[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {json.dumps(schema['enum'])[:80]}")
-    if _json_type(value) == "number":
+    if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:
             if key in schema and not holds(value, schema[key]):
                 quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
@@ -1130,12 +1107,12 @@ def _schema_errors(value, schema, path, quoted):
     for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
                                   (list, "item", "minItems", "maxItems")):
         if isinstance(value, kind) and (low in schema or high in schema):
-            counted = _counted(len(value), _plural(len(value), unit), schema.get(low),
-                               schema.get(high))
+            counted = _counted(len(value), unit, schema.get(low), schema.get(high))
             errors += [] if counted.passed else [f"{path}: {counted.reason}"]
-    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
         quoted.append(_quote(value, 40))
-        errors.append(f"{path}: {quoted[-1]} does not match /{schema['pattern']}/")
+        errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
     if isinstance(value, list) and "items" in schema:
         for index, item in enumerate(value):
             errors += _schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
@@ -1166,8 +1143,8 @@ def _schema_definition_problems(schema, path="schema"):
         if kind is None:
             problems.append(f"{path}: unsupported keyword {key!r} (supported: "
                             f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
-        elif kind.problem(value):
-            problems.append(f"{path}.{key} {kind.problem(value)}")
+        elif kind(value):
+            problems.append(f"{path}.{key} {kind(value)}")
     for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
                       ("minimum", "maximum")):
         if not problems and low in schema and high in schema and schema[low] > schema[high]:
@@ -1182,7 +1159,9 @@ def _schema_definition_problems(schema, path="schema"):
     return problems
 
 
-Schema = Kind("schema", lambda value: "; ".join(_schema_definition_problems(value)) or None)
+def Schema(value):
+    """The kind of a JSON Schema: its problems, or None."""
+    return "; ".join(_schema_definition_problems(value)) or None
 
 
 @register
@@ -1201,16 +1180,13 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
 
 # ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
 #
-# A `judge` check sends one prompt (judge_prompt) to a judge (prompt str -> reply str) and reads
-# a strict JSON verdict (parse_verdict). No outcome is silent: a listed violation fails the
-# check; no violation but a confidence below min_confidence makes it `review` (not passed); a
-# reply that is not a valid verdict, or a judge call that raised, makes it `error` (never scored,
-# never a pass). evaluate() asks the judge only when every deterministic check passed.
+# No outcome is silent: a listed violation fails the check; none, with a confidence below
+# min_confidence, makes it `review`; a reply that is not a valid verdict, or a judge call that
+# raised, makes it `error` (never scored, never a pass).
 
-JUDGE_KEYS = ("missing_requirements", "forbidden_claims_found", "unsupported_claims", "reason",
-              "confidence")
 _JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", "forbidden claim"),
                 ("unsupported_claims", "unsupported claim"))
+JUDGE_KEYS = tuple(key for key, _ in _JUDGE_LISTS) + ("reason", "confidence")
 _CONFIDENCE = {"low": 0, "medium": 1, "high": 2}
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
@@ -1244,10 +1220,9 @@ unsure whether the answer is right; never guess a clean verdict.
 
 
 def judge_prompt(case_input, output, check):
-    """The prompt a `judge` check sends (str): fixed instructions, then one JSON document with
-    the check's rubric, facts, claims and context, the case input and the answer. JSON, so an
-    answer cannot close a delimiter and pose as instructions; deterministic, so the text keys
-    the reply cache and recordings."""
+    """The prompt a `judge` check sends (str): fixed instructions, then the check, the case
+    input and the answer as one JSON document, which an answer cannot close to pose as
+    instructions. Deterministic: the text keys the reply cache and recordings."""
     material = {"rubric": check.get("rubric", ""),
                 "must_include": list(check.get("must_include", [])),
                 "must_not_claim": list(check.get("must_not_claim", [])),
@@ -1276,17 +1251,15 @@ def _verdict_json(reply):
     while index != -1:
         try:
             value, end = _STRICT_DECODER.raw_decode(text, index)
+            found.append((index, end, value))
         except _NotJson as exc:
             return None, str(exc)
         except (ValueError, RecursionError):
-            index = text.find("{", index + 1)
-            continue
-        found.append((index, end, value))
+            end = index + 1
         index = text.find("{", end)
-    if not found:
-        return None, "no JSON object in the reply"
-    if len(found) > 1:
-        return None, f"{len(found)} JSON objects in the reply; expected exactly one"
+    if len(found) != 1:
+        return None, (f"{len(found)} JSON objects in the reply; expected exactly one" if found
+                      else "no JSON object in the reply")
     start, end, value = found[0]
     outside = text[:start] + text[end:]
     if "{" in outside or "}" in outside:
@@ -1298,11 +1271,9 @@ def _verdict_json(reply):
 def parse_verdict(reply):
     """Read a judge reply strictly: (verdict dict, None) or (None, reason it is not a verdict).
 
-    Accepted: the whole reply is one JSON object, or is wrapped in one ```json fence, or holds
-    exactly one object with prose around it (and no other brace). The object needs every key
-    of JUDGE_KEYS: three lists of non-empty strings, `reason` a string and `confidence` one of
-    "high", "medium", "low" (exactly). Other keys are ignored. Anything else is not a verdict.
-    """
+    The reply is one JSON object, bare, in one ```json fence, or alone among prose (no other
+    brace), with every key of JUDGE_KEYS: three lists of non-empty strings, `reason` a string,
+    `confidence` exactly "high", "medium" or "low". Other keys are ignored."""
     if not isinstance(reply, str):
         return None, f"the judge returned {type(reply).__name__}, expected str"
     value, problem = _verdict_json(reply)
@@ -1391,18 +1362,17 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
 
 # ---- the user's own checks ----
 
-_USER_CHECKS = {}
 USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
 
 
+@functools.lru_cache(maxsize=None)
 def _user_check(spec):
     """The function named by `spec`, imported once; raises ClientError."""
-    if spec not in _USER_CHECKS:
-        _USER_CHECKS[spec] = load_callable(spec, "function")
-    return _USER_CHECKS[spec]
+    return load_callable(spec, "function")
 
 
-def _function_problem(spec):
+def Function(spec):
+    """The kind of a function named MODULE:FUNCTION: why it cannot be loaded, or None."""
     if not isinstance(spec, str):
         return "must be a string MODULE:FUNCTION"
     try:
@@ -1410,9 +1380,6 @@ def _function_problem(spec):
     except ClientError as exc:
         return f"cannot be loaded: {exc}"
     return None
-
-
-Function = Kind("function", _function_problem)
 
 
 def _python_rule(check):
@@ -1467,7 +1434,7 @@ def validate_check(check):
     for key, value in check.items():
         param = params.get(key)
         if param is not None:
-            problem = param.kind.problem(value)
+            problem = param.kind(value)
             problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
         elif key != "type" and not spec.open:
             hint = _did_you_mean(key, params).rstrip(".")
@@ -1492,11 +1459,9 @@ def _did_you_mean(name, known):
 def run_check(check, output, ask=None, case_input=""):
     """Score one validated check (dict) on `output` (str); returns a CheckResult.
 
-    An empty or white-space-only output fails every check, negated ones included (it must not
-    pass `not_contains` by having said nothing). `negate: true` inverts a pass or a fail and
-    keeps the inner reason. A judge check needs `ask` (prompt -> reply) and the case's input,
-    else it raises JudgeRequired. An unknown type raises KeyError (see `validate_check`).
-    """
+    An empty or white-space-only output fails every check, negated ones included. A judge
+    check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type raises
+    KeyError (see `validate_check`)."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1517,24 +1482,28 @@ def _scorable(output):
 
 def _score(spec, check, text, ask=None, case_input=""):
     """The CheckResult of `check` (its registered `spec`) on scorable `text`, negated if so."""
-    params = {k: v for k, v in check.items() if k != "type" and k != "negate"}
-    if spec.needs_judge:
-        params.update(ask=ask, case_input=case_input)
+    params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
+    del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
+    negate = params.pop("negate", False)
     result = spec.func(text, **params)
-    if check.get("negate") and result.flag is None:
+    if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
         return result._replace(passed=not result.passed,
                                reason=f"negated: {verdict}: {result.reason}")
     return result
 
 
+# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
+# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
+# check dicts of a result as read-only.
+_shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
+
+
 def evaluate(case, output, judge=None):
     """Score every check of `case` on `output`: (status, list of check dicts in case order).
 
-    status: see `case_status`. judge: a callable (prompt str -> reply str, or a Judge) for
-    checks that need one; NO_JUDGE skips them; None makes them errors. When a deterministic
-    check fails the judge is not asked: its checks are skipped ("passed": null, "skipped": true).
-    """
+    judge: a callable (prompt str -> reply str, or a Judge); NO_JUDGE skips the checks that need
+    one, None makes them errors. After a deterministic check failed they are skipped, unasked."""
     text = _scorable(output)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
@@ -1545,8 +1514,8 @@ def evaluate(case, output, judge=None):
                 judged.append(len(results))
                 results.append(None)
             else:
-                results.append(_shared(check["type"], _EMPTY if text is None
-                                       else _score(spec, check, text)))
+                results.append(_shared(_EMPTY if text is None else _score(spec, check, text),
+                                       spec.name))
         for index in judged:  # after the deterministic checks, which decide whether to ask
             check = case.checks[index]
             results[index] = _judged(case, check, text, judge, results).as_dict(check["type"])
@@ -1570,21 +1539,6 @@ def _judged(case, check, text, judge, results):
     if judge is None:
         return CheckResult(False, _NEEDS_JUDGE, flag="error")
     return _score(CHECKS[check["type"]], check, text, judge, case.input)
-
-
-# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
-# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
-# check dicts of a result as read-only.
-_SHARED = {}
-
-
-def _shared(kind, result):
-    shared = _SHARED.get((kind, result))
-    if shared is None:
-        if len(_SHARED) >= 8192:
-            _SHARED.clear()
-        shared = _SHARED[kind, result] = result.as_dict(kind)
-    return shared
 
 
 
