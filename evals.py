@@ -1806,10 +1806,8 @@ def _read_lines(path, digest):
 
 def load_cases(path):
     """Load and validate a JSONL case file; returns (list of Case, sha256 hex of the file).
-
     Raises CaseFileError with every problem in the file ("FILE:LINE: message"; blank lines are
-    skipped, not renumbered), so no model sees a half-valid suite.
-    """
+    skipped, not renumbered), so no model sees a half-valid suite."""
     import hashlib
 
     digest = hashlib.sha256()
@@ -1891,8 +1889,7 @@ def shard_of(case_id, count):
 def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
     """The cases to run, in file order: with any of `tags`, an id matching any shell-style
     pattern of `ids` ("refund-*"), a last status other than "pass" in the Baseline `failed_in`,
-    and in `shard`, (index, count) with 1 <= index <= count. An empty filter keeps every case.
-    """
+    and in `shard`, (index, count) with 1 <= index <= count. An empty filter keeps all."""
     import fnmatch
 
     def wanted(case):
@@ -1910,9 +1907,8 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
 # ---------------------------------------------------------------------------------------------
 
 
-# Estimated list prices in US dollars per million tokens: (input, output). They change; check
-# your provider's pricing page and extend or override them with --prices FILE
-# ({"model-name": [input, output]}).
+# Estimated list prices in US dollars per million tokens, (input, output). They change: check
+# your provider's, and extend or override them with --prices FILE ({"model": [input, output]}).
 PRICES = {
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
@@ -1933,11 +1929,8 @@ _RELEASE = re.compile(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$")
 
 def call_cost(model, usage, prices=None):
     """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
-
-    model: the name the adapter reported; usage: {"input_tokens", "output_tokens"}; prices:
-    {model: (input, output) dollars per million tokens}, default PRICES. A release of a listed
-    model is priced as it; another name that merely starts like one ("gpt-4o-mnii") is not.
-    """
+    model: as the adapter reported it (a release of a listed model is priced as it, another
+    name never); usage: {"input_tokens", "output_tokens"}; prices: default PRICES."""
     prices = PRICES if prices is None else prices
     if not model or not isinstance(usage, dict):
         return None
@@ -1953,12 +1946,9 @@ class BudgetExceeded(Exception):
 
 
 class Budget:
-    """A spending limit in US dollars shared by all calls of a run (thread-safe).
-
-    reserve() estimates the next call as the dearest one so far and raises BudgetExceeded if
-    spent + in-flight estimates + that would pass the limit. Until a call has been priced,
-    calls go one at a time, so the first price is known before the next call starts.
-    """
+    """A spending limit in US dollars shared by all calls of a run (thread-safe). reserve()
+    estimates the next call as the dearest so far and raises BudgetExceeded if spent, in-flight
+    estimates and it would pass the limit. Calls go one at a time until one is priced."""
 
     def __init__(self, limit_usd):
         self.limit = limit_usd
@@ -2063,14 +2053,10 @@ def _judge_cache(path):
 
 
 class Judge:
-    """The judge of a run: a callable (prompt str -> str), its name and an optional reply cache.
-
-    name: for the run record (default "module:function" of the callable). cache_path: a JSONL
-    file, one {"key", "name", "model", "reply", "ts"} a line, keyed by sha256 of the name, the
-    callable's `judge_model` (a str or a function returning one) and the prompt; only replies
-    that parse as verdicts are cached. timeout: seconds a call may take, or None. `calls`
-    counts real calls.
-    """
+    """The judge of a run: a callable (prompt str -> str), its name (default "module:function")
+    and an optional reply cache, cache_path: JSONL, one {"key", "name", "model", "reply", "ts"}
+    a line, keyed by sha256 of the name, the callable's `judge_model` (a str or a function
+    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls."""
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
@@ -2088,10 +2074,9 @@ class Judge:
         return _sha256(f"{identity}\n{prompt}")
 
     def __call__(self, prompt):
-        """The reply to `prompt` (a str with `model` and `cached`), from the cache or from the
-        judge within `timeout`; raises what the judge raises, TypeError for a non-str reply."""
+        """The reply (a str with `model` and `cached`); raises TypeError for a non-str one."""
         key = self.key(prompt) if self.cache_path else None
-        hit = self._cache.get(key) if key else None
+        hit = self._cache.get(key)  # none without a cache
         if hit is not None:
             return _Reply(hit["reply"], hit.get("model"), cached=True)
         answer = _within(lambda: self.func(prompt), self.timeout)
@@ -2128,8 +2113,7 @@ def _attribute(value, name, kind):
 
 
 def _usage_of(output):
-    """The reply's {"input_tokens", "output_tokens"} when both are whole numbers >= 0 or
-    absent, else None: a malformed usage is not counted, and never stops the run."""
+    """The reply's {"input_tokens", "output_tokens"} if each is an int >= 0 or absent."""
     usage = _attribute(output, "usage", dict)
     if usage is None:
         return None
@@ -2189,10 +2173,9 @@ def _combine_attempts(attempts, needed):
         status = "review" if counts["review"] else "fail"
     shown = next((a for a in attempts if a.status == status), attempts[0])
     costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
-    usage = None
-    if any(a.usage for a in attempts):
-        usage = {key: sum((a.usage or {}).get(key) or 0 for a in attempts)
-                 for key in ("input_tokens", "output_tokens")}
+    usages = [a.usage for a in attempts if a.usage]
+    usage = {key: sum(u.get(key) or 0 for u in usages)
+             for key in ("input_tokens", "output_tokens")} if usages else None
     return shown._replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
@@ -2206,11 +2189,8 @@ def _combine_attempts(attempts, needed):
 
 def run_case(case, call_model, options=None, limiter=None):
     """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
-
-    A raise (but KeyboardInterrupt), a timeout or a non-str return is an `error` with the
-    reason, and no check is scored. A str subclass's `usage` ({"input_tokens",
-    "output_tokens"}) and `model` attributes are kept and priced.
-    """
+    A raise (but KeyboardInterrupt), a timeout or a non-str return is an unscored `error`. A
+    str subclass's `usage` ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
     attempts = []
     for _ in range(options.repeat):
@@ -2223,11 +2203,9 @@ def run_case(case, call_model, options=None, limiter=None):
 
 
 def run_cases(cases, call_model, options=None, on_result=None):
-    """Run every case; returns the list of CaseResult in the order of `cases`.
-
-    options: RunOptions. on_result(result) is called as each case finishes (for progress).
-    Raises Interrupted (holding the finished results, in order) on KeyboardInterrupt.
-    """
+    """Run every case; returns the list of CaseResult in the order of `cases`. on_result(result)
+    is called as each case finishes. Raises Interrupted (the finished results, in order) on
+    KeyboardInterrupt."""
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
@@ -2335,8 +2313,7 @@ def replay_client(outputs, source="recorded outputs"):
 
 
 def load_client(spec):
-    """The callable named by "module:function" or "path/to/file.py:function" (see
-    load_callable); raises ClientError with the reason."""
+    """The callable named by "module:function" or "path/to/file.py:function" (ClientError)."""
     return load_callable(spec, "--client")
 
 
@@ -2346,10 +2323,8 @@ def latency_percentiles(latencies):
     values = sorted(v for v in latencies if v is not None)
     if not values:
         return {}
-    pick = {name: values[max(0, math.ceil(q * len(values)) - 1)]
-            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))}
-    pick["max"] = values[-1]
-    return pick
+    return {name: values[max(0, math.ceil(q * len(values)) - 1)]
+            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))}
 
 
 
