@@ -1928,7 +1928,7 @@ _RELEASE = re.compile(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$")
 def call_cost(model, usage, prices=None):
     """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
     model: as the adapter reported it (a release of a listed model is priced as it, another
-    name never); usage: {"input_tokens", "output_tokens"}; prices: default PRICES."""
+    name never); usage: {"input_tokens", "output_tokens"}; prices: like PRICES, its default."""
     prices = PRICES if prices is None else prices
     if not model or not isinstance(usage, dict):
         return None
@@ -2072,7 +2072,8 @@ class Judge:
         return _sha256(f"{identity}\n{prompt}")
 
     def __call__(self, prompt):
-        """The reply (a str with `model` and `cached`); raises TypeError for a non-str one."""
+        """The reply (a str with `model` and `cached`), cached or asked within `timeout`;
+        raises what the judge raises, TypeError for a non-str reply."""
         key = self.key(prompt) if self.cache_path else None
         hit = self._cache.get(key)  # none without a cache
         if hit is not None:
