@@ -2160,13 +2160,15 @@ def _attempt(case, call_model, options, limiter):
             options.budget.settle(estimate, cost, answered)
 
 
-def _combine_attempts(attempts, needed):
+def _combine_attempts(attempts, options):
     """The verdict of repeated calls: pass with `needed` passes, else error when the errored
-    calls could have made up the difference, else review or fail. Flaky when verdicts differ."""
+    calls, and those the budget left unmade, could have made up the difference, else review or
+    fail. Flaky when verdicts differ."""
     counts = collections.Counter(a.status for a in attempts)
-    if counts["pass"] >= needed:
+    unmade = options.repeat - len(attempts)
+    if counts["pass"] >= options.needed:
         status = "pass"
-    elif counts["pass"] + counts["error"] >= needed:
+    elif counts["pass"] + counts["error"] + unmade >= options.needed:
         status = "error"
     else:
         status = "review" if counts["review"] else "fail"
@@ -2198,7 +2200,7 @@ def run_case(case, call_model, options=None, limiter=None):
         except BudgetExceeded as exc:
             attempts.append(CaseResult(case.id, "error", error=_describe_error(exc)))
             break
-    return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options.needed)
+    return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
 
 
 def run_cases(cases, call_model, options=None, on_result=None):

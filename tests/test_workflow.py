@@ -811,6 +811,19 @@ class BudgetTest(unittest.TestCase):
         self.assertIn("budget", results[2].error)
         self.assertAlmostEqual(budget.spent, 0.0015)
 
+    def test_a_repeated_case_the_budget_stopped_is_an_error_never_a_fail(self):
+        def call(prompt):
+            return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
+
+        # b0's three calls spend $0.00225 and b1's first $0.00075: the budget stops there.
+        results = evals.run_cases(self.cases(3), call,
+                                  evals.RunOptions(repeat=3, budget=evals.Budget(0.003)))
+        self.assertEqual([r.status for r in results], ["pass", "error", "error"])
+        self.assertIn("BudgetExceeded", results[2].error)
+        strict = evals.RunOptions(repeat=3, min_pass=3, budget=evals.Budget(0.003))
+        self.assertEqual([r.status for r in evals.run_cases(self.cases(3), call, strict)],
+                         ["pass", "error", "error"])
+
     def test_unpriced_calls_never_stop_the_run(self):
         def call(prompt):
             return Priced("ok", "some-local-model", dict(self.USAGE))
