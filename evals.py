@@ -2135,8 +2135,8 @@ def _attempt(case, call_model, options, limiter):
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
-            if getattr(exc, "abandoned", False):
-                cost = estimate  # abandoned, not cancelled: the provider may still bill it
+            if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
+                cost = estimate or None  # with no estimate yet it is no price: calls stay serial
             if getattr(exc, "status", None) in (401, 403):
                 options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
                                    f"on case {case.id!r}; fix the key and run again")
