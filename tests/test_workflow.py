@@ -811,6 +811,36 @@ class BudgetTest(unittest.TestCase):
         self.assertIn("budget", results[2].error)
         self.assertAlmostEqual(budget.spent, 0.0015)
 
+    def test_a_repeated_case_the_budget_stopped_is_an_error_never_a_fail(self):
+        def call(prompt):
+            return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
+
+        # b0's three calls spend $0.00225 and b1's first $0.00075: the budget stops there.
+        results = evals.run_cases(self.cases(3), call,
+                                  evals.RunOptions(repeat=3, budget=evals.Budget(0.003)))
+        self.assertEqual([r.status for r in results], ["pass", "error", "error"])
+        self.assertIn("BudgetExceeded", results[2].error)
+        strict = evals.RunOptions(repeat=3, min_pass=3, budget=evals.Budget(0.003))
+        self.assertEqual([r.status for r in evals.run_cases(self.cases(3), call, strict)],
+                         ["pass", "error", "error"])
+
+    def test_a_first_call_abandoned_before_any_price_keeps_the_calls_one_at_a_time(self):
+        # Its estimate was no price: had it counted as $0, q1 and q2 would go out together and
+        # spend $0.0015 of a $0.001 budget.
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def call(prompt):
+            if prompt == "q0":
+                release.wait(5)
+            return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
+
+        budget = evals.Budget(0.001)
+        results = evals.run_cases(self.cases(4), call, evals.RunOptions(
+            concurrency=3, timeout=0.3, budget=budget))
+        self.assertLessEqual(budget.spent, 0.001)
+        self.assertEqual(sorted(r.status for r in results), ["error", "error", "error", "pass"])
+
     def test_unpriced_calls_never_stop_the_run(self):
         def call(prompt):
             return Priced("ok", "some-local-model", dict(self.USAGE))
