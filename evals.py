@@ -138,13 +138,14 @@ class Case(collections.namedtuple(
 
 class CaseResult(collections.namedtuple(
         "CaseResult",
-        "id status output checks error latency_s usage model cost_usd attempts flaky",
-        defaults=(None, (), None, None, None, None, None, None, False))):
+        "id status output checks error latency_s usage model cost_usd attempts flaky sent "
+        "reasoning", defaults=(None, (), None, None, None, None, None, None, False, None, None))):
     """The outcome of one case run. status: see `case_status`. output: the model's text (None
     for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
     message" or None. latency_s: seconds in the call, or None. usage: {"input_tokens",
     "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
-    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed."""
+    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
+    the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer."""
 
     __slots__ = ()
 
@@ -681,6 +682,7 @@ Split = Choice("whitespace", "alphanumeric")
 LetterCase = Choice("upper", "lower")
 Confidence = Choice("high", "medium")
 _NEGATE = Param(Bool, False, False)
+_ON = Param(Choice("answer", "reasoning"), False, "answer")
 
 
 def register(func=None, *, rule=None, needs_judge=False):
@@ -1386,7 +1388,7 @@ def _python_rule(check):
     # The function's own signature decides which keys it takes, as for the built-in checks.
     import inspect
 
-    params = {k: v for k, v in check.items() if k not in ("type", "negate", "function")}
+    params = {k: v for k, v in check.items() if k not in ("type", "negate", "on", "function")}
     try:
         inspect.signature(_user_check(check["function"])).bind("output", **params)
     except TypeError as exc:
@@ -1429,7 +1431,7 @@ def validate_check(check):
     if spec is None:
         return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
                 + ", ".join(sorted(CHECKS))]
-    params = {"negate": _NEGATE, **spec.params}
+    params = {"negate": _NEGATE, "on": _ON, **spec.params}
     problems = []
     for key, value in check.items():
         param = params.get(key)
@@ -1456,20 +1458,21 @@ def _did_you_mean(name, known):
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else "."
 
 
-def run_check(check, output, ask=None, case_input=""):
+def run_check(check, output, ask=None, case_input="", reasoning=None):
     """Score one validated check (dict) on `output` (str); returns a CheckResult.
 
     An empty or white-space-only output fails every check, negated ones included. A judge
     check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type raises
-    KeyError (see `validate_check`)."""
+    KeyError (see `validate_check`). reasoning: the model's thinking, for "on": "reasoning"."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
     text = _scorable(output)
-    return _EMPTY if text is None else _score(spec, check, text, ask, case_input)
+    return _EMPTY if text is None else _score(spec, check, text, ask, case_input, reasoning)
 
 
 _EMPTY = CheckResult(False, "the output is empty")
+_NO_REASONING = CheckResult(False, "the model gave no reasoning")
 
 
 def _scorable(output):
@@ -1480,11 +1483,16 @@ def _scorable(output):
     return output.replace("\r\n", "\n") if "\r" in output else output
 
 
-def _score(spec, check, text, ask=None, case_input=""):
-    """The CheckResult of `check` (its registered `spec`) on scorable `text`, negated if so."""
+def _score(spec, check, text, ask=None, case_input="", reasoning=None):
+    """The CheckResult of `check` (its registered `spec`) on scorable `text`, or with "on":
+    "reasoning" on the model's `reasoning` (none fails), negated if so."""
     params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
+    if params.pop("on", "answer") == "reasoning":
+        text = _scorable(reasoning)
+        if text is None:
+            return _NO_REASONING
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
@@ -1499,11 +1507,12 @@ def _score(spec, check, text, ask=None, case_input=""):
 _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
 
-def evaluate(case, output, judge=None):
+def evaluate(case, output, judge=None, reasoning=None):
     """Score every check of `case` on `output`: (status, list of check dicts in case order).
 
     judge: a callable (prompt str -> reply str, or a Judge); NO_JUDGE skips the checks that need
-    one, None makes them errors. After a deterministic check failed they are skipped, unasked."""
+    one, None makes them errors. After a deterministic check failed they are skipped, unasked.
+    reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
     text = _scorable(output)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
@@ -1514,19 +1523,20 @@ def evaluate(case, output, judge=None):
                 judged.append(len(results))
                 results.append(None)
             else:
-                results.append(_shared(_EMPTY if text is None else _score(spec, check, text),
-                                       spec.name))
+                results.append(_shared(_EMPTY if text is None else _score(
+                    spec, check, text, reasoning=reasoning), spec.name))
         for index in judged:  # after the deterministic checks, which decide whether to ask
             check = case.checks[index]
-            results[index] = _judged(case, check, text, judge, results).as_dict(check["type"])
+            results[index] = _judged(case, check, text, judge, results, reasoning).as_dict(
+                check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
 
 
-def _judged(case, check, text, judge, results):
-    """The CheckResult of a check that needs a judge, given the scorable `text` (None: empty)
-    and the deterministic `results`."""
+def _judged(case, check, text, judge, results, reasoning=None):
+    """The CheckResult of a check that needs a judge, given the scorable `text` (None: empty),
+    the deterministic `results` and the model's `reasoning`."""
     failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
                                      and not CHECKS[c["type"]].needs_judge))
     if judge is NO_JUDGE:
@@ -1538,7 +1548,7 @@ def _judged(case, check, text, judge, results):
         return _EMPTY
     if judge is None:
         return CheckResult(False, _NEEDS_JUDGE, flag="error")
-    return _score(CHECKS[check["type"]], check, text, judge, case.input)
+    return _score(CHECKS[check["type"]], check, text, judge, case.input, reasoning)
 
 
 
@@ -1849,12 +1859,12 @@ class RunOptions:
 
 
 class _Reply(str):
-    """A judge's reply: its text, the model that wrote it (or None) and whether it was cached."""
+    """A judge's reply (its text, model or None, whether cached), or a recorded output."""
 
-    def __new__(cls, text, model=None, cached=False):
+    def __new__(cls, text, model=None, cached=False, reasoning=None):
         reply = super().__new__(cls, text)
         reply.model = model if isinstance(model, str) and model else None
-        reply.cached = cached
+        reply.cached, reply.reasoning = cached, reasoning
         return reply
 
 
@@ -1970,12 +1980,14 @@ def _attempt(case, call_model, options, limiter):
         if getattr(call_model, "model", None) == "replay" or _attribute(output, "replayed", bool):
             latency = None  # a recorded answer took no model time
         usage, model = _usage_of(output), _attribute(output, "model", str)
+        sent, reasoning = _attribute(output, "sent", dict), _attribute(output, "reasoning", str)
         cost, answered = call_cost(model, usage, options.prices), True
         text = str(output)
-        status, checks = evaluate(case, text, options.judge)
+        status, checks = evaluate(case, text, options.judge, reasoning)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=text, checks=checks, error=error,
-                          latency_s=latency, usage=usage, model=model, cost_usd=cost)
+                          latency_s=latency, usage=usage, model=model, cost_usd=cost,
+                          sent=sent, reasoning=reasoning)
     finally:
         if options.budget:
             options.budget.settle(estimate, cost, answered)
@@ -2002,7 +2014,8 @@ def _combine_attempts(attempts, options):
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
                    "latency_s": a.latency_s,
-                   "checks": [c for c in a.checks if c.get("passed") is False]}
+                   "checks": [c for c in a.checks if c.get("passed") is False],
+                   **({"reasoning": a.reasoning} if a.reasoning is not None else {})}
                   for a in attempts],
         flaky=len(counts) > 1,
         error=shown.error if status == "error" else None,
@@ -2081,9 +2094,9 @@ def _run_in_threads(cases, call_model, options, limiter, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path):
-    """Recorded outputs by case id ({id: str}) from a recordings JSONL file (one {"id",
-    "output"} a line; "input" is ignored) or a run record saved with outputs. Raises
-    EvalsError naming file and line for anything else."""
+    """Recorded outputs by case id ({id: str}, with the `reasoning` recorded) from a recordings
+    JSONL file (one {"id", "output"} a line; "input" is ignored) or a run record saved with
+    outputs. Raises EvalsError naming file and line for anything else."""
     try:
         handle = open(path, encoding="utf-8-sig")
     except OSError as exc:
@@ -2099,10 +2112,12 @@ def load_outputs(path):
             raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to "
                              "re-score")
         if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-            return {e["id"]: e["output"] for e in record.get("cases") or []
+            return {e["id"]: _Reply(e["output"], reasoning=e.get("reasoning"))
+                    for e in record.get("cases") or []
                     if isinstance(e, dict) and isinstance(e.get("id"), str)
                     and isinstance(e.get("output"), str)}
-        return {row["id"]: row["output"] for row in _recording_rows(path, handle)}
+        return {row["id"]: _Reply(row["output"], reasoning=row.get("reasoning"))
+                for row in _recording_rows(path, handle)}
 
 
 def _recording_rows(path, handle):
@@ -2220,6 +2235,9 @@ def record_problem(record):
         if usage is not None and not (isinstance(usage, dict) and all(
                 type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
             return f"{name}: 'usage' must hold whole numbers of input and output tokens"
+        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string")):
+            if entry.get(key) is not None and not isinstance(entry[key], kind):
+                return f"{name}: {key!r} must be {what} or null"
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -2309,8 +2327,9 @@ def _entry(result, before, case, accept, include_outputs):
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
     optional = {"error": result.error, "usage": result.usage, "model": result.model,
-                "cost_usd": result.cost_usd, "attempts": result.attempts,
-                "flaky": result.flaky or None, "output": result.output}
+                "sent": result.sent, "cost_usd": result.cost_usd, "attempts": result.attempts,
+                "flaky": result.flaky or None, "output": result.output,
+                "reasoning": result.reasoning}
     entry.update((k, v) for k, v in optional.items() if v is not None)
     if kept is not None and kept != result.status:
         # The baseline outlives this run (a regression not accepted, an error): keep the
@@ -2399,9 +2418,10 @@ def completed(record):
 
 
 def without_outputs(entry):
-    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs or judge
-    prompts and replies; check reasons' "quoted" parts replaced by '[output omitted]'."""
-    entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output")}
+    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning
+    or judge prompts and replies; check reasons' "quoted" parts replaced by '[output omitted]'."""
+    entry = {k: v for k, v in entry.items()
+             if k not in ("output", "baseline_output", "reasoning")}
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
     if isinstance(entry.get("attempts"), list):
@@ -2722,9 +2742,9 @@ def _outputs_shown(record):
     return record.get("outputs_included", True) is not False
 
 
-def _output_of(entry, record):
-    """The case's output text, or None when absent or when the record omits outputs."""
-    output = entry.get("output")
+def _output_of(entry, record, key="output"):
+    """The entry's model text `key` (its output), or None when absent or outputs are omitted."""
+    output = entry.get(key)
     return output if isinstance(output, str) and _outputs_shown(record) else None
 
 
@@ -3012,6 +3032,8 @@ def _html_case(entry, change, key, record, previous):
         facts.append(_duration(entry["latency_s"]))
     if entry.get("model"):
         facts.append(_h(entry["model"]))
+    if isinstance(entry.get("sent"), dict):
+        facts.append("sent " + _h(json.dumps(entry["sent"], ensure_ascii=False)))
     attempts = entry.get("attempts")
     if isinstance(attempts, list) and attempts:
         passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
@@ -3032,6 +3054,10 @@ def _html_case(entry, change, key, record, previous):
     if checks:
         body.append(f'<h4>Checks</h4><ul class="checks">{checks}</ul>')
     body.append(_html_outputs(entry, before, record))
+    reasoning = _output_of(entry, record, "reasoning")
+    if reasoning is not None:
+        body.append(f'<details class="list"><summary>Reasoning</summary><pre>{_h(reasoning)}'
+                    '</pre></details>')
     opened = "" if key == "fixed" else " open"
     return (f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
             + "".join(body) + "</details>")
@@ -3145,7 +3171,8 @@ def _check_table():
     """--list-checks: every registered check with its parameters and summary (str)."""
     import textwrap
 
-    lines = ["Check types (every check also takes \"negate\": true; bounds are inclusive):", ""]
+    lines = ["Check types (bounds are inclusive). Every check also takes \"negate\": true, and",
+             "\"on\": \"reasoning\" to score the model's reasoning instead of its answer:", ""]
     for spec in CHECKS.values():
         params = [key if param.required else f"[{key}]" if param.default is None
                   else f"[{key}={json.dumps(param.default)}]"
@@ -3644,9 +3671,11 @@ def _save_recordings(path, cases, results, stderr):
             rows = {row["id"]: row for row in _recording_rows(path, handle)}
     fresh = [(case, r) for case, r in zip(cases, results) if r.status != "error"]
     for case, result in fresh:
-        rows[case.id] = dict(rows.get(case.id, {}), id=case.id, input=case.input,
-                             output=result.output, **({"model": result.model} if result.model
-                                                      else {}))
+        rows[case.id] = row = dict(rows.get(case.id, {}), id=case.id, input=case.input,
+                                   output=result.output, reasoning=result.reasoning,
+                                   **({"model": result.model} if result.model else {}))
+        if result.reasoning is None:
+            del row["reasoning"]  # an older recording's is not this output's
     write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")

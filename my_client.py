@@ -1441,15 +1441,17 @@ class _Replay:
 
 
 def _replayed(text: str, record: Dict[str, Any]) -> Reply:
+    """A recorded answer as a Reply, with the reasoning recorded beside it (scored as live)."""
+    reasoning = record.get("reasoning")
     return Reply(text, usage=None, model=str(record.get("model") or "replay"), attempts=0,
-                 replayed=True)
+                 replayed=True, reasoning=reasoning if isinstance(reasoning, str) else None)
 
 
 class ReplayClient(_Replay):
     """Offline client returning recorded outputs from a JSONL file.
 
     Each line: ``{"id": "<case id>", "input": "<prompt>", "output": "<text>"}``
-    (``model`` optional).  The file is loaded once, lazily and thread-safely.
+    (``model`` and ``reasoning`` optional).  The file is loaded once, lazily and thread-safely.
     Lookup is by the running case's id (``evals.current_case().id``), then by
     the prompt text.  For a duplicated id the last line wins (re-recording
     appends).

@@ -103,7 +103,7 @@ class LoadCasesTest(unittest.TestCase):
         problems = self.problems(text)
         self.assertEqual(problems, [
             "F:1: check 1: max_words: parameter 'n' must be a non-negative integer",
-            "F:1: check 2: contains_any: unknown parameter 'case_sensitive' (allowed: negate, "
+            "F:1: check 2: contains_any: unknown parameter 'case_sensitive' (allowed: negate, on, "
             "values, ignore_case, whole_word)",
             "F:1: check 3: word_count: impossible bounds, min 10 > max 5",
             "F:1: check 4: word_count: give 'min', 'max' or both (inclusive bounds)",

@@ -966,7 +966,7 @@ class ValidateCheckTest(CheckTestCase):
     def test_unknown_parameter(self):
         problems = self.assertProblem({"type": "max_words", "n": 5, "max": 3},
                                       "max_words: unknown parameter 'max'")
-        self.assertIn("allowed: negate, n", problems[0])
+        self.assertIn("allowed: negate, on, n", problems[0])
         self.assertProblem({"type": "contains_any", "values": ["a"], "case_sensitive": True},
                            "unknown parameter 'case_sensitive'")
 
