@@ -3763,7 +3763,8 @@ def _add_command(args, stdout, stderr):
             stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
                          "or saved with --omit-outputs); the new checks were not tried on it\n")
         return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, stdout)
+    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, stdout,
+                                    reasoning=entry.get("reasoning"))
     if status != "pass":
         stdout.write("the new case fails on that output, as it should: it catches this answer\n")
     elif any(r.get("skipped") for r in results):
@@ -3775,10 +3776,10 @@ def _add_command(args, stdout, stderr):
     return EXIT_OK
 
 
-def _print_checks(case, output, stdout, indent="  "):
+def _print_checks(case, output, stdout, indent="  ", reasoning=None):
     """Score `case` on `output` (no judge) and print each check's verdict; returns (status,
     results)."""
-    status, results = evaluate(case, output, NO_JUDGE)
+    status, results = evaluate(case, output, NO_JUDGE, reasoning)
     for result in results:
         mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")

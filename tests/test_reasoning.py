@@ -164,6 +164,15 @@ class ReasoningTest(Workspace):
         hidden = evals.render_html(dict(self.load("last_run.json"), outputs_included=False))
         self.assertNotIn("alert(1)", hidden)
 
+    def test_add_from_run_tries_a_reasoning_check_on_the_runs_reasoning(self):
+        self.assertEqual(self.run_cli("--no-history")[0], 0)
+        code, out, err = self.main("add", "--cases", self.cases, "--baseline", self.baseline,
+                                   "--id", "thought-2", "--from-run", "thought",
+                                   "--check", json.dumps(ON_REASONING))
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("pass contains_all", out)  # the words are in the run's reasoning
+        self.assertNotIn("fails on that output", out)
+
     def test_a_bad_on_value_is_a_file_line_error(self):
         self.write_cases([case("a", {"type": "contains_all", "values": ["x"]}),
                           case("b", dict(ON_REASONING, on="thinking"))])
