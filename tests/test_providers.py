@@ -154,6 +154,9 @@ class DefaultRunTests(ProviderCase):
         self.assertEqual([(r.status, r.error) for r in results], [("pass", None)] * 6)
         self.assertEqual([r.sent for r in replies], [sent] * 6)
         self.assertEqual(self.notices(), notices)
+        run = evals.RunResult(results, "", "", "env", None, None)
+        record = evals.make_record(run, evals.Baseline({}))
+        self.assertEqual([e.get("sent") for e in record["cases"]], [sent] * 6)  # recorded
 
     def test_an_openai_reasoning_model_gets_no_temperature_said_once(self):
         self.server.behave(reasoning_model("o3"))
