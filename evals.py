@@ -2196,9 +2196,10 @@ def _last_scored(entry):
     return entry.get("scored", entry.get("status"))
 
 
-class Baseline(collections.namedtuple("Baseline", "entries stamp", defaults=(None,))):
-    """A previous run record: `entries` {case id: entry dict}, and the `stamp` of the file read
-    (see _stamp; None: there was no file)."""
+class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
+                                      defaults=(None, None))):
+    """A previous run record: `entries` {case id: entry dict}, the `stamp` of the file read
+    (see _stamp; None: there was no file) and the path of the case file it ran (or None)."""
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2285,7 +2286,8 @@ def load_baseline(path):
         problem = record_problem(record)
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
-        return Baseline({entry["id"]: entry for entry in record["cases"]}, stamp)
+        return Baseline({entry["id"]: entry for entry in record["cases"]}, stamp,
+                        (record.get("case_file") or {}).get("path"))
     if not (isinstance(record, dict) and isinstance(record.get("results"), dict)):
         raise BaselineError(f"{path}: not a run record (expected this tool's record or "
                             "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
@@ -3171,8 +3173,9 @@ def _check_table():
     """--list-checks: every registered check with its parameters and summary (str)."""
     import textwrap
 
-    lines = ["Check types (bounds are inclusive). Every check also takes \"negate\": true, and",
-             "\"on\": \"reasoning\" to score the model's reasoning instead of its answer:", ""]
+    lines = ["Check types (bounds are inclusive). Every check but judge also takes \"negate\":",
+             "true; every check takes \"on\": \"reasoning\" to score the model's reasoning",
+             "instead of its answer:", ""]
     for spec in CHECKS.values():
         params = [key if param.required else f"[{key}]" if param.default is None
                   else f"[{key}={json.dumps(param.default)}]"
@@ -3453,6 +3456,7 @@ def _run_command(args, stdout, stderr):
         return EXIT_OK
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
+    _warn_other_case_file(args, baseline, cases, stderr)
     selected, judge_only = _selection(args, cases, baseline)
     if selected is None:
         stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
@@ -3493,6 +3497,22 @@ def _run_command(args, stdout, stderr):
                      "they were not counted\n")
     _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr)
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _warn_other_case_file(args, baseline, cases, stderr):
+    """Before any call: replacing the baseline of another case file drops the cases this one
+    lacks (a warning, not a refusal: a renamed case file is a reason too)."""
+    theirs = baseline.case_file
+    if theirs is None or args.no_save or args.out or args.shard or (
+            os.path.normpath(theirs) == os.path.normpath(args.cases)):
+        return
+    ids = {case.id for case in cases}
+    dropped = sum(case_id not in ids for case_id in baseline.entries)
+    if dropped:
+        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
+                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+                     f"{args.cases} lacks (--baseline FILE keeps a separate one; --no-save "
+                     "writes none)\n")
 
 
 def _refuse_contradictions(args):

@@ -145,6 +145,23 @@ class SelectionTest(Workspace):
         self.assertEqual(self.calls(), ["refund-small?", "json-shape?", "greeting?"])
         self.assertIn("3 of 5 cases", out)
 
+    def test_another_case_file_replacing_the_baseline_is_warned_before_any_call(self):
+        self.assertEqual(self.run_cli("--no-history")[0], 0)
+        other = self.path("other.jsonl")
+        with open(other, "w") as handle:
+            handle.write(json.dumps(ok_case("greeting")) + "\n")
+        code, out, err = self.main("--cases", other, "--baseline", self.baseline,
+                                   "--client", self.client, "--no-save", "--no-history")
+        self.assertEqual((code, err), (0, ""), out)  # --no-save replaces nothing
+        code, out, err = self.main("--cases", other, "--baseline", self.baseline,
+                                   "--client", self.client, "--no-history")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn(f"evals: warning: {self.baseline} is the baseline of {self.cases}, not "
+                      f"{other}; this run replaces it and drops 4 cases", err)
+        code, out, err = self.main("--cases", other, "--baseline", self.baseline,
+                                   "--client", self.client, "--no-history")
+        self.assertEqual(err, "")  # now it is other.jsonl's own baseline
+
     def test_id_glob_patterns_any_of_several(self):
         code, out, _ = self.run_cli("--id", "refund-*", "--id", "ton?", "--no-history")
         self.assertEqual(code, 0, out)
