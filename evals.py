@@ -666,7 +666,9 @@ def _is_number(value):
 
 def Choice(*choices):
     """The kind of a parameter that takes one of `choices`."""
-    return _kind(lambda v: v in choices, "must be one of " + ", ".join(map(repr, choices)))
+    listed = "must be one of " + ", ".join(map(repr, choices))
+    return lambda v: None if v in choices else listed + (
+        _did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
 
 
 Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
@@ -3351,8 +3353,8 @@ def main(argv=None, stdout=None, stderr=None):
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
     except CaseFileError as exc:
-        stderr.write(f"{exc}\nevals: {len(exc.problems)} problem(s) in the case file; "
-                     "no model was called\n")
+        stderr.write(f"{exc}\nevals: {_plural(len(exc.problems), 'problem')} in the case "
+                     "file; no model was called\n")
     except EvalsError as exc:
         stderr.write(f"evals: {exc}\n")
     except OSError as exc:  # a file that cannot be read or written: the run is not complete

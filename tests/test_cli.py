@@ -285,7 +285,7 @@ class CliTest(unittest.TestCase):
         code, out, err = self.run_cli()
         self.assertEqual(code, 2)
         self.assertIn(f"{self.cases}:4: check 1: unknown check type 'nope'", err)
-        self.assertIn("no model was called", err)
+        self.assertIn("evals: 1 problem in the case file; no model was called", err)
         self.assertEqual(self.calls(), [])
         with open(self.baseline) as handle:
             self.assertEqual(handle.read(), before)

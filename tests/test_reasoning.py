@@ -179,7 +179,11 @@ class ReasoningTest(Workspace):
         code, out, err = self.run_cli("--validate")
         self.assertEqual(code, 2)
         self.assertIn(f"{self.cases}:2: check 1: contains_all: parameter 'on' must be one of "
-                      "'answer', 'reasoning'", err)
+                      "'answer', 'reasoning'\n", err)  # nothing close to "thinking"
+        self.write_cases([case("c", dict(ON_REASONING, on="Reasoning"))])
+        code, out, err = self.run_cli("--validate")
+        self.assertIn(f"{self.cases}:1: check 1: contains_all: parameter 'on' must be one of "
+                      "'answer', 'reasoning'; did you mean 'reasoning'?", err)
 
     def test_a_record_with_wrong_typed_reasoning_or_sent_is_refused(self):
         self.run_cli("--no-history")
