@@ -621,14 +621,14 @@ def _strict_json(text, unique_keys=False):
 def _parse_json(output, allow_fence=False):
     """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, or with
     allow_fence its wrapping ``` fence's body (a fence inside prose: that is not JSON)."""
-    body = _unfence(output.strip())
+    body = _unfence(output.strip()) if allow_fence else None
     try:
-        return _strict_json(body if allow_fence and body is not None else output), None
+        return _strict_json(output if body is None else body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # a fenced output parsed whole fails at its first character
         hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-                if body is not None and not allow_fence else "")
+                if not allow_fence and _unfence(output.strip()) is not None else "")
         return None, f"not valid JSON: {exc}{hint}"
 
 
