@@ -3768,9 +3768,12 @@ def _add_command(args, stdout, stderr):
                          "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
-    if args.recordings and os.path.exists(args.recordings) and \
-            args.id in load_outputs(args.recordings):
-        raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
+    if args.recordings and os.path.exists(args.recordings):
+        # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
+        # broken by a line appended after its closing brace.
+        with open(args.recordings, encoding="utf-8-sig") as handle:
+            if args.id in {row["id"] for row in _recording_rows(args.recordings, handle)}:
+                raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
                              **({"description": args.description}
                                 if args.description is not None else {}),

@@ -632,6 +632,20 @@ class AddTest(Workspace):
         self.assertEqual(self.read(), before_cases)
         self.assertEqual(_text(recordings), before_recordings)
 
+    def test_recordings_that_is_a_run_record_is_refused_and_left_whole(self):
+        self.write_cases([{"id": "refund", "input": "refund?",
+                           "checks": [{"type": "max_words", "n": 50}]}])
+        self.all_ok(["refund"])
+        self.assertEqual(self.main("--cases", self.cases, "--baseline", self.baseline,
+                                   "--client", self.client, "--no-history")[0], 0)
+        before = _text(self.baseline)
+        code, _, err = self.add("--id", "new", "--input", "x", "--output", "y",
+                                "--max-words", "3", "--recordings", self.baseline)
+        self.assertEqual(code, 2, err)
+        self.assertIn(f"{self.baseline}:1: ", err)  # not a recordings line
+        self.assertEqual(_text(self.baseline), before)
+        json.loads(before)
+
 
 # ---------------------------------------------------------------------------------------------
 # 5. check
