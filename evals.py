@@ -1958,7 +1958,7 @@ def _attempt(case, call_model, options, limiter):
     if options.refused:  # every other call would be refused the same way, and counted
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
-    cost, answered = None, False
+    cost, answered, replayed = None, False, False
     try:
         if limiter:
             limiter.wait()
@@ -1979,7 +1979,9 @@ def _attempt(case, call_model, options, limiter):
         if not isinstance(output, str):
             return CaseResult(case.id, "error", latency_s=latency,
                               error=f"the client returned {type(output).__name__}, expected str")
-        if getattr(call_model, "model", None) == "replay" or _attribute(output, "replayed", bool):
+        replayed = getattr(call_model, "model", None) == "replay" or bool(
+            _attribute(output, "replayed", bool))
+        if replayed:
             latency = None  # a recorded answer took no model time
         usage, model = _usage_of(output), _attribute(output, "model", str)
         sent, reasoning = _attribute(output, "sent", dict), _attribute(output, "reasoning", str)
@@ -1992,7 +1994,8 @@ def _attempt(case, call_model, options, limiter):
                           sent=sent, reasoning=reasoning)
     finally:
         if options.budget:
-            options.budget.settle(estimate, cost, answered)
+            # a recorded answer cost nothing: it is not an unpriced call
+            options.budget.settle(estimate, 0.0 if replayed else cost, answered)
 
 
 def _combine_attempts(attempts, options):

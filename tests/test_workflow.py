@@ -632,6 +632,17 @@ class AddTest(Workspace):
         self.assertEqual(self.read(), before_cases)
         self.assertEqual(_text(recordings), before_recordings)
 
+    def test_a_budget_counts_replayed_answers_as_free_not_unpriced(self):
+        self.write_cases([{"id": "refund", "input": "refund?",
+                           "checks": [{"type": "max_words", "n": 50}]}])
+        recordings = self.path("recordings.jsonl")
+        with open(recordings, "w") as handle:
+            handle.write(json.dumps({"id": "refund", "output": "Yes."}) + "\n")
+        code, out, err = self.main("--cases", self.cases, "--baseline", self.baseline,
+                                   "--rescore", recordings, "--budget", "0.01", "--no-save",
+                                   "--no-history")
+        self.assertEqual((code, err), (0, ""), out)  # no "could not price 1 call(s)"
+
     def test_recordings_that_is_a_run_record_is_refused_and_left_whole(self):
         self.write_cases([{"id": "refund", "input": "refund?",
                            "checks": [{"type": "max_words", "n": 50}]}])
