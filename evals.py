@@ -55,8 +55,8 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
     # runner
-    "current_case", "Judge", "run_case", "run_cases", "RunOptions", "Budget", "BudgetExceeded",
-    "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
+    "current_case", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
+    "BudgetExceeded", "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
     "load_outputs", "replay_client",
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
@@ -2046,27 +2046,42 @@ def run_cases(cases, call_model, options=None, on_result=None):
     """Run every case; returns the list of CaseResult in the order of `cases`. on_result(result)
     is called as each case finishes. Raises Interrupted (the finished results, in order) on
     KeyboardInterrupt."""
+    results = []
+    try:
+        results.extend(each_result(cases, call_model, options, on_result))
+    except Interrupted as stop:
+        raise Interrupted(results + stop.results) from None
+    return results
+
+
+def each_result(cases, call_model, options=None, on_result=None):
+    """Yield each case's CaseResult in the order of `cases`, as soon as it and every case before
+    it finished: a run holds only the results that finished ahead of their turn. on_result as
+    for run_cases. Raises Interrupted (the finished results not yet yielded, in order) on a
+    KeyboardInterrupt while it waits."""
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
-    results = [None] * len(cases)
     stop = threading.Event()
     if options.concurrency <= 1:
         finished = ((index, run_case(case, call_model, options, limiter))
                     for index, case in enumerate(cases))
     else:
         finished = _run_in_threads(cases, call_model, options, limiter, stop)
+    waiting, turn = {}, 0
     try:
         for index, result in finished:
-            results[index] = result
             if on_result:
                 on_result(result)
+            waiting[index] = result
+            while turn in waiting:
+                yield waiting.pop(turn)
+                turn += 1
     except KeyboardInterrupt:
-        stop.set()
-        raise Interrupted([r for r in results if r is not None]) from None
+        raise Interrupted([waiting[index] for index in sorted(waiting)]) from None
     finally:
+        stop.set()  # the workers take no new case once the consumer stopped, for any reason
         _release_caller()  # the one this thread used, when the cases ran here
-    return results
 
 
 def _run_in_threads(cases, call_model, options, limiter, stop):
@@ -2349,14 +2364,22 @@ def _entry(result, before, case, accept, include_outputs):
 
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
-                all_case_ids=None, options=None):
+                all_case_ids=None, options=None, entries=None):
     """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
-    RunResult against a Baseline. Baseline entries of cases in the case file (`all_case_ids`,
-    default: the cases run) not run now are carried as "not_run", the others are `removed`."""
+    RunResult against a Baseline. run.results may be any iterable (read once; a run's
+    finished_at of None is the time it ends); `entries` receives the entries (default: a new
+    list; a _Spool keeps them on disk). Baseline entries of cases in the case file
+    (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
+    are `removed`."""
+    entries = [] if entries is None else entries
     by_id = {case.id: case for case in cases or ()}
-    entries = [_entry(r, baseline.get(r.id), by_id.get(r.id), accept, include_outputs)
-               for r in run.results]
-    ran = {r.id for r in run.results}
+    tally, ran = _Tally(), set()
+    for result in run.results:
+        entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
+                       include_outputs)
+        entries.append(entry)
+        tally.add(entry)
+        ran.add(result.id)
     known = set(all_case_ids) if all_case_ids is not None else ran
     for case_id, before in baseline.entries.items():
         if case_id not in ran and case_id in known:
@@ -2371,14 +2394,14 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
-        "started_at": run.started_at, "finished_at": run.finished_at,
+        "started_at": run.started_at, "finished_at": run.finished_at or _now(),
         "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed},
-        "summary": summarize(entries, removed, (last, len(before)), (kept, len(before))),
+        "summary": tally.summary(removed, (last, len(before)), (kept, len(before))),
         "removed": removed,
         "cases": entries,
     }
@@ -2388,27 +2411,53 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
     """The summary (dict, keys in the README) of a record's entries, those not run left out.
     `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
     and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
-    ran = [e for e in entries if e.get("change") != "not_run"]
-    status = collections.Counter(e.get("status") for e in ran)
-    change = collections.Counter(e.get("change") for e in ran)
-    usages = [e["usage"] for e in ran if isinstance(e.get("usage"), dict)]
-    costs = [e["cost_usd"] for e in ran if isinstance(e.get("cost_usd"), (int, float))]
-    timed = [e for e in ran if e.get("status") != "error" and e.get("model") != "replay"]
-    summary = {"total": len(ran), "passed": status["pass"], "failed": status["fail"],
-               "review": status["review"], "errored": status["error"],
-               "pass_rate": status["pass"] / len(ran) if ran else None}
-    for name, (passed, total) in (("previous", previous), ("baseline", kept)):
-        summary.update({f"{name}_pass_rate": passed / total if total else None,
-                        f"{name}_passed": passed, f"{name}_total": total})
-    summary.update((name, change[name])
-                   for name in ("regressed", "fixed", "still_failing", "passing", "new"))
-    summary.update(
-        removed=len(removed), flaky=[e["id"] for e in ran if e.get("flaky")],
-        latency_s=latency_percentiles(e.get("latency_s") for e in timed),
-        tokens={side: sum(u.get(f"{side}_tokens") or 0 for u in usages)
-                for side in ("input", "output")} if usages else None,
-        cost_usd=round(sum(costs), 6) if costs else None)
-    return summary
+    tally = _Tally()
+    for entry in entries:
+        tally.add(entry)
+    return tally.summary(removed, previous, kept)
+
+
+class _Tally:
+    """A summary folded one entry at a time, so a run need not hold its entries to sum them."""
+
+    def __init__(self):
+        self.status, self.change = collections.Counter(), collections.Counter()
+        self.latencies, self.flaky, self.tokens, self.costs = [], [], None, None
+
+    def add(self, entry):
+        if entry.get("change") == "not_run":
+            return
+        status = entry.get("status")
+        self.status[status] += 1
+        self.change[entry.get("change")] += 1
+        if status != "error" and entry.get("model") != "replay":
+            self.latencies.append(entry.get("latency_s"))
+        if entry.get("flaky"):
+            self.flaky.append(entry["id"])
+        usage, cost = entry.get("usage"), entry.get("cost_usd")
+        if isinstance(usage, dict):
+            self.tokens = [a + (usage.get(f"{side}_tokens") or 0) for a, side in
+                           zip(self.tokens or (0, 0), ("input", "output"))]
+        if isinstance(cost, (int, float)):
+            self.costs = (self.costs or 0) + cost
+
+    def summary(self, removed=(), previous=(0, 0), kept=(0, 0)):
+        """The summary dict (see summarize)."""
+        total, status = sum(self.status.values()), self.status
+        summary = {"total": total, "passed": status["pass"], "failed": status["fail"],
+                   "review": status["review"], "errored": status["error"],
+                   "pass_rate": status["pass"] / total if total else None}
+        for name, (passed, of) in (("previous", previous), ("baseline", kept)):
+            summary.update({f"{name}_pass_rate": passed / of if of else None,
+                            f"{name}_passed": passed, f"{name}_total": of})
+        summary.update((name, self.change[name])
+                       for name in ("regressed", "fixed", "still_failing", "passing", "new"))
+        summary.update(
+            removed=len(removed), flaky=self.flaky,
+            latency_s=latency_percentiles(self.latencies),
+            tokens=dict(zip(("input", "output"), self.tokens)) if self.tokens else None,
+            cost_usd=round(self.costs, 6) if self.costs is not None else None)
+        return summary
 
 
 def completed(record):
@@ -2491,16 +2540,63 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 
 # ---- writing records ----
 
+class _Spool:
+    """Record entries kept in an unnamed temporary file instead of in memory: append() as
+    cases finish; iterating reads them back in order, each a new dict (one reading at a time);
+    lines() gives their JSON text; where(changes) reads only the entries of those changes.
+    At 100,000 re-scored cases it takes the peak from N MB to M MB."""
+
+    def __init__(self):
+        import tempfile
+
+        self._file = tempfile.TemporaryFile()
+        self._changes, self._ends, self._keys = [], [0], {}
+
+    def __del__(self):
+        self._file.close()
+
+    def __len__(self):
+        return len(self._changes)
+
+    def append(self, entry):
+        self._ends.append(self._ends[-1] + self._file.write(
+            (_to_json(entry) + "\n").encode("utf-8", "backslashreplace")))
+        # "new" and "passed" apart: a summary lists a new case only when it does not pass
+        key = (entry.get("change"), entry.get("status") == "pass")
+        self._changes.append(self._keys.setdefault(key, key))  # one tuple per kind, not per case
+
+    def lines(self):
+        self._file.flush()
+        self._file.seek(0)
+        return (line.decode("utf-8").rstrip("\n") for line in self._file)
+
+    def __iter__(self):
+        return map(json.loads, self.lines())
+
+    def where(self, changes):
+        """The entries (dicts, in order) whose (change, passed) is in `changes`."""
+        self._file.flush()
+        for index, key in enumerate(self._changes):
+            if key in changes:
+                self._file.seek(self._ends[index])
+                yield json.loads(self._file.readline())
+
+
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
+
+
 def record_chunks(record):
     """A run record as JSON text in str pieces, a header key or a case a line: a baseline
     diffs well in git, and a large one is written without building one huge string."""
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
-            yield f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},\n"
+            yield f" {_to_json(key)}: {_to_json(value)},\n"
     yield ' "cases": ['
-    for number, entry in enumerate(record.get("cases", [])):
-        yield (",\n" if number else "\n") + json.dumps(entry, ensure_ascii=False)
+    cases = record.get("cases", [])
+    for number, line in enumerate(cases.lines() if isinstance(cases, _Spool)
+                                  else map(_to_json, cases)):
+        yield (",\n" if number else "\n") + line
     yield "\n ]\n}\n"
 
 
@@ -2644,6 +2740,18 @@ def _earlier_rates(summary):
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
 
 
+def _listed(entries, changes):
+    """{change: [entry]} for each of `changes` (a new case only when it does not pass); a _Spool
+    reads only those entries."""
+    keys = {(change, passed) for change in changes for passed in (False, change != "new")}
+    found = (entries.where(keys) if isinstance(entries, _Spool) else
+             (e for e in entries if (e.get("change"), e.get("status") == "pass") in keys))
+    listed = {change: [] for change in changes}
+    for entry in found:
+        listed[entry["change"]].append(entry)
+    return listed
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
@@ -2672,9 +2780,9 @@ def format_summary(record, quiet=False):
             lines.append(f"flaky ({why}): " + ", ".join(map(_line, summary[key])))
     sections = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
                 ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+    listed = _listed(record["cases"], [change for change, _ in sections[:2 if quiet else 5]])
     for change, label in sections[:2] if quiet else sections:
-        entries = [e for e in record["cases"] if e.get("change") == change
-                   and not (change == "new" and e["status"] == "pass")]
+        entries = listed[change]
         if change == "errored":
             entries = _grouped_errors(entries, lines)
         for entry in entries:
@@ -3483,25 +3591,34 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
                      f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
-    started, stopped = _now(), False
-    try:
-        results = _run_with_progress(selected, call_model, options, args.quiet, stderr)
-    except Interrupted as stop:
-        results, stopped = stop.results, True
-    run = RunResult(results, started, _now(), client_name, args.cases, digest)
+    stopped = []
+    run = RunResult(_until_stopped(_with_progress(selected, call_model, options, args.quiet,
+                                                  stderr), stopped),
+                    _now(), None, client_name, args.cases, digest)
     record = make_record(run, baseline, cases, args.accept and not stopped,
-                         not args.omit_outputs, [c.id for c in cases], options)
-    if stopped:
+                         not args.omit_outputs, [c.id for c in cases], options,
+                         _Spool())
+    if stopped:  # nothing is written, so accepting made no difference
         stdout.write(format_summary(record, args.quiet))
-        stderr.write(f"evals: interrupted after {len(results)} of {len(selected)} cases; "
-                     "nothing was written\n")
+        stderr.write(f"evals: interrupted after {record['summary']['total']} of "
+                     f"{len(selected)} cases; nothing was written\n")
         return EXIT_INTERRUPTED
     if options.budget and options.budget.unpriced:
         stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
-    _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr)
+    _finish_run(args, record, selected, judge_only, baseline, stdout, stderr)
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _until_stopped(results, stopped):
+    """`results`, ending early on Ctrl-C or SIGTERM with the finished ones; `stopped` (a list)
+    then holds True."""
+    try:
+        yield from results
+    except Interrupted as stop:
+        stopped.append(True)
+        yield from stop.results
 
 
 def _warn_other_case_file(args, baseline, cases, stderr):
@@ -3592,8 +3709,8 @@ def _judge_for(args, cases):
     return None
 
 
-def _run_with_progress(cases, call_model, options, quiet, stream):
-    """run_cases, with a one-line progress counter on `stream` when it is a terminal."""
+def _with_progress(cases, call_model, options, quiet, stream):
+    """each_result, with a one-line progress counter on `stream` when it is a terminal."""
     counts = collections.Counter()
     shown = not quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
 
@@ -3604,20 +3721,21 @@ def _run_with_progress(cases, call_model, options, quiet, stream):
         stream.flush()
 
     try:
-        return run_cases(cases, call_model, options, on_result=progress if shown else None)
+        yield from each_result(cases, call_model, options, progress if shown else None)
     finally:
         if counts:
             stream.write("\r" + " " * 60 + "\r")
             stream.flush()
 
 
-def _finish_run(args, record, selected, judge_only, results, baseline, stdout, stderr):
+def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr):
     """Summary, recordings, the record, the history and the reports of a finished run. The
     record is written before the history, so the history never holds a run that was lost."""
     history = not (args.no_history or args.no_save)
     if history:
+        ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
         flaky = _use_history(args, "read", stderr, lambda path: history_flaky(
-            path, [r.id for r in results], current={r.id: r.status for r in results}))
+            path, list(ran), current=ran))
         if flaky is not None:
             record["summary"]["flaky_history"] = flaky
     stdout.write(format_summary(record, args.quiet))
@@ -3628,7 +3746,7 @@ def _finish_run(args, record, selected, judge_only, results, baseline, stdout, s
         stdout.write(f"not run (--no-judge; only judge checks): "
                      f"{', '.join(map(_line, judge_only))}\n")
     if args.record:
-        _save_recordings(args.record, selected, results, stderr)
+        _save_recordings(args.record, record, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
                        else None)
     if out:
@@ -3687,22 +3805,27 @@ def _write_reports(args, record, previous, stdout):
                 handle.write(render_markdown(record) + "\n")
 
 
-def _save_recordings(path, cases, results, stderr):
-    """Record the outputs of `results` (of `cases`, in order) in a recordings file: rows of the
-    cases run are updated (or added), every other row is kept as it was, fields and all."""
+def _save_recordings(path, record, stderr):
+    """Record the outputs of the cases `record` ran in a recordings file: rows of the cases run
+    are updated (or added), every other row is kept as it was, fields and all."""
     rows = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8-sig") as handle:
             rows = {row["id"]: row for row in _recording_rows(path, handle)}
-    fresh = [(case, r) for case, r in zip(cases, results) if r.status != "error"]
-    for case, result in fresh:
-        rows[case.id] = row = dict(rows.get(case.id, {}), id=case.id, input=case.input,
-                                   output=result.output, reasoning=result.reasoning,
-                                   **({"model": result.model} if result.model else {}))
-        if result.reasoning is None:
-            del row["reasoning"]  # an older recording's is not this output's
+    fresh = 0
+    for entry in record["cases"]:
+        if entry.get("change") == "not_run" or entry["status"] == "error":
+            continue
+        fresh += 1
+        rows[entry["id"]] = row = dict(rows.get(entry["id"], {}), id=entry["id"],
+                                       input=entry.get("input"), output=entry.get("output"))
+        row.pop("reasoning", None)  # an older recording's is not this output's
+        if entry.get("reasoning") is not None:
+            row["reasoning"] = entry["reasoning"]
+        if entry.get("model"):
+            row["model"] = entry["model"]
     write_jsonl_atomic(path, rows.values())
-    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
+    stderr.write(f"evals: recorded {_plural(fresh, 'output')} of this run in {path} "
                  f"({len(rows)} in all)\n")
 
 
