@@ -2190,6 +2190,114 @@ def latency_percentiles(latencies):
 # ---------------------------------------------------------------------------------------------
 
 
+# ---- statistics: exact tests on k passes of n calls, standard library only ----
+
+# The significance level of `repeat_change`: the conventional 0.05. What it promises: for ONE
+# repeated case whose true pass rate did not change, the chance that one run reports it
+# "regressed" is at most 5% (Fisher's exact test keeps within alpha, and with few calls stays
+# well below it). It is per case and per run, with no correction for testing many cases: a suite
+# of 100 stable repeated cases can expect up to about 5 false "regressed" reports per run in
+# total. A smaller alpha means fewer false alarms and more calls needed to show a real drop.
+DEFAULT_ALPHA = 0.05
+REPEAT_CHANGES = ("regressed", "lower_not_significant", "too_few_calls", "not_lower")
+RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
+
+
+def _counts(k, n, what):
+    """Raise ValueError unless `k` and `n` are ints with 0 <= k <= n."""
+    for value in (k, n):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{what}: counts must be integers, got {value!r}")
+    if not 0 <= k <= n:
+        raise ValueError(f"{what}: need 0 <= passes <= calls, got {k} of {n}")
+
+
+def _level(value, name):
+    """Raise ValueError unless `value` is a number strictly between 0 and 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), got {value!r}")
+
+
+def fisher_one_sided(k_before, n_before, k_now, n_now):
+    """One-sided p-value (float) of Fisher's exact test that the pass rate is LOWER now: k_now
+    passes of n_now calls against k_before of n_before (ints). It is the probability, given the
+    k_before + k_now passes in all, that at least k_before of them fall in the baseline's
+    n_before calls if both runs share one pass rate: the hypergeometric upper tail (Fisher 1935;
+    Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's
+    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]],
+    alternative="greater"), which also gives 1.0 when a row or column is all zero. Computed in
+    integers (math.comb) and divided once, so exact to float rounding at any n.
+    Raises ValueError for non-integer counts or passes outside 0..calls."""
+    _counts(k_before, n_before, "baseline")
+    _counts(k_now, n_now, "now")
+    passes, calls = k_before + k_now, n_before + n_now
+    tail = sum(math.comb(passes, x) * math.comb(calls - passes, n_before - x)
+               for x in range(k_before, min(passes, n_before) + 1))
+    return tail / math.comb(calls, n_before)
+
+
+def wilson_interval(k, n, confidence=0.95):
+    """(low, high): the Wilson score interval (Wilson 1927) for a pass rate of k passes in n
+    calls (ints), two-sided at `confidence` (a float strictly between 0 and 1); z is the normal
+    quantile from statistics.NormalDist. As SciPy's binomtest(k, n).proportion_ci(
+    method="wilson"), Newcombe (1998)'s formula. n == 0 gives (0.0, 1.0): nothing is known.
+    Raises ValueError for counts out of range or a confidence outside (0, 1)."""
+    import statistics  # here, not at the top: only repeated runs and `compare` need it
+    _counts(k, n, "wilson_interval")
+    _level(confidence, "confidence")
+    if n == 0:
+        return 0.0, 1.0
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    center = (k + z * z / 2) / (n + z * z)
+    half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
+    return (0.0 if k == 0 else center - half), (1.0 if k == n else center + half)
+
+
+def mcnemar_exact(b, c, alternative="two-sided"):
+    """Exact McNemar test (McNemar 1947) on paired outcomes of the same cases in runs A and B:
+    `b` cases passed in A and failed in B, `c` failed in A and passed in B (ints >= 0; cases
+    with the same outcome in both carry no information). Under "no difference" b is
+    Binomial(b + c, 0.5). alternative="two-sided": min(1, 2 * P(X <= min(b, c))), as SciPy's
+    binomtest(b, b + c, 0.5).pvalue; "worse" (B is worse than A): P(X >= b), as binomtest(...,
+    alternative="greater"). No discordant pair (b + c == 0) gives 1.0.
+    Returns the p-value (float); raises ValueError for negative or non-integer counts or an
+    unknown alternative."""
+    _counts(0, b, "mcnemar_exact b")
+    _counts(0, c, "mcnemar_exact c")
+    n = b + c
+    if alternative == "two-sided":
+        return min(1.0, 2 * sum(math.comb(n, x) for x in range(min(b, c) + 1)) / 2 ** n)
+    if alternative == "worse":
+        return sum(math.comb(n, x) for x in range(b, n + 1)) / 2 ** n
+    raise ValueError(f"alternative must be 'two-sided' or 'worse', got {alternative!r}")
+
+
+def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
+    """Whether ANY drop can be significant at `alpha` with n_before and n_now calls (ints >= 0):
+    True when the most extreme drop, all n_before calls passing then all n_now failing, has
+    fisher_one_sided p <= alpha (that table has the smallest p, 1 / comb(n_before + n_now,
+    n_before)). False means "too few calls for any drop to be significant".
+    Raises ValueError for negative or non-integer counts or alpha outside (0, 1)."""
+    _level(alpha, "alpha")
+    return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
+
+
+def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
+    """How a repeated case's pass rate changed, k_before of n_before calls in the baseline to
+    k_now of n_now now (ints): RepeatChange(change, p_value), p_value from fisher_one_sided and
+    change one of REPEAT_CHANGES: "not_lower" (the rate did not drop, or a run has no calls),
+    "too_few_calls" (it dropped, but min_detectable is False: no drop could be significant),
+    "regressed" (it dropped and p <= alpha), "lower_not_significant" (it dropped, p > alpha).
+    Raises ValueError as fisher_one_sided, or for alpha outside (0, 1)."""
+    p = fisher_one_sided(k_before, n_before, k_now, n_now)
+    _level(alpha, "alpha")
+    if not (n_before and n_now and k_now * n_before < k_before * n_now):
+        return RepeatChange("not_lower", p)
+    if not min_detectable(n_before, n_now, alpha):
+        return RepeatChange("too_few_calls", p)
+    return RepeatChange("regressed" if p <= alpha else "lower_not_significant", p)
+
+
 STATUSES = ("pass", "fail", "review", "error")
 CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
 
