@@ -30,6 +30,7 @@ line.
 
 import argparse
 import collections
+import collections.abc
 import contextlib
 import contextvars
 import functools
@@ -2114,45 +2115,79 @@ def _run_in_threads(cases, call_model, options, limiter, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path):
-    """Recorded outputs by case id ({id: str}, with the `reasoning` recorded) from a recordings
-    JSONL file (one {"id", "output"} a line; "input" is ignored) or a run record saved with
-    outputs. Raises EvalsError naming file and line for anything else."""
+    """Recorded outputs by case id (a mapping {id: str}, with the `reasoning` recorded) from a
+    recordings JSONL file (one {"id", "output"} a line; "input" is ignored) or a run record
+    saved with outputs. Raises EvalsError naming file and line for anything else."""
     try:
-        handle = open(path, encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
+            head, record = handle.read(200).lstrip(), None
+            if head.startswith("{") and '"format"' in head:  # a run record, not JSON Lines
+                handle.seek(0)
+                with contextlib.suppress(ValueError):
+                    record = json.load(handle)
+        if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
+            return _Recordings(path)
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
-    with handle:
-        head, record = handle.read(200).lstrip(), None
-        handle.seek(0)
-        if head.startswith("{") and '"format"' in head:  # a run record, not JSON Lines
-            with contextlib.suppress(ValueError):
-                record = json.load(handle)
-            handle.seek(0)
-        if isinstance(record, dict) and record.get("outputs_included") is False:
-            raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to "
-                             "re-score")
-        if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
-            return {e["id"]: _Reply(e["output"], reasoning=e.get("reasoning"))
-                    for e in record.get("cases") or []
-                    if isinstance(e, dict) and isinstance(e.get("id"), str)
-                    and isinstance(e.get("output"), str)}
-        return {row["id"]: _Reply(row["output"], reasoning=row.get("reasoning"))
-                for row in _recording_rows(path, handle)}
+    if record.get("outputs_included") is False:
+        raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
+    return {e["id"]: _recorded(e) for e in record.get("cases") or []
+            if isinstance(e, dict) and isinstance(e.get("id"), str)
+            and isinstance(e.get("output"), str)}
 
 
-def _recording_rows(path, handle):
-    """Yield each row (dict) of a recordings JSON Lines file; EvalsError names FILE:LINE."""
-    for number, line in enumerate(handle, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
-        if not (isinstance(row, dict) and isinstance(row.get("id"), str)
-                and isinstance(row.get("output"), str)):
-            raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
-        yield row
+def _recorded(row):
+    """The answer a recordings row or a record entry holds."""
+    return _Reply(row["output"], reasoning=row.get("reasoning"))
+
+
+def _recording_rows(path):
+    """Yield (offset, row) for each row (dict) of a recordings JSON Lines file; EvalsError
+    names FILE:LINE."""
+    with open(path, "rb") as handle:
+        end = 0
+        for number, line in enumerate(handle, 1):
+            start, end = end, end + len(line)
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8-sig"))
+            except ValueError as exc:  # not UTF-8 too
+                raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
+            if not (isinstance(row, dict) and isinstance(row.get("id"), str)
+                    and isinstance(row.get("output"), str)):
+                raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
+            yield start, row
+
+
+class _Recordings(collections.abc.Mapping):
+    """The outputs of a recordings file by case id, each read from the file when asked: only
+    where each line starts is held (100,000 recordings: N MB instead of M MB)."""
+
+    def __init__(self, path):
+        self._starts = {row["id"]: start for start, row in _recording_rows(path)}
+        self._handle = open(path, "rb")
+        self._lock = threading.Lock()
+
+    def __del__(self):
+        if hasattr(self, "_handle"):
+            self._handle.close()
+
+    def __len__(self):
+        return len(self._starts)
+
+    def __iter__(self):
+        return iter(self._starts)
+
+    def __contains__(self, case_id):
+        return case_id in self._starts
+
+    def __getitem__(self, case_id):
+        start = self._starts[case_id]
+        with self._lock:
+            self._handle.seek(start)
+            line = self._handle.readline()
+        return _recorded(json.loads(line.decode("utf-8-sig")))
 
 
 def replay_client(outputs, source="recorded outputs"):
@@ -3761,8 +3796,7 @@ def _refuse_contradictions(args):
     if not (args.no_save or args.out or args.shard):
         _refuse_overwriting(args, {}, {"--baseline": args.baseline})
     if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
-        with open(args.record, encoding="utf-8-sig") as handle:
-            list(_recording_rows(args.record, handle))
+        collections.deque(_recording_rows(args.record), 0)
 
 
 def _load_prices(path):
@@ -3918,8 +3952,7 @@ def _save_recordings(path, record, stderr):
     are updated (or added), every other row is kept as it was, fields and all."""
     rows = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8-sig") as handle:
-            rows = {row["id"]: row for row in _recording_rows(path, handle)}
+        rows = {row["id"]: row for _, row in _recording_rows(path)}
     fresh = 0
     for entry in record["cases"]:
         if entry.get("change") == "not_run" or entry["status"] == "error":
@@ -4005,9 +4038,8 @@ def _add_command(args, stdout, stderr):
     if args.recordings and os.path.exists(args.recordings):
         # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
         # broken by a line appended after its closing brace.
-        with open(args.recordings, encoding="utf-8-sig") as handle:
-            if args.id in {row["id"] for row in _recording_rows(args.recordings, handle)}:
-                raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
+        if args.id in {row["id"] for _, row in _recording_rows(args.recordings)}:
+            raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
                              **({"description": args.description}
                                 if args.description is not None else {}),
