@@ -49,7 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     # errors and data
     "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
-    "CaseResult", "load_callable",
+    "CaseResult", "Answer", "load_callable",
     # checks (each check_* function is public too)
     "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
     "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
@@ -154,6 +154,16 @@ class CaseResult(collections.namedtuple(
     def reasons(self):
         """Why the case did not pass: the error text, or the failing checks' reasons."""
         return case_reasons(self.status, self.error, self.checks)
+
+
+class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason latency_s cost_usd",
+                                    defaults=((), None, None, None))):
+    """The whole reply, as a check whose first parameter is named `reply` sees it: text (str),
+    tool_calls (tuple of {"name": str, "arguments": dict}), finish_reason ("stop", "length",
+    "tool_calls", "content_filter", "refusal" or None), latency_s (seconds; None when replayed)
+    and cost_usd (None when unknown). Every other check sees only the text."""
+
+    __slots__ = ()
 
 
 _CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
@@ -646,7 +656,8 @@ def _parse_json(output, allow_fence=False):
 Param = collections.namedtuple("Param", "kind required default")
 # A registered check: function, parameters ({name: Param}), whether it takes any other key
 # (`open`), its rule across parameters, whether it needs a judge, one-line summary.
-CheckSpec = collections.namedtuple("CheckSpec", "name func params open rule needs_judge summary")
+CheckSpec = collections.namedtuple("CheckSpec",
+                                   "name func params open rule needs_judge summary whole")
 CHECKS = {}
 
 
@@ -702,7 +713,8 @@ def register(func=None, *, rule=None, needs_judge=False):
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
     takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
-    CHECKS[name] = CheckSpec(name, func, params, takes_any, rule, needs_judge, summary)
+    whole = code.co_varnames[0] == "reply"  # it sees the Answer, not only the text
+    CHECKS[name] = CheckSpec(name, func, params, takes_any, rule, needs_judge, summary, whole)
     return func
 
 
@@ -1462,16 +1474,17 @@ def _did_you_mean(name, known):
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
-    """Score one validated check (dict) on `output` (str); returns a CheckResult.
+    """Score one validated check (dict) on `output` (str, or an Answer); returns a CheckResult.
 
-    An empty or white-space-only output fails every check, negated ones included. A judge
-    check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type raises
-    KeyError (see `validate_check`). reasoning: the model's thinking, for "on": "reasoning"."""
+    An empty or white-space-only text fails every check of the text, negated ones included. A
+    judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
+    raises KeyError (see `validate_check`). reasoning: the model's thinking, for "on":
+    "reasoning"."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    text = _scorable(output)
-    return _EMPTY if text is None else _score(spec, check, text, ask, case_input, reasoning)
+    answer = output if isinstance(output, Answer) else Answer(output)
+    return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
 
 
 _EMPTY = CheckResult(False, "the output is empty")
@@ -1486,9 +1499,10 @@ def _scorable(output):
     return output.replace("\r\n", "\n") if "\r" in output else output
 
 
-def _score(spec, check, text, ask=None, case_input="", reasoning=None):
-    """The CheckResult of `check` (its registered `spec`) on scorable `text`, or with "on":
-    "reasoning" on the model's `reasoning` (none fails), negated if so."""
+def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
+    """The CheckResult of `check` (its registered `spec`), negated if so: a check of the whole
+    reply sees the Answer; any other its scorable `text` (None: empty, which fails it), or
+    with "on": "reasoning" the model's `reasoning` (none fails it)."""
     params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
@@ -1496,6 +1510,10 @@ def _score(spec, check, text, ask=None, case_input="", reasoning=None):
         text = _scorable(reasoning)
         if text is None:
             return _NO_REASONING
+    if spec.whole:
+        text = answer
+    elif text is None:
+        return _EMPTY
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
@@ -1511,12 +1529,14 @@ _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
 
 def evaluate(case, output, judge=None, reasoning=None):
-    """Score every check of `case` on `output`: (status, list of check dicts in case order).
+    """Score every check of `case` on `output` (str, or an Answer): (status, list of check
+    dicts in case order).
 
     judge: a callable (prompt str -> reply str, or a Judge); NO_JUDGE skips the checks that need
     one, None makes them errors. After a deterministic check failed they are skipped, unasked.
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
-    text = _scorable(output)  # once for all the case's checks
+    answer = output if isinstance(output, Answer) else Answer(output)
+    text = _scorable(answer.text)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
         results, judged = [], []
@@ -1526,18 +1546,18 @@ def evaluate(case, output, judge=None, reasoning=None):
                 judged.append(len(results))
                 results.append(None)
             else:
-                results.append(_shared(_EMPTY if text is None else _score(
-                    spec, check, text, reasoning=reasoning), spec.name))
+                results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
+                                       spec.name))
         for index in judged:  # after the deterministic checks, which decide whether to ask
             check = case.checks[index]
-            results[index] = _judged(case, check, text, judge, results, reasoning).as_dict(
-                check["type"])
+            results[index] = _judged(case, check, text, answer, judge, results,
+                                     reasoning).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
 
 
-def _judged(case, check, text, judge, results, reasoning=None):
+def _judged(case, check, text, answer, judge, results, reasoning=None):
     """The CheckResult of a check that needs a judge, given the scorable `text` (None: empty),
     the deterministic `results` and the model's `reasoning`."""
     failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
@@ -1547,11 +1567,9 @@ def _judged(case, check, text, judge, results, reasoning=None):
     if failed:
         return CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
                                  "judge was not asked", flag="skipped")
-    if text is None:
-        return _EMPTY
     if judge is None:
         return CheckResult(False, _NEEDS_JUDGE, flag="error")
-    return _score(CHECKS[check["type"]], check, text, judge, case.input, reasoning)
+    return _score(CHECKS[check["type"]], check, text, answer, judge, case.input, reasoning)
 
 
 
@@ -1988,7 +2006,8 @@ def _attempt(case, call_model, options, limiter):
         sent, reasoning = _attribute(output, "sent", dict), _attribute(output, "reasoning", str)
         cost, answered = call_cost(model, usage, options.prices), True
         text = str(output)
-        status, checks = evaluate(case, text, options.judge, reasoning)
+        status, checks = evaluate(case, Answer(text, latency_s=latency, cost_usd=cost),
+                                  options.judge, reasoning)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=text, checks=checks, error=error,
                           latency_s=latency, usage=usage, model=model, cost_usd=cost,
