@@ -4,6 +4,15 @@
 replays recorded outputs offline, so the eval suite runs with no network and no
 key.  Set ``EVALS_PROVIDER`` to call a real model instead.
 
+A prompt is a ``str`` (one user message) or a conversation: a list of
+``{"role": "system" | "user" | "assistant", "content": str}``, sent in each
+provider's own shape (OpenAI-compatible and Ollama: ``messages`` as given;
+Anthropic: the system messages joined into ``system``, consecutive messages of
+one role merged with a blank line, as the roles must alternate; Gemini: the
+system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn).
+``ask`` and every client ``make_client`` returns carry
+``accepts_conversations = True``, which evals reads before sending one.
+
 Usage::
 
     # offline (default): replay recordings.jsonl
@@ -19,6 +28,9 @@ Usage::
     client = my_client.make_client("anthropic", api_key="...", max_tokens=256)
     reply = client("Summarise this ticket: ...")
     reply.usage, reply.model, reply.finish_reason, reply.attempts, reply.sent
+    reply = client([{"role": "system", "content": "You are Acme's support bot."},
+                    {"role": "user", "content": "Where is order A-1001?"}])
+    reply.tool_calls  # [{"name": "lookup_order", "arguments": {"order_id": "A-1001"}}]
 
 Environment variables (all read when ``ask`` is called; keys are read on every
 call and are never printed, logged or put into an exception message):
@@ -48,7 +60,18 @@ call and are never printed, logged or put into an exception message):
 ``ANTHROPIC_API_KEY``   key for ``anthropic`` (sent as ``x-api-key``).
 ``GEMINI_API_KEY``      key for ``gemini`` (``GOOGLE_API_KEY`` also accepted;
                         sent as the ``x-goog-api-key`` header, never in the URL).
-``EVALS_SYSTEM_PROMPT`` optional system prompt.
+``EVALS_SYSTEM_PROMPT`` optional system prompt: sent before a str prompt, and
+                        before a conversation that has no system message of
+                        its own (one that has keeps its own).
+``EVALS_TOOLS``         optional path of a JSON file: the tools offered to the
+                        model, a list of ``{"name", "description",
+                        "parameters"}`` (``parameters`` a JSON Schema object:
+                        OpenAI's function shape without its wrapper).  Read
+                        once per client; a file that is not such a list is a
+                        ConfigError naming it.  Sent as each provider takes
+                        tools (OpenAI and Ollama ``{"type": "function",
+                        "function"}``, Anthropic ``input_schema``, Gemini
+                        ``functionDeclarations``); never to the judge.
 ``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
                         (the API requires one), not sent for the others.
 ``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
@@ -74,37 +97,94 @@ call and are never printed, logged or put into an exception message):
 ======================  ======================================================
 
 Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
-string keeps working) with extra attributes:
+string keeps working): the text part of the answer (``""`` when the model only
+called tools), with extra attributes:
 
+* ``tool_calls``: the tools the model asked to call, in order:
+  ``[{"name": str, "arguments": dict}]`` (``[]`` when none).  OpenAI sends the
+  arguments as a JSON string: it is parsed, and kept as the raw string when it
+  is not a JSON object (that is the model's answer, which evals' checks
+  report); an empty string is ``{}``.
+* ``finish_reason``: why the answer ended, normalised (table below), or
+  ``None`` when the provider said nothing this client knows.
+* ``finish_reason_raw``: the provider's own word for it, verbatim (``stop``,
+  ``end_turn``, ``STOP``...), or ``None``.
 * ``usage``: ``{"input_tokens": int|None, "output_tokens": int|None}``, or
   ``None`` when the provider reported no usage (and for replay).
 * ``model``: the model that answered, as reported by the provider (falls back
   to the requested model; ``"replay"`` for recorded outputs).
-* ``finish_reason``: the provider's own stop reason string (``stop``,
-  ``end_turn``, ``STOP``...), or ``None``.
 * ``attempts``: HTTP attempts made (0 for replay).
 * ``reasoning``: the model's thinking, taken out of the answer (a leading
   ``<think>...</think>`` block, or the provider's own field), or ``None``.
   The string is the answer without it: that is what checks score.
 * ``sent``: what was sent that decides the answer, named as the provider
   names it, e.g. ``{"temperature": None, "max_completion_tokens": 1024}``
-  (None: not sent); ``None`` for replay.
+  (None: not sent), and ``"tools": [names]`` when tools were offered;
+  ``None`` for replay.
+
+``reply_dict(reply)`` is the reply as recordings and captures store it: the
+string when it has no tool calls and ended normally (``stop`` or unknown), else
+``{"text", "tool_calls", "finish_reason"}``.
+
+Finish reasons, normalised (``finish_reason``; the provider's word stays in
+``finish_reason_raw``):
+
+==================  =================  ===============  ====================  ==========
+normalised          OpenAI-compatible  Anthropic        Gemini                Ollama
+==================  =================  ===============  ====================  ==========
+``stop``            stop               end_turn,        STOP                  stop
+                                       stop_sequence
+``length``          length             max_tokens,      MAX_TOKENS            length
+                                       model_context_
+                                       window_exceeded
+``tool_calls``      tool_calls,        tool_use         STOP with             stop with
+                    function_call                       functionCall parts    tool_calls
+``content_filter``  content_filter     (none)           SAFETY, RECITATION,   (none)
+                                                        BLOCKLIST, SPII,
+                                                        PROHIBITED_CONTENT,
+                                                        IMAGE_SAFETY,
+                                                        LANGUAGE
+``refusal``         a non-null         refusal          (none)                (none)
+                    message.refusal
+error (no answer)   (none)             pause_turn       OTHER, MALFORMED_     (none)
+                                                        FUNCTION_CALL,
+                                                        UNEXPECTED_TOOL_CALL
+==================  =================  ===============  ====================  ==========
+
+Any provider's ``stop`` with tool calls in the reply is ``tool_calls``; a word
+not in the table is ``None``.  Sources:
+https://platform.openai.com/docs/api-reference/chat/object (finish_reason,
+message.refusal), https://docs.anthropic.com/en/api/messages and
+https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons
+(stop_reason), https://ai.google.dev/api/generate-content#FinishReason ,
+https://docs.ollama.com/api/chat (done_reason).
+
+Truncations, content filters and refusals are answers, not errors: the reply
+holds the text there is (a truncation: the partial text; a refusal with no
+text: the provider's refusal message, if any; a filtered answer: usually
+``""``) and evals scores it.  An answer that is empty (the model finished and
+said nothing) is an answer too (every text check fails: "the output is
+empty").
 
 Errors:
 
 * :class:`ProviderError` (one line, ``"<provider>: <what happened>"``): HTTP
   errors, timeouts, connection failures, non-JSON bodies, a response with no
-  answer in it (no choices, no text field), refusals / safety blocks, answers
-  truncated at the token limit, a Gemini answer stopped for ``OTHER`` or an
-  invalid function call, an Ollama prompt that may not have fitted
-  ``EVALS_OLLAMA_NUM_CTX``.  An error text is never returned as if it
-  were model output.  An answer that is empty (the model finished and said
-  nothing) is an answer: it is returned, and evals scores it (every check
-  fails: "the output is empty").
+  answer in it (no choices; no text field and no tool call, unless it ended
+  truncated, filtered or refused; a tool call with no name), a prompt Gemini
+  blocked (``promptFeedback.blockReason``), the finish reasons of the table's
+  error row, an Ollama prompt that may not have fitted
+  ``EVALS_OLLAMA_NUM_CTX``.  An error text is never returned as if it were
+  model output.
+* ``TypeError``: a prompt that is neither a str nor a conversation.
 * :class:`ConfigError` (a ``ValueError``): unknown provider, missing key,
-  unparseable number in an ``EVALS_*`` variable.
+  unparseable number in an ``EVALS_*`` variable, an ``EVALS_TOOLS`` file that
+  is not a list of tools.
 * ``LookupError``: replay has no recording for the case.  ``ValueError``: the
-  recordings file is malformed (message names ``file:line``).
+  recordings file is malformed (message names ``file:line``).  A recording's
+  ``output`` is a string or a whole reply ``{"text", "tool_calls",
+  "finish_reason"}``, which replays as those attributes; its ``input`` a
+  string or a conversation (matched as equal JSON).
   ``FileNotFoundError``: the recordings file does not exist.
 
 Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
@@ -185,6 +265,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 
 __all__ = [
     "Reply",
+    "reply_dict",
     "ProviderError",
     "ConfigError",
     "ask",
@@ -275,7 +356,14 @@ class Reply(str):
             it reports them (its ``input_tokens`` leaves those out); None when the provider
             reported no usage.
         model (str): model that produced the answer.
-        finish_reason (str or None): the provider's stop reason, verbatim.
+        finish_reason (str or None): why the answer ended, normalised to ``stop``, ``length``,
+            ``tool_calls``, ``content_filter`` or ``refusal`` (the module docstring's table);
+            None when the provider said nothing this client knows.
+        finish_reason_raw (str or None): the provider's own stop reason, verbatim.
+        tool_calls (list): the tools the model asked to call, in its order:
+            ``{"name": str, "arguments": dict}`` (``arguments`` is the raw string when the
+            provider sent text that is not a JSON object); ``[]`` when none.  The string is
+            then the text part, ``""`` when the model only called tools.
         attempts (int): HTTP attempts made (0 for a replayed output).
         replayed (bool): a recorded answer, which took no model time (evals leaves it out
             of latency).
@@ -287,7 +375,8 @@ class Reply(str):
         sent (dict or None): what was sent that decides the answer, named as the provider
             names it: ``temperature`` (None: none was sent, the provider's default applies),
             the token cap when one was sent (``max_tokens``, ``max_completion_tokens``,
-            ``maxOutputTokens`` or ``num_predict``) and Ollama's ``num_ctx``; e.g.
+            ``maxOutputTokens`` or ``num_predict``), Ollama's ``num_ctx`` and, when tools
+            were offered (EVALS_TOOLS), ``tools``: their names; e.g.
             ``{"temperature": None, "max_completion_tokens": 1024}``.  None for a replay.
     """
 
@@ -301,16 +390,33 @@ class Reply(str):
         replayed: bool = False,
         reasoning: Optional[str] = None,
         sent: Optional[Dict[str, Any]] = None,
+        tool_calls: Optional[List[Dict[str, Any]]] = None,
+        finish_reason_raw: Optional[str] = None,
     ) -> "Reply":
         obj = super().__new__(cls, text)
         obj.replayed = replayed
         obj.usage = usage
         obj.model = model
         obj.finish_reason = finish_reason
+        obj.finish_reason_raw = finish_reason_raw
+        obj.tool_calls = list(tool_calls or [])
         obj.attempts = attempts
         obj.reasoning = reasoning
         obj.sent = sent
         return obj
+
+
+def reply_dict(reply: Any) -> Any:
+    """A reply as recordings and captures store it: the str itself when it has no tool calls
+    and ended normally (finish_reason None or ``stop``), else the whole reply ``{"text": str,
+    "tool_calls": [{"name", "arguments"}], "finish_reason": str|None}``."""
+    calls = getattr(reply, "tool_calls", None) or []
+    finish = getattr(reply, "finish_reason", None)
+    if not calls and finish in (None, "stop"):
+        return str(reply)
+    return {"text": str(reply), "finish_reason": finish,
+            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
+                           for call in calls]}
 
 
 class ProviderError(Exception):
@@ -372,6 +478,7 @@ class Settings:
         self.base_url = kw["base_url"]  # type: str
         self.api_key = kw.get("api_key")  # type: Optional[str]
         self.system_prompt = kw.get("system_prompt")  # type: Optional[str]
+        self.tools = kw.get("tools")  # type: Optional[List[Dict[str, Any]]]  # see _load_tools
         self.max_tokens = kw.get("max_tokens")  # type: Optional[int]
         self.temperature = kw.get("temperature")  # type: Optional[float]
         # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model
@@ -433,6 +540,7 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         base_url=(pick("base_url", "EVALS_BASE_URL") or DEFAULT_BASE_URLS[provider]).rstrip("/"),
         api_key=overrides.get("api_key"),
         system_prompt=pick("system_prompt", "EVALS_SYSTEM_PROMPT"),
+        tools=_load_tools(pick("tools", "EVALS_TOOLS")),
         max_tokens=max_tokens,
         temperature=_parse_number(temperature_var, DEFAULT_TEMPERATURE if default_temperature
                                   else temperature, float, 0.0, allow_none=True),
@@ -444,6 +552,58 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         max_retry_wait=number("max_retry_wait", "EVALS_MAX_RETRY_WAIT", 60, float, 0.0),
         env=env,
     )
+
+
+_TOOL_FIELDS = ("name", "description", "parameters")
+
+
+def _tool_problem(tool: Any, names: List[str]) -> Optional[str]:
+    """What is wrong with one tool of an EVALS_TOOLS list (None: nothing); ``names`` are the
+    names of the tools before it."""
+    if not isinstance(tool, dict):
+        return "is %s, not an object" % type(tool).__name__
+    unknown = sorted(set(tool) - set(_TOOL_FIELDS))
+    if unknown:
+        return "has unknown field(s) %s (a tool has %s)" % (", ".join(map(repr, unknown)),
+                                                          ", ".join(_TOOL_FIELDS))
+    if not isinstance(tool.get("name"), str) or not tool["name"].strip():
+        return "has no 'name' (a non-empty string)"
+    if tool["name"] in names:
+        return "repeats the name %r" % tool["name"]
+    if not isinstance(tool.get("description", ""), str):
+        return "%r: 'description' must be a string" % tool["name"]
+    if not isinstance(tool.get("parameters", {}), dict):
+        return "%r: 'parameters' must be a JSON Schema object" % tool["name"]
+    return None
+
+
+def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
+    """The tools offered to the model: ``source`` is EVALS_TOOLS (the path of a JSON file) or
+    a ``tools=`` list; None or an empty list: none.  Each tool is ``{"name", "description",
+    "parameters"}`` (OpenAI's function shape without its wrapper; ``parameters`` a JSON
+    Schema object).  ConfigError names the file and the problem."""
+    where = "tools="
+    if isinstance(source, str):
+        where = "EVALS_TOOLS file %s" % source
+        try:
+            with open(source, encoding="utf-8-sig") as handle:
+                source = json.load(handle)
+        except OSError as exc:
+            raise ConfigError("%s: cannot be read (%s)" % (where, exc.strerror or exc)) from None
+        except ValueError as exc:
+            raise ConfigError("%s: not valid JSON (%s)" % (where, exc)) from None
+    if source is None:
+        return None
+    if not isinstance(source, list):
+        raise ConfigError('%s: expected a JSON list of {"name", "description", "parameters"}, '
+                          "got %s" % (where, type(source).__name__))
+    names = []  # type: List[str]
+    for number, tool in enumerate(source, 1):
+        problem = _tool_problem(tool, names)
+        if problem:
+            raise ConfigError("%s: tool %d %s" % (where, number, problem))
+        names.append(tool["name"])
+    return [dict(tool) for tool in source] or None
 
 
 def _checked_key(provider: str, where: str, value: str) -> str:
@@ -827,9 +987,23 @@ def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], setti
 # Providers: one request builder and one response parser each
 # --------------------------------------------------------------------------
 
-# A parser's result: (text, usage, model, finish reason, reasoning the provider gave apart).
-Parsed = Tuple[str, Optional[Dict[str, Optional[int]]], Optional[str], Optional[str],
-               Optional[str]]
+class Parsed(NamedTuple):
+    """A response parser's result: the text part, usage, the model that answered, the finish
+    reason (normalised, and the provider's own word), the reasoning the provider gave apart and
+    the tool calls (``{"name", "arguments"}``)."""
+
+    text: str
+    usage: Optional[Dict[str, Optional[int]]]
+    model: Optional[str]
+    finish_reason: Optional[str]
+    finish_reason_raw: Any
+    reasoning: Optional[str]
+    tool_calls: List[Dict[str, Any]]
+
+
+# A prompt: a string, or a conversation: [{"role": "system" | "user" | "assistant", "content"}].
+Prompt = Any
+ROLES = ("system", "user", "assistant")
 
 
 class Request(NamedTuple):
@@ -867,12 +1041,81 @@ def _root(settings: Settings) -> str:
     return settings.base_url + urllib.parse.urlsplit(DEFAULT_BASE_URLS[settings.provider]).path
 
 
-def _chat_messages(settings: Settings, prompt: str) -> List[Dict[str, str]]:
-    """``[{"role": "system"|"user", "content"}]``, as OpenAI's and Ollama's chat APIs take it."""
-    messages = [{"role": "user", "content": prompt}]
-    if settings.system_prompt:
+def _is_conversation(value: Any) -> bool:
+    """True for a non-empty list of ``{"role": system|user|assistant, "content": str}``."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
+        for m in value)
+
+
+def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
+    """The conversation as ``[{"role", "content"}]`` (OpenAI's and Ollama's chat shape): a
+    string is one user message; EVALS_SYSTEM_PROMPT comes first unless the conversation has a
+    system message of its own.  Raises TypeError for a prompt that is neither."""
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    elif _is_conversation(prompt):
+        messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
+    else:
+        raise TypeError("a prompt is a str or a non-empty list of {\"role\": system|user|"
+                        "assistant, \"content\": str}, got %s" % _truncate(repr(prompt), 120))
+    if settings.system_prompt and not any(m["role"] == "system" for m in messages):
         messages.insert(0, {"role": "system", "content": settings.system_prompt})
     return messages
+
+
+def _system_apart(messages: List[Dict[str, str]]) -> Tuple[List[str], List[Dict[str, str]]]:
+    """(the system messages' texts, the other messages), for the APIs that take the system
+    prompt apart (Anthropic's ``system``, Gemini's ``systemInstruction``)."""
+    return ([m["content"] for m in messages if m["role"] == "system"],
+            [m for m in messages if m["role"] != "system"])
+
+
+def _alternating(messages: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    """Consecutive messages of one role merged, with a blank line between their texts: the
+    Messages API requires user and assistant turns to alternate."""
+    merged = []  # type: List[Dict[str, str]]
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = dict(merged[-1], content=merged[-1]["content"] + "\n\n" + message["content"])
+        else:
+            merged.append(dict(message))
+    return merged
+
+
+def _offer_tools(settings: Settings, body: Dict[str, Any], sent: Dict[str, Any],
+                 shape: Callable[[List[Dict[str, Any]]], Any]) -> None:
+    """Add the tools of EVALS_TOOLS to ``body`` in the provider's ``shape``, and their names to
+    ``sent`` (Reply.sent) as ``tools``; nothing when there are none."""
+    if settings.tools:
+        body["tools"] = shape(settings.tools)
+        sent["tools"] = [tool["name"] for tool in settings.tools]
+
+
+def _function_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """OpenAI's (and Ollama's) ``[{"type": "function", "function": {name, description,
+    parameters}}]``: https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools ,
+    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools ."""
+    return [{"type": "function", "function": dict(tool)} for tool in tools]
+
+
+def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
+    """One tool call as ``{"name", "arguments"}``: arguments sent as a JSON string are parsed;
+    a string that is not a JSON object stays the raw string (the model's answer: evals' checks
+    report it), an empty one or none at all is ``{}``."""
+    if not isinstance(name, str) or not name:
+        raise _Failed("response has a tool call with no name (%s)" % where)
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            parsed = None
+        arguments = parsed if isinstance(parsed, dict) else arguments
+    elif arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        arguments = json.dumps(arguments)
+    return {"name": name, "arguments": arguments}
 
 
 def _bearer(key: Optional[str]) -> Dict[str, str]:
@@ -898,45 +1141,71 @@ def _text_field(mapping: Mapping[str, Any], *names: str) -> Optional[str]:
     return next((mapping[name] for name in names if isinstance(mapping.get(name), str)), None)
 
 
-# Stop reasons that mean "not a complete answer", per provider; "%s" becomes the provider's
-# own words for it ("finish_reason 'length'"), so the error says what the provider said.
-_TRUNCATED = "answer truncated at max_tokens (%s); raise EVALS_MAX_TOKENS"
-_OPENAI_STOPS = {"length": _TRUNCATED, "content_filter": "answer blocked by the content filter (%s)"}
-_ANTHROPIC_STOPS = {"refusal": "model refused to answer (%s)", "max_tokens": _TRUNCATED,
-                    "model_context_window_exceeded": _TRUNCATED}
+class _Reasons(NamedTuple):
+    """A provider's finish reasons: ``field``, the name of the field that holds it; ``normal``,
+    its words normalised (the module docstring's table); ``errors``, the words that mean no
+    answer, each with the error ("%s" becomes the field and the word)."""
+
+    field: str
+    normal: Mapping[str, str]
+    errors: Mapping[str, str]
+
+
+# https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ("stop",
+# "length", "tool_calls", "content_filter", and the deprecated "function_call").
+_OPENAI_REASONS = _Reasons("finish_reason", {
+    "stop": "stop", "length": "length", "tool_calls": "tool_calls",
+    "function_call": "tool_calls", "content_filter": "content_filter"}, {})
+# https://docs.anthropic.com/en/api/messages (stop_reason) and
+# https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons : pause_turn is a
+# server-tool loop stopped half-way (the turn is to be sent back to continue): no answer yet.
+_ANTHROPIC_REASONS = _Reasons("stop_reason", {
+    "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+    "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "refusal"},
+    {"pause_turn": "answer paused before its end (%s); not an answer"})
 # https://ai.google.dev/api/generate-content#FinishReason.  OTHER ("all other reasons that
 # stopped the token generation") and a model's invalid function or tool call end the answer
-# before it is complete: an error naming the reason, as a truncation is.
-_GEMINI_STOPS = dict(
-    {reason: "answer blocked (%s)" for reason in
-     ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE")},
-    MAX_TOKENS=_TRUNCATED,
-    OTHER="answer stopped for an unstated reason (%s)",
-    MALFORMED_FUNCTION_CALL="answer stopped at an invalid function call (%s)",
-    UNEXPECTED_TOOL_CALL="answer stopped at an invalid tool call (%s)",
-)
-# Ollama stops at num_predict (EVALS_MAX_TOKENS) or when the context (num_ctx) is full.
-_OLLAMA_STOPS = {"length": "answer truncated at num_predict or num_ctx (%s); raise "
-                           "EVALS_MAX_TOKENS or EVALS_OLLAMA_NUM_CTX"}
+# before it is complete: an error naming the reason.
+_GEMINI_REASONS = _Reasons("finishReason", dict(
+    {reason: "content_filter" for reason in (
+        "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+        "LANGUAGE")}, STOP="stop", MAX_TOKENS="length"), {
+    "OTHER": "answer stopped for an unstated reason (%s)",
+    "MALFORMED_FUNCTION_CALL": "answer stopped at an invalid function call (%s)",
+    "UNEXPECTED_TOOL_CALL": "answer stopped at an invalid tool call (%s)"})
+# https://docs.ollama.com/api/chat (done_reason): "length" at num_predict (EVALS_MAX_TOKENS) or
+# when the context (num_ctx) is full.
+_OLLAMA_REASONS = _Reasons("done_reason", {"stop": "stop", "length": "length"}, {})
+# Reasons that make a reply without a text field an answer all the same ("").
+_TEXTLESS_ANSWERS = ("length", "content_filter", "refusal")
 
 
-def _answer(field: str, stops: Mapping[str, str], finish: Any, text_of: Callable[[], Any],
-            refusal: Any = None, no_text: str = "response has no text content (%s)") -> str:
-    """The answer's text, checked the same way for every provider: _Failed for a refusal, a
-    stop reason in ``stops`` or no text, so an error is never returned as model output.  The
-    text is read (``text_of()``) only after the stop reason: a blocked answer may hold anything.
+def _answer(reasons: _Reasons, finish: Any, text_of: Callable[[], Any],
+            tool_calls: List[Dict[str, Any]], refusal: Any = None,
+            no_text: str = "response has no text content (%s)") -> Tuple[str, Optional[str]]:
+    """(the text, the normalised finish reason), the same way for every provider.
+
+    A truncation, a content filter and a refusal are answers: the text there is (a refusal
+    with no text: the provider's refusal message, if any).  A reason in ``reasons.errors``
+    raises _Failed, and so does a reply with no text field unless it has tool calls or ends
+    for one of _TEXTLESS_ANSWERS: an error is never returned as model output.
     """
-    where = "%s %r" % (field, finish)
+    where = "%s %r" % (reasons.field, finish)
+    if isinstance(finish, str) and finish in reasons.errors:
+        raise _Failed(reasons.errors[finish] % where)
+    normal = reasons.normal.get(finish) if isinstance(finish, str) else None
     if refusal:
-        problem = "model refused: %s" % _truncate(str(refusal))
-    elif isinstance(finish, str) and finish in stops:
-        problem = stops[finish] % where
-    else:
-        text = text_of()
-        if isinstance(text, str):  # "" too: the model said nothing, and evals scores that
-            return text
-        problem = no_text % where
-    raise _Failed(problem)
+        normal = "refusal"
+    elif tool_calls and normal == "stop":  # Gemini's STOP and Ollama's stop after a call
+        normal = "tool_calls"
+    text = text_of()
+    if refusal and not text:
+        text = refusal if isinstance(refusal, str) else ""
+    if isinstance(text, str):  # "" too: the model said nothing, and evals scores that
+        return text, normal
+    if tool_calls or normal in _TEXTLESS_ANSWERS:
+        return "", normal
+    raise _Failed(no_text % where)
 
 
 def _json_object(data: Any) -> Dict[str, Any]:
@@ -964,12 +1233,13 @@ def _token_field(settings: Settings) -> str:
     return "max_completion_tokens" if official else "max_tokens"
 
 
-def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build an OpenAI chat completions request.
 
     Shape: ``POST {base}/chat/completions`` with ``Authorization: Bearer <key>``
-    and ``{"model", "messages": [{"role": "system"|"user", "content"}],
-    "temperature", "max_completion_tokens" | "max_tokens"}``; see
+    and ``{"model", "messages": [{"role": "system"|"user"|"assistant",
+    "content"}], "temperature", "max_completion_tokens" | "max_tokens",
+    "tools": [{"type": "function", "function"}]}``; see
     https://platform.openai.com/docs/api-reference/chat/create .  The token
     cap's name is :func:`_token_field`'s.  No Authorization header is sent
     when ``key`` is None.
@@ -977,22 +1247,36 @@ def openai_request(settings: Settings, prompt: str, key: Optional[str]) -> Reque
     sent = _sampling(settings, _token_field(settings))
     body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
                 **_present(sent))
+    _offer_tools(settings, body, sent, _function_tools)
     return Request(_root(settings) + "/chat/completions", _bearer(key), body, sent)
+
+
+def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``), then the
+    deprecated ``message.function_call``:
+    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ."""
+    calls = [call.get("function") or {} for call in message.get("tool_calls") or []
+             if isinstance(call, dict)]
+    if isinstance(message.get("function_call"), dict):
+        calls.append(message["function_call"])
+    return [_tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
+            for call in calls if isinstance(call, dict)]
 
 
 def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     """Extract the answer from a chat completion object.
 
-    Response: ``{"model", "choices": [{"message": {"content", "refusal"},
-    "finish_reason"}], "usage": {"prompt_tokens", "completion_tokens"}}``; see
+    Response: ``{"model", "choices": [{"message": {"content", "refusal",
+    "tool_calls"}, "finish_reason"}], "usage": {"prompt_tokens",
+    "completion_tokens"}}``; see
     https://platform.openai.com/docs/api-reference/chat/object .  Compatible
     servers give a reasoning model's thinking apart in ``message.reasoning``
     (vLLM, Ollama, OpenRouter) or ``message.reasoning_content`` (older vLLM,
     DeepSeek): https://docs.vllm.ai/en/latest/features/reasoning_outputs/ .
 
     Raises:
-        _Failed: no choices, a refusal, finish_reason ``length`` or
-            ``content_filter``, or no text content.
+        _Failed: no choices, or no text content and no tool calls in an answer
+            that is not a refusal, a truncation or a content filter.
     """
     choices = data.get("choices") if isinstance(data, dict) else None
     if not choices or not isinstance(choices[0], dict):
@@ -1006,28 +1290,43 @@ def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
             return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
         return parts
 
-    text = _answer("finish_reason", _OPENAI_STOPS, finish, content, refusal=message.get("refusal"))
+    calls = _openai_tool_calls(message)
+    text, normal = _answer(_OPENAI_REASONS, finish, content, calls, refusal=message.get("refusal"))
     usage = data.get("usage") or {}
-    return (text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
-            data.get("model"), finish, _text_field(message, "reasoning", "reasoning_content"))
+    return Parsed(text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+                  data.get("model"), normal, finish,
+                  _text_field(message, "reasoning", "reasoning_content"), calls)
 
 
-def anthropic_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+def _anthropic_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``[{"name", "description", "input_schema"}]``
+    (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use); a tool
+    with no parameters takes an empty object, as input_schema is required."""
+    return [dict({field: tool[field] for field in ("name", "description") if field in tool},
+                 input_schema=tool.get("parameters") or {"type": "object", "properties": {}})
+            for tool in tools]
+
+
+def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build an Anthropic Messages request.
 
     Shape: ``POST {base}/messages`` with ``x-api-key`` and
     ``anthropic-version: 2023-06-01``; body ``{"model", "max_tokens",
-    "messages": [{"role": "user", "content"}], "system", "temperature"}`` (the
-    system prompt is a top-level field, not a message); see
-    https://docs.anthropic.com/en/api/messages and
+    "messages": [{"role": "user"|"assistant", "content"}], "system",
+    "temperature", "tools": [{"name", "description", "input_schema"}]}``: the
+    system messages are joined into the top-level ``system``, and consecutive
+    messages of one role are merged (the API requires the roles to
+    alternate); see https://docs.anthropic.com/en/api/messages ,
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview and
     https://docs.anthropic.com/en/api/versioning .
     """
     sent = _sampling(settings, "max_tokens")
     sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
-    body = dict({"model": settings.model, "messages": [{"role": "user", "content": prompt}]},
-                **_present(sent))
-    if settings.system_prompt:
-        body["system"] = settings.system_prompt
+    system, messages = _system_apart(_chat_messages(settings, prompt))
+    body = dict({"model": settings.model, "messages": _alternating(messages)}, **_present(sent))
+    if system:
+        body["system"] = "\n\n".join(system)
+    _offer_tools(settings, body, sent, _anthropic_tools)
     headers = {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
     return Request(_root(settings) + "/messages", headers, body, sent)
 
@@ -1036,18 +1335,22 @@ def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     """Extract the answer from a Messages response.
 
     Response: ``{"model", "content": [{"type": "text", "text"} | {"type":
-    "thinking", "thinking"}], "stop_reason", "usage": {"input_tokens",
-    "output_tokens", "cache_creation_input_tokens",
-    "cache_read_input_tokens"}}``; stop reasons ``end_turn``, ``max_tokens``,
-    ``stop_sequence``, ``tool_use``, ``pause_turn``, ``refusal``; see
-    https://docs.anthropic.com/en/api/messages and, for thinking blocks,
+    "thinking", "thinking"} | {"type": "tool_use", "id", "name", "input"}],
+    "stop_reason", "usage": {"input_tokens", "output_tokens",
+    "cache_creation_input_tokens", "cache_read_input_tokens"}}``; stop reasons
+    ``end_turn``, ``max_tokens``, ``stop_sequence``, ``tool_use``,
+    ``pause_turn``, ``refusal``, ``model_context_window_exceeded``; see
+    https://docs.anthropic.com/en/api/messages , for tool_use blocks
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use
+    and, for thinking blocks,
     https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking .
     ``input_tokens`` leaves out the cached tokens, counted apart
     (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
 
     Raises:
-        _Failed: not a JSON object, stop_reason ``refusal``, ``max_tokens`` or
-            ``model_context_window_exceeded``, or no text blocks.
+        _Failed: not a JSON object, stop_reason ``pause_turn``, or neither a
+            text block nor a tool_use block in an answer that is not a
+            refusal or a truncation.
     """
     data = _json_object(data)
     stop = data.get("stop_reason")
@@ -1055,14 +1358,17 @@ def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
     thoughts = [b["thinking"] for b in blocks
                 if b.get("type") == "thinking" and isinstance(b.get("thinking"), str)]
-    # No text block at all (none, or only tool_use) is no answer; an empty text block is one.
-    text = _answer("stop_reason", _ANTHROPIC_STOPS, stop, lambda: "".join(texts) if texts else None,
-                   no_text="response has no text content (no text block in 'content', %s)")
+    calls = [_tool_call(b.get("name"), b.get("input"), "tool_use block")
+             for b in blocks if b.get("type") == "tool_use"]
+    # No text block at all (none, or only thinking) is no answer; an empty text block is one.
+    text, normal = _answer(_ANTHROPIC_REASONS, stop, lambda: "".join(texts) if texts else None,
+                           calls, no_text="response has no text content (no text block in "
+                                          "'content', %s)")
     usage = data.get("usage") or {}
     cached = {name: usage.get(name)
               for name in ("cache_creation_input_tokens", "cache_read_input_tokens")}
-    return (text, _usage(usage.get("input_tokens"), usage.get("output_tokens"), **cached),
-            data.get("model"), stop, "\n\n".join(thoughts) or None)
+    return Parsed(text, _usage(usage.get("input_tokens"), usage.get("output_tokens"), **cached),
+                  data.get("model"), normal, stop, "\n\n".join(thoughts) or None, calls)
 
 
 def _gemini_path(model: str) -> str:
@@ -1074,22 +1380,31 @@ def _gemini_path(model: str) -> str:
     return "%s/%s" % (kind, urllib.parse.quote(name, safe="-._~"))
 
 
-def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build a Gemini generateContent request.
 
     Shape: ``POST {base}/models/{model}:generateContent`` (or
     ``tunedModels/{model}``) with the key in the ``x-goog-api-key`` header
     (https://ai.google.dev/gemini-api/docs/api-key); body ``{"contents":
-    [{"role": "user", "parts": [{"text"}]}], "systemInstruction": {"parts":
-    [{"text"}]}, "generationConfig": {"temperature", "maxOutputTokens"}}``; see
-    https://ai.google.dev/api/generate-content .
+    [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction":
+    {"parts": [{"text"}]}, "generationConfig": {"temperature",
+    "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
+    "description", "parameters"}]}]}``: an assistant message is a ``model``
+    turn, the system messages are the system instruction's parts; see
+    https://ai.google.dev/api/generate-content and
+    https://ai.google.dev/gemini-api/docs/function-calling .
     """
     sent = _sampling(settings, "maxOutputTokens")
-    body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}  # type: Dict[str, Any]
-    if settings.system_prompt:
-        body["systemInstruction"] = {"parts": [{"text": settings.system_prompt}]}
+    system, messages = _system_apart(_chat_messages(settings, prompt))
+    body = {"contents": [{"role": "model" if m["role"] == "assistant" else "user",
+                          "parts": [{"text": m["content"]}]}
+                         for m in messages]}  # type: Dict[str, Any]
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
         body["generationConfig"] = _present(sent)
+    _offer_tools(settings, body, sent,
+                 lambda tools: [{"functionDeclarations": [dict(tool) for tool in tools]}])
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
     return Request(url, {"x-goog-api-key": key or ""}, body, sent)
 
@@ -1097,19 +1412,22 @@ def gemini_request(settings: Settings, prompt: str, key: Optional[str]) -> Reque
 def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     """Extract the answer from a GenerateContentResponse.
 
-    Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"}]},
-    "finishReason"}], "promptFeedback": {"blockReason"}, "usageMetadata":
-    {"promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount"},
-    "modelVersion"}``; see https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse .
-    Thought parts are the reasoning, not the answer
-    (https://ai.google.dev/gemini-api/docs/thinking); output_tokens counts
-    candidates + thoughts tokens (both are billed as output).
+    Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"} |
+    {"functionCall": {"name", "args"}}]}, "finishReason"}], "promptFeedback":
+    {"blockReason"}, "usageMetadata": {"promptTokenCount",
+    "candidatesTokenCount", "thoughtsTokenCount"}, "modelVersion"}``; see
+    https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse
+    and, for functionCall parts (``args`` is a JSON object),
+    https://ai.google.dev/api/caching#FunctionCall .  Thought parts are the
+    reasoning, not the answer (https://ai.google.dev/gemini-api/docs/thinking);
+    output_tokens counts candidates + thoughts tokens (both are billed as
+    output).
 
     Raises:
         _Failed: not a JSON object, prompt blocked (promptFeedback.blockReason),
-            no candidates, finishReason SAFETY/RECITATION/... (blocked),
-            MAX_TOKENS (truncated), OTHER or an invalid function call, or no
-            text parts.
+            no candidates, finishReason OTHER or an invalid function call, or
+            neither a text part nor a function call in an answer that is not
+            blocked or truncated.
     """
     data = _json_object(data)
     candidates = data.get("candidates") or []
@@ -1119,29 +1437,32 @@ def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
                       else "response has no candidates (empty 'candidates')")
     candidate = candidates[0]
     finish = candidate.get("finishReason")
-    parts = [p for p in (candidate.get("content") or {}).get("parts") or []
-             if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    every = [p for p in (candidate.get("content") or {}).get("parts") or [] if isinstance(p, dict)]
+    parts = [p for p in every if isinstance(p.get("text"), str)]
     texts = [p["text"] for p in parts if not p.get("thought")]
-    # No text part at all is no answer; an empty one is one.
-    text = _answer("finishReason", _GEMINI_STOPS, finish,
-                   lambda: "".join(texts) if texts else None)
+    calls = [_tool_call(p["functionCall"].get("name"), p["functionCall"].get("args"),
+                        "functionCall part")
+             for p in every if isinstance(p.get("functionCall"), dict)]
+    # No text part at all is no answer (unless the model called a function); an empty one is.
+    text, normal = _answer(_GEMINI_REASONS, finish, lambda: "".join(texts) if texts else None,
+                           calls)
     meta = data.get("usageMetadata") or {}
     output = meta.get("candidatesTokenCount")
     if isinstance(output, int) and isinstance(meta.get("thoughtsTokenCount"), int):
         output += meta["thoughtsTokenCount"]
     thoughts = "".join(p["text"] for p in parts if p.get("thought")) or None
-    return (text, _usage(meta.get("promptTokenCount"), output), data.get("modelVersion"), finish,
-            thoughts)
+    return Parsed(text, _usage(meta.get("promptTokenCount"), output), data.get("modelVersion"),
+                  normal, finish, thoughts, calls)
 
 
-def ollama_request(settings: Settings, prompt: str, key: Optional[str]) -> Request:
+def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build an Ollama chat request, on its native API: its OpenAI-compatible endpoint cannot
     set the context size, and Ollama cuts a prompt longer than the context without an error.
 
     Shape: ``POST {root}/api/chat`` with ``{"model", "messages", "stream":
-    false, "options": {"temperature", "num_predict", "num_ctx"}}``; see
-    https://docs.ollama.com/api/chat and
-    https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion
+    false, "options": {"temperature", "num_predict", "num_ctx"}, "tools":
+    [{"type": "function", "function"}]}``; see https://docs.ollama.com/api/chat
+    and https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion
     (options are the Modelfile's parameters, num_ctx among them).  The root is
     EVALS_BASE_URL without a trailing ``/v1`` (Ollama's OpenAI-compatible
     endpoint, which this client called before) or ``/api``.
@@ -1149,6 +1470,7 @@ def ollama_request(settings: Settings, prompt: str, key: Optional[str]) -> Reque
     sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
     body = {"model": settings.model, "messages": _chat_messages(settings, prompt),
             "stream": False, "options": _present(sent)}
+    _offer_tools(settings, body, sent, _function_tools)
     root = re.sub(r"/(v1|api)$", "", settings.base_url)
     return Request(root + "/api/chat", _bearer(key), body, sent)
 
@@ -1170,22 +1492,29 @@ def _check_context_fit(prompt_tokens: Any, num_ctx: int) -> None:
 def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     """Extract the answer from an Ollama chat response.
 
-    Response: ``{"model", "message": {"content", "thinking"}, "done_reason",
-    "prompt_eval_count", "eval_count"}``; see https://docs.ollama.com/api/chat
+    Response: ``{"model", "message": {"content", "thinking", "tool_calls":
+    [{"function": {"name", "arguments"}}]}, "done_reason", "prompt_eval_count",
+    "eval_count"}`` (``arguments`` is a JSON object); see
+    https://docs.ollama.com/api/chat ,
+    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools
     (``thinking``: ``Message`` in
     https://github.com/ollama/ollama-python/blob/main/ollama/_types.py).
 
     Raises:
         _Failed: not a JSON object, a prompt that may have been cut to fit
-            ``sent["num_ctx"]``, done_reason ``length``, or no text content.
+            ``sent["num_ctx"]``, or no text content and no tool calls in an
+            answer that was not cut at num_predict.
     """
     data = _json_object(data)
     _check_context_fit(data.get("prompt_eval_count"), sent["num_ctx"])
     message = data.get("message") if isinstance(data.get("message"), dict) else {}
     finish = data.get("done_reason")
-    text = _answer("done_reason", _OLLAMA_STOPS, finish, lambda: message.get("content"))
-    return (text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
-            data.get("model"), finish, _text_field(message, "thinking"))
+    calls = [_tool_call((call.get("function") or {}).get("name"),
+                        (call.get("function") or {}).get("arguments"), "message.tool_calls")
+             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    text, normal = _answer(_OLLAMA_REASONS, finish, lambda: message.get("content"), calls)
+    return Parsed(text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
+                  data.get("model"), normal, finish, _text_field(message, "thinking"), calls)
 
 
 _ADAPTERS = {
@@ -1294,6 +1623,8 @@ class Client:
     :func:`make_client`.
     """
 
+    accepts_conversations = True  # a prompt may be a list of messages (evals reads this)
+
     def __init__(
         self,
         settings: Settings,
@@ -1308,8 +1639,9 @@ class Client:
         s = self.settings
         return "Client(provider=%r, model=%r, base_url=%r)" % (s.provider, s.model, s.base_url)
 
-    def __call__(self, prompt: str) -> Reply:
-        """Send ``prompt`` (str) and return the answer as a :class:`Reply`.
+    def __call__(self, prompt: Prompt) -> Reply:
+        """Send ``prompt`` (a str, or a conversation: a list of ``{"role", "content"}``)
+        and return the answer as a :class:`Reply`.
 
         A default the model refuses (see :func:`_refusal`) costs one more
         request: the call is made again without it.
@@ -1318,7 +1650,8 @@ class Client:
             ConfigError: the provider needs a key and none is set.
             ProviderError: see the module docstring (HTTP errors after retries,
                 timeouts after ``EVALS_TIMEOUT`` seconds, resets, non-JSON,
-                empty answers, refusals, truncation).
+                a response with no answer in it).
+            TypeError: a prompt that is neither a str nor a conversation.
         """
         s = self.settings
         key = _read_key(s)
@@ -1341,10 +1674,11 @@ class Client:
                     raise
                 _adapt(s, *refusal)
                 spent = error.attempts
-        text, usage, model, finish, reasoning = parsed
-        text, reasoning = _without_thinking(text, reasoning)
-        return Reply(text, usage=usage, model=model or s.model, finish_reason=finish,
-                     attempts=spent + attempts, reasoning=reasoning, sent=request.sent)
+        text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
+        return Reply(text, usage=parsed.usage, model=parsed.model or s.model,
+                     finish_reason=parsed.finish_reason, attempts=spent + attempts,
+                     reasoning=reasoning, sent=request.sent, tool_calls=parsed.tool_calls,
+                     finish_reason_raw=parsed.finish_reason_raw)
 
 
 # --------------------------------------------------------------------------
@@ -1440,52 +1774,96 @@ class _Replay:
             return self._index
 
 
-def _replayed(text: str, record: Dict[str, Any]) -> Reply:
-    """A recorded answer as a Reply, with the reasoning recorded beside it (scored as live)."""
+def _replayed(output: Any, record: Dict[str, Any]) -> Reply:
+    """A recorded answer as a Reply, with the reasoning recorded beside it (scored as live).
+    ``output`` is the text, or a whole reply ``{"text", "tool_calls", "finish_reason"}``."""
     reasoning = record.get("reasoning")
-    return Reply(text, usage=None, model=str(record.get("model") or "replay"), attempts=0,
-                 replayed=True, reasoning=reasoning if isinstance(reasoning, str) else None)
+    whole = output if isinstance(output, dict) else {"text": output}
+    return Reply(whole["text"], usage=None, model=str(record.get("model") or "replay"),
+                 attempts=0, replayed=True,
+                 reasoning=reasoning if isinstance(reasoning, str) else None,
+                 finish_reason=whole.get("finish_reason"),
+                 tool_calls=[{"name": call["name"], "arguments": call.get("arguments", {})}
+                             for call in whole.get("tool_calls") or []])
+
+
+def _output_problem(output: Any) -> Optional[str]:
+    """What is wrong with a recording's ``output`` (None: nothing): a str, or a whole reply
+    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str}], "finish_reason":
+    str|None}`` (tool_calls and finish_reason optional)."""
+    if isinstance(output, str):
+        return None
+    if not isinstance(output, dict) or not isinstance(output.get("text"), str):
+        return "missing string field 'output' (or an object with a string 'text')"
+    calls = output.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(
+            isinstance(call, dict) and isinstance(call.get("name"), str)
+            and isinstance(call.get("arguments", {}), (dict, str)) for call in calls):
+        return "'output.tool_calls' must be a list of {\"name\": str, \"arguments\": object}"
+    if not isinstance(output.get("finish_reason"), (str, type(None))):
+        return "'output.finish_reason' must be a string or null"
+    return None
+
+
+def _input_key(value: Any) -> Any:
+    """How a recording's input is found: a str as itself, a conversation by its JSON (so two
+    equal conversations match); None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ("conversation", json.dumps(value, sort_keys=True, ensure_ascii=False))
+    return None
+
+
+def _shown_prompt(prompt: Prompt) -> str:
+    return _truncate(prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
 
 
 class ReplayClient(_Replay):
     """Offline client returning recorded outputs from a JSONL file.
 
-    Each line: ``{"id": "<case id>", "input": "<prompt>", "output": "<text>"}``
-    (``model`` and ``reasoning`` optional).  The file is loaded once, lazily and thread-safely.
-    Lookup is by the running case's id (``evals.current_case().id``), then by
-    the prompt text.  For a duplicated id the last line wins (re-recording
-    appends).
+    Each line: ``{"id": "<case id>", "input": "<prompt>" | [messages], "output": "<text>"}``
+    (``model`` and ``reasoning`` optional); ``output`` may also be a whole reply ``{"text",
+    "tool_calls", "finish_reason"}``, restored as the Reply's attributes.  The file is loaded
+    once, lazily and thread-safely.  Lookup is by the running case's id
+    (``evals.current_case().id``), then by the prompt (a conversation: equal as JSON).  For a
+    duplicated id the last line wins (re-recording appends).
     """
+
+    accepts_conversations = True
 
     def __init__(self, path: str, reason: str = "no provider configured (EVALS_PROVIDER unset)") -> None:
         super().__init__(path, reason, "recorded outputs from %(path)s, no model is called",
                          "recordings file %(path)s not found (record one with: python evals.py "
                          "--record %(path)s, or set EVALS_PROVIDER to call a model)")
 
-    def _index_rows(self, rows: Any) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, List[Dict[str, Any]]]]:
-        """(records by case id, records by input); a record with no id is found by input only."""
+    def _index_rows(self, rows: Any) -> Tuple[Dict[str, Dict[str, Any]], Dict[Any, List[Dict[str, Any]]]]:
+        """(records by case id, records by input key); a record with no id is found by input
+        only."""
         by_id = {}  # type: Dict[str, Dict[str, Any]]
         anonymous = []  # type: List[Dict[str, Any]]
         for where, record in rows:
             if not isinstance(record, dict):
                 raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
-            if not isinstance(record.get("output"), str):
-                raise ValueError("%s: missing string field 'output'" % where)
-            if record.get("id") is None and not isinstance(record.get("input"), str):
+            problem = _output_problem(record.get("output"))
+            if problem:
+                raise ValueError("%s: %s" % (where, problem))
+            if record.get("id") is None and _input_key(record.get("input")) is None:
                 raise ValueError("%s: needs an 'id' or an 'input' field" % where)
             if record.get("id") is None:
                 anonymous.append(record)
             else:
                 by_id[str(record["id"])] = record
-        by_input = {}  # type: Dict[str, List[Dict[str, Any]]]
+        by_input = {}  # type: Dict[Any, List[Dict[str, Any]]]
         for record in list(by_id.values()) + anonymous:
-            if isinstance(record.get("input"), str):
-                by_input.setdefault(record["input"], []).append(record)
+            key = _input_key(record.get("input"))
+            if key is not None:
+                by_input.setdefault(key, []).append(record)
         return by_id, by_input
 
-    def _by_prompt(self, by_input: Dict[str, List[Dict[str, Any]]], prompt: str) -> Optional[Dict[str, Any]]:
-        matches = by_input.get(prompt) or []
-        outputs = {m["output"] for m in matches}
+    def _by_prompt(self, by_input: Dict[Any, List[Dict[str, Any]]], prompt: Prompt) -> Optional[Dict[str, Any]]:
+        matches = by_input.get(_input_key(prompt)) or []
+        outputs = {json.dumps(m["output"], sort_keys=True) for m in matches}
         if len(outputs) > 1:
             ids = ", ".join(repr(str(m.get("id"))) for m in matches)
             raise LookupError(
@@ -1494,7 +1872,7 @@ class ReplayClient(_Replay):
             )
         return matches[0] if matches else None
 
-    def __call__(self, prompt: str) -> Reply:
+    def __call__(self, prompt: Prompt) -> Reply:
         """Return the recorded output for the running case (or this prompt) as a Reply.
 
         Raises:
@@ -1509,7 +1887,7 @@ class ReplayClient(_Replay):
         if record is None:
             record = self._by_prompt(by_input, prompt)
         if record is None:
-            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _truncate(prompt, 80)
+            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _shown_prompt(prompt)
             raise LookupError(
                 "no recorded output for %s in %s (record one with: python evals.py --record %s)"
                 % (what, self.path, self.path)
@@ -1527,6 +1905,7 @@ _OVERRIDES = frozenset(
         "base_url",
         "api_key",
         "system_prompt",
+        "tools",
         "max_tokens",
         "max_tokens_field",
         "temperature",
@@ -1543,7 +1922,8 @@ _OVERRIDES = frozenset(
 
 
 def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
-    """Build a client: a thread-safe callable ``client(prompt: str) -> Reply``.
+    """Build a client: a thread-safe callable ``client(prompt) -> Reply``, the prompt a str or
+    a conversation (a list of ``{"role", "content"}``); it has ``accepts_conversations = True``.
 
     Args:
         provider: ``"openai"``, ``"anthropic"``, ``"gemini"``, ``"ollama"``,
@@ -1551,7 +1931,9 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             means replay).
         **overrides: take precedence over the environment: ``model`` (str),
             ``base_url`` (str), ``api_key`` (str; otherwise the key variable is
-            read on every call), ``system_prompt`` (str), ``max_tokens`` (int),
+            read on every call), ``system_prompt`` (str), ``tools`` (a list of
+            ``{"name", "description", "parameters"}``, or the path of a JSON file
+            holding one, as EVALS_TOOLS; None for none), ``max_tokens`` (int),
             ``max_tokens_field`` (``"max_tokens"`` or ``"max_completion_tokens"``),
             ``temperature`` (float or None to omit), ``num_ctx`` (int, Ollama),
             ``timeout`` (seconds per attempt), ``max_attempts`` (int),
@@ -1561,8 +1943,9 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             (mapping used instead of ``os.environ``).
 
     Raises:
-        ConfigError: unknown provider (lists the known ones) or an unparseable
-            number.  A missing key is reported on the first call.
+        ConfigError: unknown provider (lists the known ones), an unparseable
+            number or a tools file that is not a list of tools.  A missing key
+            is reported on the first call.
         TypeError: unknown override name.
     """
     return _make_client(provider, overrides, "EVALS_TEMPERATURE")
@@ -1601,6 +1984,7 @@ _ENV_VARS = (
     "EVALS_MODEL",
     "EVALS_BASE_URL",
     "EVALS_SYSTEM_PROMPT",
+    "EVALS_TOOLS",
     "EVALS_MAX_TOKENS",
     "EVALS_MAX_TOKENS_FIELD",
     "EVALS_TEMPERATURE",
@@ -1645,22 +2029,27 @@ def _env_client() -> Callable[[str], Reply]:
     return _cached(_clients, _ENV_VARS, _announced(make_client, "ask"))
 
 
-def ask(prompt: str) -> Reply:
-    """Answer ``prompt`` (str) with the model configured in the environment.
+def ask(prompt: Prompt) -> Reply:
+    """Answer ``prompt`` (a str, or a conversation: a list of ``{"role": "system" | "user" |
+    "assistant", "content": str}``) with the model configured in the environment.
 
     This is what ``python evals.py`` calls, once per case, possibly from
     several threads at once.  With ``EVALS_PROVIDER`` unset it replays
     ``recordings.jsonl`` (or ``EVALS_RECORDINGS``) offline.
 
     Returns:
-        Reply: the answer (a ``str``) with ``usage``, ``model``,
-        ``finish_reason``, ``attempts``, ``reasoning`` and ``sent`` attributes.
+        Reply: the answer (a ``str``: its text part) with ``tool_calls``,
+        ``finish_reason``, ``finish_reason_raw``, ``usage``, ``model``,
+        ``attempts``, ``reasoning`` and ``sent`` attributes.
 
     Raises:
         ConfigError, ProviderError, LookupError, ValueError, FileNotFoundError:
         see the module docstring.
     """
     return _env_client()(prompt)
+
+
+ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
 
 
 # --------------------------------------------------------------------------
@@ -1749,7 +2138,8 @@ def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tup
 
 
 def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
-    """Build a judge client ``judge(prompt) -> Reply`` (temperature 0, no system prompt).
+    """Build a judge client ``judge(prompt) -> Reply`` (temperature 0, no system prompt, no
+    tools).
 
     provider None reads ``EVALS_JUDGE_PROVIDER``, then ``EVALS_PROVIDER``;
     none (or ``replay``) replays ``EVALS_JUDGE_RECORDINGS`` (default
@@ -1768,6 +2158,7 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     overrides.setdefault("model", model)
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
+    overrides.setdefault("tools", None)  # the judge grades; it is offered no tools
     return _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
 
 
@@ -1827,18 +2218,27 @@ _capture_warned = []  # type: List[bool]
 
 
 def _capture_input(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    for value in args:
+    """The call's input: its first str or conversation argument, else such a keyword, else
+    all the arguments as JSON."""
+    def usable(value: Any) -> Any:
         if isinstance(value, str):
             return str(value)
-    for name in ("prompt", "input", "message", "text", "question"):
-        if isinstance(kwargs.get(name), str):
-            return str(kwargs[name])
+        if _is_conversation(value):
+            return [{"role": m["role"], "content": str(m["content"])} for m in value]
+        return None
+
+    for value in list(args) + [kwargs.get(name) for name in (
+            "prompt", "input", "message", "messages", "text", "question")]:
+        found = usable(value)
+        if found is not None:
+            return found
     return json.loads(json.dumps({"args": list(args), "kwargs": kwargs}, default=repr))
 
 
 def _capture_output(result: Any) -> Any:
+    """The call's output: a str, a Reply as :func:`reply_dict` has it, or the value as JSON."""
     if result is None or isinstance(result, str):
-        return None if result is None else str(result)
+        return None if result is None else reply_dict(result)
     return json.loads(json.dumps(result, default=repr))
 
 
@@ -1923,9 +2323,10 @@ def capture(
     Each call appends ``{"ts", "input", "output", "tags", "context",
     "latency_s", "error"}`` as one JSON line to ``path`` (default
     ``.evals/captures.jsonl``), written with a single O_APPEND write under a
-    lock, so lines from many threads never interleave.  ``input`` is the
-    first string argument (else ``prompt=``/``input=``/... keyword, else the
-    arguments as JSON); ``output`` the return value.  A call that raises is
+    lock, so lines from many threads never interleave.  ``input`` is the first
+    str or conversation argument (else ``prompt=``/``messages=``/... keyword,
+    else the arguments as JSON); ``output`` the return value (a Reply as
+    :func:`reply_dict` has it).  A call that raises is
     logged with ``error`` ("Type: message") and the exception is re-raised.
 
     tags: list of strings kept with each call.  context: a dict, or a
@@ -2056,6 +2457,32 @@ def _capture_text(value: Any) -> Optional[str]:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _case_input(value: Any) -> Any:
+    """A captured input as a case's input: a conversation stays a list of messages; anything
+    else is its text (None when only a hash was stored)."""
+    return [dict(m) for m in value] if _is_conversation(value) else _capture_text(value)
+
+
+def _shown_text(value: Any) -> Optional[str]:
+    """A captured input or output as a reviewer reads it: a conversation a message a line
+    ("user: ..."), a whole reply its text then its tool calls and finish reason."""
+    if _is_conversation(value):
+        return "\n".join("%s: %s" % (m["role"], m["content"]) for m in value)
+    if isinstance(value, dict) and isinstance(value.get("text"), str) and "tool_calls" in value:
+        lines = [value["text"]] + ["tool call: %s %s" % (call.get("name"), json.dumps(
+            call.get("arguments"), ensure_ascii=False)) for call in value.get("tool_calls") or []
+            if isinstance(call, dict)]
+        if value.get("finish_reason"):
+            lines.append("finish reason: %s" % value["finish_reason"])
+        return "\n".join(lines)
+    return _capture_text(value)
+
+
+def _id_words(value: Any) -> str:
+    """The text a case id is suggested from: a conversation's last message, else the text."""
+    return value[-1]["content"] if _is_conversation(value) else (_capture_text(value) or "")
+
+
 def _drafted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -> Any:
     """A case from the reviewer's answers (dict), or None when nothing is to be checked."""
     def phrases(answer: str) -> List[str]:
@@ -2076,7 +2503,7 @@ def _drafted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) 
         return None
     suggestion = _suggest_id(text, cases_path)
     case = {"id": _ask(stdout, f"case id [{suggestion}]: ").strip() or suggestion,
-            "input": text, "checks": [{"type": "judge", **check}],
+            "input": _case_input(row.get("input")), "checks": [{"type": "judge", **check}],
             "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
                            "wrong." + (f" Correction: {correction}" if correction else ""),
             "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"]}
@@ -2090,7 +2517,7 @@ def _pasted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -
     """A case pasted as JSON, lines up to an empty one (dict), or None when it is invalid."""
     import evals
 
-    draft = {"id": _suggest_id(text, cases_path), "input": text,
+    draft = {"id": _suggest_id(text, cases_path), "input": _case_input(row.get("input")),
              "checks": [{"type": "judge", "rubric": "What a correct answer says."}]}
     stdout.write("Paste the case as JSON (it may span lines; end it with an empty line). A "
                  "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n")
@@ -2126,12 +2553,12 @@ def _show_capture(number: int, total: int, row: Dict[str, Any], stdout: Any) -> 
         details.append("tags: " + ", ".join(str(t) for t in row["tags"]))
     stdout.write(f"\n--- capture {number} of {total}"
                  + (f" ({'; '.join(details)})" if details else "") + " ---\n")
-    stdout.write("input:\n  " + shown(_capture_text(row.get("input")),
+    stdout.write("input:\n  " + shown(_shown_text(row.get("input")),
                                        "(not stored: store_text=False)") + "\n")
     if row.get("error"):
         stdout.write(f"error: {evals._visible(row['error'])}\n")
     else:
-        stdout.write("output:\n  " + shown(_capture_text(row.get("output")), "(not stored)")
+        stdout.write("output:\n  " + shown(_shown_text(row.get("output")), "(not stored)")
                      + "\n")
     if row.get("context"):
         stdout.write("context: " + evals._visible(json.dumps(row["context"], ensure_ascii=False))
@@ -2142,7 +2569,7 @@ def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
     """Review one capture: "added" or "skipped"; raises _EndOfInput (and on [q]uit)."""
     import evals
 
-    text = _capture_text(row.get("input"))
+    text = _id_words(row.get("input")) if _capture_text(row.get("input")) is not None else None
     while True:
         choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ").strip().lower()
         if choice in ("q", "quit"):

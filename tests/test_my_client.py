@@ -263,24 +263,34 @@ class OpenAITests(LoopbackCase):
         self.server.add(response)
         self.assertIn("no text content", str(self.assertFails(self.client())))
 
-    def test_refusal(self):
+    def test_refusal_is_an_answer(self):
+        """A structured refusal (message.refusal, content null) is the model's answer: its
+        refusal message, finish_reason "refusal"
+        (https://platform.openai.com/docs/guides/structured-outputs#refusals)."""
         response = openai_ok()
         response["json"]["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
         self.server.add(response)
-        error = self.assertFails(self.client())
-        self.assertIn("refused", str(error))
-        self.assertIn("I can't help with that.", str(error))
+        reply = self.client()("hi")
+        self.assertEqual(reply, "I can't help with that.")
+        self.assertEqual((reply.finish_reason, reply.finish_reason_raw, reply.tool_calls),
+                         ("refusal", "stop", []))
 
-    def test_finish_reason_length(self):
+    def test_finish_reason_length_is_the_partial_answer(self):
         self.server.add(openai_ok("partial answ", finish="length"))
-        error = self.assertFails(self.client())
-        self.assertEqual(
-            str(error), "openai: answer truncated at max_tokens (finish_reason 'length'); raise EVALS_MAX_TOKENS"
-        )
+        reply = self.client()("hi")
+        self.assertEqual((reply, reply.finish_reason, reply.finish_reason_raw),
+                         ("partial answ", "length", "length"))
 
-    def test_content_filter(self):
+    def test_content_filter_is_an_answer(self):
         self.server.add(openai_ok("", finish="content_filter"))
-        self.assertIn("content filter", str(self.assertFails(self.client())))
+        reply = self.client()("hi")
+        self.assertEqual((reply, reply.finish_reason), ("", "content_filter"))
+        response = openai_ok()
+        response["json"]["choices"][0]["message"]["content"] = None
+        response["json"]["choices"][0]["finish_reason"] = "content_filter"
+        self.server.add(response)
+        reply = self.client()("hi")
+        self.assertEqual((reply, reply.finish_reason), ("", "content_filter"))
 
     def test_401_fails_fast_with_provider_message_and_no_key(self):
         message = "Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys." % KEY
@@ -467,7 +477,8 @@ class AnthropicTests(LoopbackCase):
         self.assertEqual(reply, "Hi there")
         self.assertEqual(reply.usage, {"input_tokens": 20, "output_tokens": 5})
         self.assertEqual(reply.model, "claude-haiku-4-5-20251001")
-        self.assertEqual(reply.finish_reason, "end_turn")
+        self.assertEqual((reply.finish_reason, reply.finish_reason_raw), ("stop", "end_turn"))
+        self.assertEqual(reply.tool_calls, [])
         self.assertEqual(reply.attempts, 1)
         (request,) = self.server.requests
         self.assertEqual(request["path"], "/v1/messages")
@@ -494,25 +505,45 @@ class AnthropicTests(LoopbackCase):
         self.assertEqual(reply.attempts, 2)
         self.assertEqual(len(self.sleeps), 1)
 
-    def test_refusal(self):
+    def test_refusal_is_an_answer(self):
+        """stop_reason "refusal" (https://docs.anthropic.com/en/api/messages): the text there
+        is, here none, with finish_reason "refusal"; with no content block at all too."""
         self.server.add(anthropic_ok("", stop="refusal"))
-        self.assertIn("stop_reason 'refusal'", str(self.assertFails(self.client("anthropic"))))
+        reply = self.client("anthropic")("hi")
+        self.assertEqual((reply, reply.finish_reason, reply.finish_reason_raw),
+                         ("", "refusal", "refusal"))
+        response = anthropic_ok(stop="refusal")
+        response["json"]["content"] = []
+        self.server.add(response)
+        self.assertEqual(self.client("anthropic")("hi").finish_reason, "refusal")
 
-    def test_max_tokens_truncation(self):
+    def test_max_tokens_truncation_is_the_partial_answer(self):
         self.server.add(anthropic_ok("partial", stop="max_tokens"))
-        error = self.assertFails(self.client("anthropic", max_tokens=5))
-        self.assertIn("truncated", str(error))
-        self.assertIn("EVALS_MAX_TOKENS", str(error))
+        reply = self.client("anthropic", max_tokens=5)("hi")
+        self.assertEqual((reply, reply.finish_reason, reply.finish_reason_raw),
+                         ("partial", "length", "max_tokens"))
         self.assertEqual(self.server.requests[0]["json"]["max_tokens"], 5)
 
+    def test_pause_turn_is_an_error(self):
+        self.server.add(anthropic_ok("Searching", stop="pause_turn"))
+        error = str(self.assertFails(self.client("anthropic")))
+        self.assertIn("stop_reason 'pause_turn'", error)
+        self.assertNotIn("Searching", error)
+
     def test_no_text_block_is_no_answer_and_an_empty_one_is_an_empty_answer(self):
-        """No text block at all (none, or only a tool call) is not an answer: an error. An
-        empty text block is the model saying nothing: an answer, which evals scores."""
-        for content in ([], [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]):
-            response = anthropic_ok()
-            response["json"]["content"] = content
-            self.server.add(response)
-            self.assertIn("no text content", str(self.assertFails(self.client("anthropic"))))
+        """No block at all is not an answer: an error.  Only a tool call is an answer with no
+        text.  An empty text block is the model saying nothing: an answer, which evals
+        scores."""
+        response = anthropic_ok()
+        response["json"]["content"] = []
+        self.server.add(response)
+        self.assertIn("no text content", str(self.assertFails(self.client("anthropic"))))
+        response = anthropic_ok(stop="tool_use")
+        response["json"]["content"] = [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]
+        self.server.add(response)
+        reply = self.client("anthropic")("hi")
+        self.assertEqual((reply, reply.tool_calls, reply.finish_reason),
+                         ("", [{"name": "f", "arguments": {}}], "tool_calls"))
         response = anthropic_ok()
         response["json"]["content"] = [{"type": "text", "text": ""}]
         self.server.add(response)
@@ -534,7 +565,7 @@ class GeminiTests(LoopbackCase):
         self.assertEqual(reply, "Bonjour")  # the thought part is skipped
         self.assertEqual(reply.usage, {"input_tokens": 7, "output_tokens": 12})
         self.assertEqual(reply.model, "gemini-2.5-flash")
-        self.assertEqual(reply.finish_reason, "STOP")
+        self.assertEqual((reply.finish_reason, reply.finish_reason_raw), ("stop", "STOP"))
         (request,) = self.server.requests
         self.assertEqual(request["path"], "/v1/models/gemini-test:generateContent")
         self.assertEqual(request["headers"]["x-goog-api-key"], GEMINI_KEY)
@@ -564,13 +595,21 @@ class GeminiTests(LoopbackCase):
         self.server.add({"status": 200, "json": {"promptFeedback": {"blockReason": "SAFETY"}}})
         self.assertIn("prompt blocked", str(self.assertFails(self.client("gemini"))))
 
-    def test_safety_finish(self):
+    def test_safety_finish_is_a_filtered_answer(self):
         self.server.add(gemini_ok("", finish="SAFETY"))
-        self.assertIn("finishReason 'SAFETY'", str(self.assertFails(self.client("gemini"))))
+        reply = self.client("gemini")("hi")
+        self.assertEqual((reply, reply.finish_reason, reply.finish_reason_raw),
+                         ("", "content_filter", "SAFETY"))
+        response = gemini_ok(finish="PROHIBITED_CONTENT")
+        del response["json"]["candidates"][0]["content"]  # a blocked candidate has none
+        self.server.add(response)
+        self.assertEqual(self.client("gemini")("hi").finish_reason, "content_filter")
 
-    def test_max_tokens_truncation(self):
+    def test_max_tokens_truncation_is_the_partial_answer(self):
         self.server.add(gemini_ok("part", finish="MAX_TOKENS"))
-        self.assertIn("truncated", str(self.assertFails(self.client("gemini"))))
+        reply = self.client("gemini")("hi")
+        self.assertEqual((reply, reply.finish_reason, reply.finish_reason_raw),
+                         ("part", "length", "MAX_TOKENS"))
 
     def test_empty_candidates(self):
         self.server.add({"status": 200, "json": {"candidates": []}})
