@@ -56,7 +56,7 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
     # runner
-    "current_case", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
+    "current_case", "current_attempt", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
     "BudgetExceeded", "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
     "load_outputs", "replay_client",
     # outcomes, baseline, records, history
@@ -175,6 +175,16 @@ def current_case():
     return _CURRENT_CASE.get()
 
 
+_CURRENT_ATTEMPT = contextvars.ContextVar("evals_current_attempt", default=None)
+
+
+def current_attempt():
+    """The 0-based repeat index (int) of the call being made in the calling thread (--repeat
+    3: 0, 1, 2; None outside a run), for an adapter that keeps one answer per repeat (my_client's
+    cache of live calls)."""
+    return _CURRENT_ATTEMPT.get()
+
+
 def case_status(checks):
     """A case's status from its check dicts: "error" if one could not be scored, else "fail"
     if one failed, else "review" if a judge was unsure, else "pass" (skipped ones count not)."""
@@ -257,14 +267,16 @@ def load_callable(spec, option="--client"):
     return func
 
 
-def _call(func, case):
-    """func() with current_case() set to `case`: ("output", value) or ("error", exc)."""
-    token = _CURRENT_CASE.set(case)
+def _call(func, case, attempt=None):
+    """func() with current_case() set to `case` and current_attempt() to `attempt`: ("output",
+    value) or ("error", exc)."""
+    token, attempt_token = _CURRENT_CASE.set(case), _CURRENT_ATTEMPT.set(attempt)
     try:
         return "output", func()
     except BaseException as exc:  # noqa: B902 - reported as the case's error
         return "error", exc
     finally:
+        _CURRENT_ATTEMPT.reset(attempt_token)
         _CURRENT_CASE.reset(token)
 
 
@@ -275,8 +287,8 @@ def _start_caller():
     jobs, answers = queue.Queue(), queue.Queue()
 
     def serve():
-        for func, case in iter(jobs.get, None):
-            answers.put(_call(func, case))
+        for func, case, attempt in iter(jobs.get, None):
+            answers.put(_call(func, case, attempt))
 
     threading.Thread(target=serve, name="evals-caller", daemon=True).start()
     return jobs, answers
@@ -295,13 +307,13 @@ def _release_caller():
 
 def _within(func, timeout, case=None):
     """func() for `case` within `timeout` s (None: no limit), or TimeoutError.abandoned."""
-    case = case or current_case()
+    case, attempt = case or current_case(), current_attempt()
     if timeout is None:
-        kind, value = _call(func, case)
+        kind, value = _call(func, case, attempt)
     else:
         jobs, answers = getattr(_CALLERS, "caller", None) or _start_caller()
         _CALLERS.caller = None  # a caller whose call times out is not used again
-        jobs.put((func, case))
+        jobs.put((func, case, attempt))
         try:
             kind, value = answers.get(timeout=timeout)
         except queue.Empty:
@@ -1865,7 +1877,9 @@ class RunOptions:
     """How cases are run: concurrency, calls in flight (threads); timeout, seconds per call or
     None; repeat, calls per case; min_pass, passing calls a case needs (default: a majority of
     repeat); rate_limit, calls started per second or None; budget, a Budget or None; prices,
-    the price table (default PRICES); judge, the callable for `judge` checks or None."""
+    the price table (default PRICES); judge, the callable for `judge` checks or None. A run
+    counts its replies (str returned) in `replies`, and in `cached` those with `cached` True
+    (an adapter's cache answered them)."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
                  budget=None, prices=None, judge=None):
@@ -1873,6 +1887,14 @@ class RunOptions:
             concurrency, timeout, repeat, min_pass)
         self.rate_limit, self.budget, self.prices, self.judge = rate_limit, budget, prices, judge
         self.refused = None  # set when the provider refuses the key: no more calls are made
+        self.replies = self.cached = 0
+        self._counting = threading.Lock()
+
+    def count_reply(self, reply):
+        """Count a reply of the client (a str), and whether its `cached` attribute is True."""
+        with self._counting:
+            self.replies += 1
+            self.cached += bool(_attribute(reply, "cached", bool))
 
     @property
     def needed(self):
@@ -1998,6 +2020,7 @@ def _attempt(case, call_model, options, limiter):
         if not isinstance(output, str):
             return CaseResult(case.id, "error", latency_s=latency,
                               error=f"the client returned {type(output).__name__}, expected str")
+        options.count_reply(output)
         replayed = getattr(call_model, "model", None) == "replay" or bool(
             _attribute(output, "replayed", bool))
         if replayed:
@@ -2053,12 +2076,15 @@ def run_case(case, call_model, options=None, limiter=None):
     str subclass's `usage` ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
     attempts = []
-    for _ in range(options.repeat):
+    for index in range(options.repeat):
+        token = _CURRENT_ATTEMPT.set(index)  # current_attempt(), for the client and the judge
         try:
             attempts.append(_attempt(case, call_model, options, limiter))
         except BudgetExceeded as exc:
             attempts.append(CaseResult(case.id, "error", error=_describe_error(exc)))
             break
+        finally:
+            _CURRENT_ATTEMPT.reset(token)
     return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
 
 
@@ -2081,6 +2107,7 @@ def each_result(cases, call_model, options=None, on_result=None):
     KeyboardInterrupt while it waits."""
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
+    options.replies = options.cached = 0
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     stop = threading.Event()
     if options.concurrency <= 1:
@@ -3529,6 +3556,14 @@ _OPTIONS = {
                      "estimated cost would pass this many dollars; cases not called are errors"),
     "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
                      "million tokens, added to the built-in table"),
+    "--cache": dict(action="store_true", help="answer each call made before with the same "
+                    "request (model, parameters, input, repeat index) from the cache of live "
+                    "calls, without calling the model, and keep every new answer there (also "
+                    "EVALS_CACHE=1). evals tells the client by setting EVALS_CACHE before "
+                    "loading it; my_client keeps the cache in $EVALS_CACHE_PATH or "
+                    ".evals/cache.sqlite; `python my_client.py cache --clear` empties it"),
+    "--no-cache": dict(action="store_true", help="call the model for every case, even with "
+                       "EVALS_CACHE=1"),
     "--judge": dict(metavar="MODULE:FUNCTION",
                     help="callable str -> str that answers the prompts of `judge` checks"),
     "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
@@ -3621,7 +3656,7 @@ def main(argv=None, stdout=None, stderr=None):
         except SystemExit as exc:  # --help, --version or a usage error, already printed
             return EXIT_OK if exc.code == 0 else EXIT_INVALID
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
             return _COMMANDS[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -3657,6 +3692,20 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _environ_kept(name):
+    """The environment variable `name` as it was before, whatever the command set it to (a
+    run tells the client through it; main() called from Python must not leave it changed)."""
+    before = os.environ.get(name)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -3742,6 +3791,7 @@ def _run_command(args, stdout, stderr):
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
+    cache = _use_cache(args)
     if args.rescore:
         client_name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore), args.rescore)
@@ -3770,8 +3820,38 @@ def _run_command(args, stdout, stderr):
         stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
-    _finish_run(args, record, selected, judge_only, baseline, stdout, stderr)
+    if cache:
+        record["summary"]["cached"] = options.cached
+    _finish_run(args, record, selected, judge_only, baseline, stdout, stderr,
+                _cache_note(options) if cache else "")
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+# EVALS_CACHE's words (my_client reads the same), and my_client's cache file when
+# EVALS_CACHE_PATH does not name one.
+_CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
+                **dict.fromkeys(("", "0", "false", "no", "off"), False)}
+_CACHE_FILE = os.path.join(".evals", "cache.sqlite")
+
+
+def _use_cache(args):
+    """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
+    EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
+    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client."""
+    raw = os.environ.get("EVALS_CACHE", "").strip().lower()
+    if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
+        raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
+    on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
+    os.environ["EVALS_CACHE"] = "1" if on else "0"
+    return on and not args.rescore
+
+
+def _cache_note(options):
+    """The line after the summary of a run that used the cache."""
+    path = os.environ.get("EVALS_CACHE_PATH") or _CACHE_FILE
+    replies = "reply" if options.replies == 1 else "replies"
+    return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
+            "--no-cache calls the model\n")
 
 
 def _until_stopped(results, stopped):
@@ -3807,7 +3887,7 @@ def _refuse_contradictions(args):
     if args.accept and (args.no_save or args.out):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
     for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs")):
+                          ("record", "omit_outputs"), ("cache", "no_cache"), ("rescore", "cache")):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
@@ -3890,9 +3970,10 @@ def _with_progress(cases, call_model, options, quiet, stream):
             stream.flush()
 
 
-def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr):
-    """Summary, recordings, the record, the history and the reports of a finished run. The
-    record is written before the history, so the history never holds a run that was lost."""
+def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, note=""):
+    """Summary (and `note`, a line after it), recordings, the record, the history and the
+    reports of a finished run. The record is written before the history, so the history never
+    holds a run that was lost."""
     history = not (args.no_history or args.no_save)
     if history:
         ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
@@ -3900,7 +3981,7 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr):
             path, list(ran), current=ran))
         if flaky is not None:
             record["summary"]["flaky_history"] = flaky
-    stdout.write(format_summary(record, args.quiet))
+    stdout.write(format_summary(record, args.quiet) + note)
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
@@ -4149,7 +4230,7 @@ _COMMANDS = {
              "selection": ("--tag", "--id", "--failed", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
                              "--rate-limit", "--repeat", "--min-pass", "--budget", "--prices",
-                             "--judge", "--no-judge"),
+                             "--cache", "--no-cache", "--judge", "--no-judge"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
     "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
               "record and one diff, as if the suite had run in one job. Every case of the case "

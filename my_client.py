@@ -94,6 +94,12 @@ call and are never printed, logged or put into an exception message):
 ``EVALS_MAX_ATTEMPTS``  HTTP attempts per prompt, default 4 (1 = no retry).
 ``EVALS_MAX_RETRY_WAIT`` seconds, default 60: total time slept between
                         attempts for one prompt.
+``EVALS_CACHE``         ``1`` keeps each live reply in a cache and answers a
+                        call already made from it, with no request; ``0`` or
+                        unset: off.  ``python evals.py --cache`` / ``--no-cache``
+                        set it.  See "Cache" below.
+``EVALS_CACHE_PATH``    the cache, SQLite; default ``.evals/cache.sqlite``
+                        (relative to the current directory).
 ======================  ======================================================
 
 Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
@@ -113,7 +119,9 @@ called tools), with extra attributes:
   ``None`` when the provider reported no usage (and for replay).
 * ``model``: the model that answered, as reported by the provider (falls back
   to the requested model; ``"replay"`` for recorded outputs).
-* ``attempts``: HTTP attempts made (0 for replay).
+* ``attempts``: HTTP attempts made (0 for replay and for a cached reply).
+* ``cached``: True when the reply came from the cache (``replayed`` is True
+  too: it took no model time), else False.
 * ``reasoning``: the model's thinking, taken out of the answer (a leading
   ``<think>...</think>`` block, or the provider's own field), or ``None``.
   The string is the answer without it: that is what checks score.
@@ -212,6 +220,22 @@ its own connection.  ``close_connections()`` closes the calling thread's.
 
 Thread safety: clients keep no mutable state per call; the replay file is
 loaded once under a lock.  ``ask`` may be called from many threads.
+
+Cache (``EVALS_CACHE=1``, or ``python evals.py --cache``): each answer of a
+live client is kept in ``EVALS_CACHE_PATH``, keyed by a sha256 of the
+provider, the request URL (without a user, password or key-like query
+parameter), the JSON body as configured (model, messages and system prompt,
+temperature, token cap, tools, ``num_ctx``) and the repeat index of the call
+(``evals.current_attempt()``, 0 outside a run): ``--repeat 3`` keeps three
+replies per case.  A call whose key is there returns that reply, with its
+usage (so a run's cost is reported as it was), ``cached`` and ``replayed``
+True and ``attempts`` 0, and makes no request and needs no key.  Errors are
+never kept; every answer is, an empty one included.  SQLite in WAL mode with
+a 30 s busy timeout: runs at once share it.  A cache that cannot be read or
+written is said once on stderr, and the model is called.  The judge's client
+does not use it (evals keeps judge verdicts in ``.evals/judge_cache.jsonl``).
+``python my_client.py cache`` prints how many replies it holds and where;
+``python my_client.py cache --clear`` empties it.
 
 Judge (``python evals.py --judge my_client:judge``): ``judge(prompt) -> Reply``
 answers the prompts of ``judge`` checks with the same providers, at
@@ -367,6 +391,8 @@ class Reply(str):
         attempts (int): HTTP attempts made (0 for a replayed output).
         replayed (bool): a recorded answer, which took no model time (evals leaves it out
             of latency).
+        cached (bool): the answer came from the cache of live calls (EVALS_CACHE), not from
+            the model; ``replayed`` is True too.
         reasoning (str or None): the model's thinking, taken out of the answer: a leading
             ``<think>...</think>`` block of the text, or the provider's own field for it
             (``reasoning`` / ``reasoning_content``, Anthropic ``thinking`` blocks, Gemini
@@ -392,9 +418,11 @@ class Reply(str):
         sent: Optional[Dict[str, Any]] = None,
         tool_calls: Optional[List[Dict[str, Any]]] = None,
         finish_reason_raw: Optional[str] = None,
+        cached: bool = False,
     ) -> "Reply":
         obj = super().__new__(cls, text)
         obj.replayed = replayed
+        obj.cached = cached
         obj.usage = usage
         obj.model = model
         obj.finish_reason = finish_reason
@@ -1624,6 +1652,7 @@ class Client:
     """
 
     accepts_conversations = True  # a prompt may be a list of messages (evals reads this)
+    uses_cache = True  # with EVALS_CACHE on; a judge's client has evals' judge cache instead
 
     def __init__(
         self,
@@ -1644,7 +1673,9 @@ class Client:
         and return the answer as a :class:`Reply`.
 
         A default the model refuses (see :func:`_refusal`) costs one more
-        request: the call is made again without it.
+        request: the call is made again without it.  With EVALS_CACHE on, a
+        reply kept in the cache is returned without a request (see
+        :func:`_from_cache`), and each answer is kept there.
 
         Raises:
             ConfigError: the provider needs a key and none is set.
@@ -1654,6 +1685,9 @@ class Client:
             TypeError: a prompt that is neither a str nor a conversation.
         """
         s = self.settings
+        slot, cached = _from_cache(self, prompt)
+        if cached is not None:
+            return cached
         key = _read_key(s)
         build, parse = _ADAPTERS[s.provider]
         # The module's sleep / rand are looked up per call, so tests can patch them.
@@ -1675,10 +1709,215 @@ class Client:
                 _adapt(s, *refusal)
                 spent = error.attempts
         text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
-        return Reply(text, usage=parsed.usage, model=parsed.model or s.model,
-                     finish_reason=parsed.finish_reason, attempts=spent + attempts,
-                     reasoning=reasoning, sent=request.sent, tool_calls=parsed.tool_calls,
-                     finish_reason_raw=parsed.finish_reason_raw)
+        return _into_cache(slot, Reply(
+            text, usage=parsed.usage, model=parsed.model or s.model,
+            finish_reason=parsed.finish_reason, attempts=spent + attempts, reasoning=reasoning,
+            sent=request.sent, tool_calls=parsed.tool_calls,
+            finish_reason_raw=parsed.finish_reason_raw))
+
+
+# --------------------------------------------------------------------------
+# Cache of live calls
+# --------------------------------------------------------------------------
+
+# Re-running a suite after editing only a check should not call the model again: with the cache
+# on (EVALS_CACHE=1; ``python evals.py --cache`` sets it) each reply of a live client is kept in
+# a SQLite file, keyed by everything that decides it, and a call whose key is there makes no
+# request.  One reply is kept per repeat of a case (evals' ``current_attempt()``), so
+# ``--repeat 3`` still samples three answers, and re-samples none of them next run.
+
+DEFAULT_CACHE = os.path.join(".evals", "cache.sqlite")
+# Part of every key: a change to what is keyed or stored misses the entries written before it.
+_CACHE_FORMAT = "evals-cache-1"
+_CACHE_ON = ("1", "true", "yes", "on")
+_CACHE_OFF = ("", "0", "false", "no", "off")
+_CACHE_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, provider TEXT NOT NULL, "
+    "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)")
+# Query parameters that may hold a credential: left out of the key, so a new key still hits.
+_SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
+_cache_threads = threading.local()  # each thread's open connections, by absolute path
+_cache_warned = set()  # type: set
+_cache_lock = threading.Lock()
+
+
+def cache_on(env: Mapping[str, str]) -> bool:
+    """Whether ``EVALS_CACHE`` in ``env`` turns the cache on (``1``, ``true``, ``yes``,
+    ``on``) or off (unset, empty, ``0``, ``false``, ``no``, ``off``); ConfigError otherwise."""
+    raw = (env.get("EVALS_CACHE") or "").strip().lower()
+    if raw not in _CACHE_ON + _CACHE_OFF:
+        raise ConfigError("EVALS_CACHE must be 1 (on) or 0 (off), got %r" % raw)
+    return raw in _CACHE_ON
+
+
+def cache_path(env: Mapping[str, str]) -> str:
+    """The cache file: ``EVALS_CACHE_PATH``, default ``.evals/cache.sqlite`` (relative to the
+    current folder)."""
+    return env.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
+
+
+def _current_attempt() -> int:
+    """The repeat index of the call the harness is making (``evals.current_attempt()``), 0
+    outside a run.  ``__main__`` is asked too, as in :func:`_current_case`: when the harness
+    runs as ``python evals.py`` that is where its context variable lives."""
+    for module in (sys.modules.get("evals"), sys.modules.get("__main__")):
+        getter = getattr(module, "current_attempt", None)
+        attempt = getter() if callable(getter) else None
+        if isinstance(attempt, int):
+            return attempt
+    return 0
+
+
+def _cache_key(provider: str, request: Request, attempt: int) -> str:
+    """sha256 hex of what decides a reply: the provider, the URL (without a user, a password or a
+    query parameter that may hold a key), the JSON body with sorted keys (model, messages with
+    the system prompt, temperature, token cap, tools, Ollama's num_ctx) and the repeat index.
+    Headers are left out: they hold the key and, besides it, only constants."""
+    parts = urllib.parse.urlsplit(request.url)
+    query = [(name, value) for name, value in urllib.parse.parse_qsl(parts.query, True)
+             if not _SECRET_PARAMS.search(name)]
+    url = parts._replace(netloc=parts.netloc.rpartition("@")[2],
+                         query=urllib.parse.urlencode(query)).geturl()
+    text = json.dumps([_CACHE_FORMAT, provider, url, request.body, attempt], sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cache_db(path: str) -> Any:
+    """The calling thread's connection to the cache at ``path``, created if missing: readable by
+    its owner only (it holds model answers), in WAL mode like evals' history, so that runs
+    at once read while another writes and wait (30 s at most) for each other's writes."""
+    import sqlite3
+
+    path = os.path.abspath(path)
+    connections = _cache_threads.__dict__.setdefault("connections", {})
+    connection = connections.get(path)
+    if connection is not None and os.path.exists(path):
+        return connection
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    # Two processes creating the file at once can be told "locked" while one switches it to
+    # WAL, which the busy timeout does not cover: that step is tried again for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(_CACHE_SCHEMA)
+            break
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    connections[path] = connection
+    return connection
+
+
+def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
+    """Say once per file that the cache could not be used: a cache is never a reason for a call
+    to fail, only to cost what it would have cost without one."""
+    with _cache_lock:
+        if path in _cache_warned:
+            return
+        _cache_warned.add(path)
+    sys.stderr.write("my_client: warning: cache %s not %s (%s: %s); the model is called as without "
+                     "one\n" % (path, done, type(exc).__name__, _one_line(exc)))
+    sys.stderr.flush()
+
+
+def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
+    """(where to keep the reply: (path, key, provider, repeat index), the cached reply or None);
+    (None, None) when the cache is off for ``client`` (a judge's client, or EVALS_CACHE off in
+    its environment).
+
+    The key is that of the request as configured, before any default the model refused is
+    dropped (see :func:`_refusal`): a new process builds that request first, so its calls hit.
+    A cached reply has ``cached`` and ``replayed`` True (it took no model time), its usage,
+    model, finish reason, tool calls, reasoning and ``sent`` as they were, and ``attempts`` 0.
+    """
+    s = client.settings
+    if not (client.uses_cache and cache_on(s.env)):
+        return None, None
+    import sqlite3
+
+    attempt = _current_attempt()
+    request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
+    slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
+    try:
+        row = _cache_db(slot[0]).execute("SELECT reply FROM replies WHERE key = ?",
+                                         (slot[1],)).fetchone()
+        if row is None:
+            return slot, None
+        data = json.loads(row[0])
+        return slot, Reply(data["text"], usage=data.get("usage"), model=data.get("model") or "",
+                           finish_reason=data.get("finish_reason"), replayed=True,
+                           reasoning=data.get("reasoning"), sent=data.get("sent"),
+                           tool_calls=data.get("tool_calls"),
+                           finish_reason_raw=data.get("finish_reason_raw"), cached=True)
+    except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
+        _cache_trouble(slot[0], "read", exc)
+        return slot, None
+
+
+def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
+    """Keep ``reply`` in the cache at ``slot`` (from :func:`_from_cache`; None: the cache is off)
+    and return it.  Only answers get here, an empty one included: an error raises before."""
+    if slot is None:
+        return reply
+    import sqlite3
+
+    data = {"text": str(reply), "tool_calls": reply.tool_calls, "usage": reply.usage,
+            "finish_reason": reply.finish_reason, "finish_reason_raw": reply.finish_reason_raw,
+            "model": reply.model, "sent": reply.sent, "reasoning": reply.reasoning}
+    created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    try:
+        # One statement, so one transaction: a run at once sees the reply whole or not at all.
+        _cache_db(slot[0]).execute(
+            "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)", (slot[1], slot[2], reply.model, slot[3],
+                                          json.dumps(data), created))
+    except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
+        _cache_trouble(slot[0], "written", exc)
+    return reply
+
+
+def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: Any = None) -> int:
+    """``python my_client.py cache [--clear] [--path FILE]``: how many replies the cache of
+    live calls holds, and where; ``--clear`` empties it.  Returns the exit code: 0, or 2 for a
+    file that is not such a cache."""
+    import argparse
+    import sqlite3
+
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    parser = argparse.ArgumentParser(
+        prog="my_client.py cache",
+        description="Show how many replies the cache of live calls holds (python evals.py "
+                    "--cache, or EVALS_CACHE=1), or empty it. Emptying it is safe while a run "
+                    "uses it: that run's replies from then on are kept again.")
+    parser.add_argument("--clear", action="store_true", help="delete every cached reply")
+    parser.add_argument("--path", default=cache_path(os.environ), metavar="FILE",
+                        help="the cache (default: $EVALS_CACHE_PATH or %s)" % DEFAULT_CACHE)
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.path):
+        stdout.write("%s: no cache there (python evals.py --cache makes one)\n" % args.path)
+        return 0
+    try:
+        db = _cache_db(args.path)
+        count = db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+        if args.clear:
+            db.execute("DELETE FROM replies")
+            try:
+                db.execute("VACUUM")
+            except sqlite3.Error:  # a run reading it at the moment: the file shrinks later
+                pass
+    except sqlite3.Error as exc:
+        stderr.write("my_client: %s is not a cache of live calls: %s\n" % (args.path, exc))
+        return 2
+    replies = "%d repl%s" % (count, "y" if count == 1 else "ies")
+    stdout.write("%s: %s\n" % (args.path, "cleared, %s deleted" % replies if args.clear
+                                else "%s cached" % replies))
+    return 0
 
 
 # --------------------------------------------------------------------------
@@ -2159,7 +2398,9 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
     overrides.setdefault("tools", None)  # the judge grades; it is offered no tools
-    return _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
+    client = _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
+    client.uses_cache = False  # type: ignore[attr-defined]  # evals keeps its verdicts itself
+    return client
 
 
 _judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
@@ -2648,11 +2889,15 @@ def review(argv: Optional[List[str]] = None, stdout: Any = None, stderr: Any = N
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["cache"]:
+        sys.exit(cache_command(sys.argv[2:]))
     if sys.argv[1:2] != ["review"]:
-        print("usage: python my_client.py review [--captures FILE] [--cases FILE]\n\n"
+        print("usage: python my_client.py review [--captures FILE] [--cases FILE]\n"
+              "       python my_client.py cache [--clear] [--path FILE]\n\n"
               "my_client is the model client evals.py calls (see its docstring); run as a "
-              "script it\nhas one command, review: turn calls captured by my_client.capture "
-              "into cases\n(python my_client.py review --help).",
+              "script it\nhas two commands: review turns calls captured by my_client.capture "
+              "into cases;\ncache says how many replies the cache of live calls holds, and "
+              "--clear empties it\n(python my_client.py review --help, cache --help).",
               file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
         sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     sys.modules.setdefault("my_client", sys.modules[__name__])
