@@ -8,6 +8,7 @@ Copy this file into your repository, write cases from real failures, and run it 
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
     python evals.py --list-checks          # the check vocabulary
+    python evals.py compare A.json B.json  # two run records (two models): is B worse?
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
