@@ -8,6 +8,7 @@ Copy this file into your repository, write cases from real failures, and run it 
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
     python evals.py --list-checks          # the check vocabulary
+    python evals.py compare A.json B.json  # two run records (two models): is B worse?
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -17,11 +18,13 @@ Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepte
 A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call failed: never
 scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
 and does not pass now is a regression until it passes again or `--accept` takes the new result;
-`decide` holds the rules, the README's outcome table documents them.
+a case repeated (--repeat) in both regresses when its pass rate dropped significantly (Fisher's
+exact test at --alpha). `decide` holds the rules, the README's outcome table documents them.
 
-Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case); 2 invalid
-input (case file, baseline, options, client) or an errored case, which wins over 1 because the
-run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no baseline written).
+Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case), or a pass
+rate below --min-pass-rate; 2 invalid input (case file, baseline, options, client) or an errored
+case, which wins over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no
+baseline written).
 
 Python 3.9 or newer, standard library only. Sections, each calling only the ones above it:
 errors and data, text units, checks, cases, runner, outcomes and the baseline, reports, command
@@ -65,6 +68,10 @@ __all__ = [
     "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_json_atomic", "write_jsonl_atomic", "history_append",
     "history_flaky", "history_rows",
+    "Decision", "compare_records", "FLAKY_GLITCH_RATE",
+    # statistics for repeated cases and comparisons
+    "fisher_one_sided", "wilson_interval", "mcnemar_exact", "min_detectable", "repeat_change",
+    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA",
     # reports and command line
     "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
     "main",
@@ -140,13 +147,18 @@ class Case(collections.namedtuple(
 class CaseResult(collections.namedtuple(
         "CaseResult",
         "id status output checks error latency_s usage model cost_usd attempts flaky sent "
-        "reasoning", defaults=(None, (), None, None, None, None, None, None, False, None, None))):
+        "reasoning "
+        "passes calls",
+        defaults=(None, (), None, None, None, None, None, None, False, None, None,
+                  None, None))):
     """The outcome of one case run. status: see `case_status`. output: the model's text (None
     for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
     message" or None. latency_s: seconds in the call, or None. usage: {"input_tokens",
     "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
     attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
-    the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer."""
+    the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer.
+    passes, calls: with --repeat, the calls that passed of those scored (errored calls are
+    neither), each check dict then carrying its own "passes" and "calls"; None otherwise."""
 
     __slots__ = ()
 
@@ -200,10 +212,16 @@ def case_reasons(status, error, checks):
         return [error or "the call failed"]
     if status == "pass":
         return []
-    reasons = [f"{c.get('type')}: {c.get('reason')}" for c in checks or ()
+    reasons = [f"{c.get('type')}: {c.get('reason')}{_check_calls(c)}" for c in checks or ()
                if isinstance(c, dict) and c.get("passed") is False]
     return reasons or (["needs review: the judge was not sure"] if status == "review"
                        else ["failed"])
+
+
+def _check_calls(check):
+    """" (1/3 calls passed)" for a check of a repeated case, else ""."""
+    passes, calls = check.get("passes"), check.get("calls")
+    return f" ({passes}/{calls} calls passed)" if type(calls) is int and calls > 1 else ""
 
 
 def _now():
@@ -1389,6 +1407,38 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
                        exchange)
 
 
+# ---- latency and cost ----
+#
+# Budgets per call, scored on the whole reply. What was not measured is not applicable (passed
+# None, flag "skipped"), never a pass: a replayed answer took no model time, and a model missing
+# from the price table, or a reply without usage, has no cost.
+
+Amount = _kind(lambda v: _is_number(v) and v >= 0, "must be a number of 0 or more")
+
+
+@register
+def check_max_latency_s(reply, seconds: Amount):
+    """The call took at most `seconds` seconds; not applicable to a replayed answer, which has
+    no latency."""
+    if reply.latency_s is None:
+        return CheckResult(None, "not applicable: no latency was measured (a replayed or "
+                                 "re-scored answer)", flag="skipped")
+    return CheckResult(reply.latency_s <= seconds, f"took {reply.latency_s:.3f} s, expected at "
+                                                   f"most {seconds:g} s")
+
+
+@register
+def check_max_cost_usd(reply, usd: Amount):
+    """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
+    not applicable when the cost is unknown."""
+    if reply.cost_usd is None:
+        return CheckResult(None, "not applicable: the cost is unknown (a replayed answer, a "
+                                 "reply without token usage, or a model not in the price "
+                                 "table; see --prices)", flag="skipped")
+    return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
+                                              f"${usd:g}")
+
+
 # ---- the user's own checks ----
 
 USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
@@ -2044,8 +2094,10 @@ def _attempt(case, call_model, options, limiter):
 def _combine_attempts(attempts, options):
     """The verdict of repeated calls: pass with `needed` passes, else error when the errored
     calls, and those the budget left unmade, could have made up the difference, else review or
-    fail. Flaky when verdicts differ."""
+    fail. Flaky when the scored calls disagree (some passed, not all); errored calls are not
+    counted in passes and calls."""
     counts = collections.Counter(a.status for a in attempts)
+    scored = [a for a in attempts if a.status != "error"]
     unmade = options.repeat - len(attempts)
     if counts["pass"] >= options.needed:
         status = "pass"
@@ -2065,9 +2117,21 @@ def _combine_attempts(attempts, options):
                    "checks": [c for c in a.checks if c.get("passed") is False],
                    **({"reasoning": a.reasoning} if a.reasoning is not None else {})}
                   for a in attempts],
-        flaky=len(counts) > 1,
+        flaky=0 < counts["pass"] < len(scored),
         error=shown.error if status == "error" else None,
+        passes=counts["pass"], calls=len(scored), checks=_checks_counted(shown.checks, scored),
     )
+
+
+def _checks_counted(checks, scored):
+    """Copies of the shown call's check dicts (shared ones are read-only), each with its own
+    "passes" and "calls" over the `scored` calls that scored it (a skipped check is not)."""
+    counted = []
+    for index, check in enumerate(checks):
+        verdicts = [a.checks[index]["passed"] for a in scored if len(a.checks) == len(checks)]
+        verdicts = [v for v in verdicts if v is not None]
+        counted.append(dict(check, passes=verdicts.count(True), calls=len(verdicts)))
+    return counted
 
 
 def run_case(case, call_model, options=None, limiter=None):
@@ -2381,24 +2445,72 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
 
 
 STATUSES = ("pass", "fail", "review", "error")
-CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run")
+CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run",
+           "lower_not_significant")
 
 
-def decide(status, before, accept=False):
-    """The one rule for a case's change against the baseline: (change, next baseline), as the
-    README's outcome table documents it. status: "pass", "fail", "review" or "error"; before:
-    the case's baseline entry ({"baseline", "status", "scored"}) or None."""
-    kept = before.get("baseline") if before else None
+class Decision(collections.namedtuple("Decision", "change baseline")):
+    """What `decide` says: a pair (change, the status the baseline keeps for the next run), and
+    two attributes: `counts`, the (passes, calls) the baseline keeps (None: one call), and
+    `rate`, the pass-rate test of a repeated case ({"before": [passes, calls], "result": one of
+    REPEAT_CHANGES, "p_value", "alpha"}) or None. No __slots__: the attributes need a dict."""
+
+    counts = rate = None
+
+
+def _kept_counts(before):
+    """The (passes, calls) a baseline entry keeps for the next run, or None."""
+    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
+    return (passes, calls) if type(passes) is int and type(calls) is int else None
+
+
+def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
+    """The one rule for a case's change against the baseline: a Decision (change, next
+    baseline), as the README's outcome table documents it. status: "pass", "fail", "review" or
+    "error"; before: the case's baseline entry ({"baseline", "status", "scored",
+    "baseline_passes", "baseline_calls"}) or None; counts: (passes, calls) of a repeated run
+    now, or None. When both the baseline and now have more than one call, the pass rate
+    decides: `repeat_change` at `alpha` (regressed, or lower_not_significant for any other
+    drop); otherwise the statuses do, as for a case called once."""
+    kept, kept_counts = (before.get("baseline") if before else None), _kept_counts(before)
     if status == "error":
-        return "errored", kept
+        return _decision("errored", kept, kept_counts)
     if kept is None:
-        return "new", status
+        return _decision("new", status, counts)
+    if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
+        return _decide_rate(status, before, kept, kept_counts, counts, accept, alpha)
     if status != "pass":
         if kept == "pass":
-            return "regressed", (status if accept else "pass")
-        return "still_failing", status
+            return _decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+        return _decision("still_failing", status, counts)
     last = _last_scored(before)
-    return ("passing" if kept == "pass" and last not in ("fail", "review") else "fixed"), status
+    return _decision("passing" if kept == "pass" and last not in ("fail", "review") else "fixed",
+                     status, counts)
+
+
+def _decision(change, kept, counts, rate=None):
+    decision = Decision(change, kept)
+    decision.counts, decision.rate = counts, rate
+    return decision
+
+
+def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
+    """decide's rule for a case repeated in the baseline and now: a drop in its pass rate is
+    "regressed" when significant, else "lower_not_significant" (too few calls included); either
+    keeps the baseline's verdict and counts until --accept. With no drop, the status names it
+    (a case that does not pass now with no lower rate, as a stricter --min-pass makes it, is
+    still_failing)."""
+    test = repeat_change(*kept_counts, *counts, alpha)
+    rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
+            "alpha": alpha}
+    if test.change != "not_lower":
+        change = "regressed" if test.change == "regressed" else "lower_not_significant"
+        return _decision(change, *((status, counts) if accept else (kept, kept_counts)), rate)
+    if status != "pass":
+        return _decision("still_failing", status, counts, rate)
+    last = _last_scored(before)
+    return _decision("passing" if kept == "pass" and last not in ("fail", "review") else "fixed",
+                     status, counts, rate)
 
 
 def _last_scored(entry):
@@ -2413,6 +2525,18 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
 
     def get(self, case_id):
         return self.entries.get(case_id)
+
+
+def _counts_problem(entry):
+    """What is wrong with a record entry's call counts (passes and calls, this run's and the
+    baseline's), or None: each pair absent, or whole numbers with 0 <= passes <= calls."""
+    for prefix in ("", "baseline_"):
+        passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
+        if (passes, calls) != (None, None) and not (
+                type(passes) is int and type(calls) is int and 0 <= passes <= calls):
+            return (f"{prefix + 'passes'!r} and {prefix + 'calls'!r} must be whole numbers with "
+                    "0 <= passes <= calls")
+    return None
 
 
 def record_problem(record):
@@ -2449,6 +2573,9 @@ def record_problem(record):
         for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string")):
             if entry.get(key) is not None and not isinstance(entry[key], kind):
                 return f"{name}: {key!r} must be {what} or null"
+        problem = _counts_problem(entry)
+        if problem:
+            return f"{name}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -2527,9 +2654,10 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-def _entry(result, before, case, accept, include_outputs):
+def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
     """The record entry of one case run (dict), its change decided by `decide`."""
-    change, kept = decide(result.status, before, accept)
+    decision = decide(result.status, before, accept, _calls_of(result), alpha)
+    change, kept = decision
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
     if result.status == "error" and _last_scored(before):
@@ -2543,6 +2671,7 @@ def _entry(result, before, case, accept, include_outputs):
                 "flaky": result.flaky or None, "output": result.output,
                 "reasoning": result.reasoning}
     entry.update((k, v) for k, v in optional.items() if v is not None)
+    entry.update(_rate_fields(result, decision))
     if kept is not None and kept != result.status:
         # The baseline outlives this run (a regression not accepted, an error): keep the
         # output that earned it, so a later report can show it beside the new one.
@@ -2553,20 +2682,38 @@ def _entry(result, before, case, accept, include_outputs):
     return entry if include_outputs else without_outputs(entry)
 
 
+def _calls_of(result):
+    """(passes, calls) of a repeated CaseResult, None for one call."""
+    return None if result.calls is None else (result.passes, result.calls)
+
+
+def _rate_fields(result, decision):
+    """A repeated case's entry fields: passes and calls now, the counts the baseline keeps
+    (baseline_passes, baseline_calls) and the pass-rate test against the baseline (rate_test)."""
+    fields = {}
+    if result.calls is not None:
+        fields.update(passes=result.passes, calls=result.calls)
+    if decision.counts is not None:
+        fields.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
+    if decision.rate is not None:
+        fields["rate_test"] = decision.rate
+    return fields
+
+
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
-                all_case_ids=None, options=None, entries=None):
+                all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
     """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
     RunResult against a Baseline. run.results may be any iterable (read once; a run's
     finished_at of None is the time it ends); `entries` receives the entries (default: a new
     list; a _Spool keeps them on disk). Baseline entries of cases in the case file
     (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
-    are `removed`."""
+    are `removed`. alpha: the significance level of a repeated case's pass-rate test."""
     entries = [] if entries is None else entries
     by_id = {case.id: case for case in cases or ()}
     tally, ran = _Tally(), set()
     for result in run.results:
         entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
-                       include_outputs)
+                       include_outputs, alpha)
         entries.append(entry)
         tally.add(entry)
         ran.add(result.id)
@@ -2590,7 +2737,7 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
-                    "repeat": options.repeat, "min_pass": options.needed},
+                    "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
         "summary": tally.summary(removed, (last, len(before)), (kept, len(before))),
         "removed": removed,
         "cases": entries,
@@ -2623,7 +2770,8 @@ class _Tally:
         if status != "error" and entry.get("model") != "replay":
             self.latencies.append(entry.get("latency_s"))
         if entry.get("flaky"):
-            self.flaky.append(entry["id"])
+            self.flaky.append({"id": entry["id"], "passes": entry.get("passes"),
+                               "calls": entry.get("calls")})
         usage, cost = entry.get("usage"), entry.get("cost_usd")
         if isinstance(usage, dict):
             self.tokens = [a + (usage.get(f"{side}_tokens") or 0) for a, side in
@@ -2641,7 +2789,8 @@ class _Tally:
             summary.update({f"{name}_pass_rate": passed / of if of else None,
                             f"{name}_passed": passed, f"{name}_total": of})
         summary.update((name, self.change[name])
-                       for name in ("regressed", "fixed", "still_failing", "passing", "new"))
+                       for name in ("regressed", "fixed", "still_failing", "passing", "new",
+                                    "lower_not_significant"))
         summary.update(
             removed=len(removed), flaky=self.flaky,
             latency_s=latency_percentiles(self.latencies),
@@ -2726,6 +2875,66 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
                 finished_at=max(finished, default=None), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
                 summary=summarize(entries, removed, previous, kept))
+
+
+# ---- comparing two runs: the same cases, two models or prompts ----
+
+def _passed_majority(entry):
+    """Whether a scored entry counts as passed in the paired test: its status, or for a
+    repeated case (more than one call) whether most of its calls passed."""
+    calls = entry.get("calls")
+    if type(calls) is int and calls > 1:
+        return 2 * entry.get("passes", 0) > calls
+    return entry.get("status") == "pass"
+
+
+def _compared_entry(a, b, alpha):
+    """B's entry with its change against A's as decide gives it (A's status and calls as the
+    baseline); a case A did not score is new."""
+    counts = (b["passes"], b["calls"]) if type(b.get("calls")) is int else None
+    before = None if a is None or a.get("status") == "error" else {
+        "baseline": a["status"], "status": a["status"],
+        **({"baseline_passes": a["passes"], "baseline_calls": a["calls"]}
+           if type(a.get("calls")) is int else {})}
+    decision = decide(b["status"], before, False, counts, alpha)
+    entry = {k: v for k, v in b.items() if k not in (
+        "baseline_passes", "baseline_calls", "rate_test", "baseline_output", "scored")}
+    entry.update(change=decision.change, baseline=before and before["baseline"])
+    if decision.rate is not None:
+        entry["rate_test"] = decision.rate
+    return entry
+
+
+def compare_records(a, b, alpha=DEFAULT_ALPHA):
+    """Run record `b` against run record `a` (dicts, as read_record returns them), e.g. two
+    models on the same cases: a dict with "alpha"; "a" and "b", each {"passed", "total",
+    "pass_rate", "wilson_95": [low, high]} over the cases it ran; "paired" (cases both scored),
+    "a_only_passed" and "b_only_passed" (McNemar's discordant pairs; a repeated case counts as
+    passed when most of its calls passed), "p_worse" (one-sided: B is worse) and
+    "p_two_sided" from mcnemar_exact, "worse" (p_worse <= alpha); "only_in_a", "only_in_b" (ids);
+    and "record": B's record with each case's change against A (`decide`, at alpha) and its
+    summary. Raises EvalsError when no case was scored in both."""
+    ran = [{e["id"]: e for e in r["cases"] if e.get("change") != "not_run"} for r in (a, b)]
+    result = {"alpha": alpha}
+    for name, entries in zip("ab", ran):
+        passed = sum(e.get("status") == "pass" for e in entries.values())
+        result[name] = {"passed": passed, "total": len(entries),
+                        "pass_rate": passed / len(entries) if entries else None,
+                        "wilson_95": list(wilson_interval(passed, len(entries)))}
+    pairs = [(ran[0][i], e) for i, e in ran[1].items() if i in ran[0]
+             and "error" not in (ran[0][i].get("status"), e.get("status"))]
+    if not pairs:
+        raise EvalsError("no case was scored in both records: nothing to compare")
+    a_only = sum(_passed_majority(x) and not _passed_majority(y) for x, y in pairs)
+    b_only = sum(_passed_majority(y) and not _passed_majority(x) for x, y in pairs)
+    p_worse = mcnemar_exact(a_only, b_only, "worse")
+    entries = [_compared_entry(ran[0].get(i), e, alpha) for i, e in ran[1].items()]
+    result.update(paired=len(pairs), a_only_passed=a_only, b_only_passed=b_only,
+                  p_worse=p_worse, p_two_sided=mcnemar_exact(a_only, b_only),
+                  worse=p_worse <= alpha, only_in_a=[i for i in ran[0] if i not in ran[1]],
+                  only_in_b=[i for i in ran[1] if i not in ran[0]],
+                  record=dict(b, cases=entries, removed=[], summary=summarize(entries)))
+    return result
 
 
 # ---- writing records ----
@@ -2860,22 +3069,45 @@ def history_append(path, record):
     return run_id
 
 
-def history_flaky(path, case_ids, window=10, current=None):
-    """Cases (of `case_ids`, in that order) whose verdict changed at least twice over their own
-    last `window` scored runs in the history, with `current` ({case id: status}, a run not yet
-    appended) as the latest; errors are not verdicts and are skipped."""
+# "Always passes" in the flaky test: fails in at most 1 run of 100 (a glitch), and the same
+# for "always fails". One failure in 5 runs already rejects it at alpha 0.05; in 6 to 35 runs it
+# takes two.
+FLAKY_GLITCH_RATE = 0.01
+
+
+def _binomial_tail(n, rate, k):
+    """P(X >= k) for X ~ Binomial(n, rate)."""
+    return sum(math.comb(n, x) * rate ** x * (1 - rate) ** (n - x) for x in range(k, n + 1))
+
+
+def history_flaky(path, case_ids, window=10, current=None, alpha=DEFAULT_ALPHA):
+    """Cases (of `case_ids`, in that order) that the history shows to be flaky, each
+    {"id", "passes", "runs"} over its own last `window` scored runs, with `current` ({case id:
+    status}, a run not yet appended) as the latest; errors are not verdicts and are skipped.
+
+    Flaky: both one-sided binomial tests reject at `alpha`, "always passes" (a fail rate of at
+    most FLAKY_GLITCH_RATE: P(at least this many failures) <= alpha) and "always fails" (the
+    same for passes), and the verdict changed at least twice (one change that stayed is a
+    regression or a fix, not flakiness)."""
     seen = collections.defaultdict(list)
     with _history(path) as connection:
         for case_id, status in connection.execute(
                 "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
                 "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
                 "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,)):
-            seen[case_id].append(status)
+            seen[case_id].append(status == "pass")
     for case_id, status in (current or {}).items():
         if status != "error":
-            seen[case_id] = seen[case_id][1 - window:] + [status]
-    return [case_id for case_id in case_ids
-            if sum(a != b for a, b in zip(seen[case_id], seen[case_id][1:])) >= 2]
+            seen[case_id] = seen[case_id][1 - window:] + [status == "pass"]
+    flaky = []
+    for case_id in case_ids:
+        passed = seen[case_id]
+        runs, passes = len(passed), sum(passed)
+        changes = sum(a != b for a, b in zip(passed, passed[1:]))
+        if changes >= 2 and all(_binomial_tail(runs, FLAKY_GLITCH_RATE, count) <= alpha
+                                for count in (passes, runs - passes)):
+            flaky.append({"id": case_id, "passes": passes, "runs": runs})
+    return flaky
 
 
 def history_rows(path, case_id=None, limit=20):
@@ -2942,6 +3174,61 @@ def _listed(entries, changes):
     return listed
 
 
+def _number_text(value, spec):
+    return format(value, spec) if _is_number(value) else "?"
+
+
+def _calls_needed(alpha):
+    """The fewest calls in each of two runs with which a drop can be significant at `alpha`."""
+    return next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
+
+
+def _rate_change(entry):
+    """A repeated case's pass rate (str): "3/3 -> 1/3 calls passed" and its test against the
+    baseline, "1/3 calls passed" when there was none, "" for a case called once."""
+    passes, calls, test = entry.get("passes"), entry.get("calls"), entry.get("rate_test")
+    if type(calls) is not int or calls < 2:
+        return ""
+    before = test.get("before") if isinstance(test, dict) else None
+    if not (isinstance(before, list) and len(before) == 2):
+        return f"{passes}/{calls} calls passed"
+    alpha, result = test.get("alpha"), test.get("result")
+    p = f"p = {_number_text(test.get('p_value'), '.3g')}"
+    why = {"regressed": f"{p}, a significant drop at alpha {_number_text(alpha, 'g')}",
+           "lower_not_significant": f"{p}, lower, not significant at alpha "
+                                    f"{_number_text(alpha, 'g')}",
+           "too_few_calls": f"{p}; too few calls for any drop to be significant at alpha "
+                            f"{_number_text(alpha, 'g')}"
+                            + (f": {_calls_needed(alpha)} calls in each run can show one"
+                               if _is_number(alpha) and 0 < alpha < 1 else ""),
+           "not_lower": "not lower"}.get(result, p)
+    return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
+
+
+def _flaky_text(item):
+    """A flaky case as the summary lists it: its id and the rate the verdict rests on."""
+    if not isinstance(item, dict):
+        return _line(item)
+    passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
+    rate = (f" ({passes}/{calls} calls passed)" if calls is not None
+            else f" ({passes}/{runs} runs passed)" if runs is not None else "")
+    return _line(item.get("id")) + rate
+
+
+def _gate_lines(summary):
+    """The --min-pass-rate line of a summary: the rate against the floor ([] without one)."""
+    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
+    if not _is_number(floor):
+        return []
+    if rate is None:
+        return [f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
+                "not apply"]
+    below = rate < floor
+    return [f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
+            f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
+            "(--min-pass-rate)" + (": the run fails" if below else "")]
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
@@ -2953,8 +3240,11 @@ def format_summary(record, quiet=False):
         f"{summary['regressed']} regressed, {summary['fixed']} fixed, "
         f"{summary['still_failing']} still failing, {summary['new']} new, "
         f"{summary['errored']} errored, {summary['removed']} removed"
-        + (f", {summary['review']} need review" if summary.get("review") else ""),
+        + (f", {summary['review']} need review" if summary.get("review") else "")
+        + (f", {summary['lower_not_significant']} lower, not significant"
+           if summary.get("lower_not_significant") else ""),
     ]
+    lines += _gate_lines(summary)
     latency, tokens = summary.get("latency_s"), summary.get("tokens")
     if latency and not quiet:
         lines.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
@@ -2965,12 +3255,13 @@ def format_summary(record, quiet=False):
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
     for key, why in (("flaky", "repeats disagreed"),
-                     ("flaky_history", "flipped across recent runs")):
+                     ("flaky_history", "both outcomes in recent runs")):
         if summary.get(key):
-            lines.append(f"flaky ({why}): " + ", ".join(map(_line, summary[key])))
-    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"), ("new", "NEW FAIL"),
+            lines.append(f"flaky ({why}): " + ", ".join(map(_flaky_text, summary[key])))
+    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"),
+                ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
                 ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
-    listed = _listed(record["cases"], [change for change, _ in sections[:2 if quiet else 5]])
+    listed = _listed(record["cases"], [change for change, _ in sections[:2 if quiet else 6]])
     for change, label in sections[:2] if quiet else sections:
         entries = listed[change]
         if change == "errored":
@@ -2978,6 +3269,8 @@ def format_summary(record, quiet=False):
         for entry in entries:
             status = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{status}")
+            rate = _rate_change(entry)
+            lines += [f"    {rate}"] if rate else []
             if change != "fixed":
                 lines.extend(f"    {_line(reason)}" for reason in _reasons(entry))
     if record.get("removed") and not quiet:
@@ -3016,8 +3309,11 @@ _SECTIONS = {
                   lambda e, c: c == "regressed"),
     "errored": ("Errored", "Errored: the call failed, nothing was scored",
                 lambda e, c: c == "errored" or e.get("status") == "error"),
+    "lower": ("Lower, not significant", "Lower pass rate, not significant: listed, not a "
+              "regression", lambda e, c: c == "lower_not_significant"),
     "failing": ("New and other failures", "Other failures",
-                lambda e, c: c not in ("regressed", "errored") and e.get("status") in _FAILING),
+                lambda e, c: c not in ("regressed", "errored", "lower_not_significant")
+                and e.get("status") in _FAILING),
     "fixed": ("Fixed", "Fixed", lambda e, c: c == "fixed" and e.get("status") == "pass"),
 }
 
@@ -3118,25 +3414,42 @@ def render_junit(record):
     for entry, change in rows:
         testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
+        rate = [_xml_text(_rate_change(entry))] if _rate_change(entry) else []
+        _junit_rate(testcase, rate, entry)
         reasons = [_xml_text(r) for r in _reasons(entry)]
         if entry.get("status") == "error":
             kind, sep, _ = reasons[0].partition(":")
             ET.SubElement(testcase, "error", message=reasons[0],
                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif entry.get("status") in _FAILING:
+        elif entry.get("status") in _FAILING or change == "regressed":
             kind = ("review" if entry.get("status") == "review"
                     else "regression" if change == "regressed" else "failure")
             baseline = {"regressed": ["passed in the baseline, fails now"],
                         "still_failing": ["failed in the baseline too"],
                         "new": ["new case (not in the baseline)"]}.get(change, [])
-            ET.SubElement(testcase, "failure", message="; ".join(reasons),
-                          type=kind).text = "\n".join(reasons + baseline)
+            baseline = [] if rate else baseline  # a repeated case: its rate says it
+            ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
+                          type=kind).text = "\n".join(reasons + rate + baseline)
         output = _output_of(entry, record)
         if output is not None:
             ET.SubElement(testcase, "system-out").text = _xml_text(output)
     ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             + ET.tostring(root, encoding="unicode") + "\n")
+
+
+def _junit_rate(testcase, rate, entry):
+    """A repeated case's pass rate, and whether it is flaky, as <properties> of its testcase
+    (as pytest's record_property writes them): a pass rate is neither a pass nor a failure."""
+    import xml.etree.ElementTree as ET
+
+    values = {"pass_rate": rate[0] if rate else None,
+              "flaky": "true" if entry.get("flaky") else None}
+    values = {name: value for name, value in values.items() if value is not None}
+    if values:
+        element = ET.SubElement(testcase, "properties")
+        for name, value in values.items():
+            ET.SubElement(element, "property", name=name, value=value)
 
 
 def _md_inline(value, limit):
@@ -3165,11 +3478,14 @@ def _md_fenced(value):
 def _md_cases(key, rows, record):
     """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     if key == "fixed":
-        return [f"- {_md_inline(e['id'], 200)}" for e, _ in rows] + [""]
+        return [f"- {_md_inline(e['id'], 200)}" + (f": {_md_inline(_rate_change(e), 300)}"
+                                                   if _rate_change(e) else "")
+                for e, _ in rows] + [""]
     lines = []
     for entry, change in rows:
         label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
         lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
+        lines += [f"- {_md_inline(_rate_change(entry), 300)}"] if _rate_change(entry) else []
         lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
         if key == "errored":
             continue
@@ -3196,7 +3512,9 @@ def render_markdown(record, previous=None):
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
             f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
-    lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts) + " |",
+    counts += ("lower_not_significant",) * bool(numbers.get("lower_not_significant"))
+    rate += "".join(f"  \n{_md_inline(line, 300)}" for line in _gate_lines(numbers))
+    lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts).replace("_", " ") + " |",
              "|---:" * len(counts) + "|",
              "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
     for key, title, _, group in _sections(rows):
@@ -3205,10 +3523,21 @@ def render_markdown(record, previous=None):
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
+    lines += _md_flaky(numbers)
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         lines += ["Removed from the case file: " + ", ".join(removed), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _md_flaky(summary):
+    """The Markdown lines listing the flaky cases, each with the rate it rests on."""
+    lines = []
+    for key, why in (("flaky", "its calls disagreed in this run"),
+                     ("flaky_history", "both outcomes in its recent runs")):
+        items = summary.get(key) if isinstance(summary.get(key), list) else []
+        lines += [f"- {_md_inline(_flaky_text(item), 300)}: {why}" for item in items]
+    return [f"### Flaky ({len(lines)})", ""] + lines + [""] if lines else []
 
 
 def _h(value):
@@ -3261,12 +3590,14 @@ font-size:14px;overflow-wrap:anywhere}
 .case{border:1px solid var(--line);border-left:4px solid var(--line);border-radius:6px;
 margin:12px 0;padding:10px 14px;background:#fff}
 .case.regressed,.case.failing{border-left-color:var(--red)}
-.case.errored{border-left-color:var(--amber)}.case.fixed{border-left-color:var(--green)}
+.case.errored,.case.lower{border-left-color:var(--amber)}
+.case.fixed{border-left-color:var(--green)}
 .case>summary{font-size:16px;margin:0;font-weight:600;cursor:pointer}
 .id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 .badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
 margin-left:6px;border:1px solid currentColor;vertical-align:1px}
-.badge.regressed,.badge.failing{color:var(--red)}.badge.errored{color:var(--amber)}
+.badge.regressed,.badge.failing{color:var(--red)}
+.badge.errored,.badge.lower{color:var(--amber)}
 .badge.fixed{color:var(--green)}.badge.flaky{color:var(--blue)}
 h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;
 letter-spacing:.04em}
@@ -3314,8 +3645,9 @@ def _html_outputs(entry, before, record):
         new_html = _h(new) if new is not None else _NONE.format(
             "no output: the call failed" if entry.get("status") == "error"
             else "no output recorded")
-    return (f'<div class="sides"><div><h4>Baseline output</h4><pre>{old_html}</pre></div>'
-            f'<div><h4>This run</h4><pre>{new_html}</pre></div></div>')
+    labels = record.get("sides") or ("Baseline output", "This run")  # `compare`: A and B
+    return (f'<div class="sides"><div><h4>{_h(labels[0])}</h4><pre>{old_html}</pre></div>'
+            f'<div><h4>{_h(labels[1])}</h4><pre>{new_html}</pre></div></div>')
 
 
 def _html_case(entry, change, key, record, previous):
@@ -3326,6 +3658,8 @@ def _html_case(entry, change, key, record, previous):
     title = [f'<span class="id">{_h(entry["id"])}</span>']
     if change in ("regressed", "errored", "fixed", "new", "still_failing"):
         title.append(f'<span class="badge {key}">{change.replace("_", " ")}</span>')
+    if change == "lower_not_significant":
+        title.append(f'<span class="badge {key}">lower, not significant</span>')
     if status == "review":
         title.append('<span class="badge failing">review</span>')
     if entry.get("flaky"):
@@ -3340,7 +3674,9 @@ def _html_case(entry, change, key, record, previous):
     if isinstance(entry.get("sent"), dict):
         facts.append("sent " + _h(json.dumps(entry["sent"], ensure_ascii=False)))
     attempts = entry.get("attempts")
-    if isinstance(attempts, list) and attempts:
+    if _rate_change(entry):
+        facts.append(_h(_rate_change(entry)))
+    elif isinstance(attempts, list) and attempts:
         passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
         facts.append(f"{passed}/{len(attempts)} calls passed")
     body = [f'<div class="muted">{" · ".join(facts)}</div>']
@@ -3352,7 +3688,7 @@ def _html_case(entry, change, key, record, previous):
         body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
     checks = "".join(
         f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
-        f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}</li>'
+        f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}{_h(_check_calls(c))}</li>'
         for c in entry.get("checks") or [] if isinstance(c, dict))
     if status == "review" and not checks:
         checks = '<li class="fail">needs review</li>'
@@ -3368,16 +3704,21 @@ def _html_case(entry, change, key, record, previous):
             + "".join(body) + "</details>")
 
 
-def _html_top(record, title):
-    """The page's head and headline: verdict, pass rate, provenance and count tiles (lines)."""
+def _html_top(record, title, verdict=None):
+    """The page's head and headline: verdict ((tone, word), default the run's own), pass rate,
+    provenance and count tiles (lines)."""
     numbers = record["summary"]
     counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
-    verdict = (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
-               if numbers["errored"] else ("good", "PASS"))
+    verdict = verdict or (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
+                          if numbers["errored"] else ("good", "PASS"))
     # tile: its tone, shown when its count is not 0 (always for "passed")
     tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
              "passed": "good", "total": ""}
+    if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
+        tones["lower, not significant"] = "warn"
+        counts["lower, not significant"] = numbers["lower_not_significant"]
     meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
+    meta += [_h(line) for line in _gate_lines(numbers)]
     facts = {"started": record.get("started_at"), "client": record.get("client"),
              "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
              "cases": _case_file_path(record)}
@@ -3397,31 +3738,37 @@ def _html_top(record, title):
             + "</div>"]
 
 
-def render_html(record, previous=None):
+def render_html(record, previous=None, heading=None):
     """The diff between the baseline run and this run as ONE self-contained HTML page (str).
     previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
     or None. Failing cases come first, open, with input, checks and both outputs side by side
     (words only in one in <del>/<ins>); fixed and passing cases follow, collapsed. Inline CSS,
-    no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h."""
+    no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h.
+    heading: (verdict (tone, word), title, HTML lines under the headline) in place of the run's
+    own, as `compare` gives it."""
     record, rows = _report(record)
     regressed = record["summary"]["regressed"]
     title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
-    out = _html_top(record, title)
+    out = (_html_top(record, title) if heading is None
+           else _html_top(record, heading[1], heading[0]) + list(heading[2]))
     for key, _, heading, group in _sections(rows):
         if group:
             out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
             out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
     passing = [(e, c) for e, c in rows
-               if c not in ("fixed", "errored") and e.get("status") == "pass"]
+               if c not in ("fixed", "errored", "regressed", "lower_not_significant")
+               and e.get("status") == "pass"]
     if passing:
         cells = "".join(
-            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}</td>'
+            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
+            f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
             f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
                    f'<summary>Passing ({len(passing)})</summary>'
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
                    "</table></details></section>")
+    out += _html_flaky(record["summary"])
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         out.append("<section><h2>Removed from the case file</h2><p>"
@@ -3431,6 +3778,19 @@ def render_html(record, previous=None):
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
     return "\n".join(out)
+
+
+def _html_flaky(summary):
+    """The section listing the flaky cases with the rate each rests on (lines; none if none)."""
+    items = [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
+                                          ("flaky_history", "both outcomes in its recent runs"))
+             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+    if not items:
+        return []
+    cells = "".join(f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
+                    for item, why in items)
+    return [f'<section id="flaky"><h2>Flaky ({len(items)})</h2><table><tr><th>case</th>'
+            f"<th>evidence</th></tr>{cells}</table></section>"]
 
 
 def _gh_escape(value, prop=False):
@@ -3443,16 +3803,21 @@ def _gh_escape(value, prop=False):
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case, "" when there are none. Escaped as the runner unescapes them
-    (docs.github.com "Workflow commands"; actions/toolkit command.ts escapeData/escapeProperty),
-    so no text from a model or a case can start a second command: see _gh_escape."""
+    `::warning` per errored case or lower pass rate, not significant, "" when there are none.
+    Escaped as the runner unescapes them (docs.github.com "Workflow commands"; actions/toolkit
+    command.ts escapeData/escapeProperty), so no text from a model or a case can start a second
+    command: see _gh_escape."""
     lines = []
     for entry, change in _report(record)[1]:
         errored = entry.get("status") == "error"
-        if errored or change == "regressed":
-            title = _gh_escape(("Error: " if errored else "Regression: ") + entry["id"], prop=True)
-            message = _gh_escape("\n".join(_reasons(entry)))  # an error has one reason
-            lines.append(f"::{'warning' if errored else 'error'} title={title}::{message}\n")
+        if errored or change in ("regressed", "lower_not_significant"):
+            kind = ("Error: " if errored else "Regression: " if change == "regressed"
+                    else "Lower, not significant: ")
+            title = _gh_escape(kind + entry["id"], prop=True)
+            rate = [_rate_change(entry)] if _rate_change(entry) and not errored else []
+            message = _gh_escape("\n".join(rate + _reasons(entry)))  # an error has one reason
+            lines.append(f"::{'error' if change == 'regressed' and not errored else 'warning'} "
+                         f"title={title}::{message}\n")
     return "".join(lines)
 
 
@@ -3466,8 +3831,10 @@ EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _EXIT_CODES = (
     "exit codes: 0 nothing regressed; 1 a case that passed in the baseline fails or needs review "
-    "now (with --strict: any case does not pass); 2 invalid case file, baseline, option or "
-    "client, or any case errored (2 wins over 1: the run is incomplete); 130 interrupted by "
+    "now, a repeated case's pass rate dropped significantly, or the pass rate is below "
+    "--min-pass-rate (with --strict: any case does not pass); 2 invalid case file, baseline, "
+    "option or client, or any case errored (2 wins over 1: the run is incomplete); 130 "
+    "interrupted by "
     "Ctrl-C or SIGTERM, nothing written."
 )
 
@@ -3501,6 +3868,32 @@ def _number(kind, low):
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
     return convert
+
+
+def _fraction(text):
+    """--min-pass-rate: a fraction from 0 to 1 ("0.95") or a percentage ("95%")."""
+    number = text.strip()
+    percent = number.endswith("%")
+    try:
+        value = float(number[:-1] if percent else number) / (100 if percent else 1)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.95) or a "
+                                         f"percentage (95%), got {text!r}")
+    return value
+
+
+def _alpha(text):
+    """--alpha: a significance level strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), "
+                                         f"e.g. 0.05, got {text!r}")
+    return value
 
 
 def _shard(text):
@@ -3552,6 +3945,14 @@ _OPTIONS = {
                      help="call each case N times; see --min-pass (default: 1)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
                        "needs (default: a majority, 2 of 3)"),
+    "--repeat-flaky": dict(type=_number(int, 2), metavar="N", help="run only the cases the "
+                           "history marks flaky, N calls each, to measure their pass rates"),
+    "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
+                    help="significance level of the pass-rate tests: a repeated case regresses "
+                         "when its rate dropped with p <= A (Fisher's exact test); also the "
+                         f"level of the flaky test (default: {DEFAULT_ALPHA})"),
+    "--min-pass-rate": dict(type=_fraction, metavar="P", help="fail (exit 1) when the pass "
+                            "rate is below P, a fraction (0.95) or a percentage (95%%)"),
     "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
                      "estimated cost would pass this many dollars; cases not called are errors"),
     "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
@@ -3615,6 +4016,15 @@ _OPTIONS = {
     "run_record": dict(metavar="RECORD", help="the run record (e.g. merged_run.json)"),
     "report:--baseline": dict(metavar="FILE",
                               help="the older run record whose outputs are shown side by side"),
+    "compare:record_a": dict(metavar="A", help="the run record to compare with (e.g. the "
+                             "current model's)"),
+    "compare:record_b": dict(metavar="B", help="the run record compared (e.g. the new model's)"),
+    "compare:--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
+                            help="significance level: B is significantly worse when McNemar's "
+                                 "one-sided p <= A; also the level of each repeated case's "
+                                 f"test (default: {DEFAULT_ALPHA})"),
+    "compare:--html": dict(metavar="FILE", help="write the comparison as a self-contained HTML "
+                           "page, A's outputs beside B's"),
 }
 
 
@@ -3644,7 +4054,8 @@ def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
     argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
-    command (merge, history, add, check, report) runs it, anything else runs the cases.
+    command (merge, history, add, check, report, compare) runs it, anything else runs the
+    cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -3713,7 +4124,9 @@ def _exit_code(summary, strict=False, accepted=False):
         return EXIT_INVALID
     failed = (summary["regressed"] and not accepted) or (
         strict and summary["passed"] < summary["total"])
-    return EXIT_REGRESSION if failed else EXIT_OK
+    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
+    below = floor is not None and rate is not None and rate < floor  # --min-pass-rate
+    return EXIT_REGRESSION if failed or below else EXIT_OK
 
 
 def _beside_baseline(args, name):
@@ -3784,10 +4197,12 @@ def _run_command(args, stdout, stderr):
     _warn_other_case_file(args, baseline, cases, stderr)
     selected, judge_only = _selection(args, cases, baseline)
     if selected is None:
-        stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
+        stdout.write("nothing to rerun: " + (f"the history ({_history_path(args)}) marks no "
+                                             "selected case flaky\n" if args.repeat_flaky else
+                                             f"every case passed in {args.baseline}\n"))
         return EXIT_OK
     options = RunOptions(
-        concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
+        concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
@@ -3800,7 +4215,8 @@ def _run_command(args, stdout, stderr):
         call_model = load_client(client_name)
     if not args.quiet:
         scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
-        repeat = f", repeat {args.repeat} (pass {options.needed})" if args.repeat > 1 else ""
+        repeat = (f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1
+                  else "")
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
                      f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
@@ -3810,7 +4226,9 @@ def _run_command(args, stdout, stderr):
                     _now(), None, client_name, args.cases, digest)
     record = make_record(run, baseline, cases, args.accept and not stopped,
                          not args.omit_outputs, [c.id for c in cases], options,
-                         _Spool())
+                         _Spool(), args.alpha)
+    if args.min_pass_rate is not None:
+        record["summary"]["min_pass_rate"] = args.min_pass_rate
     if stopped:  # nothing is written, so accepting made no difference
         stdout.write(format_summary(record, args.quiet))
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
@@ -3880,10 +4298,19 @@ def _warn_other_case_file(args, baseline, cases, stderr):
                      "writes none)\n")
 
 
+def _repeat(args):
+    """Calls per case: --repeat-flaky N, else --repeat N."""
+    return args.repeat_flaky or args.repeat
+
+
 def _refuse_contradictions(args):
     """Options that cannot go together, and files that cannot be written, before any call."""
-    if args.min_pass is not None and args.min_pass > args.repeat:
-        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    if args.repeat_flaky and args.repeat > 1:
+        raise EvalsError("--repeat and --repeat-flaky contradict each other: --repeat-flaky N "
+                         "calls each flaky case N times; choose one")
+    if args.min_pass is not None and args.min_pass > _repeat(args):
+        option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
+        raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
     if args.accept and (args.no_save or args.out):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
     for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
@@ -3922,9 +4349,14 @@ def _needs_judge(check):
 def _selection(args, cases, baseline):
     """(cases to run, {id: case} left out by --no-judge: with no check left to score, such a
     case keeps its baseline entry rather than "pass" on nothing), or (None, {}) when --failed
-    finds nothing."""
+    or --repeat-flaky finds nothing."""
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
+    if args.repeat_flaky:
+        flaky = {item["id"] for item in _flaky_in_history(args, [c.id for c in selected])}
+        selected = [c for c in selected if c.id in flaky]
+        if not selected and not args.shard:  # a shard still writes its (empty) record
+            return None, {}
     judge_only = {c.id: c for c in selected
                   if args.no_judge and all(_needs_judge(k) for k in c.checks)}
     selected = [c for c in selected if c.id not in judge_only]
@@ -3933,6 +4365,19 @@ def _selection(args, cases, baseline):
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     return selected, judge_only
+
+
+def _flaky_in_history(args, case_ids):
+    """history_flaky over the history, read only: none when there is no history yet."""
+    import sqlite3
+
+    path = _history_path(args)
+    if not os.path.exists(path):
+        return []
+    try:
+        return history_flaky(path, case_ids, alpha=args.alpha)
+    except sqlite3.Error as exc:
+        raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
 
 
 def _judge_for(args, cases):
@@ -3978,7 +4423,7 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, no
     if history:
         ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
         flaky = _use_history(args, "read", stderr, lambda path: history_flaky(
-            path, list(ran), current=ran))
+            path, list(ran), current=ran, alpha=args.alpha))
         if flaky is not None:
             record["summary"]["flaky_history"] = flaky
     stdout.write(format_summary(record, args.quiet) + note)
@@ -4079,6 +4524,8 @@ def _merge_command(args, stdout, stderr):
     cases, digest = load_cases(args.cases)
     records = [read_record(path) for path in args.records]
     merged = merge_records(records, [c.id for c in cases], args.records, digest)
+    if args.min_pass_rate is not None:
+        merged["summary"]["min_pass_rate"] = args.min_pass_rate
     write_record(args.out, merged)
     stdout.write(f"merged {len(records)} records into {args.out}\n")
     stdout.write(format_summary(merged, args.quiet))
@@ -4208,6 +4655,57 @@ def _report_command(args, stdout, stderr):
     return EXIT_OK
 
 
+def _compare_command(args, stdout, stderr):
+    _refuse_overwriting(args, {"A": args.record_a, "B": args.record_b}, {"--html": args.html})
+    a, b = read_record(args.record_a), read_record(args.record_b)
+    result = compare_records(a, b, args.alpha)
+    lines = _compare_lines(result, args.record_a, args.record_b)
+    if args.html:
+        write_atomic(args.html, [_compare_html(result, a, lines)])
+    _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
+    stdout.write("\n".join(lines) + "\n" + listing)
+    for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
+        if ids and not args.quiet:
+            stdout.write(f"only in {name}: {', '.join(map(_line, ids))}\n")
+    return EXIT_REGRESSION if result["worse"] else EXIT_OK
+
+
+def _compare_lines(result, path_a, path_b):
+    """The statistics of a comparison as text lines: both pass rates with their Wilson 95%
+    intervals, the paired test, and the verdict at alpha."""
+    lines = []
+    for name, path in (("A", path_a), ("B", path_b)):
+        side = result[name.lower()]
+        low, high = side["wilson_95"]
+        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
+                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
+                     f"{_percent(low)} to {_percent(high)}")
+    alpha = result["alpha"]
+    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
+                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
+                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
+                 f"two-sided p = {result['p_two_sided']:.3g}")
+    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
+                 f" than A at alpha {alpha:g}" + (" (exit 1)" if result["worse"] else ""))
+    return lines
+
+
+def _compare_html(result, a, lines):
+    """The comparison as an HTML page: render_html's, A's outputs beside B's, with the
+    statistics (`lines`, naming the files) under the headline."""
+    record = dict(result["record"], sides=("A's output", "B's output"))
+    previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
+    worse = result["worse"]
+    verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
+    title = (f"evals compare: B is {'significantly worse' if worse else 'not significantly worse'}"
+             " than A")
+    stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
+             + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
+                       f"{_h(line)}</li>" for n, line in enumerate(lines))
+             + "</ul></section>"]
+    return render_html(record, previous, (verdict, title, stats))
+
+
 _REPORTS = ("--omit-outputs", "--json", "--junit", "--markdown", "--html", "--github")
 
 # Each command: (function, description, epilog, {group title or None: option names}); ""
@@ -4221,6 +4719,7 @@ _COMMANDS = {
          "  python evals.py add --id ID ...     append a validated case to the cases\n"
          "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
          "  python evals.py report RECORD       write reports for a saved run record\n"
+         "  python evals.py compare A B         compare two run records (two models, prompts)\n"
          "  python my_client.py review          turn captured calls into cases",
          _EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl offline "
          "until a provider is configured (see my_client.py).", {
@@ -4229,13 +4728,16 @@ _COMMANDS = {
                                     "--validate", "--list-checks"),
              "selection": ("--tag", "--id", "--failed", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
-                             "--rate-limit", "--repeat", "--min-pass", "--budget", "--prices",
-                             "--cache", "--no-cache", "--judge", "--no-judge"),
+                             "--rate-limit", "--repeat", "--min-pass", "--repeat-flaky",
+                             "--budget", "--prices", "--cache", "--no-cache", "--judge",
+                             "--no-judge"),
+             "pass rates and gates": ("--alpha", "--min-pass-rate"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
     "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
               "record and one diff, as if the suite had run in one job. Every case of the case "
               "file must have been run by exactly one shard.", _EXIT_CODES,
-              {None: ("records", "--cases", "merge:--out", "--strict", "-q --quiet")}),
+              {None: ("records", "--cases", "merge:--out", "--strict", "--min-pass-rate",
+                      "-q --quiet")}),
     "history": (_history_command, "Show recent runs from the local SQLite history, or one "
                 "case's verdicts over time (newest first).", None,
                 {None: ("history:case_id", "--baseline", "--history", "--limit")}),
@@ -4258,6 +4760,19 @@ _COMMANDS = {
                "with when it ran; --baseline names that older record to show its outputs beside "
                "the new ones (e.g. the last_run.json of the main branch).", None,
                {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")}),
+    "compare": (_compare_command, "Compare two run records of the same cases, e.g. two models "
+                "or two prompts: B against A, case by case with the same rules as a run against "
+                "its baseline (a repeated case: Fisher's exact test on its pass rates), each "
+                "record's pass rate with a Wilson 95% interval, and McNemar's exact test over "
+                "the cases scored in both (a repeated case counts as passed when most of its "
+                "calls passed).",
+                "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
+                "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
+                "is not a run record, no case scored in both).\n\n"
+                "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
+                "--html compare.html",
+                {None: ("compare:record_a", "compare:record_b", "compare:--alpha",
+                        "compare:--html", "-q --quiet")}),
 }
 
 if __name__ == "__main__":

@@ -74,6 +74,10 @@ EXAMPLES = {
               "Manager approval is needed.", "No approval is needed."),
     "python": ({"type": "python", "function": "tests.user_checks:mentions_order",
                 "order": "A-1"}, "Order A-1 shipped.", "Your order shipped."),
+    "max_latency_s": ({"type": "max_latency_s", "seconds": 2},
+                      evals.Answer("fast", latency_s=0.4), evals.Answer("slow", latency_s=2.5)),
+    "max_cost_usd": ({"type": "max_cost_usd", "usd": 0.01},
+                     evals.Answer("cheap", cost_usd=0.0004), evals.Answer("dear", cost_usd=0.02)),
 }
 VALID_EXAMPLES = {name: example[0] for name, example in EXAMPLES.items()}
 
@@ -1078,13 +1082,21 @@ class EmptyOutputTest(CheckTestCase):
     def test_empty_and_whitespace_fail_every_check(self):
         for output in ("", " ", "\n\t \r\n"):
             for name, check in VALID_EXAMPLES.items():
-                if name in ("judge", "python"):
-                    continue  # judge: tests/test_judge.py; python: UserCheckTest
+                if name in ("judge", "python") or evals.CHECKS[name].whole:
+                    # judge: tests/test_judge.py; python: UserCheckTest; a check of the whole
+                    # reply scores the call (its latency, its cost), which an empty text has too
+                    continue
                 for negate in (False, True):
                     with self.subTest(output=output, check=name, negate=negate):
                         result = run({**check, "negate": negate}, output)
                         self.assertFalse(result.passed)
                         self.assertEqual(result.reason, "the output is empty")
+
+    def test_a_budget_scores_the_call_of_an_empty_answer(self):
+        self.assertTrue(run({"type": "max_latency_s", "seconds": 1},
+                            evals.Answer("", latency_s=0.2)).passed)
+        self.assertFalse(run({"type": "max_cost_usd", "usd": 0.001},
+                             evals.Answer(" ", cost_usd=0.01)).passed)
 
     def test_checks_that_an_empty_output_would_satisfy(self):
         for check in ({"type": "not_contains", "values": ["refund"]},

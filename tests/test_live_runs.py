@@ -423,7 +423,7 @@ class RepeatTests(LiveRunCase):
         self.assertEqual(code, 0, self.describe())
         self.assertEqual(server.counts(), {"Steady": 3, "Flip": 3})
         record = self.record()
-        self.assertEqual(record["summary"]["flaky"], ["flip"])
+        self.assertEqual(record["summary"]["flaky"], [{"id": "flip", "passes": 2, "calls": 3}])
         entries = self.entries()
         # pass, fail, pass: 2 of 3 passes is the default majority
         self.assertEqual(entries["flip"]["status"], "pass")
@@ -443,7 +443,8 @@ class RepeatTests(LiveRunCase):
         self.assertEqual(code, 0, self.describe())  # no baseline: a new failure, not a regression
         entry = self.entries()["flip"]
         self.assertEqual(entry["status"], "fail")
-        self.assertEqual(self.record()["summary"]["flaky"], ["flip"])
+        self.assertEqual(self.record()["summary"]["flaky"],
+                         [{"id": "flip", "passes": 2, "calls": 3}])
 
 
 class RateLimitTests(LiveRunCase):

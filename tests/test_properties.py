@@ -89,9 +89,12 @@ class PropertyTest(unittest.TestCase):
         for name, check in VALID_EXAMPLES.items():
             if name in ("judge", "python"):
                 continue
+            # a check of the whole reply sees a measured call (a bare text has no latency)
+            reply = (evals.Answer(output, latency_s=0.5, cost_usd=0.001)
+                     if evals.CHECKS[name].whole else output)
             for negate in (False, True):
                 started = time.perf_counter()
-                result = evals.run_check(dict(check, negate=negate), output)
+                result = evals.run_check(dict(check, negate=negate), reply)
                 self.assertLess(time.perf_counter() - started, 1.0, (name, output))
                 self.assertIsInstance(result.passed, bool)
                 self.assertIsInstance(result.reason, str)

@@ -52,7 +52,8 @@ class WalkthroughTest(unittest.TestCase):
         self.assertIn("NEW FAIL: refund-150-instant", shards)
         self.assertTrue(shards.rstrip().endswith("exit 1"), shards)
         self.assertIn("FIXED: refund-over-100-needs-approval", fixed)
-        self.assertIn("flaky (flipped across recent runs): refund-over-100-needs-approval", fixed)
+        self.assertIn("flaky (both outcomes in recent runs): refund-over-100-needs-approval "
+                      "(2/3 runs passed)", fixed)
         self.assertTrue(fixed.rstrip().endswith("exit 0"), fixed)
         self.assertEqual(status, "", "the undo block leaves the folder as it was")
 

@@ -404,8 +404,8 @@ class HistoryTest(Workspace):
         self.all_ok(self.IDS, late="nope")
         code, out, _ = self.run_cli()
         self.assertEqual(code, 1)
-        # pass, fail, pass: two flips in a row of runs.
-        self.assertIn("flaky (flipped across recent runs): flip\n", out)
+        # pass, fail, pass: both outcomes, the verdict changed twice.
+        self.assertIn("flaky (both outcomes in recent runs): flip (2/3 runs passed)\n", out)
 
         connection = sqlite3.connect(self.db)
         self.addCleanup(connection.close)
@@ -438,7 +438,7 @@ class HistoryTest(Workspace):
         self.run_cli()
         self.all_ok(self.IDS, flip="nope")
         _, out, _ = self.run_cli()
-        self.assertNotIn("flipped across recent runs", out)
+        self.assertNotIn("both outcomes in recent runs", out)
         self.run_cli("--no-history")
         self.assertEqual(len(evals.history_rows(self.db)), 2)
 
@@ -755,7 +755,9 @@ class RepeatTest(unittest.TestCase):
     def test_errors_count_as_not_passing(self):
         result = self.run_one("ok", "!error", "!error")
         self.assertEqual(result.status, "error")
-        self.assertTrue(result.flaky)
+        # An error is no outcome: one scored call, which passed, cannot disagree with itself.
+        self.assertFalse(result.flaky)
+        self.assertEqual((result.passes, result.calls), (1, 1))
         self.assertIn("ConnectionError: reset by peer", result.error)
         # Two errors cannot hide a definite fail: fail, error, error needs 2 passes, at most
         # 2 possible -> still undecided, so error.
@@ -778,9 +780,10 @@ class RepeatTest(unittest.TestCase):
                               "2024-01-01T00:00:01+00:00", "test")
         baseline = evals.Baseline({})
         record = evals.make_record(run, baseline, [OK_CASE], options=options)
-        self.assertEqual(record["summary"]["flaky"], ["k"])
+        self.assertEqual(record["summary"]["flaky"], [{"id": "k", "passes": 2, "calls": 3}])
         self.assertEqual(record["options"]["min_pass"], 2)
-        self.assertIn("flaky (repeats disagreed): k", evals.format_summary(record))
+        self.assertIn("flaky (repeats disagreed): k (2/3 calls passed)",
+                      evals.format_summary(record))
 
 
 class ReviewRegressionTest(unittest.TestCase):
@@ -1061,7 +1064,7 @@ class ReviewFindingsTest(Workspace):
         self.all_ok(["a", "b"], a="no")
         code, out, _ = self.run_cli()
         self.assertEqual(code, 1)
-        self.assertIn("flaky (flipped across recent runs): a", out)
+        self.assertIn("flaky (both outcomes in recent runs): a (2/4 runs passed)", out)
 
     def test_cases_can_be_pickled_and_copied(self):
         import copy
