@@ -2198,9 +2198,9 @@ def _reply_dict_parts(output):
 
 
 def _whole_reply(output):
-    """What a client returned, read whole, as a dict: text (str), tool_calls (a tuple, see
-    Answer), finish_reason (one of FINISH_REASONS or None), usage ({"input_tokens",
-    "output_tokens"} or None), model, reasoning and sent (None when absent), replayed (bool).
+    """What a client returned, read whole: (Answer with its text, tool_calls and
+    finish_reason, {"usage": {"input_tokens", "output_tokens"} or None, "model", "reasoning",
+    "sent": each None when absent, "replayed": bool}).
 
     `output` is a str, a str subclass carrying those parts as attributes (my_client.Reply;
     an attribute of another kind is ignored, as it always was, but for malformed tool calls
@@ -2228,8 +2228,9 @@ def _whole_reply(output):
             raise TypeError("the client returned 'usage' without whole numbers of "
                             "input_tokens and output_tokens")
         usage = None
-    return dict(parts, tool_calls=_tool_calls(parts["tool_calls"]), usage=usage,
-                replayed=bool(_attribute(output, "replayed", bool)))
+    answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
+    return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
+                    "sent": parts["sent"], "replayed": bool(_attribute(output, "replayed", bool))}
 
 
 def _attempt(case, call_model, options, limiter):
@@ -2258,14 +2259,14 @@ def _attempt(case, call_model, options, limiter):
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
         try:
-            reply = _whole_reply(output)
+            answer, reply = _whole_reply(output)
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = getattr(call_model, "model", None) == "replay" or reply["replayed"]
         if replayed:
             latency = None  # a recorded answer took no model time
         cost, answered = call_cost(reply["model"], reply["usage"], options.prices), True
-        answer = Answer(reply["text"], reply["tool_calls"], reply["finish_reason"], latency, cost)
+        answer = answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"])
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,

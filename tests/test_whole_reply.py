@@ -504,6 +504,21 @@ class TextChecksOnTheWholeReplyTest(unittest.TestCase):
         self.assertEqual((status, result["reason"], asked),
                          ("fail", "the reply has no text; it called lookup_order", []))
 
+    def test_a_judge_reads_the_conversation(self):
+        prompts = []
+
+        def judge(prompt):
+            prompts.append(prompt)
+            return json.dumps({"missing_requirements": [], "forbidden_claims_found": [],
+                               "unsupported_claims": [], "reason": "", "confidence": "high"})
+
+        judged = case("c", CONVERSATION, {"type": "judge", "rubric": "Names the order."})
+        status, _ = evals.evaluate(judged, A("Order A-1001 ships today."), judge)
+        (prompt,) = prompts
+        material = json.loads(prompt[prompt.index("{\n"):])
+        self.assertEqual((status, material["user_message"], material["answer"]),
+                         ("pass", CONVERSATION, "Order A-1001 ships today."))
+
     def test_text_beside_tool_calls_is_scored(self):
         reply = A("I'll look that order up.", (LOOKUP,), "tool_calls")
         self.assertTrue(evals.run_check({"type": "contains_any", "values": ["order"]},
