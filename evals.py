@@ -52,7 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     # errors and data
     "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
-    "CaseResult", "Answer", "load_callable",
+    "CaseResult", "Answer", "FINISH_REASONS", "load_callable",
     # checks (each check_* function is public too)
     "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
     "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
@@ -61,7 +61,7 @@ __all__ = [
     # runner
     "current_case", "current_attempt", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
     "BudgetExceeded", "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
-    "load_outputs", "replay_client",
+    "load_outputs", "replay_client", "refuse_conversations", "stored_output",
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "merge_records", "summarize", "case_status", "JudgeRequired",
@@ -137,9 +137,10 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
 class Case(collections.namedtuple(
         "Case", "id input checks description tags metadata path line",
         defaults=("", (), None, "", 0))):
-    """One line of the case file (immutable): id and input (str), checks (tuple of dicts),
-    description (str), tags (tuple of str), metadata (dict, or None when the line has none),
-    and where it came from: `path` and the 1-based `line`."""
+    """One line of the case file (immutable): id (str), input (str, or a conversation: a list
+    of {"role": "system" | "user" | "assistant", "content": str}, the last from the user),
+    checks (tuple of dicts), description (str), tags (tuple of str), metadata (dict, or None
+    when the line has none), and where it came from: `path` and the 1-based `line`."""
 
     __slots__ = ()
 
@@ -147,9 +148,8 @@ class Case(collections.namedtuple(
 class CaseResult(collections.namedtuple(
         "CaseResult",
         "id status output checks error latency_s usage model cost_usd attempts flaky sent "
-        "reasoning "
-        "passes calls",
-        defaults=(None, (), None, None, None, None, None, None, False, None, None,
+        "reasoning tool_calls finish_reason passes calls",
+        defaults=(None, (), None, None, None, None, None, None, False, None, None, (), None,
                   None, None))):
     """The outcome of one case run. status: see `case_status`. output: the model's text (None
     for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
@@ -157,7 +157,8 @@ class CaseResult(collections.namedtuple(
     "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
     attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
     the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer.
-    passes, calls: with --repeat, the calls that passed of those scored (errored calls are
+    tool_calls: the tools the model asked to call (tuple of {"name", "arguments"}, see Answer);
+    finish_reason: why the answer ended (one of FINISH_REASONS) or None. passes, calls: with --repeat, the calls that passed of those scored (errored calls are
     neither), each check dict then carrying its own "passes" and "calls"; None otherwise."""
 
     __slots__ = ()
@@ -171,11 +172,43 @@ class CaseResult(collections.namedtuple(
 class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason latency_s cost_usd",
                                     defaults=((), None, None, None))):
     """The whole reply, as a check whose first parameter is named `reply` sees it: text (str),
-    tool_calls (tuple of {"name": str, "arguments": dict}), finish_reason ("stop", "length",
-    "tool_calls", "content_filter", "refusal" or None), latency_s (seconds; None when replayed)
-    and cost_usd (None when unknown). Every other check sees only the text."""
+    tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote when it
+    was not a JSON object}), finish_reason (one of FINISH_REASONS, or None), latency_s
+    (seconds; None when replayed) and cost_usd (None when unknown). Every other check sees
+    only the text."""
 
     __slots__ = ()
+
+
+# Why an answer ended, as my_client normalises each provider's word (its module docstring has
+# the table): the end of the answer, the token limit, a request to call tools, a content
+# filter, a refusal. Each is an answer, scored; only what is not an answer is an error.
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
+
+
+def _tool_calls_problem(calls):
+    """What is wrong with a reply's tool calls (a list or tuple of {"name": non-empty str,
+    "arguments": dict or str, "id": optional, dropped}), as a message, or None."""
+    if not isinstance(calls, (list, tuple)):
+        return f"'tool_calls' must be a list, got {type(calls).__name__}"
+    for number, call in enumerate(calls, 1):
+        if not (isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]):
+            return f"tool call {number} must be an object with a non-empty string 'name'"
+        if not isinstance(call.get("arguments", {}), (dict, str)):
+            return (f"tool call {number} ({call['name']}): 'arguments' must be a JSON object "
+                    f"(or the string the model wrote), got {type(call['arguments']).__name__}")
+        extra = [key for key in call if key not in ("name", "arguments", "id")]
+        if extra:
+            return (f"tool call {number} ({call['name']}): unknown key {extra[0]!r} (allowed: "
+                    "name, arguments, id)")
+    return None
+
+
+def _tool_calls(calls):
+    """Valid tool calls as the tuple an Answer holds: {"name", "arguments"} each ({} when the
+    call had none; an id, which differs run to run, dropped)."""
+    return tuple({"name": call["name"], "arguments": call.get("arguments", {})}
+                 for call in calls or ())
 
 
 _CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
@@ -1225,6 +1258,115 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
     return CheckResult(True, "matches the schema")
 
 
+# ---- the whole reply: tool calls and how it ended ----
+#
+# These checks see the Answer, not the text: the tools the model asked to call, in its order,
+# and why it stopped. A reply that only called tools has no text, and is scored on its calls.
+
+JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
+FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
+                      "must be a non-empty list of " + ", ".join(FINISH_REASONS))
+
+
+def _json_subset(actual, wanted):
+    """Whether `actual` holds `wanted`: every key of an object, its value held the same way
+    (a nested object may have more keys); anything else equal as JSON (_json_equal)."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(
+            key in actual and _json_subset(actual[key], value) for key, value in wanted.items())
+    return _json_equal(actual, wanted)
+
+
+def _call_text(call, limit=None):
+    """A tool call as reasons and reports show it, 'name({...})': its arguments as JSON (a
+    string the model wrote instead of an object, as a JSON string), cut to `limit` characters."""
+    if "arguments" not in call:  # a record saved with --omit-outputs
+        return f"{call.get('name')}([arguments omitted])"
+    shown = json.dumps(call["arguments"], ensure_ascii=False)
+    if limit is not None and len(shown) > limit:
+        shown = shown[:limit - 3] + "..."
+    return f"{call.get('name')}({shown})"
+
+
+def _arguments_problem(call, arguments, schema, quoted):
+    """Why `call`'s arguments do not hold `arguments` or satisfy `schema` (str), or None; the
+    call as shown in the reason is appended to `quoted`."""
+    if arguments is None and schema is None:
+        return None
+    quoted.append(_call_text(call, 120))
+    if not isinstance(call["arguments"], dict):
+        return f"{quoted[-1]}: its arguments are not a JSON object"
+    if arguments is not None and not _json_subset(call["arguments"], arguments):
+        return f"{quoted[-1]} does not hold {json.dumps(arguments, ensure_ascii=False)}"
+    errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
+    return f"{quoted[-1]}: {'; '.join(errors[:3])}" if errors else None
+
+
+@register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
+def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: Schema = None,
+                      min: Count = 1, max: Count = None):
+    """The model called the tool `name` `min`..`max` times (default: at least once), counting
+    the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
+    `schema`; negated: no such call.
+
+    Only the named calls count: other tools may be called too (see tool_sequence)."""
+    named = [call for call in reply.tool_calls if call["name"] == name]
+    quoted, misses = [], []
+    for call in named:
+        misses.append(_arguments_problem(call, arguments, schema, quoted))
+    count = misses.count(None)
+    matching = " with matching arguments" if arguments is not None or schema is not None else ""
+    result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
+    if result.passed or count >= (min or 0):  # too many calls: the count says it all
+        return result
+    misses = [miss for miss in misses if miss is not None]
+    if not named:
+        called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
+        detail = f"the reply called {called}" if called else "the reply called no tool"
+    else:
+        more = f" (+{len(misses) - 3} more)" if len(misses) > 3 else ""
+        detail = "; ".join(misses[:3]) + more
+    return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
+
+
+@register
+def check_tool_sequence(reply, names: Texts, exact: Bool = False):
+    """The model called the tools `names` in this order, other calls allowed before, between
+    and after them (with `exact`, exactly these calls and no other)."""
+    called = [call["name"] for call in reply.tool_calls]
+    calls = ", ".join(called) or "none"
+    wanted = " then ".join(names)
+    if exact:
+        if called == list(names):
+            return CheckResult(True, f"called exactly {wanted}")
+        return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
+    found = 0
+    for called_name in called:
+        if found < len(names) and called_name == names[found]:
+            found += 1
+    if found == len(names):
+        return CheckResult(True, f"called {wanted} (the calls: {calls})")
+    after = f" after {names[found - 1]}" if found else ""
+    return CheckResult(False, f"no call of {names[found]}{after}, expected {wanted}; the calls: "
+                              f"{calls}")
+
+
+@register
+def check_finish_reason(reply, values: FinishReasons):
+    """The reply ended for one of `values`: `stop`, `length` (the token limit), `tool_calls`,
+    `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
+    as `stop`).
+
+    A reply that names no finish reason (a client returning a plain str, a word my_client does
+    not know, a recording stored as a str) ended normally as far as anyone can tell: it counts
+    as "stop", the rule by which stored_output keeps such a reply a plain str, so that a replay
+    gives the verdict of the live run."""
+    ended = reply.finish_reason or "stop"  # the same reason live and replayed
+    if ended in values:
+        return CheckResult(True, f"finish_reason {ended}")
+    return CheckResult(False, f"finish_reason {ended}, expected {' or '.join(values)}")
+
+
 # ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
 #
 # No outcome is silent: a listed violation fails the check; none, with a confidence below
@@ -1508,7 +1650,8 @@ def validate_check(check):
     if spec is None:
         return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
                 + ", ".join(sorted(CHECKS))]
-    params = {"negate": _NEGATE, "on": _ON, **spec.params}
+    # "on" picks the text a check reads; a check of the whole reply reads no text
+    params = {"negate": _NEGATE, **({} if spec.whole else {"on": _ON}), **spec.params}
     problems = []
     for key, value in check.items():
         param = params.get(key)
@@ -1551,6 +1694,11 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
 
 _EMPTY = CheckResult(False, "the output is empty")
 _NO_REASONING = CheckResult(False, "the model gave no reasoning")
+# How an answer that did not end by itself is named in the reason of a text check it fails:
+# the text is the model's answer all the same, and is scored, but a reviewer must see why.
+_ENDINGS = {"length": "the answer was cut at the token limit",
+            "content_filter": "the answer was stopped by a content filter",
+            "refusal": "the model refused"}
 
 
 def _scorable(output):
@@ -1563,25 +1711,41 @@ def _scorable(output):
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
     """The CheckResult of `check` (its registered `spec`), negated if so: a check of the whole
-    reply sees the Answer; any other its scorable `text` (None: empty, which fails it), or
-    with "on": "reasoning" the model's `reasoning` (none fails it)."""
+    reply sees the Answer; any other its scorable `text` (None: no text, which fails it, the
+    reason naming the tools called when that is all the reply did), or with "on":
+    "reasoning" the model's `reasoning` (none fails it). A check of the text that fails on an
+    answer cut at the token limit, filtered or refused says so in its reason."""
     params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
     if params.pop("on", "answer") == "reasoning":
         text = _scorable(reasoning)
         if text is None:
-            return _NO_REASONING
+            return _ended(_NO_REASONING, answer)
     if spec.whole:
         text = answer
     elif text is None:
-        return _EMPTY
+        if answer.tool_calls:
+            called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
+            return _ended(CheckResult(False, f"the reply has no text; it called {called}"),
+                          answer)
+        return _ended(_EMPTY, answer)
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
-        return result._replace(passed=not result.passed,
-                               reason=f"negated: {verdict}: {result.reason}")
-    return result
+        result = result._replace(passed=not result.passed,
+                                 reason=f"negated: {verdict}: {result.reason}")
+    return result if spec.whole else _ended(result, answer)
+
+
+def _ended(result, answer):
+    """`result`, its reason naming how the answer ended when a check of the text failed on an
+    answer that did not end by itself (_ENDINGS)."""
+    ending = _ENDINGS.get(answer.finish_reason)
+    if ending is None or result.passed is not False or result.flag is not None:
+        return result
+    return result._replace(
+        reason=f"{result.reason} ({ending}: finish_reason {answer.finish_reason})")
 
 
 # Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
@@ -1650,6 +1814,45 @@ def _field_problem(data, name, wanted):
     return f"field {name!r} must be {wanted}" if name in data else f"missing field {name!r}"
 
 
+ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
+
+
+def _input_problems(data):
+    """Problems of a case's "input" (list of str): a string, or a conversation, a non-empty
+    list of {"role": one of ROLES, "content": non-empty string} whose last message is the
+    user's (the model answers it)."""
+    value = data.get("input")
+    if isinstance(value, str):
+        return []
+    if not isinstance(value, list):
+        return [_field_problem(data, "input", "a string or a list of messages "
+                                              '({"role": ..., "content": ...})')]
+    if not value:
+        return ["field 'input' is an empty conversation: give at least one user message"]
+    problems = []
+    for number, message in enumerate(value, 1):
+        where = f"input message {number}"
+        if not isinstance(message, dict):
+            problems.append(f"{where}: must be an object {{\"role\", \"content\"}}, got "
+                            f"{_json_type(message)}")
+            continue
+        role = message.get("role")
+        if role not in ROLES:
+            problems.append(f"{where}: " + (f"unknown role {role!r}" if "role" in message
+                                             else "missing 'role'")
+                            + f" (allowed: {', '.join(ROLES)})")
+        if not (isinstance(message.get("content"), str) and message["content"]):
+            problems.append(f"{where}: " + ("'content' must be a non-empty string"
+                                             if "content" in message else "missing 'content'"))
+        problems += [f"{where}: unknown key {key!r} (allowed: role, content)"
+                     for key in message if key not in ("role", "content")]
+    last = value[-1]
+    if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
+        problems.append(f"input: the last message must be the user's, the one the model "
+                        f"answers (message {len(value)} is from the {last['role']})")
+    return problems
+
+
 def _checks_problems(checks):
     return [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
             for problem in validate_check(check)]
@@ -1672,8 +1875,7 @@ def case_problems(data, check_memo=None):
             # as UTF-8: the history write, or every later run, would fail.
             problems.append(f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
                             "use whole characters")
-    if not isinstance(data.get("input"), str):
-        problems.append(_field_problem(data, "input", "a string"))
+    problems += _input_problems(data)
     checks = data.get("checks")
     if not isinstance(checks, list) or not checks:
         problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
@@ -1952,12 +2154,15 @@ class RunOptions:
 
 
 class _Reply(str):
-    """A judge's reply (its text, model or None, whether cached), or a recorded output."""
+    """A judge's reply (its text, model or None, whether cached), or a recorded output (its
+    text, reasoning, tool calls and finish reason)."""
 
-    def __new__(cls, text, model=None, cached=False, reasoning=None):
+    def __new__(cls, text, model=None, cached=False, reasoning=None, tool_calls=(),
+                finish_reason=None):
         reply = super().__new__(cls, text)
         reply.model = model if isinstance(model, str) and model else None
         reply.cached, reply.reasoning = cached, reasoning
+        reply.tool_calls, reply.finish_reason = tool_calls, finish_reason
         return reply
 
 
@@ -2035,13 +2240,66 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-def _usage_of(output):
-    """The reply's {"input_tokens", "output_tokens"} if each is an int >= 0 or absent."""
-    usage = _attribute(output, "usage", dict)
-    if usage is None:
-        return None
-    usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
-    return usage if all(v is None or type(v) is int and v >= 0 for v in usage.values()) else None
+# The parts of a whole reply besides its text, with the kind each must be: a client returns a
+# str subclass carrying them as attributes (my_client.Reply), or a dict with these keys.
+_REPLY_PARTS = {"tool_calls": (list, tuple), "finish_reason": str, "usage": dict, "model": str,
+                "reasoning": str, "sent": dict}
+_NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
+             '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
+
+
+def _reply_dict_parts(output):
+    """The parts of a reply a client returned as a dict: {"text", and each of _REPLY_PARTS
+    (None when absent)}. Raises TypeError naming an unknown key or a part of another kind."""
+    unknown = [key for key in output if key != "text" and key not in _REPLY_PARTS]
+    if unknown:
+        raise TypeError(_NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}"))
+    if not isinstance(output.get("text"), str):
+        raise TypeError(_NO_REPLY.format("a dict with no string 'text'" if output.get("text")
+                                         is None else f"a dict whose 'text' is "
+                                         f"{type(output['text']).__name__}"))
+    for key, kind in _REPLY_PARTS.items():
+        if output.get(key) is not None and not isinstance(output[key], kind):
+            wanted = "list" if key == "tool_calls" else kind.__name__
+            raise TypeError(f"the client returned {key!r} of type {type(output[key]).__name__}, "
+                            f"expected {wanted} or null")
+    return {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
+
+
+def _whole_reply(output):
+    """What a client returned, read whole: (Answer with its text, tool_calls and
+    finish_reason, {"usage": {"input_tokens", "output_tokens"} or None, "model", "reasoning",
+    "sent": each None when absent, "replayed": bool}).
+
+    `output` is a str, a str subclass carrying those parts as attributes (my_client.Reply;
+    an attribute of another kind is ignored, as it always was, but for malformed tool calls
+    or finish reason), or a dict with those keys ("text" required). Raises TypeError naming
+    what is wrong ("the client returned ..."): the case is an error, never scored."""
+    if isinstance(output, dict):
+        parts = _reply_dict_parts(output)
+    elif isinstance(output, str):
+        parts = {key: _attribute(output, key, object if key in ("tool_calls", "finish_reason")
+                                 else kind) for key, kind in _REPLY_PARTS.items()}
+        parts["text"] = str(output)
+    else:
+        raise TypeError(_NO_REPLY.format(type(output).__name__))
+    problem = _tool_calls_problem(parts["tool_calls"] or ())
+    if problem:
+        raise TypeError(f"the client returned a malformed tool call: {problem}")
+    if parts["finish_reason"] not in FINISH_REASONS + (None,):
+        raise TypeError(f"the client returned finish_reason {parts['finish_reason']!r}, "
+                        f"expected one of {', '.join(FINISH_REASONS)} or None (normalise the "
+                        "provider's word, as my_client does)")
+    usage = parts["usage"] and {key: parts["usage"].get(key)
+                                for key in ("input_tokens", "output_tokens")}
+    if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
+        if isinstance(output, dict):
+            raise TypeError("the client returned 'usage' without whole numbers of "
+                            "input_tokens and output_tokens")
+        usage = None
+    answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
+    return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
+                    "sent": parts["sent"], "replayed": bool(_attribute(output, "replayed", bool))}
 
 
 def _attempt(case, call_model, options, limiter):
@@ -2054,8 +2312,10 @@ def _attempt(case, call_model, options, limiter):
         if limiter:
             limiter.wait()
         started = time.perf_counter()
+        # A conversation is copied for each call: a client may append its reply to the list.
+        prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
         try:
-            output = _within(lambda: call_model(case.input), options.timeout, case)
+            output = _within(lambda: call_model(prompt), options.timeout, case)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
@@ -2067,24 +2327,22 @@ def _attempt(case, call_model, options, limiter):
             return CaseResult(case.id, "error", error=_describe_error(exc),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
-        if not isinstance(output, str):
-            return CaseResult(case.id, "error", latency_s=latency,
-                              error=f"the client returned {type(output).__name__}, expected str")
+        try:
+            answer, reply = _whole_reply(output)
+        except TypeError as exc:
+            return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
+        replayed = getattr(call_model, "model", None) == "replay" or reply["replayed"]
         options.count_reply(output)
-        replayed = getattr(call_model, "model", None) == "replay" or bool(
-            _attribute(output, "replayed", bool))
         if replayed:
             latency = None  # a recorded answer took no model time
-        usage, model = _usage_of(output), _attribute(output, "model", str)
-        sent, reasoning = _attribute(output, "sent", dict), _attribute(output, "reasoning", str)
-        cost, answered = call_cost(model, usage, options.prices), True
-        text = str(output)
-        status, checks = evaluate(case, Answer(text, latency_s=latency, cost_usd=cost),
-                                  options.judge, reasoning)
+        cost, answered = call_cost(reply["model"], reply["usage"], options.prices), True
+        answer = answer._replace(latency_s=latency, cost_usd=cost)
+        status, checks = evaluate(case, answer, options.judge, reply["reasoning"])
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
-        return CaseResult(case.id, status, output=text, checks=checks, error=error,
-                          latency_s=latency, usage=usage, model=model, cost_usd=cost,
-                          sent=sent, reasoning=reasoning)
+        return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
+                          latency_s=latency, usage=reply["usage"], model=reply["model"],
+                          cost_usd=cost, sent=reply["sent"], reasoning=reply["reasoning"],
+                          tool_calls=answer.tool_calls, finish_reason=answer.finish_reason)
     finally:
         if options.budget:
             # a recorded answer cost nothing: it is not an unpriced call
@@ -2115,7 +2373,9 @@ def _combine_attempts(attempts, options):
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
                    "latency_s": a.latency_s,
                    "checks": [c for c in a.checks if c.get("passed") is False],
-                   **({"reasoning": a.reasoning} if a.reasoning is not None else {})}
+                   **({"reasoning": a.reasoning} if a.reasoning is not None else {}),
+                   **({"tool_calls": list(a.tool_calls)} if a.tool_calls else {}),
+                   **({"finish_reason": a.finish_reason} if a.finish_reason else {})}
                   for a in attempts],
         flaky=0 < counts["pass"] < len(scored),
         error=shown.error if status == "error" else None,
@@ -2136,8 +2396,10 @@ def _checks_counted(checks, scored):
 
 def run_case(case, call_model, options=None, limiter=None):
     """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
-    A raise (but KeyboardInterrupt), a timeout or a non-str return is an unscored `error`. A
-    str subclass's `usage` ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
+    A raise (but KeyboardInterrupt), a timeout or a return that is not a reply (see
+    _whole_reply: a str, a str subclass, or a dict with "text") is an unscored `error`. The
+    reply's tool calls and finish reason are scored with its text; its `usage`
+    ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
     attempts = []
     for index in range(options.repeat):
@@ -2164,11 +2426,31 @@ def run_cases(cases, call_model, options=None, on_result=None):
     return results
 
 
+def refuse_conversations(cases, call_model, name=None):
+    """Raise EvalsError, before any call, when a case's input is a conversation and
+    `call_model` does not say that it takes one (its attribute `accepts_conversations` is
+    not true): a client written for a str would crash on a list, or send its repr. The error
+    names the first such case (FILE:LINE, id) and the client (`name`, default its own)."""
+    if getattr(call_model, "accepts_conversations", False):
+        return
+    talks = [case for case in cases if not isinstance(case.input, str)]
+    if talks:
+        first = talks[0]
+        raise EvalsError(
+            f"{first.path}:{first.line}: case {first.id!r} has a conversation as its input "
+            f"({_plural(len(talks), 'case')} in all), and the client "
+            f"{name or _callable_name(call_model)} does not take conversations; one that "
+            "takes a list of {\"role\", \"content\"} messages says so with the attribute "
+            "accepts_conversations = True (my_client's clients have it)")
+
+
 def each_result(cases, call_model, options=None, on_result=None):
     """Yield each case's CaseResult in the order of `cases`, as soon as it and every case before
     it finished: a run holds only the results that finished ahead of their turn. on_result as
     for run_cases. Raises Interrupted (the finished results not yet yielded, in order) on a
-    KeyboardInterrupt while it waits."""
+    KeyboardInterrupt while it waits, and EvalsError before any call for conversations sent
+    to a client that does not take them (refuse_conversations)."""
+    refuse_conversations(cases, call_model)
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
     options.replies = options.cached = 0
@@ -2225,9 +2507,11 @@ def _run_in_threads(cases, call_model, options, limiter, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path):
-    """Recorded outputs by case id (a mapping {id: str}, with the `reasoning` recorded) from a
-    recordings JSONL file (one {"id", "output"} a line; "input" is ignored) or a run record
-    saved with outputs. Raises EvalsError naming file and line for anything else."""
+    """Recorded answers by case id (a mapping {id: str}, each with the `reasoning`,
+    `tool_calls` and `finish_reason` recorded) from a recordings JSONL file (one {"id",
+    "output"} a line, the output a str or a whole reply, see stored_output; "input" is
+    ignored) or a run record saved with outputs. Raises EvalsError naming file and line (or
+    case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
@@ -2241,14 +2525,66 @@ def load_outputs(path):
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
     if record.get("outputs_included") is False:
         raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
-    return {e["id"]: _recorded(e) for e in record.get("cases") or []
-            if isinstance(e, dict) and isinstance(e.get("id"), str)
-            and isinstance(e.get("output"), str)}
+    entries = [e for e in record.get("cases") or []
+               if isinstance(e, dict) and isinstance(e.get("id"), str)
+               and isinstance(e.get("output"), str)]
+    for entry in entries:
+        problem = _recorded_problem(entry, entry=True)
+        if problem:
+            raise EvalsError(f"{path}: case {entry['id']!r}: {problem}")
+    return {e["id"]: _recorded(e, entry=True) for e in entries}
 
 
-def _recorded(row):
-    """The answer a recordings row or a record entry holds."""
-    return _Reply(row["output"], reasoning=row.get("reasoning"))
+def stored_output(text, tool_calls=(), finish_reason=None):
+    """A reply as recordings store it: the text (str) when it has no tool calls and ended
+    normally (finish_reason None or "stop"), else the whole reply {"text", "finish_reason",
+    "tool_calls"}. my_client.reply_dict keeps the same rule, so that a recording written by
+    either replays through both."""
+    if not tool_calls and finish_reason in (None, "stop"):
+        return text
+    return {"text": text, "finish_reason": finish_reason,
+            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
+                           for call in tool_calls]}
+
+
+_WHOLE_OUTPUT = ("'output' must be a string or a whole reply "
+                 '{"text", "tool_calls", "finish_reason"}')
+
+
+def _recorded_problem(row, entry=False):
+    """What is wrong with the answer a recordings row holds (its "output": a str, or a whole
+    reply as stored_output writes it), or with a run record `entry`'s ("output" a str,
+    "tool_calls" and "finish_reason" beside it), as a message; None when it is valid."""
+    output = row.get("output")
+    if isinstance(output, dict) and not entry:
+        unknown = [key for key in output if key not in ("text", "tool_calls", "finish_reason")]
+        if unknown:
+            return (f"'output' has an unknown key {unknown[0]!r} (a whole reply has text, "
+                    "tool_calls and finish_reason)")
+        if not isinstance(output.get("text"), str):
+            return _WHOLE_OUTPUT
+        whole = output
+    elif isinstance(output, str):
+        whole = row if entry else {}
+    else:
+        return _WHOLE_OUTPUT
+    problem = _tool_calls_problem(whole.get("tool_calls", []))
+    if problem:
+        return problem
+    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
+        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+                f"{json.dumps(whole['finish_reason'])}")
+    return None
+
+
+def _recorded(row, entry=False):
+    """The answer a valid recordings row, or a run record `entry`, holds (see
+    _recorded_problem)."""
+    output = row["output"]
+    whole = output if isinstance(output, dict) else row if entry else {}
+    return _Reply(whole.get("text", output), reasoning=row.get("reasoning"),
+                  tool_calls=_tool_calls(whole.get("tool_calls")),
+                  finish_reason=whole.get("finish_reason"))
 
 
 def _recording_rows(path):
@@ -2265,8 +2601,12 @@ def _recording_rows(path):
             except ValueError as exc:  # not UTF-8 too
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
-                    and isinstance(row.get("output"), str)):
-                raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str}}")
+                    and isinstance(row.get("output"), (str, dict))):
+                raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str "
+                                 "or a whole reply}")
+            problem = _recorded_problem(row)
+            if problem:
+                raise EvalsError(f"{path}:{number}: {problem}")
             yield start, row
 
 
@@ -2312,6 +2652,7 @@ def replay_client(outputs, source="recorded outputs"):
         return outputs[case.id]
 
     replay.model = "replay"  # recorded answers: neither timed nor priced
+    replay.accepts_conversations = True  # answers by case id, whatever the input
     return replay
 
 
@@ -2576,6 +2917,13 @@ def record_problem(record):
         problem = _counts_problem(entry)
         if problem:
             return f"{name}: {problem}"
+        for key in ("tool_calls", "baseline_tool_calls"):
+            problem = key in entry and _tool_calls_problem(entry[key])
+            if problem:
+                return f"{name}: {key!r}: {problem}"
+        if entry.get("finish_reason") not in FINISH_REASONS + (None,):
+            return (f"{name}: 'finish_reason' must be one of {', '.join(FINISH_REASONS)} or "
+                    "null")
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -2669,16 +3017,21 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
     optional = {"error": result.error, "usage": result.usage, "model": result.model,
                 "sent": result.sent, "cost_usd": result.cost_usd, "attempts": result.attempts,
                 "flaky": result.flaky or None, "output": result.output,
-                "reasoning": result.reasoning}
+                "tool_calls": list(result.tool_calls) or None,
+                "finish_reason": result.finish_reason, "reasoning": result.reasoning}
     entry.update((k, v) for k, v in optional.items() if v is not None)
     entry.update(_rate_fields(result, decision))
     if kept is not None and kept != result.status:
         # The baseline outlives this run (a regression not accepted, an error): keep the
-        # output that earned it, so a later report can show it beside the new one.
-        earned = before.get("baseline_output", before.get("output")
-                            if before.get("status") == kept else None)
-        if earned is not None:
-            entry["baseline_output"] = earned
+        # output (and tool calls) that earned it, so a later report can show it beside the
+        # new one.
+        earner = before if "baseline_output" in before else {
+            "baseline_output": before.get("output"),
+            "baseline_tool_calls": before.get("tool_calls"),
+        } if before.get("status") == kept else {}
+        for key in ("baseline_output", "baseline_tool_calls"):
+            if earner.get(key) is not None:
+                entry[key] = earner[key]
     return entry if include_outputs else without_outputs(entry)
 
 
@@ -2813,10 +3166,15 @@ def completed(record):
 
 
 def without_outputs(entry):
-    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning
-    or judge prompts and replies; check reasons' "quoted" parts replaced by '[output omitted]'."""
+    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
+    tool call arguments (their names stay) or judge prompts and replies; check reasons'
+    "quoted" parts replaced by '[output omitted]'."""
     entry = {k: v for k, v in entry.items()
              if k not in ("output", "baseline_output", "reasoning")}
+    for key in ("tool_calls", "baseline_tool_calls"):
+        if isinstance(entry.get(key), list):
+            entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
+                          for c in entry[key]]
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
     if isinstance(entry.get("attempts"), list):
@@ -3140,6 +3498,27 @@ def _reasons(entry):
     return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
 
 
+def _reply_lines(entry, limit=None):
+    """What a record entry's reply did besides its text, as reports show it below the text:
+    "-> name({...})" for each tool call (arguments cut to `limit` characters), and
+    "[finish_reason: X]" when the answer did not end by itself (X not "stop", nor
+    "tool_calls" beside the calls)."""
+    calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
+    lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
+    ended = entry.get("finish_reason")
+    usual = (None, "stop", "tool_calls") if lines else (None, "stop")
+    return lines + ([f"[finish_reason: {ended}]"] if ended not in usual else [])
+
+
+def _input_text(value):
+    """A case's input as reports show it: the string, or a conversation as "role: content",
+    a message a line (its own line breaks indented)."""
+    if not isinstance(value, list):
+        return _text(value)
+    return "\n".join(f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
+                     if isinstance(m, dict) else _text(m) for m in value)
+
+
 def _grouped_errors(entries, lines):
     """Append to `lines` each error shared by three or more cases, once (a missing key errs on
     every case); return the entries left to list one by one."""
@@ -3273,6 +3652,7 @@ def format_summary(record, quiet=False):
             lines += [f"    {rate}"] if rate else []
             if change != "fixed":
                 lines.extend(f"    {_line(reason)}" for reason in _reasons(entry))
+                lines.extend(f"    {_line(line)}" for line in _reply_lines(entry, 200))
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
@@ -3347,6 +3727,16 @@ def _output_of(entry, record, key="output"):
     """The entry's model text `key` (its output), or None when absent or outputs are omitted."""
     output = entry.get(key)
     return output if isinstance(output, str) and _outputs_shown(record) else None
+
+
+def _reply_of(entry, record):
+    """The entry's whole reply as one text, as the JUnit, Markdown and HTML reports show (and
+    diff) it: its output, then the _reply_lines; None when there is no output or outputs are
+    omitted."""
+    output = _output_of(entry, record)
+    if output is None:
+        return None
+    return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
 def _report(record):
@@ -3430,7 +3820,7 @@ def render_junit(record):
             baseline = [] if rate else baseline  # a repeated case: its rate says it
             ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
                           type=kind).text = "\n".join(reasons + rate + baseline)
-        output = _output_of(entry, record)
+        output = _reply_of(entry, record)
         if output is not None:
             ET.SubElement(testcase, "system-out").text = _xml_text(output)
     ET.indent(root)
@@ -3489,7 +3879,7 @@ def _md_cases(key, rows, record):
         lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
         if key == "errored":
             continue
-        output = _output_of(entry, record)
+        output = _reply_of(entry, record)
         if output is not None:
             lines += [_md_fenced(output), ""]
         elif not _outputs_shown(record):
@@ -3634,7 +4024,8 @@ def _duration(seconds):
 
 def _html_outputs(entry, before, record):
     """The baseline's output and this run's side by side, their differences marked (str)."""
-    old, new = before.get("output"), _output_of(entry, record)
+    old = _reply_of(before, record) if isinstance(before.get("output"), str) else None
+    new = _reply_of(entry, record)
     if not _outputs_shown(record):
         old_html = new_html = _NONE.format("output omitted")
     elif isinstance(old, str) and new is not None:
@@ -3671,6 +4062,8 @@ def _html_case(entry, change, key, record, previous):
         facts.append(_duration(entry["latency_s"]))
     if entry.get("model"):
         facts.append(_h(entry["model"]))
+    if entry.get("finish_reason"):
+        facts.append(f"finish_reason {_h(entry['finish_reason'])}")
     if isinstance(entry.get("sent"), dict):
         facts.append("sent " + _h(json.dumps(entry["sent"], ensure_ascii=False)))
     attempts = entry.get("attempts")
@@ -3683,7 +4076,7 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("description"):
         body.append(f'<p class="muted">{_h(entry["description"])}</p>')
     if entry.get("input") is not None:
-        body.append(f'<h4>Input</h4><pre>{_h(entry["input"])}</pre>')
+        body.append(f'<h4>Input</h4><pre>{_h(_input_text(entry["input"]))}</pre>')
     if status == "error":
         body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
     checks = "".join(
@@ -3843,9 +4236,11 @@ def _check_table():
     """--list-checks: every registered check with its parameters and summary (str)."""
     import textwrap
 
-    lines = ["Check types (bounds are inclusive). Every check but judge also takes \"negate\":",
-             "true; every check takes \"on\": \"reasoning\" to score the model's reasoning",
-             "instead of its answer:", ""]
+    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
+    lines = [textwrap.fill(
+        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
+        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
+        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
     for spec in CHECKS.values():
         params = [key if param.required else f"[{key}]" if param.default is None
                   else f"[{key}={json.dumps(param.default)}]"
@@ -4213,6 +4608,7 @@ def _run_command(args, stdout, stderr):
     else:
         client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = load_client(client_name)
+    refuse_conversations(selected, call_model, client_name)
     if not args.quiet:
         scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
         repeat = (f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1
@@ -4481,8 +4877,7 @@ def _write_reports(args, record, previous, stdout):
                (args.junit, lambda: [render_junit(record)]),
                (args.markdown, lambda: [render_markdown(record)]),
                (args.html, lambda: [render_html(record, {
-                   case_id: dict(entry, output=entry.get("baseline_output", entry.get("output")))
-                   for case_id, entry in previous.items()})]))
+                   case_id: _earned(entry) for case_id, entry in previous.items()})]))
     for path, render in writers:
         if path:
             write_atomic(path, render())
@@ -4493,9 +4888,19 @@ def _write_reports(args, record, previous, stdout):
                 handle.write(render_markdown(record) + "\n")
 
 
+def _earned(entry):
+    """A baseline entry as the reply that earned its baseline: the output (and tool calls) it
+    kept from an earlier run when this one did not replace it, else its own."""
+    if "baseline_output" not in entry:
+        return entry
+    return dict(entry, output=entry["baseline_output"], finish_reason=None,
+                tool_calls=entry.get("baseline_tool_calls"))
+
+
 def _save_recordings(path, record, stderr):
-    """Record the outputs of the cases `record` ran in a recordings file: rows of the cases run
-    are updated (or added), every other row is kept as it was, fields and all."""
+    """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
+    whole reply when it called tools or did not end by itself: stored_output): rows of the
+    cases run are updated (or added), every other row is kept as it was, fields and all."""
     rows = {}
     if os.path.exists(path):
         rows = {row["id"]: row for _, row in _recording_rows(path)}
@@ -4504,8 +4909,10 @@ def _save_recordings(path, record, stderr):
         if entry.get("change") == "not_run" or entry["status"] == "error":
             continue
         fresh += 1
+        output = stored_output(entry.get("output"), entry.get("tool_calls") or (),
+                               entry.get("finish_reason"))
         rows[entry["id"]] = row = dict(rows.get(entry["id"], {}), id=entry["id"],
-                                       input=entry.get("input"), output=entry.get("output"))
+                                       input=entry.get("input"), output=output)
         row.pop("reasoning", None)  # an older recording's is not this output's
         if entry.get("reasoning") is not None:
             row["reasoning"] = entry["reasoning"]
@@ -4578,6 +4985,9 @@ def _add_command(args, stdout, stderr):
         raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
     text = entry.get("input") if args.input is None else args.input
     output = entry.get("output") if args.output is None else args.output
+    # The recorded answer is the whole reply: its tool calls and ending are scored too.
+    whole = {} if args.output is not None else entry
+    calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
     if text is None:
         raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; give "
                          "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
@@ -4594,7 +5004,8 @@ def _add_command(args, stdout, stderr):
                              **({"tags": args.tag} if args.tag else {})})
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if args.recordings:
-        _append_line(args.recordings, {"id": args.id, "input": text, "output": output})
+        _append_line(args.recordings, {"id": args.id, "input": text,
+                                       "output": stored_output(output, calls, ended)})
         stdout.write(f"recorded its output in {args.recordings}, so the offline replay scores "
                      "it\n")
     if output is None:
@@ -4602,7 +5013,8 @@ def _add_command(args, stdout, stderr):
             stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
                          "or saved with --omit-outputs); the new checks were not tried on it\n")
         return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)), output, stdout,
+    status, results = _print_checks(Case(args.id, text, tuple(checks)),
+                                    Answer(output, calls, ended), stdout,
                                     reasoning=entry.get("reasoning"))
     if status != "pass":
         stdout.write("the new case fails on that output, as it should: it catches this answer\n")

@@ -70,6 +70,21 @@ EXAMPLES = {
     "json_valid": ({"type": "json_valid"}, '{"a": 1}', "{a: 1}"),
     "json_keys": ({"type": "json_keys", "keys": ["a"]}, '{"a": 1}', '{"b": 1}'),
     "json_schema": ({"type": "json_schema", "schema": {"type": "object"}}, "{}", "[]"),
+    # Checks of the whole reply score an Answer: its tool calls and how it ended.
+    "tool_called": ({"type": "tool_called", "name": "lookup_order",
+                     "arguments": {"order_id": "A-1"}},
+                    evals.Answer("", ({"name": "lookup_order", "arguments": {"order_id": "A-1"}},),
+                                 "tool_calls"),
+                    evals.Answer("", ({"name": "lookup_order", "arguments": {"order_id": "B-2"}},),
+                                 "tool_calls")),
+    "tool_sequence": ({"type": "tool_sequence", "names": ["lookup_order", "issue_refund"]},
+                      evals.Answer("", ({"name": "lookup_order", "arguments": {}},
+                                        {"name": "issue_refund", "arguments": {}})),
+                      evals.Answer("", ({"name": "issue_refund", "arguments": {}},
+                                        {"name": "lookup_order", "arguments": {}}))),
+    "finish_reason": ({"type": "finish_reason", "values": ["stop"]},
+                      evals.Answer("Done.", finish_reason="stop"),
+                      evals.Answer("Done, and then", finish_reason="length")),
     "judge": ({"type": "judge", "must_include": ["manager approval is needed"]},
               "Manager approval is needed.", "No approval is needed."),
     "python": ({"type": "python", "function": "tests.user_checks:mentions_order",
@@ -1083,8 +1098,9 @@ class EmptyOutputTest(CheckTestCase):
         for output in ("", " ", "\n\t \r\n"):
             for name, check in VALID_EXAMPLES.items():
                 if name in ("judge", "python") or evals.CHECKS[name].whole:
-                    # judge: tests/test_judge.py; python: UserCheckTest; a check of the whole
-                    # reply scores the call (its latency, its cost), which an empty text has too
+                    # judge: tests/test_judge.py; python: UserCheckTest; the checks of the
+                    # whole reply score the call (tool calls, ending: tests/test_whole_reply.py;
+                    # latency, cost: tests/test_rates.py), which an empty text has too
                     continue
                 for negate in (False, True):
                     with self.subTest(output=output, check=name, negate=negate):

@@ -38,9 +38,12 @@ def read(path):
 
 
 class SmokeSuiteTest(unittest.TestCase):
-    def test_cases_are_valid_plain_prompts_with_deterministic_checks(self):
+    def test_cases_are_valid_prompts_and_conversations_with_deterministic_checks(self):
         cases, _ = evals.load_cases(os.path.join(EXAMPLE, "cases.jsonl"))
         self.assertGreaterEqual(len(cases), 8)
+        conversations = [case for case in cases if isinstance(case.input, list)]
+        self.assertGreaterEqual(len(conversations), 2)
+        self.assertTrue(any(m["role"] == "assistant" for c in conversations for m in c.input))
         for case in cases:
             for check in case.checks:
                 # A judge would need a second model, a python check could raise: an error.
@@ -55,6 +58,7 @@ class SmokeSuiteTest(unittest.TestCase):
         for entry in record["cases"]:
             self.assertEqual(entry["model"], "smollm2", entry["id"])
             self.assertGreater(entry["usage"]["output_tokens"], 0, entry["id"])
+            self.assertEqual(entry["finish_reason"], "stop", entry["id"])
         with tempfile.TemporaryDirectory() as folder:
             out = os.path.join(folder, "rescored.json")
             done = subprocess.run(
