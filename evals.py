@@ -34,6 +34,8 @@ import collections.abc
 import contextlib
 import contextvars
 import functools
+import heapq
+import itertools
 import json
 import math
 import os
@@ -56,7 +58,8 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
     # runner
-    "current_case", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
+    "current_case", "can_retry_later", "Judge", "run_case", "run_cases", "each_result",
+    "RunOptions", "Budget",
     "BudgetExceeded", "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
     "load_outputs", "replay_client",
     # outcomes, baseline, records, history
@@ -1972,6 +1975,68 @@ def _usage_of(output):
     return usage if all(v is None or type(v) is int and v >= 0 for v in usage.values()) else None
 
 
+# ---- a call waiting out a server's Retry-After gives its worker to another case ----
+
+_TAKES_BACK = contextvars.ContextVar("evals_takes_back", default=None)
+
+
+def can_retry_later(func):
+    """True while `func` is the client the runner calls for the current case (not a function
+    that calls it, nor a judge) and the runner can take the call back. Then, rather than sleep
+    between attempts (a server's Retry-After, a backoff), `func` may raise an exception with
+    `retry_after` (seconds) and `resume` (a callable taking no argument: the next attempt,
+    which returns the answer or raises as the call would): the worker runs other cases, and
+    `resume()` is called once `retry_after` has passed. my_client's RetryLater is one."""
+    return func is not None and _TAKES_BACK.get() is func
+
+
+class _Job:
+    """A case part-way through its calls: index (its place in the run), case, results (of its
+    calls so far), and the call put back to wait: resume (callable), spent (seconds the call
+    has taken: its attempts and the waits asked), not_before (time.monotonic())."""
+
+    __slots__ = ("index", "case", "results", "resume", "spent", "not_before")
+
+    def __init__(self, index, case):
+        self.index, self.case, self.results = index, case, []
+        self.resume, self.spent, self.not_before = None, 0.0, 0.0
+
+
+_JOB = contextvars.ContextVar("evals_job", default=None)
+
+
+class _CallLater(Exception):
+    """The job's call waits out a server's Retry-After; its worker takes other work."""
+
+
+def _model_call(case, call_model, timeout):
+    """call_model(case.input), or the resumption of the call the job put back, within what is
+    left of `timeout` s (its attempts and asked waits count, time in the queue does not)."""
+    job = _JOB.get()
+    call = job.resume or (lambda: call_model(case.input))
+    spent, started = job.spent, time.perf_counter()
+
+    def taken_back():
+        token = _TAKES_BACK.set(call_model)
+        try:
+            return call()
+        finally:
+            _TAKES_BACK.reset(token)
+
+    try:
+        return _within(taken_back, timeout and timeout - spent, case)
+    except Exception as exc:
+        wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
+        if wait is None or not callable(resume):
+            raise
+        wait = max(0.0, wait)
+        job.spent = spent + time.perf_counter() - started + wait
+        if timeout is not None and job.spent >= timeout:  # the wait alone would overrun it
+            raise TimeoutError(f"no answer within {timeout:g} s: {exc}") from None
+        job.resume, job.not_before = resume, time.monotonic() + wait
+        raise _CallLater from None
+
+
 def _attempt(case, call_model, options, limiter):
     """One call and its scoring, as a CaseResult."""
     if options.refused:  # every other call would be refused the same way, and counted
@@ -1981,10 +2046,10 @@ def _attempt(case, call_model, options, limiter):
     try:
         if limiter:
             limiter.wait()
-        started = time.perf_counter()
+        started = time.perf_counter() - _JOB.get().spent  # a call put back ran before
         try:
-            output = _within(lambda: call_model(case.input), options.timeout, case)
-        except KeyboardInterrupt:
+            output = _model_call(case, call_model, options.timeout)
+        except (KeyboardInterrupt, _CallLater):
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
             if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
@@ -2052,13 +2117,31 @@ def run_case(case, call_model, options=None, limiter=None):
     A raise (but KeyboardInterrupt), a timeout or a non-str return is an unscored `error`. A
     str subclass's `usage` ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
-    attempts = []
-    for _ in range(options.repeat):
-        try:
-            attempts.append(_attempt(case, call_model, options, limiter))
-        except BudgetExceeded as exc:
-            attempts.append(CaseResult(case.id, "error", error=_describe_error(exc)))
-            break
+    job = _Job(0, case)
+    result = _advance(job, call_model, options, limiter)
+    while result is None:  # nothing else to run meanwhile: wait here
+        time.sleep(max(0.0, job.not_before - time.monotonic()))
+        result = _advance(job, call_model, options, limiter)
+    return result
+
+
+def _advance(job, call_model, options, limiter):
+    """Make the job's calls (options.repeat): its case's CaseResult, or None when a call waits
+    out a server's Retry-After (until job.not_before)."""
+    token = _JOB.set(job)
+    try:
+        while len(job.results) < options.repeat:
+            try:
+                job.results.append(_attempt(job.case, call_model, options, limiter))
+            except _CallLater:
+                return None
+            except BudgetExceeded as exc:
+                job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
+                break
+            job.resume, job.spent = None, 0.0
+    finally:
+        _JOB.reset(token)
+    attempts = job.results
     return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
 
 
@@ -2084,8 +2167,7 @@ def each_result(cases, call_model, options=None, on_result=None):
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     stop = threading.Event()
     if options.concurrency <= 1:
-        finished = ((index, run_case(case, call_model, options, limiter))
-                    for index, case in enumerate(cases))
+        finished = _work(_Queue(cases, stop), call_model, options, limiter)
     else:
         finished = _run_in_threads(cases, call_model, options, limiter, stop)
     waiting, turn = {}, 0
@@ -2104,21 +2186,62 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
+class _Queue:
+    """A run's work, shared by its workers: the cases not started, in case-file order, and the
+    jobs put back to wait out a server's Retry-After (a heap by not_before; due ones go first).
+    take() waits for work: a _Job, or None once every job is done or `stop` is set."""
+
+    def __init__(self, cases, stop):
+        self._fresh, self._stop = enumerate(cases), stop
+        self._later, self._order = [], itertools.count()
+        self._busy = 0  # jobs taken, not yet done or put back: they may come back
+        self._changed = threading.Condition()
+
+    def take(self):
+        with self._changed:
+            while not self._stop.is_set():
+                due = self._later[0][0] - time.monotonic() if self._later else None
+                if due is not None and due <= 0:
+                    self._busy += 1
+                    return heapq.heappop(self._later)[2]
+                fresh = next(self._fresh, None)
+                if fresh is not None:
+                    self._busy += 1
+                    return _Job(*fresh)
+                if due is None and not self._busy:
+                    return None
+                self._changed.wait(min(due or 0.2, 0.2))  # 0.2 s: `stop` is not notified
+        return None
+
+    def done(self, job, put_back=False):
+        """`job` is done, or (put_back) waits until its not_before."""
+        with self._changed:
+            self._busy -= 1
+            if put_back:
+                heapq.heappush(self._later, (job.not_before, next(self._order), job))
+            self._changed.notify_all()
+
+
+def _work(work, call_model, options, limiter, guarded=()):
+    """Yield (index, CaseResult) of each case this worker finishes, taking jobs from `work`
+    (a _Queue) until none is left; an exception of `guarded` is the case's error."""
+    for job in iter(work.take, None):
+        try:
+            result = _advance(job, call_model, options, limiter)
+        except guarded as exc:  # noqa: B902 - never lose a case to a worker crash
+            result = CaseResult(job.case.id, "error", error=_describe_error(exc))
+        work.done(job, put_back=result is None)
+        if result is not None:
+            yield job.index, result
+
+
 def _run_in_threads(cases, call_model, options, limiter, stop):
     """Yield (index, CaseResult) as cases finish in `options.concurrency` worker threads."""
-    todo, done = queue.SimpleQueue(), queue.SimpleQueue()
-    for item in enumerate(cases):
-        todo.put(item)
+    work, done = _Queue(cases, stop), queue.SimpleQueue()
 
     def worker():
-        with contextlib.suppress(queue.Empty):
-            while not stop.is_set():
-                index, case = todo.get_nowait()
-                try:
-                    result = run_case(case, call_model, options, limiter)
-                except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
-                    result = CaseResult(case.id, "error", error=_describe_error(exc))
-                done.put((index, result))
+        for finished in _work(work, call_model, options, limiter, BaseException):
+            done.put(finished)
         _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.

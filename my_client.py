@@ -204,6 +204,15 @@ failures (almost always a wrong URL or a server that is not running), and
 anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
 ``false`` overrides the status, as the official SDKs let it.
 
+Waiting without holding a worker: when the harness says it can take the call
+back (evals' ``can_retry_later(client)``: true only while it calls this very
+client, ``ask`` or a client object, for a case), a wait between attempts is not
+slept: the call raises :class:`RetryLater` with ``retry_after`` (seconds) and
+``resume()`` (the next attempt), and the harness runs other cases meanwhile.
+The attempts and the retry budget go on from where the call stopped.  Called
+any other way (directly, from a function of yours, as the judge) the client
+sleeps as above.
+
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
 one the server closed while idle is replaced before the next request.  Through
@@ -268,6 +277,7 @@ __all__ = [
     "reply_dict",
     "ProviderError",
     "ConfigError",
+    "RetryLater",
     "ask",
     "make_client",
     "Client",
@@ -434,6 +444,41 @@ class ProviderError(Exception):
         self.attempts = attempts
         self.detail = _one_line(message)
         super().__init__("%s: %s" % (provider, self.detail))
+
+
+class RetryLater(Exception):
+    """A call paused between attempts: the harness, not this client, waits out ``retry_after``.
+
+    Raised only when the harness running the call said it can take the call back (evals'
+    ``can_retry_later(client)``: the client is the callable it called for the case); every other
+    caller gets the usual sleeping retries.  The harness gives the worker to another case and,
+    once ``retry_after`` seconds have passed, calls ``resume()``: the next attempt, which
+    returns the :class:`Reply` or raises as the call would (this again included).  The attempt
+    count and the retry budget go on from where the call paused (EVALS_MAX_ATTEMPTS,
+    EVALS_MAX_RETRY_WAIT count the waits asked, not how late the harness came back).
+
+    Attributes:
+        retry_after (float): seconds to wait: the server's Retry-After, or the backoff.
+        resume (callable): no arguments; makes the next attempt.
+        attempts (int): HTTP attempts made so far.
+        status (int or None): the HTTP status of the attempt that failed, if any.
+    """
+
+    def __init__(self, message: str, retry_after: float, resume: Callable[[], "Reply"],
+                 attempts: int, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.resume = resume
+        self.attempts = attempts
+        self.status = status
+
+
+class _Paused(Exception):
+    """_post_json's wait between attempts, handed to the harness (see RetryLater)."""
+
+    def __init__(self, failure: "_Failed", delay: float, attempt: int, waited: float) -> None:
+        super().__init__(failure.what)
+        self.failure, self.delay, self.attempt, self.waited = failure, delay, attempt, waited
 
 
 class ConfigError(ValueError):
@@ -955,11 +1000,13 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
 
 def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], settings: Settings,
                secret: Optional[str], parse: Callable[[Any], "Parsed"], sleep_fn: Callable[[float], Any],
-               rand_fn: Callable[[], float]) -> Tuple["Parsed", int]:
+               rand_fn: Callable[[], float], later: bool = False,
+               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple["Parsed", int]:
     """POST ``payload`` as JSON with the retry policy; return (parse(answer JSON), attempts).
 
     A 2xx answer is never retried: one that is not JSON, is empty or that ``parse`` rejects
-    fails at once.
+    fails at once.  ``later``: raise _Paused instead of sleeping between attempts;
+    ``resumed``: (attempts made, seconds waited) of the call a _Paused paused.
 
     Raises:
         ProviderError: the only place a failed call raises it, so every message is scrubbed of
@@ -967,8 +1014,7 @@ def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], setti
     """
     data = json.dumps(payload).encode("utf-8")
     headers = dict(headers, **{"Content-Type": "application/json", "Accept": "application/json"})
-    waited = 0.0
-    attempt = 0
+    attempt, waited = resumed
     while True:
         attempt += 1
         try:
@@ -978,6 +1024,8 @@ def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], setti
             if delay is None:
                 raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
+            if delay > 0 and later:
+                raise _Paused(failure, delay, attempt, waited + delay) from None
         if delay > 0:
             sleep_fn(delay)
         waited += delay
@@ -1653,20 +1701,32 @@ class Client:
                 a response with no answer in it).
             TypeError: a prompt that is neither a str nor a conversation.
         """
+        return self._answer(prompt, _read_key(self.settings), self)
+
+    def _answer(self, prompt: Prompt, key: Optional[str], caller: Any, spent: int = 0,
+                resumed: Tuple[int, float] = (0, 0.0)) -> Reply:
+        """The call of ``caller`` (the callable the harness called: this client or ``ask``),
+        from ``spent`` attempts of refused defaults and ``resumed`` (see _post_json) on."""
         s = self.settings
-        key = _read_key(s)
         build, parse = _ADAPTERS[s.provider]
         # The module's sleep / rand are looked up per call, so tests can patch them.
         sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
         rand_fn = self._rand or (lambda: rand())
-        spent = 0
+        later = _harness_retries_later(caller)
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             try:
                 parsed, attempts = _post_json(
                     request.url, request.headers, request.body, s, key,
-                    lambda data: parse(data, request.sent), sleep_fn, rand_fn)
+                    lambda data: parse(data, request.sent), sleep_fn, rand_fn, later, resumed)
                 break
+            except _Paused as pause:
+                state = (spent, (pause.attempt, pause.waited))
+                raise RetryLater(
+                    "%s: %s; attempt %d after %gs" % (s.provider, _scrub(pause.failure.what, key),
+                                                      pause.attempt + 1, pause.delay),
+                    pause.delay, lambda: self._answer(prompt, key, caller, *state),
+                    spent + pause.attempt, pause.failure.status) from None
             except ProviderError as error:
                 error.attempts += spent
                 refusal = _refusal(s, request.sent, error)
@@ -1674,6 +1734,7 @@ class Client:
                     raise
                 _adapt(s, *refusal)
                 spent = error.attempts
+                resumed = (0, 0.0)
         text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
         return Reply(text, usage=parsed.usage, model=parsed.model or s.model,
                      finish_reason=parsed.finish_reason, attempts=spent + attempts,
@@ -1686,12 +1747,34 @@ class Client:
 # --------------------------------------------------------------------------
 
 
+def _harness_retries_later(caller: Any) -> bool:
+    """Whether the harness can take back the call of ``caller`` (evals'
+    ``can_retry_later``): then a wait between attempts raises RetryLater, not sleeps."""
+    for module in _harness_modules(load=False):  # a harness not loaded runs no call
+        asks = getattr(module, "can_retry_later", None)
+        if callable(asks) and asks(caller):
+            return True
+    return False
+
+
 def _current_case() -> Any:
-    """The case the harness is running, via ``evals.current_case()``; None if unknown.
+    """The case the harness is running, via ``evals.current_case()``; None if unknown."""
+    for module in _harness_modules():
+        getter = getattr(module, "current_case", None)
+        if callable(getter):
+            case = getter()
+            if case is not None:
+                return case
+    return None
+
+
+def _harness_modules(load: bool = True) -> List[Any]:
+    """The modules that may be the harness running this call: ``evals``, and ``__main__``;
+    with ``load``, ``evals`` is imported when neither is loaded.
 
     When the harness runs as ``python evals.py`` its module is ``__main__``,
     not ``evals``; a fresh ``import evals`` would get a second copy with its
-    own (empty) context variable, so ``__main__`` is asked first when it is
+    own (empty) context variables, so ``__main__`` is asked too when it is
     the harness.
     """
     candidates = []
@@ -1701,20 +1784,14 @@ def _current_case() -> Any:
     main = sys.modules.get("__main__")
     if main is not None and callable(getattr(main, "current_case", None)):
         candidates.append(main)
-    if not candidates and "evals" not in sys.modules:
+    if load and not candidates and "evals" not in sys.modules:
         try:
             import evals  # noqa: F401  (lazy: the harness imports this module)
 
             candidates.append(sys.modules.get("evals", evals))
-        except Exception:  # no harness importable: fall back to matching by input
-            return None
-    for module in candidates:
-        getter = getattr(module, "current_case", None)
-        if callable(getter):
-            case = getter()
-            if case is not None:
-                return case
-    return None
+        except Exception:  # no harness importable: a replay falls back to matching by input
+            return []
+    return candidates
 
 
 def _jsonl_rows(path: str, missing: str) -> Any:
@@ -2046,7 +2123,10 @@ def ask(prompt: Prompt) -> Reply:
         ConfigError, ProviderError, LookupError, ValueError, FileNotFoundError:
         see the module docstring.
     """
-    return _env_client()(prompt)
+    client = _env_client()
+    if isinstance(client, Client):  # the harness takes back a call of `ask`, not of the client
+        return client._answer(prompt, _read_key(client.settings), ask)
+    return client(prompt)
 
 
 ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
