@@ -3651,6 +3651,12 @@ _OPTIONS = {
                      "estimated cost would pass this many dollars; cases not called are errors"),
     "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
                      "million tokens, added to the built-in table"),
+    "--batch": dict(action="store_true", help="send every call through the provider's batch "
+                    "API (OpenAI Batch, Anthropic Message Batches: half the price, answers "
+                    "within 24 hours), wait for it, then score as a live run; Ctrl-C leaves "
+                    "the batch running and --batch with the same cases collects it"),
+    "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
+                           "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
                     help="callable str -> str that answers the prompts of `judge` checks"),
     "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
@@ -3876,6 +3882,10 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
                      f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
+    collected = None  # with --batch: forgets the saved batch once its run is recorded
+    if args.batch or args.batch_resume:
+        call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
+                                              options, stderr)
     stopped = []
     run = RunResult(_until_stopped(_with_progress(selected, call_model, options, args.quiet,
                                                   stderr), stopped),
@@ -3893,6 +3903,8 @@ def _run_command(args, stdout, stderr):
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
     _finish_run(args, record, selected, judge_only, baseline, stdout, stderr)
+    if collected:
+        collected()
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
@@ -3904,6 +3916,125 @@ def _until_stopped(results, stopped):
     except Interrupted as stop:
         stopped.append(True)
         yield from stop.results
+
+
+# ---- --batch: every call of the run in one provider batch, then scored as a live run ----
+
+# Both providers bill a batch at 50% of their list prices: OpenAI
+# (https://platform.openai.com/docs/guides/batch, "50% cost discount") and Anthropic
+# (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing#pricing).
+BATCH_PRICE_FACTOR = 0.5
+# Variables that change nothing in a batch's answers: a run with other values resumes it.
+_BATCH_NEUTRAL = ("EVALS_BATCH_POLL_S",)
+
+
+def _batch_client(args, cases, call_model, client_name, digest, options, stderr):
+    """(the call_model of a --batch run, a function forgetting its batch once the run is
+    recorded): each call of `cases` (x --repeat) answered from one provider batch, submitted
+    now or collected (--batch-resume ID, or the batch saved in .evals/batches.json for this
+    selection, client and EVALS_* settings), priced at batch prices. The client offers
+    `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
+    {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
+    batch = getattr(call_model, "batch", None)
+    if not callable(batch):
+        raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
+                         "`batch` attribute, as my_client:ask has)")
+    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases) for r in range(args.repeat)}
+    settings = sorted((k, v) for k, v in os.environ.items()
+                      if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
+    entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
+             "case_ids": [case.id for case in cases], "custom_ids": calls,
+             "settings_sha256": _sha256(json.dumps(settings))}
+    path = _beside_baseline(args, "batches.json")
+    batch_id = _saved_batch(path, entry, args.batch_resume, stderr)
+    ids = [batch_id] if batch_id else []
+
+    def submitted(new_id):
+        ids.append(new_id)
+        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
+        stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
+                     "leaves it running, and --batch with the same cases collects it\n")
+
+    try:
+        replies = batch([(key, cases[int(key.split("-")[0])].input) for key in calls],
+                        resume=batch_id, on_submitted=submitted)
+    except KeyboardInterrupt:
+        if ids:
+            stderr.write(f"evals: batch {ids[0]} goes on at the provider; --batch with the "
+                         f"same cases, or --batch-resume {ids[0]}, collects it\n")
+        raise
+    except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
+        raise EvalsError(f"--batch: {exc}" + (f" (batch {ids[0]} stays in {path})"
+                                               if ids else "")) from None
+    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
+                      for model, price in (options.prices or PRICES).items()}
+    if ids:
+        stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
+                     f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
+    return _answered_from(replies, cases), lambda: _save_batches(
+        path, [b for b in _saved_batches(path) if b.get("id") not in ids])
+
+
+def _saved_batches(path):
+    """The batches saved in `path`: [] when there is no such file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise EvalsError(f"{path}: not JSON ({exc})") from None
+    batches = saved.get("batches") if isinstance(saved, dict) else None
+    if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
+        raise EvalsError(f'{path}: expected {{"batches": [...]}}')
+    return batches
+
+
+def _save_batches(path, batches):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json_atomic(path, {"batches": batches})
+
+
+def _saved_batch(path, entry, wanted, stderr):
+    """The id of the batch to collect: `wanted` (refused when saved for other cases), else the
+    one saved for `entry`'s selection, client and settings (said), else None: submit one."""
+    same = ("client", "case_file_sha256", "custom_ids", "settings_sha256")
+    for saved in _saved_batches(path):
+        if wanted and saved.get("id") == wanted:
+            if any(saved.get(key) != entry[key] for key in same[1:3]):
+                raise EvalsError(f"--batch-resume {wanted}: that batch holds other cases (or "
+                                 f"another version of them; see {path}): select the same "
+                                 "cases, or submit a new batch with --batch")
+            return wanted
+        if not wanted and all(saved.get(key) == entry[key] for key in same):
+            stderr.write(f"evals: collecting batch {saved['id']}, submitted "
+                         f"{saved.get('submitted')} for these cases (saved in {path})\n")
+            return saved["id"]
+    if wanted:
+        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are taken "
+                     "as this selection's, in case order\n")
+    return wanted
+
+
+def _answered_from(replies, cases):
+    """A call_model answering each call of a case with the batch's reply to it (repeats in
+    order); an exception there is the call's error, a missing reply a LookupError."""
+    index = {case.id: i for i, case in enumerate(cases)}
+    taken, lock = collections.Counter(), threading.Lock()
+
+    def answer(prompt):
+        case = current_case()
+        with lock:
+            repeat, taken[case.id] = taken[case.id], taken[case.id] + 1
+        reply = replies.get(f"{index[case.id]}-{repeat}")
+        if reply is None:
+            raise LookupError("the batch holds no answer to this call")
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    answer.model = "replay"  # collected answers took no time of this run's: no latency
+    return answer
 
 
 def _warn_other_case_file(args, baseline, cases, stderr):
@@ -3929,7 +4060,9 @@ def _refuse_contradictions(args):
     if args.accept and (args.no_save or args.out):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
     for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs")):
+                          ("record", "omit_outputs"), ("rescore", "batch"),
+                          ("rescore", "batch_resume"), ("budget", "batch"),
+                          ("budget", "batch_resume")):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
@@ -4271,7 +4404,7 @@ _COMMANDS = {
              "selection": ("--tag", "--id", "--failed", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
                              "--rate-limit", "--repeat", "--min-pass", "--budget", "--prices",
-                             "--judge", "--no-judge"),
+                             "--batch", "--batch-resume", "--judge", "--no-judge"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
     "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
               "record and one diff, as if the suite had run in one job. Every case of the case "
