@@ -3951,9 +3951,9 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
 
     def submitted(new_id):
         ids.append(new_id)
-        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
         stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
                      "leaves it running, and --batch with the same cases collects it\n")
+        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
 
     try:
         replies = batch([(key, cases[int(key.split("-")[0])].input) for key in calls],
@@ -3964,7 +3964,7 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
                          f"same cases, or --batch-resume {ids[0]}, collects it\n")
         raise
     except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
-        raise EvalsError(f"--batch: {exc}" + (f" (batch {ids[0]} stays in {path})"
+        raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
                                                if ids else "")) from None
     options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
                       for model, price in (options.prices or PRICES).items()}

@@ -1895,11 +1895,12 @@ def _multipart(fields: Dict[str, str], filename: str, content: bytes) -> Tuple[b
     """A multipart/form-data body (RFC 7578) of text ``fields`` and one ``file``: (body, its
     Content-Type)."""
     boundary = "evals-%s" % os.urandom(12).hex()
+    mark = boundary.encode()
     parts = [b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
-             % (boundary.encode(), name.encode(), value.encode()) for name, value in fields.items()]
+             % (mark, name.encode(), value.encode()) for name, value in fields.items()]
     parts.append(b'--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
-                 b"Content-Type: application/jsonl\r\n\r\n" % (boundary.encode(), filename.encode()))
-    return (b"".join(parts) + content + b"\r\n--%s--\r\n" % boundary.encode(),
+                 b"Content-Type: application/jsonl\r\n\r\n" % (mark, filename.encode()))
+    return (b"".join(parts) + content + b"\r\n--%s--\r\n" % mark,
             "multipart/form-data; boundary=%s" % boundary)
 
 
@@ -2020,7 +2021,8 @@ def _batch_reply(settings: Settings, parse: Callable[..., Parsed], data: Any, re
         return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
 
 
-def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str], batch_id: str) -> Dict[str, Any]:
+def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
+                batch_id: str) -> Dict[str, Any]:
     """Poll the batch until it ends, with a one-line progress on stderr; its last state."""
     fixed = settings.env.get("EVALS_BATCH_POLL_S")
     interval = (_parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0) if fixed
@@ -2053,7 +2055,8 @@ def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str], batch_id
 # the output file (answered) and the error file (not: an HTTP error, or an "error" such as
 # batch_expired for a request the 24 hours did not reach), read at /files/{id}/content.
 
-def _openai_batch_submit(settings: Settings, key: Optional[str], built: Dict[str, Request]) -> str:
+def _openai_batch_submit(settings: Settings, key: Optional[str],
+                         built: Dict[str, Request]) -> str:
     lines = b"".join(json.dumps({"custom_id": custom_id, "method": "POST",
                                  "url": _OPENAI_BATCH_ENDPOINT, "body": request.body}
                                 ).encode("utf-8") + b"\n" for custom_id, request in built.items())
@@ -2108,7 +2111,8 @@ def _openai_batch_answer(row: Dict[str, Any], request: Request, settings: Settin
 # lines {"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"}
 # | {"type": "canceled"} | {"type": "expired"}}, in no particular order.
 
-def _anthropic_batch_submit(settings: Settings, key: Optional[str], built: Dict[str, Request]) -> str:
+def _anthropic_batch_submit(settings: Settings, key: Optional[str],
+                            built: Dict[str, Request]) -> str:
     batch = _api(settings, key, "POST", "/messages/batches", {"requests": [
         {"custom_id": custom_id, "params": request.body} for custom_id, request in built.items()]},
         creates=True)

@@ -14,14 +14,19 @@ import http.server
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
 import evals
 import my_client
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY = "sk-batchtest-0123456789abcdef"
 MODEL = {"openai": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}
 
@@ -90,6 +95,8 @@ class FakeProvider:
 
     def __init__(self, expire=()):
         self.expire = set(expire)  # prompts a batch leaves unanswered, ending "expired"
+        self.polls_fail = False  # a poll is answered 503
+        self.hold = False  # batches do not end
         self.files, self.batches, self.live_bodies, self.batch_bodies = {}, {}, [], []
         self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.http.daemon_threads = True
@@ -159,6 +166,9 @@ class FakeProvider:
     # ---- GET ----
     def get(self, path):
         parts = path.strip("/").split("/")
+        if self.polls_fail:
+            error = {"message": "overloaded", "type": "server_error"}
+            return 503, {"error": error}, "application/json"
         if parts[:2] == ["v1", "batches"] and len(parts) == 3:
             self.batches[parts[2]]["polls"] += 1
             return 200, self.state(parts[2]), "application/json"
@@ -172,7 +182,7 @@ class FakeProvider:
         return 404, {"error": {"message": "no route %s" % path}}, "application/json"
 
     def ended(self, batch):
-        return batch["polls"] >= 2
+        return batch["polls"] >= 2 and not self.hold
 
     def expired(self, batch):
         return any(last_prompt(batch["provider"], body) in self.expire
@@ -263,7 +273,7 @@ class BatchCase(unittest.TestCase):
         self.addCleanup(server.stop)
         return server
 
-    def run_evals(self, server, *args, provider=None, out="record.json"):
+    def run_evals(self, server, *args, provider=None, out="record.json", **extra):
         """evals.main in this process against `server`: (exit code, stdout, stderr), my_client's
         own lines on stderr included."""
         provider = provider or self.provider
@@ -271,7 +281,7 @@ class BatchCase(unittest.TestCase):
                if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
         env.update(EVALS_PROVIDER=provider, EVALS_BASE_URL=server.url, EVALS_BATCH_POLL_S="0.01",
                    EVALS_MODEL=MODEL.get(provider, "x"), OPENAI_API_KEY=KEY,
-                   ANTHROPIC_API_KEY=KEY, GEMINI_API_KEY=KEY)
+                   ANTHROPIC_API_KEY=KEY, GEMINI_API_KEY=KEY, **extra)
         stdout, stderr = io.StringIO(), io.StringIO()
         with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stderr(stderr):
             code = evals.main(["--cases", self.cases, "--client", "my_client:ask",
@@ -401,6 +411,44 @@ class ResumeTests(BatchCase):
         self.assertEqual([e["status"] for e in self.record()["cases"]],
                          ["pass", "pass", "fail", "error"])
         self.assertEqual(self.saved(), [])
+
+    def test_a_poll_that_fails_keeps_the_batch_to_collect(self):
+        server = self.serve()
+        server.polls_fail = True
+        code = self.run_evals(server, "--batch", EVALS_MAX_ATTEMPTS="1")
+        self.assertEqual(code, 2, self.describe())
+        self.assertIn("evals: --batch: openai: HTTP 503 (server_error) overloaded; gave up "
+                      "after 1 attempt", self.stderr)
+        self.assertIn("(--batch-resume batch_1 collects the batch)", self.stderr)
+        self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
+        server.polls_fail = False
+        self.assertEqual(self.run_evals(server, "--batch", EVALS_MAX_ATTEMPTS="1"), 2)
+        self.assertEqual(server.created(), ["/v1/batches"])
+        self.assertEqual(len(self.record()["cases"]), 4)
+
+    def test_a_real_ctrl_c_while_polling(self):
+        server = self.serve()
+        server.hold = True
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
+        env.update(EVALS_PROVIDER="openai", EVALS_BASE_URL=server.url, OPENAI_API_KEY=KEY,
+                   EVALS_BATCH_POLL_S="0.1", PYTHONPATH=ROOT)
+        process = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "evals.py"), "--cases", self.cases, "--batch",
+             "--client", "my_client:ask", "--out", "record.json", "--no-history"],
+            cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.addCleanup(lambda: process.poll() is None and (process.kill(), process.wait()))
+        deadline = time.monotonic() + 20
+        while not server.batches or server.batches["batch_1"]["polls"] < 2:
+            self.assertIsNone(process.poll(), "evals.py exited early")
+            self.assertLess(time.monotonic(), deadline, "no batch was polled")
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+        self.assertEqual(process.returncode, 130, err)
+        self.assertIn("--batch-resume batch_1, collects it", err)
+        self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
 
     def test_batch_resume_id(self):
         server = self.serve()
