@@ -37,6 +37,8 @@ import collections.abc
 import contextlib
 import contextvars
 import functools
+import heapq
+import itertools
 import json
 import math
 import os
@@ -59,9 +61,10 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
     # runner
-    "current_case", "current_attempt", "Judge", "run_case", "run_cases", "each_result", "RunOptions", "Budget",
-    "BudgetExceeded", "RateLimiter", "PRICES", "call_cost", "Interrupted", "latency_percentiles", "load_client",
-    "load_outputs", "replay_client", "refuse_conversations", "stored_output",
+    "current_case", "current_attempt", "can_retry_later", "Judge", "run_case", "run_cases",
+    "each_result", "RunOptions", "Budget", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
+    "Interrupted", "latency_percentiles", "load_client", "load_outputs", "replay_client",
+    "refuse_conversations", "stored_output",
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "merge_records", "summarize", "case_status", "JudgeRequired",
@@ -158,8 +161,9 @@ class CaseResult(collections.namedtuple(
     attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
     the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer.
     tool_calls: the tools the model asked to call (tuple of {"name", "arguments"}, see Answer);
-    finish_reason: why the answer ended (one of FINISH_REASONS) or None. passes, calls: with --repeat, the calls that passed of those scored (errored calls are
-    neither), each check dict then carrying its own "passes" and "calls"; None otherwise."""
+    finish_reason: why the answer ended (one of FINISH_REASONS) or None. passes, calls: with
+    --repeat, the calls that passed of those scored (errored calls are neither), each check
+    dict then carrying its own "passes" and "calls"; None otherwise."""
 
     __slots__ = ()
 
@@ -2302,6 +2306,70 @@ def _whole_reply(output):
                     "sent": parts["sent"], "replayed": bool(_attribute(output, "replayed", bool))}
 
 
+# ---- a call waiting out a server's Retry-After gives its worker to another case ----
+
+_TAKES_BACK = contextvars.ContextVar("evals_takes_back", default=None)
+
+
+def can_retry_later(func):
+    """True while `func` is the client the runner calls for the current case (not a function
+    that calls it, nor a judge) and the runner can take the call back. Then, rather than sleep
+    between attempts (a server's Retry-After, a backoff), `func` may raise an exception with
+    `retry_after` (seconds) and `resume` (a callable taking no argument: the next attempt,
+    which returns the answer or raises as the call would): the worker runs other cases, and
+    `resume()` is called once `retry_after` has passed. my_client's RetryLater is one."""
+    return func is not None and _TAKES_BACK.get() is func
+
+
+class _Job:
+    """A case part-way through its calls: index (its place in the run), case, results (of its
+    calls so far), and the call put back to wait: resume (callable), spent (seconds the call
+    has taken: its attempts and the waits asked), not_before (time.monotonic())."""
+
+    __slots__ = ("index", "case", "results", "resume", "spent", "not_before")
+
+    def __init__(self, index, case):
+        self.index, self.case, self.results = index, case, []
+        self.resume, self.spent, self.not_before = None, 0.0, 0.0
+
+
+_JOB = contextvars.ContextVar("evals_job", default=None)
+
+
+class _CallLater(Exception):
+    """The job's call waits out a server's Retry-After; its worker takes other work."""
+
+
+def _model_call(case, call_model, timeout):
+    """call_model(case.input), or the resumption of the call the job put back, within what is
+    left of `timeout` s (its attempts and asked waits count, time in the queue does not)."""
+    job = _JOB.get()
+    # A conversation is copied for each call: a client may append its reply to the list.
+    prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
+    call = job.resume or (lambda: call_model(prompt))
+    spent, started = job.spent, time.perf_counter()
+
+    def taken_back():
+        token = _TAKES_BACK.set(call_model)
+        try:
+            return call()
+        finally:
+            _TAKES_BACK.reset(token)
+
+    try:
+        return _within(taken_back, timeout and timeout - spent, case)
+    except Exception as exc:
+        wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
+        if wait is None or not callable(resume):
+            raise
+        wait = max(0.0, wait)
+        job.spent = spent + time.perf_counter() - started + wait
+        if timeout is not None and job.spent >= timeout:  # the wait alone would overrun it
+            raise TimeoutError(f"no answer within {timeout:g} s: {exc}") from None
+        job.resume, job.not_before = resume, time.monotonic() + wait
+        raise _CallLater from None
+
+
 def _attempt(case, call_model, options, limiter):
     """One call and its scoring, as a CaseResult."""
     if options.refused:  # every other call would be refused the same way, and counted
@@ -2311,12 +2379,10 @@ def _attempt(case, call_model, options, limiter):
     try:
         if limiter:
             limiter.wait()
-        started = time.perf_counter()
-        # A conversation is copied for each call: a client may append its reply to the list.
-        prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
+        started = time.perf_counter() - _JOB.get().spent  # a call put back ran before
         try:
-            output = _within(lambda: call_model(prompt), options.timeout, case)
-        except KeyboardInterrupt:
+            output = _model_call(case, call_model, options.timeout)
+        except (KeyboardInterrupt, _CallLater):
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
             if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
@@ -2401,16 +2467,34 @@ def run_case(case, call_model, options=None, limiter=None):
     reply's tool calls and finish reason are scored with its text; its `usage`
     ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
-    attempts = []
-    for index in range(options.repeat):
-        token = _CURRENT_ATTEMPT.set(index)  # current_attempt(), for the client and the judge
-        try:
-            attempts.append(_attempt(case, call_model, options, limiter))
-        except BudgetExceeded as exc:
-            attempts.append(CaseResult(case.id, "error", error=_describe_error(exc)))
-            break
-        finally:
-            _CURRENT_ATTEMPT.reset(token)
+    job = _Job(0, case)
+    result = _advance(job, call_model, options, limiter)
+    while result is None:  # nothing else to run meanwhile: wait here
+        time.sleep(max(0.0, job.not_before - time.monotonic()))
+        result = _advance(job, call_model, options, limiter)
+    return result
+
+
+def _advance(job, call_model, options, limiter):
+    """Make the job's calls (options.repeat): its case's CaseResult, or None when a call waits
+    out a server's Retry-After (until job.not_before)."""
+    token = _JOB.set(job)
+    try:
+        while len(job.results) < options.repeat:
+            attempt = _CURRENT_ATTEMPT.set(len(job.results))  # for the client and the judge
+            try:
+                job.results.append(_attempt(job.case, call_model, options, limiter))
+            except _CallLater:
+                return None
+            except BudgetExceeded as exc:
+                job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
+                break
+            finally:
+                _CURRENT_ATTEMPT.reset(attempt)
+            job.resume, job.spent = None, 0.0
+    finally:
+        _JOB.reset(token)
+    attempts = job.results
     return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
 
 
@@ -2457,8 +2541,7 @@ def each_result(cases, call_model, options=None, on_result=None):
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     stop = threading.Event()
     if options.concurrency <= 1:
-        finished = ((index, run_case(case, call_model, options, limiter))
-                    for index, case in enumerate(cases))
+        finished = _work(_Queue(cases, stop), call_model, options, limiter)
     else:
         finished = _run_in_threads(cases, call_model, options, limiter, stop)
     waiting, turn = {}, 0
@@ -2477,21 +2560,62 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
+class _Queue:
+    """A run's work, shared by its workers: the cases not started, in case-file order, and the
+    jobs put back to wait out a server's Retry-After (a heap by not_before; due ones go first).
+    take() waits for work: a _Job, or None once every job is done or `stop` is set."""
+
+    def __init__(self, cases, stop):
+        self._fresh, self._stop = enumerate(cases), stop
+        self._later, self._order = [], itertools.count()
+        self._busy = 0  # jobs taken, not yet done or put back: they may come back
+        self._changed = threading.Condition()
+
+    def take(self):
+        with self._changed:
+            while not self._stop.is_set():
+                due = self._later[0][0] - time.monotonic() if self._later else None
+                if due is not None and due <= 0:
+                    self._busy += 1
+                    return heapq.heappop(self._later)[2]
+                fresh = next(self._fresh, None)
+                if fresh is not None:
+                    self._busy += 1
+                    return _Job(*fresh)
+                if due is None and not self._busy:
+                    return None
+                self._changed.wait(min(due or 0.2, 0.2))  # 0.2 s: `stop` is not notified
+        return None
+
+    def done(self, job, put_back=False):
+        """`job` is done, or (put_back) waits until its not_before."""
+        with self._changed:
+            self._busy -= 1
+            if put_back:
+                heapq.heappush(self._later, (job.not_before, next(self._order), job))
+            self._changed.notify_all()
+
+
+def _work(work, call_model, options, limiter, guarded=()):
+    """Yield (index, CaseResult) of each case this worker finishes, taking jobs from `work`
+    (a _Queue) until none is left; an exception of `guarded` is the case's error."""
+    for job in iter(work.take, None):
+        try:
+            result = _advance(job, call_model, options, limiter)
+        except guarded as exc:  # noqa: B902 - never lose a case to a worker crash
+            result = CaseResult(job.case.id, "error", error=_describe_error(exc))
+        work.done(job, put_back=result is None)
+        if result is not None:
+            yield job.index, result
+
+
 def _run_in_threads(cases, call_model, options, limiter, stop):
     """Yield (index, CaseResult) as cases finish in `options.concurrency` worker threads."""
-    todo, done = queue.SimpleQueue(), queue.SimpleQueue()
-    for item in enumerate(cases):
-        todo.put(item)
+    work, done = _Queue(cases, stop), queue.SimpleQueue()
 
     def worker():
-        with contextlib.suppress(queue.Empty):
-            while not stop.is_set():
-                index, case = todo.get_nowait()
-                try:
-                    result = run_case(case, call_model, options, limiter)
-                except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
-                    result = CaseResult(case.id, "error", error=_describe_error(exc))
-                done.put((index, result))
+        for finished in _work(work, call_model, options, limiter, BaseException):
+            done.put(finished)
         _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
@@ -4360,6 +4484,12 @@ _OPTIONS = {
                     ".evals/cache.sqlite; `python my_client.py cache --clear` empties it"),
     "--no-cache": dict(action="store_true", help="call the model for every case, even with "
                        "EVALS_CACHE=1"),
+    "--batch": dict(action="store_true", help="send every call through the provider's batch "
+                    "API (OpenAI Batch, Anthropic Message Batches: half the price, answers "
+                    "within 24 hours), wait for it, then score as a live run; Ctrl-C leaves "
+                    "the batch running and --batch with the same cases collects it"),
+    "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
+                           "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
                     help="callable str -> str that answers the prompts of `judge` checks"),
     "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
@@ -4616,6 +4746,10 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
                      f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
+    collected = None  # with --batch: forgets the saved batch once its run is recorded
+    if args.batch or args.batch_resume:
+        call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
+                                              options, stderr)
     stopped = []
     run = RunResult(_until_stopped(_with_progress(selected, call_model, options, args.quiet,
                                                   stderr), stopped),
@@ -4638,6 +4772,8 @@ def _run_command(args, stdout, stderr):
         record["summary"]["cached"] = options.cached
     _finish_run(args, record, selected, judge_only, baseline, stdout, stderr,
                 _cache_note(options) if cache else "")
+    if collected:
+        collected()
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
@@ -4678,6 +4814,125 @@ def _until_stopped(results, stopped):
         yield from stop.results
 
 
+# ---- --batch: every call of the run in one provider batch, then scored as a live run ----
+
+# Both providers bill a batch at 50% of their list prices: OpenAI
+# (https://platform.openai.com/docs/guides/batch, "50% cost discount") and Anthropic
+# (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing#pricing).
+BATCH_PRICE_FACTOR = 0.5
+# Variables that change nothing in a batch's answers: a run with other values resumes it.
+_BATCH_NEUTRAL = ("EVALS_BATCH_POLL_S",)
+
+
+def _batch_client(args, cases, call_model, client_name, digest, options, stderr):
+    """(the call_model of a --batch run, a function forgetting its batch once the run is
+    recorded): each call of `cases` (x --repeat) answered from one provider batch, submitted
+    now or collected (--batch-resume ID, or the batch saved in .evals/batches.json for this
+    selection, client and EVALS_* settings), priced at batch prices. The client offers
+    `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
+    {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
+    batch = getattr(call_model, "batch", None)
+    if not callable(batch):
+        raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
+                         "`batch` attribute, as my_client:ask has)")
+    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases) for r in range(args.repeat)}
+    settings = sorted((k, v) for k, v in os.environ.items()
+                      if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
+    entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
+             "case_ids": [case.id for case in cases], "custom_ids": calls,
+             "settings_sha256": _sha256(json.dumps(settings))}
+    path = _beside_baseline(args, "batches.json")
+    batch_id = _saved_batch(path, entry, args.batch_resume, stderr)
+    ids = [batch_id] if batch_id else []
+
+    def submitted(new_id):
+        ids.append(new_id)
+        stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
+                     "leaves it running, and --batch with the same cases collects it\n")
+        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
+
+    try:
+        replies = batch([(key, cases[int(key.split("-")[0])].input) for key in calls],
+                        resume=batch_id, on_submitted=submitted)
+    except KeyboardInterrupt:
+        if ids:
+            stderr.write(f"evals: batch {ids[0]} goes on at the provider; --batch with the "
+                         f"same cases, or --batch-resume {ids[0]}, collects it\n")
+        raise
+    except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
+        raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
+                                               if ids else "")) from None
+    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
+                      for model, price in (options.prices or PRICES).items()}
+    if ids:
+        stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
+                     f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
+    return _answered_from(replies, cases), lambda: _save_batches(
+        path, [b for b in _saved_batches(path) if b.get("id") not in ids])
+
+
+def _saved_batches(path):
+    """The batches saved in `path`: [] when there is no such file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise EvalsError(f"{path}: not JSON ({exc})") from None
+    batches = saved.get("batches") if isinstance(saved, dict) else None
+    if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
+        raise EvalsError(f'{path}: expected {{"batches": [...]}}')
+    return batches
+
+
+def _save_batches(path, batches):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json_atomic(path, {"batches": batches})
+
+
+def _saved_batch(path, entry, wanted, stderr):
+    """The id of the batch to collect: `wanted` (refused when saved for other cases), else the
+    one saved for `entry`'s selection, client and settings (said), else None: submit one."""
+    same = ("client", "case_file_sha256", "custom_ids", "settings_sha256")
+    for saved in _saved_batches(path):
+        if wanted and saved.get("id") == wanted:
+            if any(saved.get(key) != entry[key] for key in same[1:3]):
+                raise EvalsError(f"--batch-resume {wanted}: that batch holds other cases (or "
+                                 f"another version of them; see {path}): select the same "
+                                 "cases, or submit a new batch with --batch")
+            return wanted
+        if not wanted and all(saved.get(key) == entry[key] for key in same):
+            stderr.write(f"evals: collecting batch {saved['id']}, submitted "
+                         f"{saved.get('submitted')} for these cases (saved in {path})\n")
+            return saved["id"]
+    if wanted:
+        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are taken "
+                     "as this selection's, in case order\n")
+    return wanted
+
+
+def _answered_from(replies, cases):
+    """A call_model answering each call of a case with the batch's reply to it (repeats in
+    order); an exception there is the call's error, a missing reply a LookupError."""
+    index = {case.id: i for i, case in enumerate(cases)}
+    taken, lock = collections.Counter(), threading.Lock()
+
+    def answer(prompt):
+        case = current_case()
+        with lock:
+            repeat, taken[case.id] = taken[case.id], taken[case.id] + 1
+        reply = replies.get(f"{index[case.id]}-{repeat}")
+        if reply is None:
+            raise LookupError("the batch holds no answer to this call")
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    answer.model = "replay"  # collected answers took no time of this run's: no latency
+    return answer
+
+
 def _warn_other_case_file(args, baseline, cases, stderr):
     """Before any call: replacing the baseline of another case file drops the cases this one
     lacks (a warning, not a refusal: a renamed case file is a reason too)."""
@@ -4710,7 +4965,10 @@ def _refuse_contradictions(args):
     if args.accept and (args.no_save or args.out):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
     for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs"), ("cache", "no_cache"), ("rescore", "cache")):
+                          ("record", "omit_outputs"), ("cache", "no_cache"),
+                          ("rescore", "cache"), ("rescore", "batch"),
+                          ("rescore", "batch_resume"), ("budget", "batch"),
+                          ("budget", "batch_resume")):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
@@ -5141,8 +5399,8 @@ _COMMANDS = {
              "selection": ("--tag", "--id", "--failed", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
                              "--rate-limit", "--repeat", "--min-pass", "--repeat-flaky",
-                             "--budget", "--prices", "--cache", "--no-cache", "--judge",
-                             "--no-judge"),
+                             "--budget", "--prices", "--cache", "--no-cache", "--batch",
+                             "--batch-resume", "--judge", "--no-judge"),
              "pass rates and gates": ("--alpha", "--min-pass-rate"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
     "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "

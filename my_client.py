@@ -100,7 +100,18 @@ call and are never printed, logged or put into an exception message):
                         set it.  See "Cache" below.
 ``EVALS_CACHE_PATH``    the cache, SQLite; default ``.evals/cache.sqlite``
                         (relative to the current directory).
+``EVALS_BATCH_POLL_S``  seconds between polls of a batch (``ask.batch``);
+                        unset: 5, then 1.5 times the last wait, up to 60.
 ======================  ======================================================
+
+Batches (``python evals.py --batch``): ``ask.batch(requests, resume=None,
+on_submitted=None)`` and :meth:`Client.batch` send ``[(custom_id, prompt)]``
+through OpenAI's Batch API or Anthropic's Message Batches API (other providers:
+ConfigError), each request the body a live call would send, poll until the
+batch ends, and return ``{custom_id: Reply or ProviderError}``, each answer
+read by the live call's parser (``attempts`` 0).  A default the model refuses
+(``EVALS_TEMPERATURE`` above) is not sent again without it, as a live call
+would be: that request's answer is its error.
 
 Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
 string keeps working): the text part of the answer (``""`` when the model only
@@ -212,6 +223,15 @@ failures (almost always a wrong URL or a server that is not running), and
 anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
 ``false`` overrides the status, as the official SDKs let it.
 
+Waiting without holding a worker: when the harness says it can take the call
+back (evals' ``can_retry_later(client)``: true only while it calls this very
+client, ``ask`` or a client object, for a case), a wait between attempts is not
+slept: the call raises :class:`RetryLater` with ``retry_after`` (seconds) and
+``resume()`` (the next attempt), and the harness runs other cases meanwhile.
+The attempts and the retry budget go on from where the call stopped.  Called
+any other way (directly, from a function of yours, as the judge) the client
+sleeps as above.
+
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
 one the server closed while idle is replaced before the next request.  Through
@@ -269,6 +289,7 @@ reviewed into cases with ``python my_client.py review``::
 """
 
 import atexit
+import collections.abc
 import email.utils
 import functools
 import hashlib
@@ -280,6 +301,7 @@ import re
 import select
 import socket
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -292,6 +314,7 @@ __all__ = [
     "reply_dict",
     "ProviderError",
     "ConfigError",
+    "RetryLater",
     "ask",
     "make_client",
     "Client",
@@ -462,6 +485,41 @@ class ProviderError(Exception):
         self.attempts = attempts
         self.detail = _one_line(message)
         super().__init__("%s: %s" % (provider, self.detail))
+
+
+class RetryLater(Exception):
+    """A call paused between attempts: the harness, not this client, waits out ``retry_after``.
+
+    Raised only when the harness running the call said it can take the call back (evals'
+    ``can_retry_later(client)``: the client is the callable it called for the case); every other
+    caller gets the usual sleeping retries.  The harness gives the worker to another case and,
+    once ``retry_after`` seconds have passed, calls ``resume()``: the next attempt, which
+    returns the :class:`Reply` or raises as the call would (this again included).  The attempt
+    count and the retry budget go on from where the call paused (EVALS_MAX_ATTEMPTS,
+    EVALS_MAX_RETRY_WAIT count the waits asked, not how late the harness came back).
+
+    Attributes:
+        retry_after (float): seconds to wait: the server's Retry-After, or the backoff.
+        resume (callable): no arguments; makes the next attempt.
+        attempts (int): HTTP attempts made so far.
+        status (int or None): the HTTP status of the attempt that failed, if any.
+    """
+
+    def __init__(self, message: str, retry_after: float, resume: Callable[[], "Reply"],
+                 attempts: int, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.resume = resume
+        self.attempts = attempts
+        self.status = status
+
+
+class _Paused(Exception):
+    """_post_json's wait between attempts, handed to the harness (see RetryLater)."""
+
+    def __init__(self, failure: "_Failed", delay: float, attempt: int, waited: float) -> None:
+        super().__init__(failure.what)
+        self.failure, self.delay, self.attempt, self.waited = failure, delay, attempt, waited
 
 
 class ConfigError(ValueError):
@@ -743,12 +801,13 @@ def _kept_connection(scheme: str, host: str, port: Optional[int], timeout: float
     return connection
 
 
-def _send_kept_alive(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Tuple[int, Mapping[str, str], bytes]:
+def _send_kept_alive(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
+                     method: str = "POST") -> Tuple[int, Mapping[str, str], bytes]:
     parts = urllib.parse.urlsplit(url)
     connection = _kept_connection(parts.scheme, parts.hostname or "", parts.port, timeout)
     target = parts.path + ("?" + parts.query if parts.query else "")
     try:
-        connection.request("POST", target or "/", body=data, headers=headers)
+        connection.request(method, target or "/", body=data, headers=headers)
         response = connection.getresponse()
         body = _read_capped(response)
     except _Failed:
@@ -777,8 +836,10 @@ def _uses_proxy(scheme: str, host: str) -> bool:
     return bool(urllib.request.getproxies().get(scheme)) and not urllib.request.proxy_bypass(host)
 
 
-def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Tuple[int, Mapping[str, str], bytes]:
-    """POST once; return (status, headers, body) for any HTTP status, raise _Failed otherwise.
+def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
+               method: str = "POST") -> Tuple[int, Mapping[str, str], bytes]:
+    """Send once (a POST, or ``method``); return (status, headers, body) for any HTTP status,
+    raise _Failed otherwise.
 
     Direct connections are kept alive per thread (http.client); through an HTTP(S) proxy from
     the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
@@ -786,8 +847,8 @@ def _send_once(url: str, headers: Dict[str, str], data: bytes, timeout: float) -
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     if not _uses_proxy(parts.scheme, host):
-        return _send_kept_alive(url, headers, data, timeout)
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        return _send_kept_alive(url, headers, data, timeout, method)
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
     try:
         with opener(request, timeout=timeout) as response:
@@ -935,9 +996,11 @@ def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
     return ("non-JSON body: %s" % snippet if snippet else "empty body"), False
 
 
-def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> Any:
-    """POST once and return the decoded JSON of a 2xx answer; raise _Failed otherwise."""
-    status, resp_headers, body = _send_once(url, headers, data, timeout)
+def _attempt(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
+             method: str = "POST") -> Any:
+    """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
+    _Failed otherwise."""
+    status, resp_headers, body = _send_once(url, headers, data, timeout, method)
     ok = 200 <= status < 300
     try:
         parsed = json.loads(body.decode("utf-8")) if body else None
@@ -950,10 +1013,15 @@ def _attempt(url: str, headers: Dict[str, str], data: bytes, timeout: float) -> 
         if parsed is None:
             raise _Failed("HTTP %d with an empty body" % status, status=status)
         return parsed
-    detail, no_quota = _error_message(status, parsed, body)
-    retryable = _should_retry(status, resp_headers, no_quota)
-    wait = _retry_after(resp_headers, parsed) if retryable else None
-    raise _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
+    raise _http_failure(status, resp_headers, parsed, body)
+
+
+def _http_failure(status: int, headers: Mapping[str, str], payload: Any, body: bytes) -> _Failed:
+    """The _Failed of an HTTP error answer (``payload``: its decoded JSON, or None)."""
+    detail, no_quota = _error_message(status, payload, body)
+    retryable = _should_retry(status, headers, no_quota)
+    wait = _retry_after(headers, payload) if retryable else None
+    return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
 
 
 def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: float,
@@ -983,29 +1051,43 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
 
 def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], settings: Settings,
                secret: Optional[str], parse: Callable[[Any], "Parsed"], sleep_fn: Callable[[float], Any],
-               rand_fn: Callable[[], float]) -> Tuple["Parsed", int]:
+               rand_fn: Callable[[], float], later: bool = False,
+               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple["Parsed", int]:
     """POST ``payload`` as JSON with the retry policy; return (parse(answer JSON), attempts).
 
     A 2xx answer is never retried: one that is not JSON, is empty or that ``parse`` rejects
-    fails at once.
-
-    Raises:
-        ProviderError: the only place a failed call raises it, so every message is scrubbed of
-            ``secret`` and carries the last HTTP status and the attempts made.
+    fails at once.  ``later``: raise _Paused instead of sleeping between attempts;
+    ``resumed``: (attempts made, seconds waited) of the call a _Paused paused.  Raises what
+    _retrying raises.
     """
     data = json.dumps(payload).encode("utf-8")
     headers = dict(headers, **{"Content-Type": "application/json", "Accept": "application/json"})
-    waited = 0.0
-    attempt = 0
+    return _retrying(lambda: parse(_attempt(url, headers, data, settings.timeout)), settings,
+                     secret, sleep_fn, rand_fn, later, resumed)
+
+
+def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str],
+              sleep_fn: Callable[[float], Any], rand_fn: Callable[[], float], later: bool = False,
+              resumed: Tuple[int, float] = (0, 0.0)) -> Tuple[Any, int]:
+    """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
+    policy allows (see _post_json for ``later`` and ``resumed``).
+
+    Raises:
+        ProviderError: the only place a failed request raises it, so every message is scrubbed
+            of ``secret`` and carries the last HTTP status and the attempts made.
+    """
+    attempt, waited = resumed
     while True:
         attempt += 1
         try:
-            return parse(_attempt(url, headers, data, settings.timeout)), attempt
+            return once(), attempt
         except _Failed as failure:
             delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited, rand_fn)
             if delay is None:
                 raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
+            if delay > 0 and later:
+                raise _Paused(failure, delay, attempt, waited + delay) from None
         if delay > 0:
             sleep_fn(delay)
         waited += delay
@@ -1684,23 +1766,41 @@ class Client:
                 a response with no answer in it).
             TypeError: a prompt that is neither a str nor a conversation.
         """
-        s = self.settings
+        return self._call_as(prompt, self)
+
+    def _call_as(self, prompt: Prompt, caller: Any) -> Reply:
+        """The answer to ``prompt``, from the cache or asked, as called through ``caller`` (the
+        callable the harness called: this client or ``ask``)."""
         slot, cached = _from_cache(self, prompt)
         if cached is not None:
             return cached
-        key = _read_key(s)
+        return self._answer(prompt, _read_key(self.settings), caller, slot)
+
+    def _answer(self, prompt: Prompt, key: Optional[str], caller: Any, slot: Any,
+                spent: int = 0, resumed: Tuple[int, float] = (0, 0.0)) -> Reply:
+        """The call of ``caller`` (the callable the harness called: this client or ``ask``),
+        from ``spent`` attempts of refused defaults and ``resumed`` (see _post_json) on; the
+        answer is kept in the cache at ``slot`` (see _from_cache; None: off)."""
+        s = self.settings
         build, parse = _ADAPTERS[s.provider]
         # The module's sleep / rand are looked up per call, so tests can patch them.
         sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
         rand_fn = self._rand or (lambda: rand())
-        spent = 0
+        later = _harness_retries_later(caller)
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             try:
                 parsed, attempts = _post_json(
                     request.url, request.headers, request.body, s, key,
-                    lambda data: parse(data, request.sent), sleep_fn, rand_fn)
+                    lambda data: parse(data, request.sent), sleep_fn, rand_fn, later, resumed)
                 break
+            except _Paused as pause:
+                state = (spent, (pause.attempt, pause.waited))
+                raise RetryLater(
+                    "%s: %s; attempt %d after %gs" % (s.provider, _scrub(pause.failure.what, key),
+                                                      pause.attempt + 1, pause.delay),
+                    pause.delay, lambda: self._answer(prompt, key, caller, slot, *state),
+                    spent + pause.attempt, pause.failure.status) from None
             except ProviderError as error:
                 error.attempts += spent
                 refusal = _refusal(s, request.sent, error)
@@ -1708,12 +1808,416 @@ class Client:
                     raise
                 _adapt(s, *refusal)
                 spent = error.attempts
-        text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
-        return _into_cache(slot, Reply(
-            text, usage=parsed.usage, model=parsed.model or s.model,
-            finish_reason=parsed.finish_reason, attempts=spent + attempts, reasoning=reasoning,
-            sent=request.sent, tool_calls=parsed.tool_calls,
-            finish_reason_raw=parsed.finish_reason_raw))
+                resumed = (0, 0.0)
+        return _into_cache(slot, _reply(parsed, s, request.sent, spent + attempts))
+
+    def batch(self, requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
+              on_submitted: Optional[Callable[[str], Any]] = None) -> Mapping[str, Any]:
+        """Send ``requests`` ([(custom_id, prompt)], each custom_id of 1 to 64 letters, digits,
+        ``-`` or ``_``) through the provider's batch API, in the bodies a live call sends,
+        or, with ``resume``, collect the batch of that id instead; poll until it ends (a
+        progress line on stderr) and return {custom_id: Reply, or ProviderError for a request
+        that got no answer (its error, the batch expired or was cancelled)}.  ``on_submitted``
+        (batch id) is called once the batch is created, before the first poll.
+
+        Raises:
+            ConfigError: a provider with no batch API here (gemini, ollama), or no key.
+            ProviderError: the batch could not be created, polled or read.
+            KeyboardInterrupt: Ctrl-C while polling; the batch goes on at the provider.
+        """
+        s = _for_model(self.settings)
+        api = _BATCH_APIS.get(s.provider)
+        if api is None:
+            raise ConfigError("batch calls support %s; EVALS_PROVIDER is %s"
+                              % (" and ".join(_BATCH_APIS), s.provider))
+        key = _read_key(s)
+        build, parse = _ADAPTERS[s.provider]
+        built = {custom_id: build(s, prompt, key) for custom_id, prompt in requests}
+        if not built:
+            return {}
+        if len(built) > BATCH_MAX_REQUESTS[s.provider]:
+            raise ConfigError("a %s batch holds at most %d requests, not %d: send fewer at "
+                              "once (evals: --shard K/N)" % (s.provider,
+                                                           BATCH_MAX_REQUESTS[s.provider],
+                                                           len(built)))
+        batch_id = resume or api.submit(s, key, built)
+        if resume is None and on_submitted is not None:
+            on_submitted(batch_id)
+        batch = _poll_batch(api, s, key, batch_id)
+        answers = _BatchAnswers(api, s, key, built, parse, api.missing(batch))
+        for url in api.result_urls(s, batch):
+            answers.download(url)
+        return answers.index()
+
+
+def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: int) -> Reply:
+    """The Reply of a parsed answer, live or from a batch: the same text, thinking taken out."""
+    text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
+    return Reply(text, usage=parsed.usage, model=parsed.model or settings.model,
+                 finish_reason=parsed.finish_reason, attempts=attempts, reasoning=reasoning,
+                 sent=sent, tool_calls=parsed.tool_calls,
+                 finish_reason_raw=parsed.finish_reason_raw)
+
+
+# --------------------------------------------------------------------------
+# Provider batch APIs: many prompts in one batch, answered within 24 hours
+# --------------------------------------------------------------------------
+
+# Requests a batch may hold: OpenAI 50,000 (https://platform.openai.com/docs/guides/batch),
+# Anthropic 100,000 (https://docs.anthropic.com/en/api/creating-message-batches).
+BATCH_MAX_REQUESTS = {"openai": 50000, "anthropic": 100000}
+BATCH_POLL_FIRST = 5.0  # seconds to the first poll; each wait is then 1.5 x the last, up to
+BATCH_POLL_MAX = 60.0  # this.  EVALS_BATCH_POLL_S sets one fixed interval instead.
+# Every request of an OpenAI batch goes to one endpoint, named when the batch is created
+# (https://platform.openai.com/docs/api-reference/batch/create).
+_OPENAI_BATCH_ENDPOINT = "/v1/chat/completions"
+
+
+class _BatchApi(NamedTuple):
+    """One provider's batch API: submit(settings, key, {custom_id: Request}) -> batch id; the
+    path of the batch object; state(batch) -> (ended, progress text); result_urls(settings,
+    batch); missing(batch): why a request has no result line; answer(row, request, settings,
+    parse, key) -> Reply or ProviderError."""
+
+    submit: Callable[..., str]
+    path: str
+    state: Callable[[Dict[str, Any]], Tuple[bool, str]]
+    result_urls: Callable[[Settings, Dict[str, Any]], List[str]]
+    missing: Callable[[Dict[str, Any]], str]
+    answer: Callable[..., Any]
+
+
+def _api_headers(settings: Settings, key: Optional[str]) -> Dict[str, str]:
+    if settings.provider == "anthropic":
+        return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
+    return _bearer(key)
+
+
+def _api(settings: Settings, key: Optional[str], method: str, path: str, payload: Any = None,
+         data: Optional[bytes] = None, content_type: str = "application/json",
+         creates: bool = False) -> Dict[str, Any]:
+    """One call of a batch API (``path`` below the API root) with the retry policy, sleeping
+    between attempts: the answer's JSON object.  ``creates``: a request that creates something
+    is not sent again after a timeout or a reset, which may have come after it was done (a
+    second batch would be billed again)."""
+    url = _root(settings) + path
+    headers = dict(_api_headers(settings, key), Accept="application/json")
+    if payload is not None:
+        data = json.dumps(payload).encode("utf-8")
+    if data is not None:
+        headers["Content-Type"] = content_type
+
+    def once() -> Any:
+        try:
+            return _attempt(url, headers, data, settings.timeout, method)
+        except _Failed as failure:
+            if creates and failure.status is None and failure.retryable:
+                raise _Failed(failure.what + " (not sent again: it may have been done; see "
+                              "the provider's list of batches)") from None
+            raise
+
+    answer, _ = _retrying(once, settings, key, lambda seconds: sleep(seconds), lambda: rand())
+    if not isinstance(answer, dict):
+        raise ProviderError(settings.provider, "%s %s answered %s, not an object"
+                            % (method, path, type(answer).__name__))
+    return answer
+
+
+def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
+    value = answer.get(name)
+    if not isinstance(value, str) or not value:
+        raise ProviderError(settings.provider, "%s answered no %r: %s"
+                            % (what, name, _truncate(json.dumps(answer))))
+    return value
+
+
+def _multipart(fields: Dict[str, str], filename: str, content: bytes) -> Tuple[bytes, str]:
+    """A multipart/form-data body (RFC 7578) of text ``fields`` and one ``file``: (body, its
+    Content-Type)."""
+    boundary = "evals-%s" % os.urandom(12).hex()
+    mark = boundary.encode()
+    parts = [b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
+             % (mark, name.encode(), value.encode()) for name, value in fields.items()]
+    parts.append(b'--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
+                 b"Content-Type: application/jsonl\r\n\r\n" % (mark, filename.encode()))
+    return (b"".join(parts) + content + b"\r\n--%s--\r\n" % mark,
+            "multipart/form-data; boundary=%s" % boundary)
+
+
+class _KeyKeepingRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect, without the key when it leads to another host."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and (urllib.parse.urlsplit(newurl).netloc
+                                != urllib.parse.urlsplit(req.full_url).netloc):
+            for name in ("Authorization", "X-api-key"):  # urllib's capitalisation
+                new.remove_header(name)
+        return new
+
+
+def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) -> None:
+    """GET ``url`` and write the body to ``handle`` as it arrives; raise _Failed as _attempt."""
+    parts = urllib.parse.urlsplit(url)
+    handlers = [_KeyKeepingRedirect()]  # type: List[Any]
+    if not _uses_proxy(parts.scheme, parts.hostname or ""):
+        handlers.append(urllib.request.ProxyHandler({}))
+    try:
+        request = urllib.request.Request(url, headers=headers, method="GET")
+        with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as response:
+            for chunk in iter(lambda: response.read(1 << 20), b""):
+                handle.write(chunk)
+    except urllib.error.HTTPError as exc:
+        try:
+            body = exc.read(ERROR_TEXT_LIMIT * 20)
+        except (OSError, http.client.HTTPException):
+            body = b""
+        finally:
+            exc.close()
+        try:
+            payload = json.loads(body.decode("utf-8")) if body else None
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        raise _http_failure(exc.code, exc.headers, payload, body) from None
+    except urllib.error.URLError as exc:
+        raise _classify_network_error(exc.reason, timeout) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise _classify_network_error(exc, timeout) from None
+
+
+class _BatchAnswers(collections.abc.Mapping):
+    """A collected batch: {custom_id: Reply, or ProviderError for a request with no answer},
+    every custom_id submitted.  The result lines are kept in a temporary file, each parsed
+    when asked (by the parser of a live call); only where each line starts is held."""
+
+    def __init__(self, api: _BatchApi, settings: Settings, key: Optional[str],
+                 built: Dict[str, Request], parse: Callable[..., Parsed], missing: str) -> None:
+        self.file = tempfile.TemporaryFile()
+        self._api, self._settings, self._key, self._built, self._parse = (
+            api, settings, key, built, parse)
+        self._missing = missing
+        self._starts = {}  # type: Dict[str, int]
+        self._lock = threading.Lock()
+
+    def __del__(self) -> None:
+        if hasattr(self, "file"):
+            self.file.close()
+
+    def download(self, url: str) -> None:
+        """Append the body of ``url`` (a retried download starts again where it started)."""
+        start = self.file.seek(0, os.SEEK_END)
+        headers = _api_headers(self._settings, self._key)
+
+        def once() -> None:
+            self.file.seek(start)
+            self.file.truncate()
+            _get_into(url, headers, self._settings.timeout, self.file)
+
+        _retrying(once, self._settings, self._key, lambda seconds: sleep(seconds), lambda: rand())
+
+    def index(self) -> "_BatchAnswers":
+        """Note where each result line starts, by its custom_id."""
+        self.file.seek(0)
+        offset = 0
+        for line in self.file:
+            if line.strip():
+                try:
+                    row = json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    raise ProviderError(self._settings.provider, "a batch result line is not "
+                                        "JSON: %s" % _truncate(line.decode("utf-8", "replace")))
+                custom_id = row.get("custom_id") if isinstance(row, dict) else None
+                if custom_id in self._built:
+                    self._starts[custom_id] = offset
+            offset += len(line)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def __iter__(self) -> Any:
+        return iter(self._built)
+
+    def __getitem__(self, custom_id: str) -> Any:
+        request = self._built[custom_id]
+        start = self._starts.get(custom_id)
+        if start is None:
+            return ProviderError(self._settings.provider, self._missing)
+        with self._lock:
+            self.file.seek(start)
+            line = self.file.readline()
+        return self._api.answer(json.loads(line.decode("utf-8")), request, self._settings,
+                                self._parse, self._key)
+
+
+def _batch_reply(settings: Settings, parse: Callable[..., Parsed], data: Any, request: Request,
+                 key: Optional[str]) -> Any:
+    """A batch's answer as the live call's parser reads it: a Reply, or the ProviderError of
+    an answer the parser rejects."""
+    try:
+        return _reply(parse(data, request.sent), settings, request.sent, 0)
+    except _Failed as failure:
+        return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
+
+
+def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
+                batch_id: str) -> Dict[str, Any]:
+    """Poll the batch until it ends, with a one-line progress on stderr; its last state."""
+    fixed = settings.env.get("EVALS_BATCH_POLL_S")
+    interval = (_parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0) if fixed
+                else BATCH_POLL_FIRST)
+    tty, shown = getattr(sys.stderr, "isatty", bool)(), ""
+    try:
+        while True:
+            batch = _api(settings, key, "GET", api.path % urllib.parse.quote(batch_id, safe=""))
+            ended, progress = api.state(batch)
+            line = "my_client: %s batch %s: %s" % (settings.provider, batch_id, progress)
+            if line != shown:  # on a terminal the line is rewritten in place
+                sys.stderr.write("\r%s" % line.ljust(len(shown)) if tty else line + "\n")
+                sys.stderr.flush()
+                shown = line
+            if ended:
+                return batch
+            sleep(interval)
+            interval = interval if fixed else min(interval * 1.5, BATCH_POLL_MAX)
+    finally:
+        if tty and shown:
+            sys.stderr.write("\n")
+
+
+# ---- OpenAI Batch API: https://platform.openai.com/docs/api-reference/batch and
+# https://platform.openai.com/docs/guides/batch .  The requests are a JSONL file uploaded with
+# purpose "batch" (https://platform.openai.com/docs/api-reference/files/create), one line a
+# request: {"custom_id", "method": "POST", "url", "body"}.  A batch's status is validating,
+# in_progress, finalizing, cancelling, or, once it ended, completed, expired, cancelled or
+# failed.  The answers are lines {"custom_id", "response": {"status_code", "body"}, "error"} of
+# the output file (answered) and the error file (not: an HTTP error, or an "error" such as
+# batch_expired for a request the 24 hours did not reach), read at /files/{id}/content.
+
+def _openai_batch_submit(settings: Settings, key: Optional[str],
+                         built: Dict[str, Request]) -> str:
+    lines = b"".join(json.dumps({"custom_id": custom_id, "method": "POST",
+                                 "url": _OPENAI_BATCH_ENDPOINT, "body": request.body}
+                                ).encode("utf-8") + b"\n" for custom_id, request in built.items())
+    data, content_type = _multipart({"purpose": "batch"}, "evals-batch.jsonl", lines)
+    uploaded = _api(settings, key, "POST", "/files", data=data, content_type=content_type,
+                    creates=True)
+    batch = _api(settings, key, "POST", "/batches", {
+        "input_file_id": _field(settings, uploaded, "id", "the file upload"),
+        "endpoint": _OPENAI_BATCH_ENDPOINT, "completion_window": "24h"}, creates=True)
+    return _field(settings, batch, "id", "the batch creation")
+
+
+def _openai_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
+    counts = batch.get("request_counts") or {}
+    status = batch.get("status")
+    done = (counts.get("completed") or 0) + (counts.get("failed") or 0)
+    return (status in ("completed", "expired", "cancelled", "failed"),
+            "%s, %d of %s requests done, %d failed"
+            % (status, done, counts.get("total", "?"), counts.get("failed") or 0))
+
+
+def _openai_batch_files(settings: Settings, batch: Dict[str, Any]) -> List[str]:
+    return [_root(settings) + "/files/%s/content" % urllib.parse.quote(batch[name], safe="")
+            for name in ("output_file_id", "error_file_id") if isinstance(batch.get(name), str)]
+
+
+def _openai_batch_missing(batch: Dict[str, Any]) -> str:
+    errors = (batch.get("errors") or {}).get("data") or []
+    why = "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict))
+    return "the batch %s ended %s with no answer to this request%s" % (
+        batch.get("id"), batch.get("status"), ": " + why if why else "")
+
+
+def _openai_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
+                         parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+    response = row.get("response") if isinstance(row.get("response"), dict) else {}
+    status, body = response.get("status_code"), response.get("body")
+    if isinstance(row.get("error"), dict):
+        detail, _ = _error_message(status or 0, {"error": row["error"]}, b"")
+        return ProviderError(settings.provider, _scrub(detail, key), status)
+    if isinstance(status, int) and 200 <= status < 300:
+        return _batch_reply(settings, parse, body, request, key)
+    detail, _ = _error_message(status or 0, body, b"")
+    return ProviderError(settings.provider, _scrub("HTTP %s %s" % (status, detail), key), status)
+
+
+# ---- Anthropic Message Batches API: https://docs.anthropic.com/en/api/creating-message-batches ,
+# https://docs.anthropic.com/en/api/retrieving-message-batches and
+# https://docs.anthropic.com/en/api/retrieving-message-batch-results .  POST
+# /messages/batches {"requests": [{"custom_id", "params": a Messages request body}]}; the batch
+# has processing_status in_progress, canceling or ended; once ended its results_url serves JSONL
+# lines {"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"}
+# | {"type": "canceled"} | {"type": "expired"}}, in no particular order.
+
+def _anthropic_batch_submit(settings: Settings, key: Optional[str],
+                            built: Dict[str, Request]) -> str:
+    batch = _api(settings, key, "POST", "/messages/batches", {"requests": [
+        {"custom_id": custom_id, "params": request.body} for custom_id, request in built.items()]},
+        creates=True)
+    return _field(settings, batch, "id", "the batch creation")
+
+
+def _anthropic_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
+    counts = batch.get("request_counts") or {}
+    done = sum(counts.get(k) or 0 for k in ("succeeded", "errored", "canceled", "expired"))
+    return (batch.get("processing_status") == "ended",
+            "%s, %d of %d requests done, %d errored" % (
+                batch.get("processing_status"), done, done + (counts.get("processing") or 0),
+                counts.get("errored") or 0))
+
+
+def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[str]:
+    url = batch.get("results_url")
+    if not isinstance(url, str):
+        return []
+    ours, theirs = urllib.parse.urlsplit(_root(settings)), urllib.parse.urlsplit(url)
+    if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):  # the key goes there
+        raise ProviderError(settings.provider, "the batch's results_url %s is not on %s; the "
+                            "key is not sent there" % (url, ours.netloc))
+    return [url]
+
+
+def _anthropic_batch_missing(batch: Dict[str, Any]) -> str:
+    return "the batch %s ended with no result for this request" % batch.get("id")
+
+
+# The HTTP status of each error type (https://docs.anthropic.com/en/api/errors): a batch's
+# errored result carries the type alone, and is said as the live call's error would be.
+_ANTHROPIC_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+}
+_ANTHROPIC_UNANSWERED = {
+    "canceled": "the batch was canceled before this request was processed",
+    "expired": "the batch expired (24 hours) before this request was processed",
+}
+
+
+def _anthropic_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
+                            parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+    result = row.get("result") if isinstance(row.get("result"), dict) else {}
+    kind = result.get("type")
+    if kind == "succeeded":
+        return _batch_reply(settings, parse, result.get("message"), request, key)
+    if kind == "errored":
+        detail, _ = _error_message(0, result.get("error"), b"")
+        status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
+        return ProviderError(settings.provider, _scrub(
+            ("HTTP %d %s" % (status, detail)) if status else detail, key), status)
+    return ProviderError(settings.provider, _ANTHROPIC_UNANSWERED.get(
+        kind, "unknown batch result type %r" % kind))
+
+
+_BATCH_APIS = {
+    "openai": _BatchApi(_openai_batch_submit, "/batches/%s", _openai_batch_state,
+                        _openai_batch_files, _openai_batch_missing, _openai_batch_answer),
+    "anthropic": _BatchApi(_anthropic_batch_submit, "/messages/batches/%s",
+                           _anthropic_batch_state, _anthropic_batch_results,
+                           _anthropic_batch_missing, _anthropic_batch_answer),
+}
 
 
 # --------------------------------------------------------------------------
@@ -1925,12 +2429,34 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
 # --------------------------------------------------------------------------
 
 
+def _harness_retries_later(caller: Any) -> bool:
+    """Whether the harness can take back the call of ``caller`` (evals'
+    ``can_retry_later``): then a wait between attempts raises RetryLater, not sleeps."""
+    for module in _harness_modules(load=False):  # a harness not loaded runs no call
+        asks = getattr(module, "can_retry_later", None)
+        if callable(asks) and asks(caller):
+            return True
+    return False
+
+
 def _current_case() -> Any:
-    """The case the harness is running, via ``evals.current_case()``; None if unknown.
+    """The case the harness is running, via ``evals.current_case()``; None if unknown."""
+    for module in _harness_modules():
+        getter = getattr(module, "current_case", None)
+        if callable(getter):
+            case = getter()
+            if case is not None:
+                return case
+    return None
+
+
+def _harness_modules(load: bool = True) -> List[Any]:
+    """The modules that may be the harness running this call: ``evals``, and ``__main__``;
+    with ``load``, ``evals`` is imported when neither is loaded.
 
     When the harness runs as ``python evals.py`` its module is ``__main__``,
     not ``evals``; a fresh ``import evals`` would get a second copy with its
-    own (empty) context variable, so ``__main__`` is asked first when it is
+    own (empty) context variables, so ``__main__`` is asked too when it is
     the harness.
     """
     candidates = []
@@ -1940,20 +2466,14 @@ def _current_case() -> Any:
     main = sys.modules.get("__main__")
     if main is not None and callable(getattr(main, "current_case", None)):
         candidates.append(main)
-    if not candidates and "evals" not in sys.modules:
+    if load and not candidates and "evals" not in sys.modules:
         try:
             import evals  # noqa: F401  (lazy: the harness imports this module)
 
             candidates.append(sys.modules.get("evals", evals))
-        except Exception:  # no harness importable: fall back to matching by input
-            return None
-    for module in candidates:
-        getter = getattr(module, "current_case", None)
-        if callable(getter):
-            case = getter()
-            if case is not None:
-                return case
-    return None
+        except Exception:  # no harness importable: a replay falls back to matching by input
+            return []
+    return candidates
 
 
 def _jsonl_rows(path: str, missing: str) -> Any:
@@ -2285,10 +2805,28 @@ def ask(prompt: Prompt) -> Reply:
         ConfigError, ProviderError, LookupError, ValueError, FileNotFoundError:
         see the module docstring.
     """
-    return _env_client()(prompt)
+    client = _env_client()
+    if isinstance(client, Client):  # the harness takes back a call of `ask`, not of the client
+        return client._call_as(prompt, ask)
+    return client(prompt)
 
 
 ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
+
+
+def _ask_batch(requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
+               on_submitted: Optional[Callable[[str], Any]] = None) -> Mapping[str, Any]:
+    """``ask.batch``: :meth:`Client.batch` of the client configured in the environment (what
+    ``python evals.py --batch`` calls).  Raises ConfigError when that is a replay."""
+    client = _env_client()
+    if not isinstance(client, Client):
+        raise ConfigError("batch calls support %s; EVALS_PROVIDER is %s"
+                          % (" and ".join(_BATCH_APIS), os.environ.get("EVALS_PROVIDER")
+                             or "unset (offline replay)"))
+    return client.batch(requests, resume, on_submitted)
+
+
+ask.batch = _ask_batch  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------

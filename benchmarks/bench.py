@@ -20,6 +20,15 @@ side. A plain path is labelled with its file name.
    real adapter (EVALS_PROVIDER=openai), from the copy's folder when it holds a my_client.py,
    else from this repository.  Wall time is compared with the physical limit
    ceil(N / C) x latency.  Target at the highest concurrency: <= 1.10 x the limit.
+1b. Rate limited: the same server answers 20% of requests 429 with Retry-After 1 s (seeded
+   by prompt and the n-th request carrying it, so every run meets the same refusals); 200
+   cases at -j 16.  The bound is the highest of lower bounds taken from the server's log of
+   the requests it refused: each case's retry chain (its refusals x 1 s, a refusal being
+   answered at once, then the latency of its answer) added to the earliest time its place in
+   the case file lets it start (floor(A / 16) x latency, A: the cases before it whose first
+   request was answered), and ceil(answers / 16) x latency.  The longest chain alone is
+   printed too.  Target: wall <= 1.3 x the bound; the server's peak of requests in flight
+   reaches 16 (a case waiting out a Retry-After holds no worker).
 2. Re-scoring: N generated cases with 5 checks each and their recorded outputs (written to
    disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore recordings.jsonl
    --out RECORD --no-history -q` scores them and writes its run record; the MINIMAL LOOP (a
@@ -68,6 +77,11 @@ RESCORE_TIME_RATIO_TARGET = 1.3  # evals / minimal loop
 RESCORE_MEMORY_RATIO_TARGET = 1.5  # evals / minimal loop
 STARTUP_MS_TARGET = 100.0
 VERSION_RATIO_TARGET = 2.0  # python EVALS --version / python -c pass
+RATE_LIMITED_SHARE = 0.2  # of requests answered 429
+RATE_LIMITED_RETRY_AFTER = 1.0  # seconds
+RATE_LIMITED_CASES = 200
+RATE_LIMITED_CONCURRENCY = 16
+RATE_LIMITED_TARGET = 1.3  # x the bound set by the longest retry chain
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,21 +100,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        body = self.rfile.read(length) if length else b""
         server = self.server
+        refused = server.refuse(body) if server.refuse else False
         with server.lock:
             server.count += 1
             server.in_flight += 1
             server.peak = max(server.peak, server.in_flight)
-        time.sleep(server.latency)
+        if not refused:  # a refusal is answered at once, as providers do
+            time.sleep(server.latency)
         with server.lock:  # before answering: the client's next request may follow at once
             server.in_flight -= 1
         try:
-            payload = server.body
-            self.send_response(200)
+            payload = server.refusal if refused else server.body
+            self.send_response(429 if refused else 200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            if refused:
+                self.send_header("Retry-After", "%g" % server.retry_after)
             self.end_headers()
             self.wfile.write(payload)
         except OSError:
@@ -126,6 +143,7 @@ class ChatServer:
         self.server.count = 0
         self.server.in_flight = 0
         self.server.peak = 0
+        self.server.refuse = None  # body -> True to answer 429 (see RateLimitedServer)
         self.server.body = json.dumps({
             "id": "chatcmpl-bench", "object": "chat.completion", "model": "gpt-4o-mini",
             "choices": [{"index": 0, "finish_reason": "stop",
@@ -156,6 +174,64 @@ class ChatServer:
     def stats(self):
         with self.server.lock:
             return self.server.count, self.server.peak
+
+
+class RateLimitedServer(ChatServer):
+    """ChatServer answering a `share` of requests 429 with Retry-After `retry_after` s. Which
+    ones is seeded per (prompt, n-th request carrying it), so every run and every copy of
+    evals.py meets the same refusals whatever order its requests arrive in. `log` holds
+    (prompt, refused) of every request, in order of arrival."""
+
+    def __init__(self, latency, share, retry_after, seed):
+        super().__init__(latency)
+        self.server.retry_after = retry_after
+        self.server.refusal = json.dumps({"error": {
+            "message": "Rate limit reached for requests", "type": "requests",
+            "code": "rate_limit_exceeded"}}).encode("utf-8")
+        self.log, self.seen = [], {}
+
+        def refuse(body):
+            prompt = json.loads(body.decode("utf-8"))["messages"][-1]["content"]
+            with self.server.lock:
+                n = self.seen[prompt] = self.seen.get(prompt, 0) + 1
+                refused = random.Random("%s:%s:%d" % (seed, prompt, n)).random() < share
+                self.log.append((prompt, refused))
+            return refused
+
+        self.server.refuse = refuse
+
+    def reset(self):
+        super().reset()
+        with self.server.lock:
+            self.log, self.seen = [], {}
+
+    def bounds(self, order, level):
+        """Lower bounds on the wall time of a run that starts its cases in `order` (their
+        prompts) with at most `level` requests in flight, from the server's log: a case's retry
+        chain is its refusals x the Retry-After (a refusal is answered at once) and then the
+        latency of its answer; it cannot start before floor(A / level) x latency, A being the
+        cases before it whose first request was answered (each held a slot that long).
+        Returns {"chain": the longest chain (s), "refusals": its refusals, "in_order": the
+        latest end of start + chain (s), "case": its prompt, "answers": answered requests}."""
+        with self.server.lock:
+            log = list(self.log)
+        refusals, first = {}, {}
+        for prompt, refused in log:
+            refusals[prompt] = refusals.get(prompt, 0) + refused
+            first.setdefault(prompt, not refused)
+        latency, wait = self.server.latency, self.server.retry_after
+        result = {"chain": 0.0, "refusals": 0, "in_order": 0.0, "case": None,
+                  "answers": sum(not refused for _prompt, refused in log)}
+        held = 0
+        for prompt in order:
+            chain = refusals.get(prompt, 0) * wait + latency
+            if chain > result["chain"]:
+                result.update(chain=chain, refusals=refusals.get(prompt, 0))
+            end = held // level * latency + chain
+            if end > result["in_order"]:
+                result.update(in_order=end, case=prompt)
+            held += first.get(prompt, True)
+        return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,11 +310,15 @@ def parse_copies(values, parser):
 # ---------------------------------------------------------------------------------------------
 
 
+def _question(i):
+    return "Question number %d: what is the answer?" % i
+
+
 def write_simple_cases(path, n):
     with open(path, "w", encoding="utf-8") as handle:
         for i in range(n):
             handle.write(json.dumps({
-                "id": "case-%05d" % i, "input": "Question number %d: what is the answer?" % i,
+                "id": "case-%05d" % i, "input": _question(i),
                 "checks": [{"type": "contains_any", "values": ["42"]}],
             }) + "\n")
 
@@ -305,6 +385,64 @@ def part_throughput(copies, n, latency, levels, workdir, summary):
         summary.append((copy.label, "every throughput run exits 0",
                         ", ".join(str(r["exit"]) for r in rows),
                         all(r["exit"] == 0 for r in rows)))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1b. Live calls under rate limiting (429 with Retry-After)
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_rate_limited(copy, n, latency, level, workdir, seed=11):
+    cases = os.path.join(workdir, "rate_limited_cases.jsonl")
+    write_simple_cases(cases, n)
+    cwd = client_folder(copy)
+    with RateLimitedServer(latency, RATE_LIMITED_SHARE, RATE_LIMITED_RETRY_AFTER, seed) as server:
+        # Attempts enough that no case runs out of them (0.2 ** 9 per case); the default
+        # retry budget (60 s) is far above any chain here.
+        env_shown = {"EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
+                     "EVALS_BASE_URL": server.url, "EVALS_MAX_ATTEMPTS": "10"}
+        argv = [sys.executable, copy.path, "--cases", cases, "--client", "my_client:ask",
+                "-j", str(level), "--no-save", "--no-history", "-q"]
+        wall, done = _run(argv, _base_env(**env_shown), cwd, 300)
+        count, peak = server.stats()
+        found = server.bounds([_question(i) for i in range(n)], level)
+    # Lower bounds on the wall time, the highest one is the bound: the longest retry chain;
+    # the same for each case started no earlier than its place in the case file allows (no
+    # scheduler knows beforehand which case the server will refuse); the answers at `level`
+    # at a time.
+    bound = max(found["in_order"], math.ceil(found["answers"] / level) * latency)
+    return {"wall_s": wall, "bound_s": bound, "chain_s": found["chain"],
+            "most_refusals": found["refusals"], "in_order_s": found["in_order"],
+            "case": found["case"], "requests": count, "refused": count - found["answers"],
+            "peak_in_flight": peak, "exit": done.returncode, "ratio": wall / bound,
+            "stdout": done.stdout.decode("utf-8", "replace").strip(),
+            "stderr": done.stderr.decode("utf-8", "replace").strip(),
+            "command": "(cd %s && %s)" % (shlex.quote(cwd), _command_text(argv, env_shown))}
+
+
+def part_rate_limited(copies, n, latency, level, workdir, summary):
+    print("\n1b. Rate limited: %d%% of requests answered 429 with Retry-After %g s (seeded), "
+          "N=%d, -j %d, %d ms latency" % (RATE_LIMITED_SHARE * 100, RATE_LIMITED_RETRY_AFTER,
+                                           n, level, latency * 1000))
+    for copy in copies:
+        row = bench_rate_limited(copy, n, latency, level, workdir)
+        print("   [%s] wall %.2f s; bound %.2f s; ratio %.2f x" % (
+            copy.label, row["wall_s"], row["bound_s"], row["ratio"]))
+        print("     longest retry chain %.2f s (%d refusals; wall / chain %.2f x); started in "
+              "case order, %r cannot end before %.2f s" % (
+                  row["chain_s"], row["most_refusals"], row["wall_s"] / row["chain_s"],
+                  row["case"], row["in_order_s"]))
+        print("     requests %d (%d refused), peak in flight %d of %d, exit %d" % (
+            row["requests"], row["refused"], row["peak_in_flight"], level, row["exit"]))
+        print("     command: " + row["command"])
+        if row["exit"] != 0:
+            print("     stdout: %s; stderr: %s" % (row["stdout"][-500:], row["stderr"][-500:]))
+        summary.append((copy.label, "429s: wall within %.1f x the retry-chain bound"
+                        % RATE_LIMITED_TARGET, "%.2f x" % row["ratio"],
+                        row["ratio"] <= RATE_LIMITED_TARGET))
+        summary.append((copy.label, "429s: peak in flight reaches -j %d" % level,
+                        str(row["peak_in_flight"]), row["peak_in_flight"] >= level))
+        summary.append((copy.label, "429s: the run exits 0", str(row["exit"]), row["exit"] == 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -844,7 +982,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="N=100 and 20,000 re-scored cases (targets still shown)")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["throughput", "rescore", "startup", "help", "version"],
+                        choices=["throughput", "429", "rescore", "startup", "help", "version"],
                         help="skip a part (startup: both --help and the --version ratio)")
     args = parser.parse_args(argv)
     copies = parse_copies(args.evals, parser)
@@ -860,6 +998,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="evals-bench-") as workdir:
         if "throughput" not in args.skip:
             part_throughput(copies, n, args.latency, levels, workdir, summary)
+        if "429" not in args.skip:
+            part_rate_limited(copies, RATE_LIMITED_CASES, args.latency,
+                              RATE_LIMITED_CONCURRENCY, workdir, summary)
         if "rescore" not in args.skip:
             part_rescore(copies, rescore_n, workdir, summary)
         if "startup" not in args.skip and "help" not in args.skip:

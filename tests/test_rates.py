@@ -7,6 +7,7 @@ that gives each prompt its answers in turn.
 """
 
 import io
+import itertools
 import json
 import os
 import tempfile
@@ -564,7 +565,8 @@ class LatencyAndCostTest(Workspace):
                                      {"type": "max_cost_usd", "usd": 0.0001}))
         reply = type("Priced", (str,), {})("ok")
         reply.model, reply.usage = "gpt-4o-mini", {"input_tokens": 1000, "output_tokens": 1000}
-        with unittest.mock.patch.object(evals.time, "perf_counter", side_effect=[10.0, 13.5]):
+        clock = itertools.chain([10.0], itertools.repeat(13.5))  # the call's start, then after
+        with unittest.mock.patch.object(evals.time, "perf_counter", side_effect=clock):
             [result] = evals.run_cases([case], lambda prompt: reply)
         self.assertEqual(result.status, "fail")
         self.assertEqual([(c["passed"], c["reason"]) for c in result.checks[1:]],
