@@ -70,7 +70,7 @@ __all__ = [
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "merge_records", "summarize", "case_status", "JudgeRequired",
     "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "history_append",
+    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "open_sqlite", "history_append",
     "history_flaky", "history_rows",
     "Decision", "compare_records", "FLAKY_GLITCH_RATE",
     # statistics for repeated cases and comparisons
@@ -425,6 +425,29 @@ def write_json_atomic(path, data):
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
     write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def open_sqlite(path, schema):
+    """A connection (autocommit) to the SQLite database at `path`, created with its folder if
+    missing, in WAL mode and with `schema` (SQL statements) applied: runs at once read while
+    another writes, and wait (30 s at most) for each other's writes. Two creating the file at
+    once can still be told "locked" (switching to WAL is not covered by that wait), so that
+    step is tried again for a while. Raises sqlite3.Error, OSError."""
+    import sqlite3  # here, not at the top: most commands never need it
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    deadline = time.monotonic() + 30
+    while True:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(schema)
+            return connection
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 
@@ -3515,22 +3538,7 @@ def _history(path):
     """An open connection to the SQLite history at `path`, created if missing, closed after."""
     import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    # timeout: concurrent runs wait for each other's write instead of failing. Two runs that
-    # create the database at once can still be told "locked" (switching to WAL is not covered
-    # by that wait), so that step is tried again for a while.
-    deadline = time.monotonic() + 30
-    while True:
-        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.executescript(_HISTORY_SCHEMA)
-            break
-        except sqlite3.OperationalError as exc:
-            connection.close()
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    connection = open_sqlite(path, _HISTORY_SCHEMA)
     connection.row_factory = sqlite3.Row
     try:
         yield connection

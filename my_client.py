@@ -2298,22 +2298,12 @@ def _cache_db(path: str) -> Any:
     connection = connections.get(path)
     if connection is not None and os.path.exists(path):
         return connection
+    harness = _harness_modules()
+    if not harness:
+        raise sqlite3.OperationalError("the cache needs evals.py importable (its open_sqlite)")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    # Two processes creating the file at once can be told "locked" while one switches it to
-    # WAL, which the busy timeout does not cover: that step is tried again for a while.
-    deadline = time.monotonic() + 30
-    while True:
-        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(_CACHE_SCHEMA)
-            break
-        except sqlite3.OperationalError as exc:
-            connection.close()
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    connection = harness[0].open_sqlite(path, _CACHE_SCHEMA)
     connections[path] = connection
     return connection
 
