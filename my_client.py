@@ -2583,8 +2583,8 @@ class ReplayClient(_Replay):
 
     def __init__(self, path: str, reason: str = "no provider configured (EVALS_PROVIDER unset)") -> None:
         super().__init__(path, reason, "recorded outputs from %(path)s, no model is called",
-                         "recordings file %(path)s not found (record one with: python evals.py "
-                         "--record %(path)s, or set EVALS_PROVIDER to call a model)")
+                         "recordings file %(path)s not found (record one from a model: set "
+                         "EVALS_PROVIDER, then run python evals.py --record %(path)s)")
 
     def _index_rows(self, rows: Any) -> Tuple[Dict[str, Dict[str, Any]], Dict[Any, List[Dict[str, Any]]]]:
         """(records by case id, records by input key); a record with no id is found by input
@@ -2638,7 +2638,8 @@ class ReplayClient(_Replay):
         if record is None:
             what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _shown_prompt(prompt)
             raise LookupError(
-                "no recorded output for %s in %s (record one with: python evals.py --record %s)"
+                "no recorded output for %s in %s (record one from a model: set EVALS_PROVIDER, "
+                "then run python evals.py --record %s)"
                 % (what, self.path, self.path)
             )
         return _replayed(record["output"], record)

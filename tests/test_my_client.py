@@ -827,7 +827,8 @@ class ReplayTests(unittest.TestCase):
         self.assertEqual(
             str(ctx.exception),
             "no recorded output for case 'refund-9' in recordings.jsonl "
-            "(record one with: python evals.py --record recordings.jsonl)",
+            "(record one from a model: set EVALS_PROVIDER, then run python evals.py --record "
+            "recordings.jsonl)",
         )
 
     def test_miss_without_case_names_prompt(self):
@@ -837,6 +838,17 @@ class ReplayTests(unittest.TestCase):
             client("never seen")
         self.assertIn("prompt 'never seen'", str(ctx.exception))
         self.assertIn(self.path, str(ctx.exception))
+
+    def test_missing_file_says_a_model_is_needed_to_record(self):
+        # --record alone would replay the same missing file: the hint names a provider first.
+        self.no_harness()
+        missing = os.path.join(self.dir, "none.jsonl")
+        client = my_client.make_client("replay", recordings=missing)
+        with self.assertRaises(FileNotFoundError) as ctx:
+            client("hello")
+        self.assertIn("recordings file %s not found (record one from a model: set "
+                      "EVALS_PROVIDER, then run python evals.py --record %s)" % (missing, missing),
+                      str(ctx.exception))
 
     def test_malformed_file_names_line(self):
         self.no_harness()
