@@ -2158,8 +2158,8 @@ class RunOptions:
     None; repeat, calls per case; min_pass, passing calls a case needs (default: a majority of
     repeat); rate_limit, calls started per second or None; budget, a Budget or None; prices,
     the price table (default PRICES); judge, the callable for `judge` checks or None. A run
-    counts its replies (str returned) in `replies`, and in `cached` those with `cached` True
-    (an adapter's cache answered them)."""
+    counts its replies (str returned) in `replies`, in `cached` those with `cached` True
+    (an adapter's cache answered them), and in `replayed` those with `replayed` True."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
                  budget=None, prices=None, judge=None):
@@ -2167,14 +2167,16 @@ class RunOptions:
             concurrency, timeout, repeat, min_pass)
         self.rate_limit, self.budget, self.prices, self.judge = rate_limit, budget, prices, judge
         self.refused = None  # set when the provider refuses the key: no more calls are made
-        self.replies = self.cached = 0
+        self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
 
     def count_reply(self, reply):
-        """Count a reply of the client (a str), and whether its `cached` attribute is True."""
+        """Count a reply of the client (a str), and whether its `cached` and `replayed`
+        attributes are True."""
         with self._counting:
             self.replies += 1
             self.cached += bool(_attribute(reply, "cached", bool))
+            self.replayed += bool(_attribute(reply, "replayed", bool))
 
     @property
     def needed(self):
@@ -2567,7 +2569,7 @@ def each_result(cases, call_model, options=None, on_result=None):
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
-    options.replies = options.cached = 0
+    options.replies = options.cached = options.replayed = 0
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     stop = threading.Event()
     if options.concurrency <= 1:
@@ -4818,6 +4820,9 @@ def _cache_note(options):
     """The line after the summary of a run that used the cache."""
     path = os.environ.get("EVALS_CACHE_PATH") or _CACHE_FILE
     replies = "reply" if options.replies == 1 else "replies"
+    if options.replies and not options.cached and options.replayed == options.replies:
+        return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
+                "and the cache keeps only live calls\n")
     return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
             "--no-cache calls the model\n")
 

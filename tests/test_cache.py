@@ -443,6 +443,29 @@ class MainTests(unittest.TestCase):
                 self.assertEqual("0 of 1 reply came from the cache" in out.getvalue(),
                                  told == "1")
 
+    def test_a_replayed_run_says_that_the_cache_was_not_used(self):
+        # With no provider my_client replays recordings, which the cache never keeps: the run
+        # says so rather than "0 of N replies came from the cache; --no-cache calls the model".
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        cases, recordings = (os.path.join(tmp.name, name)
+                             for name in ("cases.jsonl", "recordings.jsonl"))
+        with open(cases, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": "a", "input": "A", "checks": [
+                {"type": "contains_any", "values": ["x"]}]}) + "\n")
+        with open(recordings, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": "a", "input": "A", "output": "x"}) + "\n")
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        environ["EVALS_RECORDINGS"] = recordings
+        with mock.patch.dict(os.environ, environ, clear=True):
+            out = io.StringIO()
+            code = evals.main(["--cases", cases, "--client", "my_client:ask", "--no-save",
+                               "--cache"], stdout=out, stderr=io.StringIO())
+        self.assertEqual(code, 0, out.getvalue())
+        self.assertIn("the cache (.evals/cache.sqlite) was not used: every reply was a recorded "
+                      "one, replayed, and the cache keeps only live calls\n", out.getvalue())
+        self.assertNotIn("came from the cache", out.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()
