@@ -1084,7 +1084,7 @@ def check_letter_case(output, style: LetterCase):
     if not any(c.isupper() or c.islower() for c in output):
         return CheckResult(False, "the output has no letters")
     if wrong:
-        got = _quote("".join(dict.fromkeys(wrong))[:10])
+        got = _quote_all(list(dict.fromkeys(wrong))[:10])  # 'e', 'l', 'o': 'elo' reads as a word
         return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}",
                            (got,))
     return CheckResult(True, f"all letters are {style} case")

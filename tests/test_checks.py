@@ -567,7 +567,7 @@ class LetterCaseTest(CheckTestCase):
         check = {"type": "letter_case", "style": "upper"}
         self.assertPasses(check, "HELLO, WORLD 123!", "all letters are upper case")
         self.assertFails(check, "HELLo", "1 letter not upper case: 'o'")
-        self.assertFails(check, "Hello", "4 letters not upper case: 'elo'")
+        self.assertFails(check, "Hello", "4 letters not upper case: 'e', 'l', 'o'")
 
     def test_lower(self):
         check = {"type": "letter_case", "style": "lower"}
