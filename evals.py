@@ -4166,6 +4166,14 @@ def _duration(seconds):
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
+def _latency_cell(seconds):
+    """A case's latency for a table cell: "not measured" for a replayed or re-scored answer,
+    which has none (not "0 ms")."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "not measured"
+    return _duration(seconds)
+
+
 def _html_outputs(entry, before, record):
     """The baseline's output and this run's side by side, their differences marked (str)."""
     old = _reply_of(before, record) if isinstance(before.get("output"), str) else None
@@ -4300,7 +4308,7 @@ def render_html(record, previous=None, heading=None):
         cells = "".join(
             f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
             f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
+            f'<td>{_latency_cell(e.get("latency_s"))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
                    f'<summary>Passing ({len(passing)})</summary>'
                    f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"

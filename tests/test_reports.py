@@ -408,6 +408,15 @@ class HtmlTest(unittest.TestCase):
         self.assertIn("1/2 calls passed", page)
         self.assertIn(">flaky<", page)
 
+    def test_passing_table_says_when_no_latency_was_measured(self):
+        # A replayed or re-scored answer has latency_s None: "not measured", never "0 ms".
+        record = make_record([entry("replayed", "pass", "passing", "ok", latency_s=None),
+                              entry("live", "pass", "passing", "ok", latency_s=0.25)])
+        page = evals.render_html(record, {})
+        self.assertIn('"id">replayed</td><td>passing</td><td>not measured</td>', page)
+        self.assertIn('"id">live</td><td>passing</td><td>250 ms</td>', page)
+        self.assertNotIn("0 ms<", page.replace("250 ms<", ""))
+
     def test_no_baseline(self):
         record = make_record([entry("a", "fail", "new", "text")])
         page = evals.render_html(record, {})
