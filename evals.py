@@ -4540,6 +4540,13 @@ _OPTIONS = {
     "--no-history": dict(action="store_true", help="do not append to the history"),
     "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
                      "reads it from standard input without this)"),
+    "add:--output": dict(metavar="TEXT", help="the model output to score the new checks on "
+                         "(default with --from-run: that case's output in the run record)"),
+    "add:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the run record "
+                           f"--from-run reads (default: {DEFAULT_BASELINE})"),
+    "history:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the baseline "
+                               "whose folder holds the default history (default: "
+                               f"{DEFAULT_BASELINE})"),
     "records": dict(nargs="+", metavar="RECORD", help="shard run records (JSON)"),
     "merge:--out": dict(default=DEFAULT_BASELINE, metavar="FILE",
                         help=f"where to write the merged record (default: {DEFAULT_BASELINE})"),
@@ -5441,16 +5448,16 @@ _COMMANDS = {
                       "-q --quiet")}),
     "history": (_history_command, "Show recent runs from the local SQLite history, or one "
                 "case's verdicts over time (newest first).", None,
-                {None: ("history:case_id", "--baseline", "--history", "--limit")}),
+                {None: ("history:case_id", "history:--baseline", "--history", "--limit")}),
     "add": (_add_command, "Append a validated case to the case file (atomically; an existing "
             "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
             "that case from the last run and shows how the new checks score its output.",
             "example: python evals.py add --id refund-approval-2 --from-run "
             "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
             "--not-contains 'instant refund'",
-            {None: ("add:--id", "--input", "--from-run", "--output", "--recordings", "--check",
-                    "--max-words", "--regex", "--description", "add:--tag", "--cases",
-                    "--baseline", "--contains-all", "--contains-any", "--not-contains")}),
+            {None: ("add:--id", "--input", "--from-run", "add:--output", "--recordings",
+                    "--check", "--max-words", "--regex", "--description", "add:--tag", "--cases",
+                    "add:--baseline", "--contains-all", "--contains-any", "--not-contains")}),
     "check": (_check_command, "Score one output against one case's checks, for quick iteration "
               "on a check: the output is read from standard input (or --output). Exit 0 when "
               "every check passes, 1 when one fails, 2 for invalid input.",

@@ -488,6 +488,26 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("exit codes: 0 nothing regressed", out.getvalue())
 
+    def help_of(self, *command):
+        out = io.StringIO()
+        old, sys.stdout = sys.stdout, out
+        try:
+            self.assertEqual(evals.main([*command, "--help"]), 0)
+        finally:
+            sys.stdout = old
+        return " ".join(out.getvalue().split())
+
+    def test_each_command_says_what_its_options_do_there(self):
+        # add and history read --baseline and never update it; add's --output is not stdin's.
+        add, history = self.help_of("add"), self.help_of("history")
+        self.assertIn("--baseline FILE the run record --from-run reads", add)
+        self.assertIn("--output TEXT the model output to score the new checks on", add)
+        self.assertIn("--baseline FILE the baseline whose folder holds the default history",
+                      history)
+        for text in (add, history):
+            self.assertNotIn("compares with and updates", text)
+            self.assertNotIn("standard input", text)
+
 
 class AtomicWriteTest(unittest.TestCase):
     def test_a_write_that_fails_midway_leaves_the_old_file_whole(self):
