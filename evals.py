@@ -4375,7 +4375,8 @@ def github_annotations(record):
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _EXIT_CODES = (
-    "exit codes: 0 nothing regressed; 1 a case that passed in the baseline fails or needs review "
+    "exit codes: 0 nothing regressed (or --accept took the regressions); "
+    "1 a case that passed in the baseline fails or needs review "
     "now, a repeated case's pass rate dropped significantly, or the pass rate is below "
     "--min-pass-rate (with --strict: any case does not pass); 2 invalid case file, baseline, "
     "option or client, or any case errored (2 wins over 1: the run is incomplete); 130 "
@@ -4460,7 +4461,8 @@ _OPTIONS = {
                        help="the previous run record, which a run compares with and "
                             f"updates (default: {DEFAULT_BASELINE})"),
     "--accept": dict(action="store_true",
-                     help="take this run's verdicts as the new baseline, regressions included"),
+                     help="take this run's verdicts as the new baseline, regressions included "
+                          "(they are still listed, and do not fail the run)"),
     "--no-save": dict(action="store_true",
                       help="compare with the baseline; write no record and no history"),
     "--out": dict(metavar="FILE", help="write the run record here instead of updating the "
@@ -4522,8 +4524,8 @@ _OPTIONS = {
                     help="callable str -> str that answers the prompts of `judge` checks"),
     "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
                        "deterministic checks run, and cases with only judge checks are not run"),
-    "-q --quiet": dict(action="store_true", help="print only the count lines, regressions and "
-                       "errors; no progress line"),
+    "-q --quiet": dict(action="store_true", help="print only the summary lines, regressions and "
+                       "errors: no other case, no latency line, no progress line"),
     "--strict": dict(action="store_true",
                      help="exit 1 when any case does not pass, not only on regressions"),
     "--omit-outputs": dict(action="store_true",
