@@ -4901,7 +4901,8 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
         raise
     except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
         raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
-                                               if ids else "")) from None
+                                               if ids and ids[0] != args.batch_resume
+                                               else "")) from None
     options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
                       for model, price in (options.prices or PRICES).items()}
     if ids:

@@ -514,6 +514,15 @@ class RefusedTests(BatchCase):
                           "EVALS_PROVIDER is %s" % provider, self.stderr)
         self.assertEqual(server.log(), [])
 
+    def test_a_refused_resume_does_not_suggest_the_command_just_run(self):
+        server = self.serve()
+        code = self.run_evals(server, "--batch-resume", "batch_9", provider="ollama")
+        self.assertEqual(code, 2, self.describe())
+        self.assertIn("evals: --batch: batch calls support openai and anthropic; "
+                      "EVALS_PROVIDER is ollama\n", self.stderr)
+        self.assertNotIn("collects the batch", self.stderr)
+        self.assertEqual(server.log(), [])
+
     def test_a_client_without_a_batch_interface(self):
         with open(os.path.join(self.dir, "plain.py"), "w") as handle:
             handle.write("def ask(prompt):\n    return 'x'\n")
