@@ -3094,7 +3094,10 @@ def read_record(path, error=EvalsError):
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
     except (OSError, ValueError) as exc:
-        raise error(f"{path}: cannot read the run record: {exc}") from None
+        lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
+        raise error(f"{path}: cannot read the run record: {exc}" + (
+            " (one JSON value a line, as in a case or recordings file; a run record is one "
+            "JSON object, e.g. last_run.json)" if lines else "")) from None
     problem = record_problem(record)
     if problem:
         raise error(f"{path}: {problem}")

@@ -686,6 +686,13 @@ class CompareTest(Workspace):
         code, _, err = self.compare(a, self.path("other.json"))
         self.assertEqual(code, 2)
         self.assertIn("not an evals run record", err)
+        with open(self.path("lines.jsonl"), "w") as handle:  # JSON Lines, as a case file
+            handle.write('{"id": "a"}\n{"id": "b"}\n')
+        code, _, err = self.compare(a, self.path("lines.jsonl"))
+        self.assertEqual(code, 2)
+        self.assertIn("cannot read the run record: Extra data: line 2 column 1 (char 12) (one "
+                      "JSON value a line, as in a case or recordings file; a run record is one "
+                      "JSON object, e.g. last_run.json)", err)
         self.write_cases(ok_case("different"))
         self.IDS = ["different"]
         code, _, err = self.compare(a, self.record("d.json"))
