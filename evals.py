@@ -1032,7 +1032,7 @@ def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = Non
 
 @register
 def check_max_words(output, n: Count):
-    """At most `n` whitespace-separated words (the original harness's check)."""
+    """At most `n` whitespace-separated words (`word_count` also takes a `min`)."""
     return check_word_count(output, max=n)
 
 
