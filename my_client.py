@@ -3423,10 +3423,13 @@ if __name__ == "__main__":
     if sys.argv[1:2] != ["review"]:
         print("usage: python my_client.py review [--captures FILE] [--cases FILE]\n"
               "       python my_client.py cache [--clear] [--path FILE]\n\n"
-              "my_client is the model client evals.py calls (see its docstring); run as a "
-              "script it\nhas two commands: review turns calls captured by my_client.capture "
-              "into cases;\ncache says how many replies the cache of live calls holds, and "
-              "--clear empties it\n(python my_client.py review --help, cache --help).",
+              "my_client is the model client evals.py calls. With EVALS_PROVIDER unset it\n"
+              "replays recordings.jsonl; set it (openai, anthropic, gemini, ollama) to call a\n"
+              "model. Every EVALS_* setting is in its docstring: python -m pydoc my_client.\n\n"
+              "Run as a script it has two commands: review turns calls captured by\n"
+              "my_client.capture into cases; cache says how many replies the cache of live\n"
+              "calls holds, and --clear empties it (python my_client.py review --help,\n"
+              "cache --help).",
               file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
         sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     sys.modules.setdefault("my_client", sys.modules[__name__])
