@@ -3381,7 +3381,9 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
             ran[entry["id"]] = name, entry
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
-        raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}")
+        more = f" (+{len(missing) - 10} more)" if len(missing) > 10 else ""
+        raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}"
+                         f"{more}; is a shard's record missing?")
     entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
     started = [r["started_at"] for r in records if r.get("started_at")]

@@ -346,6 +346,16 @@ class ShardMergeTest(Workspace):
             self.assertIn(case_id, err)
         self.assertFalse(os.path.exists(self.path("merged.json")))
 
+    def test_many_missing_cases_say_how_many_are_not_listed(self):
+        os.remove(self.baseline)
+        record = evals.read_record(self.run_shards()[0])  # the cases of shard 1 of 3
+        ran = [entry["id"] for entry in record["cases"]]
+        lost = [f"lost-{n}" for n in range(12)]
+        with self.assertRaises(evals.EvalsError) as caught:
+            evals.merge_records([record], ran + lost)
+        self.assertEqual(str(caught.exception), "12 case(s) were run by no shard: "
+                         + ", ".join(lost[:10]) + " (+2 more); is a shard's record missing?")
+
     def test_missing_shard_without_a_baseline_is_refused(self):
         os.remove(self.baseline)
         records = self.run_shards()
