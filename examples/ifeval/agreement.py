@@ -184,7 +184,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--verbose", "-v", action="store_true", help="list the disagreements")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
-        parser.error("no data folder at %s" % args.data_dir)
+        parser.error("no data folder at %s: pass the folder that holds input_data.jsonl, "
+                     "responses_gpt4.jsonl and reference_strict.jsonl (see "
+                     "examples/ifeval/README.md)" % args.data_dir)
     result = measure(args.data_dir)
     print(format_report(result, verbose=args.verbose))
     if args.check:
