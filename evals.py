@@ -5285,6 +5285,9 @@ def _added_checks(args):
 def _add_command(args, stdout, stderr):
     checks = _added_checks(args)
     entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
+    if entry is None and not os.path.exists(args.baseline):
+        raise EvalsError(f"{args.baseline}: no run record there to take {args.from_run!r} from "
+                         "(run python evals.py first, or give --baseline FILE)")
     if entry is None:
         raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
     text = entry.get("input") if args.input is None else args.input

@@ -608,6 +608,15 @@ class AddTest(Workspace):
         self.assertIn("no case 'nope' in the last run", err)
         self.assertEqual(self.read(), before)
 
+    def test_from_run_without_a_run_record_says_there_is_none(self):
+        self.assertFalse(os.path.exists(self.baseline))
+        before = self.read()
+        code, _, err = self.add("--id", "refund-4", "--from-run", "refund", "--max-words", "2")
+        self.assertEqual(code, 2)
+        self.assertIn(f"{self.baseline}: no run record there to take 'refund' from (run python "
+                      "evals.py first, or give --baseline FILE)", err)
+        self.assertEqual(self.read(), before)
+
     def test_recordings_gives_the_replay_an_answer_for_the_new_case(self):
         self.write_cases([{"id": "refund", "input": "Can I get a refund?",
                            "checks": [{"type": "max_words", "n": 50}]}])
