@@ -1391,8 +1391,8 @@ def check_finish_reason(reply, values: FinishReasons):
     gives the verdict of the live run."""
     ended = reply.finish_reason or "stop"  # the same reason live and replayed
     if ended in values:
-        return CheckResult(True, f"finish_reason {ended}")
-    return CheckResult(False, f"finish_reason {ended}, expected {' or '.join(values)}")
+        return CheckResult(True, f"ended with {ended}")
+    return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
 
 
 # ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
@@ -4762,6 +4762,9 @@ def _run_command(args, stdout, stderr):
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
     _warn_other_case_file(args, baseline, cases, stderr)
+    if args.failed and not baseline.entries:
+        stderr.write(f"evals: note: {args.baseline} holds no run yet, so --failed runs every "
+                     "case\n")
     selected, judge_only = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + (f"the history ({_history_path(args)}) marks no "
@@ -5220,7 +5223,7 @@ def _save_recordings(path, record, stderr):
         row.pop("reasoning", None)  # an older recording's is not this output's
         if entry.get("reasoning") is not None:
             row["reasoning"] = entry["reasoning"]
-        if entry.get("model"):
+        if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
             row["model"] = entry["model"]
     write_jsonl_atomic(path, rows.values())
     stderr.write(f"evals: recorded {_plural(fresh, 'output')} of this run in {path} "

@@ -88,6 +88,28 @@ class CliTest(unittest.TestCase):
         except FileNotFoundError:
             return []
 
+    def test_failed_with_no_baseline_says_it_runs_every_case(self):
+        code, _, err = self.run_cli("--failed", "--no-save")
+        self.assertEqual((code, len(self.calls())), (0, 3))
+        self.assertIn("holds no run yet, so --failed runs every case", err)
+        self.run_cli()
+        code, out, err = self.run_cli("--failed")
+        self.assertEqual((code, len(self.calls()), err), (0, 6, ""))
+        self.assertIn("nothing to rerun", out)
+
+    def test_recording_a_replay_names_no_model(self):
+        # as my_client's offline replay answers: a recorded output, model "replay"
+        with open(self.path("replayer.py"), "w") as handle:
+            handle.write("class Reply(str):\n    model = 'replay'\n\n"
+                         "def ask(prompt):\n    return Reply('Friday.')\n")
+        code = evals.main(["--cases", self.cases, "--baseline", self.baseline, "--client",
+                           self.path("replayer.py") + ":ask", "--record", self.path("rec.jsonl")],
+                          io.StringIO(), io.StringIO())
+        with open(self.path("rec.jsonl")) as handle:
+            rows = [json.loads(line) for line in handle]
+        self.assertEqual((code, len(rows)), (0, 3))
+        self.assertFalse(any("model" in row for row in rows), rows)
+
     def test_first_run_passes_and_writes_a_record_with_provenance(self):
         code, out, _ = self.run_cli()
         self.assertEqual(code, 0, out)

@@ -462,9 +462,9 @@ class FinishReasonTest(unittest.TestCase):
     def test_values(self):
         check = {"type": "finish_reason", "values": ["stop", "tool_calls"]}
         self.assertEqual(verdict(check, A("Hi", (), "stop")), evals.CheckResult(
-            True, "finish_reason stop"))
+            True, "ended with stop"))
         self.assertEqual(verdict(check, A("The refund takes", (), "length")).reason,
-                         "finish_reason length, expected stop or tool_calls")
+                         "ended with length, expected stop or tool_calls")
         self.assertTrue(verdict({"type": "finish_reason", "values": ["refusal"]},
                                 A("I can't help with that.", (), "refusal")).passed)
 
@@ -474,10 +474,10 @@ class FinishReasonTest(unittest.TestCase):
         for ended in (None, "stop"):
             with self.subTest(ended=ended):
                 self.assertEqual(verdict({"type": "finish_reason", "values": ["stop"]},
-                                         A("Hi", (), ended)).reason, "finish_reason stop")
+                                         A("Hi", (), ended)).reason, "ended with stop")
                 self.assertEqual(verdict({"type": "finish_reason", "values": ["length"]},
                                          A("Hi", (), ended)).reason,
-                                 "finish_reason stop, expected length")
+                                 "ended with stop, expected length")
 
     def test_values_are_the_normalised_words(self):
         self.assertEqual(evals.validate_check({"type": "finish_reason", "values": ["end_turn"]}),
@@ -545,7 +545,7 @@ class TextChecksOnTheWholeReplyTest(unittest.TestCase):
         self.assertEqual(evals.run_check({"type": "contains_any", "values": ["refund"]}, cut),
                          evals.CheckResult(True, "found 'refund'"))
         self.assertEqual(evals.run_check({"type": "finish_reason", "values": ["stop"]},
-                                         cut).reason, "finish_reason length, expected stop")
+                                         cut).reason, "ended with length, expected stop")
         self.assertEqual(evals.run_check({"type": "contains_any", "values": ["days"]},
                                          A("Refunds", (), "stop")).reason,
                          "none of 'days' found")
