@@ -2983,9 +2983,14 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         if kept == "pass":
             return _decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
         return _decision("still_failing", status, counts)
-    last = _last_scored(before)
-    return _decision("passing" if kept == "pass" and last not in ("fail", "review") else "fixed",
-                     status, counts)
+    return _decision(_passing_or_fixed(kept, before), status, counts)
+
+
+def _passing_or_fixed(kept, before):
+    """A case that passes now: "passing" if its baseline passed and its last scored run did
+    too, else "fixed"."""
+    passed_last = _last_scored(before) not in ("fail", "review")
+    return "passing" if kept == "pass" and passed_last else "fixed"
 
 
 def _decision(change, kept, counts, rate=None):
@@ -3008,9 +3013,7 @@ def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
         return _decision(change, *((status, counts) if accept else (kept, kept_counts)), rate)
     if status != "pass":
         return _decision("still_failing", status, counts, rate)
-    last = _last_scored(before)
-    return _decision("passing" if kept == "pass" and last not in ("fail", "review") else "fixed",
-                     status, counts, rate)
+    return _decision(_passing_or_fixed(kept, before), status, counts, rate)
 
 
 def _last_scored(entry):
