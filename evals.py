@@ -75,7 +75,7 @@ __all__ = [
     "Decision", "compare_records", "FLAKY_GLITCH_RATE",
     # statistics for repeated cases and comparisons
     "fisher_one_sided", "wilson_interval", "mcnemar_exact", "min_detectable", "repeat_change",
-    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA",
+    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
     # reports and command line
     "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
     "main",
@@ -2969,23 +2969,43 @@ def _decision(change, kept, counts, rate=None):
     return decision
 
 
+# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
+# run's number): beyond it they are scaled down, so that older runs weigh less.
+POOLED_RUNS = 5
+
+
+def _pooled(kept_counts, counts):
+    """The baseline's counts and this run's pooled, (passes, calls), at most POOLED_RUNS times
+    this run's calls (scaled down proportionally, rounded half up)."""
+    passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
+    most = POOLED_RUNS * counts[1]
+    if calls > most:
+        passes, calls = (2 * passes * most + calls) // (2 * calls), most
+    return passes, calls
+
+
 def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
     """decide's rule for a case repeated in the baseline and now: a drop in its pass rate is
     "regressed" when significant, else "lower_not_significant" (too few calls included); either
-    keeps the baseline's verdict and counts until --accept. With no drop, the status names it
-    (a case that does not pass now with no lower rate, as a stricter --min-pass makes it, is
-    still_failing)."""
+    keeps the baseline's verdict until --accept. With no drop, the status names it (a case that
+    does not pass now with no lower rate, as a stricter --min-pass makes it, is still_failing).
+    The counts kept for the next run: this run's with --accept, the baseline's while the rate is
+    significantly lower, else both pooled (_pooled). Taking a run's counts only when its rate is
+    not lower would keep the luckiest run's: a stable case would then be a false regression in
+    a quarter of its runs at alpha 0.05."""
     test = repeat_change(*kept_counts, *counts, alpha)
     rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
             "alpha": alpha}
+    following = (counts if accept else kept_counts if test.change == "regressed"
+                 else _pooled(kept_counts, counts))
     if test.change != "not_lower":
         change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return _decision(change, *((status, counts) if accept else (kept, kept_counts)), rate)
+        return _decision(change, status if accept else kept, following, rate)
     if status != "pass":
-        return _decision("still_failing", status, counts, rate)
+        return _decision("still_failing", status, following, rate)
     last = _last_scored(before)
     return _decision("passing" if kept == "pass" and last not in ("fail", "review") else "fixed",
-                     status, counts, rate)
+                     status, following, rate)
 
 
 def _last_scored(entry):
