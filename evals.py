@@ -3941,7 +3941,8 @@ def render_junit(record):
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         seconds = (finished - started).total_seconds()
-    counts = {"tests": str(len(rows)), "failures": str(sum(s in _FAILING for s in statuses)),
+    failures = sum(_junit_failure(entry, change) for entry, change in rows)
+    counts = {"tests": str(len(rows)), "failures": str(failures),
               "errors": str(statuses.count("error")), "skipped": "0", "time": f"{seconds:.3f}"}
     root = ET.Element("testsuites", name="evals", **counts)
     suite = ET.SubElement(root, "testsuite", name="evals", **counts)
@@ -3965,7 +3966,7 @@ def render_junit(record):
             kind, sep, _ = reasons[0].partition(":")
             ET.SubElement(testcase, "error", message=reasons[0],
                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif entry.get("status") in _FAILING or change == "regressed":
+        elif _junit_failure(entry, change):
             kind = ("review" if entry.get("status") == "review"
                     else "regression" if change == "regressed" else "failure")
             baseline = {"regressed": ["passed in the baseline, fails now"],
@@ -3980,6 +3981,13 @@ def render_junit(record):
     ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             + ET.tostring(root, encoding="unicode") + "\n")
+
+
+def _junit_failure(entry, change):
+    """Whether a case is a JUnit <failure>: it did not pass (and did not err), or it regressed
+    (a repeated case whose rate dropped significantly may still pass by --min-pass)."""
+    return entry.get("status") != "error" and (
+        entry.get("status") in _FAILING or change == "regressed")
 
 
 def _junit_rate(testcase, rate, entry):

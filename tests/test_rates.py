@@ -428,6 +428,16 @@ class ReportsTest(unittest.TestCase):
                          "3/3 -> 1/3 calls passed (p = 0.2, lower, not significant at alpha 0.05)")
         self.assertEqual(properties["flaky"], "true")
 
+    def test_junit_counts_a_regression_that_still_passes_as_a_failure(self):
+        # 20/20 -> 11/20 passes by majority and regressed: one <failure>, and failures="1"
+        record = run_record(["ok"] * 11 + ["no"] * 9, run_record(["ok"], repeat=20), repeat=20)
+        self.assertEqual((record["cases"][0]["status"], record["cases"][0]["change"]),
+                         ("pass", "regressed"))
+        root = ET.fromstring(evals.render_junit(record))
+        self.assertEqual(len(list(root.iter("failure"))), 1)
+        self.assertEqual((root.get("failures"), root.find("testsuite").get("failures")),
+                         ("1", "1"))
+
     def test_github(self):
         lines = evals.github_annotations(self.record).splitlines()
         self.assertIn("::error title=Regression%3A r::3/3 -> 1/3 calls passed (p = 0.2, a "
