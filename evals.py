@@ -5351,7 +5351,7 @@ def _check_command(args, stdout, stderr):
 
 def _report_command(args, stdout, stderr):
     _refuse_overwriting(args, {"RECORD": args.run_record, "--baseline": args.baseline})
-    record = read_record(args.run_record)
+    record = completed(read_record(args.run_record))  # a hand-made record may have no summary
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}

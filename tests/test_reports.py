@@ -554,5 +554,20 @@ class EndToEndTest(unittest.TestCase):
         self.assertTrue(lines[0].startswith("::error title=Regression%3A refund::"))
 
 
+    def test_the_report_command_takes_a_record_without_a_summary(self):
+        # read_record accepts it (the reports compute the summary), so `report` must too
+        bare = {"format": "evals-run", "version": 1,
+                "cases": [{"id": "k", "status": "fail", "baseline": "pass"}]}
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "run.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(bare, handle)
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["report", path, "--markdown", os.path.join(directory, "r.md")],
+                              stdout=out, stderr=err)
+        self.assertEqual(code, 0, err.getvalue())
+        self.assertIn("pass rate 0.0% (0/1)\n1 regressed, 0 fixed", out.getvalue())
+        self.assertIn("REGRESSED: k\n", out.getvalue())
+
 if __name__ == "__main__":
     unittest.main()
