@@ -3308,7 +3308,11 @@ class _Tally:
 
 def completed(record):
     """`record` with each entry's change and the summary filled in where a hand-made or older
-    record lacks them; entries that are not objects with a string id are left out."""
+    record lacks them; entries that are not objects with a string id are left out. A record
+    made by make_record with its entries in a _Spool is complete: it is returned as it is, its
+    entries left on disk."""
+    if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
+        return record
     cases = [e if isinstance(e.get("change"), str)
              else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
              for e in record.get("cases") or ()
@@ -3893,16 +3897,35 @@ def _reply_of(entry, record):
     return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
+class _SpooledRows:
+    """The (entry, change) rows of the cases a spooled record ran, read from its _Spool again
+    at each pass: a report holds only the entries it keeps."""
+
+    def __init__(self, spool):
+        self._spool = spool
+
+    def __iter__(self):
+        return ((e, e["change"]) for e in self._spool if e["change"] != "not_run")
+
+
 def _report(record):
-    """(the record `completed`, [(entry, change)] of the cases it ran, in record order)."""
+    """(the record `completed`, the (entry, change) rows of the cases it ran, in record order:
+    a list, or _SpooledRows for a record whose entries are in a _Spool; iterate, never index)."""
     record = completed(record)
+    if isinstance(record["cases"], _Spool):
+        return record, _SpooledRows(record["cases"])
     return record, [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
 
 
 def _sections(rows):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order."""
-    return [(key, md, html, [row for row in rows if holds(*row)])
-            for key, (md, html, holds) in _SECTIONS.items()]
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order, from one
+    pass over `rows`."""
+    held = {key: [] for key in _SECTIONS}
+    for row in rows:
+        for key, (_, _, holds) in _SECTIONS.items():
+            if holds(*row):
+                held[key].append(row)
+    return [(key, md, html, held[key]) for key, (md, html, _) in _SECTIONS.items()]
 
 
 def _seconds(value):
@@ -3936,14 +3959,17 @@ def render_junit(record):
     import xml.etree.ElementTree as ET
 
     record, rows = _report(record)
-    statuses = [entry.get("status") for entry, _ in rows]
-    seconds = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
+    tests = failures = errors = 0
+    seconds = 0.0
+    for entry, change in rows:
+        tests, seconds = tests + 1, seconds + _seconds(entry.get("latency_s"))
+        failures += _junit_failure(entry, change)
+        errors += entry.get("status") == "error"
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         seconds = (finished - started).total_seconds()
-    failures = sum(_junit_failure(entry, change) for entry, change in rows)
-    counts = {"tests": str(len(rows)), "failures": str(failures),
-              "errors": str(statuses.count("error")), "skipped": "0", "time": f"{seconds:.3f}"}
+    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors),
+              "skipped": "0", "time": f"{seconds:.3f}"}
     root = ET.Element("testsuites", name="evals", **counts)
     suite = ET.SubElement(root, "testsuite", name="evals", **counts)
     if started:
@@ -4306,30 +4332,30 @@ def render_html(record, previous=None, heading=None):
     title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
     out = (_html_top(record, title) if heading is None
            else _html_top(record, heading[1], heading[0]) + list(heading[2]))
-    for key, _, heading, group in _sections(rows):
+    sections = _sections(rows)
+    for key, _, heading, group in sections:
         if group:
             out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
             out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
-    passing = [(e, c) for e, c in rows
-               if c not in ("fixed", "errored", "regressed", "lower_not_significant")
-               and e.get("status") == "pass"]
+    passing = [  # a table row a case, not its entry: a spooled record's stay on disk
+        f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
+        f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
+        f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in rows
+        if c not in ("fixed", "errored", "regressed", "lower_not_significant")
+        and e.get("status") == "pass"]
     if passing:
-        cells = "".join(
-            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
-            f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-            f'<td>{_duration(_seconds(e.get("latency_s")))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
                    f'<summary>Passing ({len(passing)})</summary>'
-                   f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
-                   "</table></details></section>")
+                   "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
+                   f"{''.join(passing)}</table></details></section>")
     out += _html_flaky(record["summary"])
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         out.append("<section><h2>Removed from the case file</h2><p>"
                    + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
                    + "</p></section>")
-    if not rows:
+    if not passing and not any(group for *_, group in sections):  # every case run is in one
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
     return "\n".join(out)

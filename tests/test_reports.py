@@ -569,5 +569,45 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("pass rate 0.0% (0/1)\n1 regressed, 0 fixed", out.getvalue())
         self.assertIn("REGRESSED: k\n", out.getvalue())
 
+
+class SpooledRecordTest(unittest.TestCase):
+    """A run's record keeps its entries in a spool (a temporary file): every report reads them
+    from there, the same as from a list, without holding them all."""
+
+    @staticmethod
+    def record(count, spool):
+        cases = [evals.Case(f"c{n}", "q", ({"type": "contains_all", "values": ["ok"]},))
+                 for n in range(count)]
+        answers = {f"c{n}": ("ok " if n % 50 else "no ") + "word " * 400 for n in range(count)}
+        results = evals.run_cases(cases, evals.replay_client(answers))
+        before = {"c1": {"id": "c1", "status": "pass", "baseline": "pass"},
+                  "c2": {"id": "c2", "status": "pass", "baseline": "pass"}}
+        run = evals.RunResult(results, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:09+00:00",
+                              "t")
+        return evals.make_record(run, evals.Baseline(before), cases,
+                                 entries=evals._Spool() if spool else None)
+
+    def test_every_report_is_the_same_from_the_spool(self):
+        spooled, listed = self.record(120, True), self.record(120, False)
+        self.assertIsInstance(spooled["cases"], evals._Spool)
+        for render in (evals.render_junit, evals.render_markdown, evals.render_html,
+                       evals.github_annotations, evals.format_summary):
+            with self.subTest(render=render.__name__):
+                self.assertEqual(render(spooled), render(listed))
+
+    def test_a_report_holds_only_the_entries_it_shows(self):
+        import tracemalloc
+
+        record = self.record(4000, True)  # 4000 entries of 2 KB: 8 MB if held
+        for render in (evals.render_markdown, evals.render_html, evals.github_annotations):
+            with self.subTest(render=render.__name__):
+                tracemalloc.start()
+                try:
+                    render(record)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                self.assertLess(peak, 3_000_000)
+
 if __name__ == "__main__":
     unittest.main()
