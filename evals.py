@@ -3752,6 +3752,19 @@ def _flaky_text(item):
     return _line(item.get("id")) + rate
 
 
+def _below_floor(summary):
+    """Whether the run's pass rate is below its --min-pass-rate (the summary's min_pass_rate):
+    the one rule the exit code and every report's headline follow."""
+    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
+    return _is_number(floor) and _is_number(rate) and rate < floor
+
+
+def _floor_headline(summary):
+    """A report's headline for a run below its --min-pass-rate."""
+    return (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
+            f"{_percent(summary['min_pass_rate'])}")
+
+
 def _gate_lines(summary):
     """The --min-pass-rate line of a summary: the rate against the floor ([] without one)."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
@@ -3760,7 +3773,7 @@ def _gate_lines(summary):
     if rate is None:
         return [f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
                 "not apply"]
-    below = rate < floor
+    below = _below_floor(summary)
     return [f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
             f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
             "(--min-pass-rate)" + (": the run fails" if below else "")]
@@ -4086,6 +4099,7 @@ def render_markdown(record, previous=None):
     failing = numbers["failed"] + numbers["review"]
     head = (f"❌ evals: {_plural(numbers['regressed'], 'regression')}" if numbers["regressed"]
             else f"⚠️ evals: {numbers['errored']} errored, no regressions" if numbers["errored"]
+            else f"❌ evals: {_floor_headline(numbers)}" if _below_floor(numbers)
             else "✅ evals: no regressions" + (f" ({failing} failing)" if failing else ""))
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
             f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
@@ -4291,7 +4305,8 @@ def _html_top(record, title, verdict=None):
     numbers = record["summary"]
     counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
     verdict = verdict or (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
-                          if numbers["errored"] else ("good", "PASS"))
+                          if numbers["errored"] else ("bad", "FAIL") if _below_floor(numbers)
+                          else ("good", "PASS"))
     # tile: its tone, shown when its count is not 0 (always for "passed")
     tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
              "passed": "good", "total": ""}
@@ -4329,7 +4344,10 @@ def render_html(record, previous=None, heading=None):
     own, as `compare` gives it."""
     record, rows = _report(record)
     regressed = record["summary"]["regressed"]
-    title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
+    title = (f"evals: {_plural(regressed, 'regression')}" if regressed
+             else f"evals: {_floor_headline(record['summary'])}"
+             if _below_floor(record["summary"]) and not record["summary"]["errored"]
+             else "evals: no regressions")
     out = (_html_top(record, title) if heading is None
            else _html_top(record, heading[1], heading[0]) + list(heading[2]))
     sections = _sections(rows)
@@ -4713,9 +4731,7 @@ def _exit_code(summary, strict=False, accepted=False):
         return EXIT_INVALID
     failed = (summary["regressed"] and not accepted) or (
         strict and summary["passed"] < summary["total"])
-    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
-    below = floor is not None and rate is not None and rate < floor  # --min-pass-rate
-    return EXIT_REGRESSION if failed or below else EXIT_OK
+    return EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK
 
 
 def _beside_baseline(args, name):

@@ -589,6 +589,24 @@ class MinPassRateTest(Workspace):
         code, out, _ = self.main("report", self.baseline)
         self.assertIn("at or above the minimum 50.0%", out)
 
+    def test_the_reports_headline_says_the_run_fails_below_the_floor(self):
+        self.write_cases(ok_case("a"), ok_case("b"))
+        self.answer(a="ok", b="no")
+        md, page = self.path("report.md"), self.path("report.html")
+        code, _, _ = self.run_cli("--min-pass-rate", "90%", "--no-save", "--markdown", md,
+                                  "--html", page)
+        self.assertEqual(code, 1)
+        with open(md) as handle:
+            self.assertEqual(handle.readline(),
+                             "## ❌ evals: pass rate 50.0% below the minimum 90.0%\n")
+        with open(page) as handle:
+            self.assertIn('<h1><span class="verdict bad">FAIL</span>evals: pass rate 50.0% '
+                          'below the minimum 90.0%</h1>', handle.read())
+        code, _, _ = self.run_cli("--min-pass-rate", "50%", "--no-save", "--markdown", md)
+        self.assertEqual(code, 0)
+        with open(md) as handle:
+            self.assertEqual(handle.readline(), "## ✅ evals: no regressions (1 failing)\n")
+
     def test_values(self):
         self.write_cases(ok_case("a"))
         self.answer(a="ok")
