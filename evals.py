@@ -3995,11 +3995,14 @@ def render_junit(record):
         element = ET.SubElement(suite, "properties")
         for name, value in properties.items():
             ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    history = record["summary"].get("flaky_history")
+    history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
+        history, list) else set()
     for entry, change in rows:
         testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
         rate = [_xml_text(_rate_change(entry))] if _rate_change(entry) else []
-        _junit_rate(testcase, rate, entry)
+        _junit_rate(testcase, rate, entry.get("flaky") or entry["id"] in history)
         reasons = [_xml_text(r) for r in _reasons(entry)]
         if entry.get("status") == "error":
             kind, sep, _ = reasons[0].partition(":")
@@ -4029,13 +4032,13 @@ def _junit_failure(entry, change):
         entry.get("status") in _FAILING or change == "regressed")
 
 
-def _junit_rate(testcase, rate, entry):
-    """A repeated case's pass rate, and whether it is flaky, as <properties> of its testcase
-    (as pytest's record_property writes them): a pass rate is neither a pass nor a failure."""
+def _junit_rate(testcase, rate, flaky):
+    """A repeated case's pass rate, and whether it is flaky (its calls disagreed, or the history
+    shows both outcomes), as <properties> of its testcase (as pytest's record_property writes
+    them): a pass rate is neither a pass nor a failure."""
     import xml.etree.ElementTree as ET
 
-    values = {"pass_rate": rate[0] if rate else None,
-              "flaky": "true" if entry.get("flaky") else None}
+    values = {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
     values = {name: value for name, value in values.items() if value is not None}
     if values:
         element = ET.SubElement(testcase, "properties")

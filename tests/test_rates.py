@@ -438,6 +438,13 @@ class ReportsTest(unittest.TestCase):
         self.assertEqual((root.get("failures"), root.find("testsuite").get("failures")),
                          ("1", "1"))
 
+    def test_junit_marks_a_case_the_history_finds_flaky_too(self):
+        record = run_record(["ok"], repeat=1)
+        record["summary"]["flaky_history"] = [{"id": "k", "passes": 2, "runs": 3}]
+        root = ET.fromstring(evals.render_junit(record))
+        self.assertEqual([(p.get("name"), p.get("value")) for p in
+                          root.find("testsuite/testcase").iter("property")], [("flaky", "true")])
+
     def test_github(self):
         lines = evals.github_annotations(self.record).splitlines()
         self.assertIn("::error title=Regression%3A r::3/3 -> 1/3 calls passed (p = 0.2, a "
