@@ -5241,27 +5241,53 @@ def _earned(entry):
 def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
-    cases run are updated (or added), every other row is kept as it was, fields and all."""
-    rows = {}
-    if os.path.exists(path):
-        rows = {row["id"]: row for _, row in _recording_rows(path)}
-    fresh = 0
-    for entry in record["cases"]:
-        if entry.get("change") == "not_run" or entry["status"] == "error":
-            continue
-        fresh += 1
-        output = stored_output(entry.get("output"), entry.get("tool_calls") or (),
-                               entry.get("finish_reason"))
-        rows[entry["id"]] = row = dict(rows.get(entry["id"], {}), id=entry["id"],
-                                       input=entry.get("input"), output=output)
-        row.pop("reasoning", None)  # an older recording's is not this output's
-        if entry.get("reasoning") is not None:
-            row["reasoning"] = entry["reasoning"]
-        if entry.get("model"):
-            row["model"] = entry["model"]
-    write_jsonl_atomic(path, rows.values())
-    stderr.write(f"evals: recorded {_plural(fresh, 'output')} of this run in {path} "
-                 f"({len(rows)} in all)\n")
+    cases run are updated (or added), every other row is kept as it was, fields and all. Rows
+    go through one at a time (a run's entries are on disk, in a _Spool): only the ids and where
+    each row starts are held."""
+    import tempfile
+
+    # Each id at the place of its first row, with where its last row starts (as a dict of rows
+    # would keep them).
+    old = {row["id"]: start for start, row in _recording_rows(path)} if os.path.exists(
+        path) else {}
+    fresh = {}  # id -> where this run's fields for it start in `updates`
+    with tempfile.TemporaryFile() as updates:
+        for entry in record["cases"]:
+            if entry.get("change") == "not_run" or entry["status"] == "error":
+                continue
+            fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
+                entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
+            if entry.get("reasoning") is not None:
+                fields["reasoning"] = entry["reasoning"]
+            if entry.get("model"):
+                fields["model"] = entry["model"]
+            fresh[entry["id"]] = updates.tell()
+            updates.write((_to_json(fields) + "\n").encode("utf-8", "backslashreplace"))
+
+        def updated(row, fields):
+            row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
+            row.pop("reasoning", None)  # an older recording's is not this output's
+            row.update((k, fields[k]) for k in ("reasoning", "model") if k in fields)
+            return row
+
+        def rows():
+            with open(path, "rb") if old else contextlib.nullcontext() as handle:
+                for case_id, start in old.items():
+                    handle.seek(start)
+                    row = json.loads(handle.readline().decode("utf-8-sig"))
+                    if case_id in fresh:
+                        updates.seek(fresh[case_id])
+                        row = updated(row, json.loads(updates.readline()))
+                    yield row
+            updates.seek(0)
+            for line in updates:
+                fields = json.loads(line)
+                if fields["id"] not in old:
+                    yield updated({}, fields)
+
+        write_jsonl_atomic(path, rows())
+    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
+                 f"({len(old) + sum(i not in old for i in fresh)} in all)\n")
 
 
 # ---- other commands ----

@@ -609,5 +609,52 @@ class SpooledRecordTest(unittest.TestCase):
                     tracemalloc.stop()
                 self.assertLess(peak, 3_000_000)
 
+    def test_record_writes_the_recordings_row_by_row(self):
+        import tracemalloc
+
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "rec.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:  # 2 MB of recordings
+                handle.writelines(json.dumps({"id": f"c{n}", "output": "old " * 250}) + "\n"
+                                  for n in range(2000))
+            record = self.record(2000, True)  # and 2000 new outputs of 2 KB
+            tracemalloc.start()
+            try:
+                evals._save_recordings(path, record, io.StringIO())
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            with open(path, encoding="utf-8") as handle:
+                rows = [json.loads(line) for line in handle]
+        self.assertEqual([r["id"] for r in rows], [f"c{n}" for n in range(2000)])
+        self.assertTrue(rows[1]["output"].startswith("ok word"))
+        self.assertLess(peak, 1_500_000)
+
+    def test_record_keeps_the_order_and_fields_of_the_rows_it_keeps(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "rec.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("\ufeff" + "\n".join(json.dumps(row) for row in (
+                    {"id": "c5", "output": "kept", "note": "mine"},
+                    {"id": "c1", "output": "first", "reasoning": "old thinking", "note": "n"},
+                    {"id": "c5", "output": "the last of two", "note": "last"},
+                    {"id": "c7", "output": "not run"})) + "\n")
+            record = self.record(3, True)
+            entries = list(record["cases"])
+            self.assertEqual([e["change"] for e in entries], ["new", "passing", "passing"])
+            out = io.StringIO()
+            evals._save_recordings(path, record, out)
+            with open(path, encoding="utf-8") as handle:
+                rows = [json.loads(line) for line in handle]
+        ok = "ok " + "word " * 400
+        self.assertEqual(rows, [
+            {"id": "c5", "output": "the last of two", "note": "last"},
+            {"id": "c1", "output": ok, "note": "n", "input": "q"},
+            {"id": "c7", "output": "not run"},
+            {"id": "c0", "input": "q", "output": "no " + "word " * 400},
+            {"id": "c2", "input": "q", "output": ok}])
+        self.assertEqual(out.getvalue(), f"evals: recorded 3 outputs of this run in {path} "
+                                         "(5 in all)\n")
+
 if __name__ == "__main__":
     unittest.main()
