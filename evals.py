@@ -3065,7 +3065,8 @@ def record_problem(record):
         if usage is not None and not (isinstance(usage, dict) and all(
                 type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
             return f"{name}: 'usage' must hold whole numbers of input and output tokens"
-        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string")):
+        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string"),
+                                ("error", str, "a string")):
             if entry.get(key) is not None and not isinstance(entry[key], kind):
                 return f"{name}: {key!r} must be {what} or null"
         problem = _counts_problem(entry)
@@ -3345,8 +3346,10 @@ def _check_without_output(check):
         return check
     check = dict(check)
     reason = check.get("reason") or ""
-    for part in check.pop("quoted", None) or ():
-        reason = reason.replace(part, "'[output omitted]'")
+    quoted = check.pop("quoted", None)
+    for part in quoted if isinstance(quoted, list) else ():
+        if isinstance(part, str) and part:
+            reason = reason.replace(part, "'[output omitted]'")
     check["reason"] = reason
     if isinstance(check.get("judge"), dict):
         check["judge"] = dict(check["judge"], prompt=None, reply=None, omitted=True)

@@ -462,6 +462,20 @@ class ReportsTest(unittest.TestCase):
         evals.render_html(record)
         evals.render_markdown(record)
 
+    def test_a_hand_edited_error_or_quote_is_refused_or_rendered_not_a_crash(self):
+        entry = {"id": "x", "status": "error", "baseline": "pass", "error": ["not", "text"]}
+        record = {"format": "evals-run", "version": 1, "cases": [entry]}
+        self.assertEqual(evals.record_problem(record),
+                         "case 'x': 'error' must be a string or null")
+        check = {"type": "contains_all", "passed": False, "reason": "missing: 'ok' in 'no'",
+                 "quoted": 2.5}
+        self.assertEqual(evals.without_outputs({"id": "x", "checks": [check]})["checks"][0],
+                         {"type": "contains_all", "passed": False,
+                          "reason": "missing: 'ok' in 'no'"})
+        check["quoted"] = ["'no'", None]
+        self.assertEqual(evals.without_outputs({"id": "x", "checks": [check]})["checks"][0]
+                         ["reason"], "missing: 'ok' in '[output omitted]'")
+
 
 # ---------------------------------------------------------------------------------------------
 # 4. The command line: exit codes, --alpha, flakiness, --repeat-flaky, gates
