@@ -164,8 +164,9 @@ def main(argv=None):
     for name in sorted(verdicts):
         print("   %-30s %6d" % (name, verdicts[name]))
     share = verdicts["regressed"] / args.trials
-    summary.append(("no change, run after run: regressed <= %.0f%% of runs" % (100 * STABLE_TARGET),
-                    "%d/%d" % (verdicts["regressed"], args.trials), share <= STABLE_TARGET))
+    name = "no change, run after run: regressed <= %.0f%% of runs" % (100 * STABLE_TARGET)
+    summary.append((name, "%d/%d" % (verdicts["regressed"], args.trials),
+                    share <= STABLE_TARGET))
 
     print("\nSummary (%.1f s)" % (time.perf_counter() - started))
     width = max(len(name) for name, _f, _ok in summary)
