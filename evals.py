@@ -75,7 +75,7 @@ __all__ = [
     "Decision", "compare_records", "FLAKY_GLITCH_RATE",
     # statistics for repeated cases and comparisons
     "fisher_one_sided", "wilson_interval", "mcnemar_exact", "min_detectable", "repeat_change",
-    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA",
+    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
     # reports and command line
     "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
     "main",
@@ -2999,21 +2999,41 @@ def _decision(change, kept, counts, rate=None):
     return decision
 
 
+# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
+# run's number): beyond it they are scaled down, so that older runs weigh less.
+POOLED_RUNS = 5
+
+
+def _pooled(kept_counts, counts):
+    """The baseline's counts and this run's pooled, (passes, calls), at most POOLED_RUNS times
+    this run's calls (scaled down proportionally, rounded half up)."""
+    passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
+    most = POOLED_RUNS * counts[1]
+    if calls > most:
+        passes, calls = (2 * passes * most + calls) // (2 * calls), most
+    return passes, calls
+
+
 def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
     """decide's rule for a case repeated in the baseline and now: a drop in its pass rate is
     "regressed" when significant, else "lower_not_significant" (too few calls included); either
-    keeps the baseline's verdict and counts until --accept. With no drop, the status names it
-    (a case that does not pass now with no lower rate, as a stricter --min-pass makes it, is
-    still_failing)."""
+    keeps the baseline's verdict until --accept. With no drop, the status names it (a case that
+    does not pass now with no lower rate, as a stricter --min-pass makes it, is still_failing).
+    The counts kept for the next run: this run's with --accept, the baseline's while the rate is
+    significantly lower, else both pooled (_pooled). Taking a run's counts only when its rate is
+    not lower would keep the luckiest run's: a stable case would then be a false regression in
+    a quarter of its runs at alpha 0.05."""
     test = repeat_change(*kept_counts, *counts, alpha)
     rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
             "alpha": alpha}
+    following = (counts if accept else kept_counts if test.change == "regressed"
+                 else _pooled(kept_counts, counts))
     if test.change != "not_lower":
         change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return _decision(change, *((status, counts) if accept else (kept, kept_counts)), rate)
+        return _decision(change, status if accept else kept, following, rate)
     if status != "pass":
-        return _decision("still_failing", status, counts, rate)
-    return _decision(_passing_or_fixed(kept, before), status, counts, rate)
+        return _decision("still_failing", status, following, rate)
+    return _decision(_passing_or_fixed(kept, before), status, following, rate)
 
 
 def _last_scored(entry):
@@ -3073,7 +3093,8 @@ def record_problem(record):
         if usage is not None and not (isinstance(usage, dict) and all(
                 type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
             return f"{name}: 'usage' must hold whole numbers of input and output tokens"
-        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string")):
+        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string"),
+                                ("error", str, "a string")):
             if entry.get(key) is not None and not isinstance(entry[key], kind):
                 return f"{name}: {key!r} must be {what} or null"
         problem = _counts_problem(entry)
@@ -3319,7 +3340,11 @@ class _Tally:
 
 def completed(record):
     """`record` with each entry's change and the summary filled in where a hand-made or older
-    record lacks them; entries that are not objects with a string id are left out."""
+    record lacks them; entries that are not objects with a string id are left out. A record
+    made by make_record with its entries in a _Spool is complete: it is returned as it is, its
+    entries left on disk."""
+    if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
+        return record
     cases = [e if isinstance(e.get("change"), str)
              else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
              for e in record.get("cases") or ()
@@ -3352,8 +3377,10 @@ def _check_without_output(check):
         return check
     check = dict(check)
     reason = check.get("reason") or ""
-    for part in check.pop("quoted", None) or ():
-        reason = reason.replace(part, "'[output omitted]'")
+    quoted = check.pop("quoted", None)
+    for part in quoted if isinstance(quoted, list) else ():
+        if isinstance(part, str) and part:
+            reason = reason.replace(part, "'[output omitted]'")
     check["reason"] = reason
     if isinstance(check.get("judge"), dict):
         check["judge"] = dict(check["judge"], prompt=None, reply=None, omitted=True)
@@ -3746,6 +3773,19 @@ def _flaky_text(item):
     return _line(item.get("id")) + rate
 
 
+def _below_floor(summary):
+    """Whether the run's pass rate is below its --min-pass-rate (the summary's min_pass_rate):
+    the one rule the exit code and every report's headline follow."""
+    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
+    return _is_number(floor) and _is_number(rate) and rate < floor
+
+
+def _floor_headline(summary):
+    """A report's headline for a run below its --min-pass-rate."""
+    return (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
+            f"{_percent(summary['min_pass_rate'])}")
+
+
 def _gate_lines(summary):
     """The --min-pass-rate line of a summary: the rate against the floor ([] without one)."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
@@ -3754,7 +3794,7 @@ def _gate_lines(summary):
     if rate is None:
         return [f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
                 "not apply"]
-    below = rate < floor
+    below = _below_floor(summary)
     return [f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
             f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
             "(--min-pass-rate)" + (": the run fails" if below else "")]
@@ -3891,16 +3931,35 @@ def _reply_of(entry, record):
     return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
+class _SpooledRows:
+    """The (entry, change) rows of the cases a spooled record ran, read from its _Spool again
+    at each pass: a report holds only the entries it keeps."""
+
+    def __init__(self, spool):
+        self._spool = spool
+
+    def __iter__(self):
+        return ((e, e["change"]) for e in self._spool if e["change"] != "not_run")
+
+
 def _report(record):
-    """(the record `completed`, [(entry, change)] of the cases it ran, in record order)."""
+    """(the record `completed`, the (entry, change) rows of the cases it ran, in record order:
+    a list, or _SpooledRows for a record whose entries are in a _Spool; iterate, never index)."""
     record = completed(record)
+    if isinstance(record["cases"], _Spool):
+        return record, _SpooledRows(record["cases"])
     return record, [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
 
 
 def _sections(rows):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order."""
-    return [(key, md, html, [row for row in rows if holds(*row)])
-            for key, (md, html, holds) in _SECTIONS.items()]
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order, from one
+    pass over `rows`."""
+    held = {key: [] for key in _SECTIONS}
+    for row in rows:
+        for key, (_, _, holds) in _SECTIONS.items():
+            if holds(*row):
+                held[key].append(row)
+    return [(key, md, html, held[key]) for key, (md, html, _) in _SECTIONS.items()]
 
 
 def _seconds(value):
@@ -3934,13 +3993,17 @@ def render_junit(record):
     import xml.etree.ElementTree as ET
 
     record, rows = _report(record)
-    statuses = [entry.get("status") for entry, _ in rows]
-    seconds = sum(_seconds(entry.get("latency_s")) for entry, _ in rows)
+    tests = failures = errors = 0
+    seconds = 0.0
+    for entry, change in rows:
+        tests, seconds = tests + 1, seconds + _seconds(entry.get("latency_s"))
+        failures += _junit_failure(entry, change)
+        errors += entry.get("status") == "error"
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         seconds = (finished - started).total_seconds()
-    counts = {"tests": str(len(rows)), "failures": str(sum(s in _FAILING for s in statuses)),
-              "errors": str(statuses.count("error")), "skipped": "0", "time": f"{seconds:.3f}"}
+    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors),
+              "skipped": "0", "time": f"{seconds:.3f}"}
     root = ET.Element("testsuites", name="evals", **counts)
     suite = ET.SubElement(root, "testsuite", name="evals", **counts)
     if started:
@@ -3953,17 +4016,20 @@ def render_junit(record):
         element = ET.SubElement(suite, "properties")
         for name, value in properties.items():
             ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    history = record["summary"].get("flaky_history")
+    history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
+        history, list) else set()
     for entry, change in rows:
         testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
                                  time=f"{_seconds(entry.get('latency_s')):.3f}")
         rate = [_xml_text(_rate_change(entry))] if _rate_change(entry) else []
-        _junit_rate(testcase, rate, entry)
+        _junit_rate(testcase, rate, entry.get("flaky") or entry["id"] in history)
         reasons = [_xml_text(r) for r in _reasons(entry)]
         if entry.get("status") == "error":
             kind, sep, _ = reasons[0].partition(":")
             ET.SubElement(testcase, "error", message=reasons[0],
                           type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif entry.get("status") in _FAILING or change == "regressed":
+        elif _junit_failure(entry, change):
             kind = ("review" if entry.get("status") == "review"
                     else "regression" if change == "regressed" else "failure")
             baseline = {"regressed": ["passed in the baseline, fails now"],
@@ -3980,13 +4046,20 @@ def render_junit(record):
             + ET.tostring(root, encoding="unicode") + "\n")
 
 
-def _junit_rate(testcase, rate, entry):
-    """A repeated case's pass rate, and whether it is flaky, as <properties> of its testcase
-    (as pytest's record_property writes them): a pass rate is neither a pass nor a failure."""
+def _junit_failure(entry, change):
+    """Whether a case is a JUnit <failure>: it did not pass (and did not err), or it regressed
+    (a repeated case whose rate dropped significantly may still pass by --min-pass)."""
+    return entry.get("status") != "error" and (
+        entry.get("status") in _FAILING or change == "regressed")
+
+
+def _junit_rate(testcase, rate, flaky):
+    """A repeated case's pass rate, and whether it is flaky (its calls disagreed, or the history
+    shows both outcomes), as <properties> of its testcase (as pytest's record_property writes
+    them): a pass rate is neither a pass nor a failure."""
     import xml.etree.ElementTree as ET
 
-    values = {"pass_rate": rate[0] if rate else None,
-              "flaky": "true" if entry.get("flaky") else None}
+    values = {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
     values = {name: value for name, value in values.items() if value is not None}
     if values:
         element = ET.SubElement(testcase, "properties")
@@ -4050,6 +4123,7 @@ def render_markdown(record, previous=None):
     failing = numbers["failed"] + numbers["review"]
     head = (f"❌ evals: {_plural(numbers['regressed'], 'regression')}" if numbers["regressed"]
             else f"⚠️ evals: {numbers['errored']} errored, no regressions" if numbers["errored"]
+            else f"❌ evals: {_floor_headline(numbers)}" if _below_floor(numbers)
             else "✅ evals: no regressions" + (f" ({failing} failing)" if failing else ""))
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
             f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
@@ -4263,7 +4337,8 @@ def _html_top(record, title, verdict=None):
     numbers = record["summary"]
     counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
     verdict = verdict or (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
-                          if numbers["errored"] else ("good", "PASS"))
+                          if numbers["errored"] else ("bad", "FAIL") if _below_floor(numbers)
+                          else ("good", "PASS"))
     # tile: its tone, shown when its count is not 0 (always for "passed")
     tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
              "passed": "good", "total": ""}
@@ -4301,33 +4376,36 @@ def render_html(record, previous=None, heading=None):
     own, as `compare` gives it."""
     record, rows = _report(record)
     regressed = record["summary"]["regressed"]
-    title = f"evals: {_plural(regressed, 'regression')}" if regressed else "evals: no regressions"
+    title = (f"evals: {_plural(regressed, 'regression')}" if regressed
+             else f"evals: {_floor_headline(record['summary'])}"
+             if _below_floor(record["summary"]) and not record["summary"]["errored"]
+             else "evals: no regressions")
     out = (_html_top(record, title) if heading is None
            else _html_top(record, heading[1], heading[0]) + list(heading[2]))
-    for key, _, heading, group in _sections(rows):
+    sections = _sections(rows)
+    for key, _, heading, group in sections:
         if group:
             out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
             out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
-    passing = [(e, c) for e, c in rows
-               if c not in ("fixed", "errored", "regressed", "lower_not_significant")
-               and e.get("status") == "pass"]
+    passing = [  # a table row a case, not its entry: a spooled record's stay on disk
+        f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
+        f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
+        f'<td>{_latency_cell(e.get("latency_s"))}</td></tr>' for e, c in rows
+        if c not in ("fixed", "errored", "regressed", "lower_not_significant")
+        and e.get("status") == "pass"]
     if passing:
-        cells = "".join(
-            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
-            f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-            f'<td>{_latency_cell(e.get("latency_s"))}</td></tr>' for e, c in passing)
         out.append('<section id="passing"><details class="list">'
                    f'<summary>Passing ({len(passing)})</summary>'
-                   f"<table><tr><th>case</th><th>change</th><th>latency</th></tr>{cells}"
-                   "</table></details></section>")
+                   "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
+                   f"{''.join(passing)}</table></details></section>")
     out += _html_flaky(record["summary"])
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         out.append("<section><h2>Removed from the case file</h2><p>"
                    + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
                    + "</p></section>")
-    if not rows:
+    if not passing and not any(group for *_, group in sections):  # every case run is in one
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
     return "\n".join(out)
@@ -4694,9 +4772,7 @@ def _exit_code(summary, strict=False, accepted=False):
         return EXIT_INVALID
     failed = (summary["regressed"] and not accepted) or (
         strict and summary["passed"] < summary["total"])
-    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
-    below = floor is not None and rate is not None and rate < floor  # --min-pass-rate
-    return EXIT_REGRESSION if failed or below else EXIT_OK
+    return EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK
 
 
 def _beside_baseline(args, name):
@@ -5210,27 +5286,53 @@ def _earned(entry):
 def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
-    cases run are updated (or added), every other row is kept as it was, fields and all."""
-    rows = {}
-    if os.path.exists(path):
-        rows = {row["id"]: row for _, row in _recording_rows(path)}
-    fresh = 0
-    for entry in record["cases"]:
-        if entry.get("change") == "not_run" or entry["status"] == "error":
-            continue
-        fresh += 1
-        output = stored_output(entry.get("output"), entry.get("tool_calls") or (),
-                               entry.get("finish_reason"))
-        rows[entry["id"]] = row = dict(rows.get(entry["id"], {}), id=entry["id"],
-                                       input=entry.get("input"), output=output)
-        row.pop("reasoning", None)  # an older recording's is not this output's
-        if entry.get("reasoning") is not None:
-            row["reasoning"] = entry["reasoning"]
-        if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
-            row["model"] = entry["model"]
-    write_jsonl_atomic(path, rows.values())
-    stderr.write(f"evals: recorded {_plural(fresh, 'output')} of this run in {path} "
-                 f"({len(rows)} in all)\n")
+    cases run are updated (or added), every other row is kept as it was, fields and all. Rows
+    go through one at a time (a run's entries are on disk, in a _Spool): only the ids and where
+    each row starts are held."""
+    import tempfile
+
+    # Each id at the place of its first row, with where its last row starts (as a dict of rows
+    # would keep them).
+    old = {row["id"]: start for start, row in _recording_rows(path)} if os.path.exists(
+        path) else {}
+    fresh = {}  # id -> where this run's fields for it start in `updates`
+    with tempfile.TemporaryFile() as updates:
+        for entry in record["cases"]:
+            if entry.get("change") == "not_run" or entry["status"] == "error":
+                continue
+            fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
+                entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
+            if entry.get("reasoning") is not None:
+                fields["reasoning"] = entry["reasoning"]
+            if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
+                fields["model"] = entry["model"]
+            fresh[entry["id"]] = updates.tell()
+            updates.write((_to_json(fields) + "\n").encode("utf-8", "backslashreplace"))
+
+        def updated(row, fields):
+            row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
+            row.pop("reasoning", None)  # an older recording's is not this output's
+            row.update((k, fields[k]) for k in ("reasoning", "model") if k in fields)
+            return row
+
+        def rows():
+            with open(path, "rb") if old else contextlib.nullcontext() as handle:
+                for case_id, start in old.items():
+                    handle.seek(start)
+                    row = json.loads(handle.readline().decode("utf-8-sig"))
+                    if case_id in fresh:
+                        updates.seek(fresh[case_id])
+                        row = updated(row, json.loads(updates.readline()))
+                    yield row
+            updates.seek(0)
+            for line in updates:
+                fields = json.loads(line)
+                if fields["id"] not in old:
+                    yield updated({}, fields)
+
+        write_jsonl_atomic(path, rows())
+    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
+                 f"({len(old) + sum(i not in old for i in fresh)} in all)\n")
 
 
 # ---- other commands ----
@@ -5368,7 +5470,7 @@ def _check_command(args, stdout, stderr):
 
 def _report_command(args, stdout, stderr):
     _refuse_overwriting(args, {"RECORD": args.run_record, "--baseline": args.baseline})
-    record = read_record(args.run_record)
+    record = completed(read_record(args.run_record))  # a hand-made record may have no summary
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}

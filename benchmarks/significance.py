@@ -17,6 +17,10 @@ entry's `change` is the verdict counted.
    Target: "regressed" in >= 95% of trials (95 of 100).
 2. No change: the pass rate is 0.8 in both runs.
    Target: "regressed" in <= 5% of trials (5 of 100).
+3. No change, run after run: the pass rate is 0.8 in every run, and each run is made against
+   the record the run before it wrote, as `python evals.py` rewrites last_run.json (10 chains
+   of trials / 10 runs after a first one). The counts the baseline keeps must not drift to the
+   luckiest runs. Target: "regressed" in <= 5% of the runs.
 
 Beside each simulated rate, the exact probability of "regressed" (every pair of counts weighted
 by its binomial probability and decided by evals.decide), which the simulated rate estimates.
@@ -86,6 +90,19 @@ def simulate(rng, rates, trials, repeat, alpha):
     return verdicts
 
 
+def sequence(rng, rate, trials, repeat, alpha, chains=10):
+    """Counter of the changes of `trials` runs at one pass rate, in `chains` chains, each run
+    against the record the run before it in its chain wrote."""
+    verdicts = collections.Counter()
+    for chain in range(chains):
+        baseline = as_baseline(run(rng, rate, evals.Baseline({}), repeat, alpha))
+        for _ in range(trials // chains + (chain < trials % chains)):
+            record = run(rng, rate, baseline, repeat, alpha)
+            verdicts[record["cases"][0]["change"]] += 1
+            baseline = as_baseline(record)
+    return verdicts
+
+
 def exact_rate(rates, repeat, alpha):
     """The exact probability that a run reports "regressed" for these pass rates, over every
     pair of counts (evals.decide on the statuses a majority gives)."""
@@ -141,6 +158,15 @@ def main(argv=None):
               % (args.repeat, args.alpha))
     part(1, "real drop", DROP, DROP_TARGET, True, args, rng, summary)
     part(2, "no change", STABLE, STABLE_TARGET, False, args, rng, summary)
+    print("\n3. no change, run after run: pass rate %.2f, %d calls a run, %d runs, each against "
+          "the record of the run before" % (STABLE[0], args.repeat, args.trials))
+    verdicts = sequence(rng, STABLE[0], args.trials, args.repeat, args.alpha)
+    for name in sorted(verdicts):
+        print("   %-30s %6d" % (name, verdicts[name]))
+    share = verdicts["regressed"] / args.trials
+    name = "no change, run after run: regressed <= %.0f%% of runs" % (100 * STABLE_TARGET)
+    summary.append((name, "%d/%d" % (verdicts["regressed"], args.trials),
+                    share <= STABLE_TARGET))
 
     print("\nSummary (%.1f s)" % (time.perf_counter() - started))
     width = max(len(name) for name, _f, _ok in summary)

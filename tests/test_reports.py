@@ -563,5 +563,107 @@ class EndToEndTest(unittest.TestCase):
         self.assertTrue(lines[0].startswith("::error title=Regression%3A refund::"))
 
 
+    def test_the_report_command_takes_a_record_without_a_summary(self):
+        # read_record accepts it (the reports compute the summary), so `report` must too
+        bare = {"format": "evals-run", "version": 1,
+                "cases": [{"id": "k", "status": "fail", "baseline": "pass"}]}
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "run.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(bare, handle)
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["report", path, "--markdown", os.path.join(directory, "r.md")],
+                              stdout=out, stderr=err)
+        self.assertEqual(code, 0, err.getvalue())
+        self.assertIn("pass rate 0.0% (0/1)\n1 regressed, 0 fixed", out.getvalue())
+        self.assertIn("REGRESSED: k\n", out.getvalue())
+
+
+class SpooledRecordTest(unittest.TestCase):
+    """A run's record keeps its entries in a spool (a temporary file): every report reads them
+    from there, the same as from a list, without holding them all."""
+
+    @staticmethod
+    def record(count, spool):
+        cases = [evals.Case(f"c{n}", "q", ({"type": "contains_all", "values": ["ok"]},))
+                 for n in range(count)]
+        answers = {f"c{n}": ("ok " if n % 50 else "no ") + "word " * 400 for n in range(count)}
+        results = evals.run_cases(cases, evals.replay_client(answers))
+        before = {"c1": {"id": "c1", "status": "pass", "baseline": "pass"},
+                  "c2": {"id": "c2", "status": "pass", "baseline": "pass"}}
+        run = evals.RunResult(results, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:09+00:00",
+                              "t")
+        return evals.make_record(run, evals.Baseline(before), cases,
+                                 entries=evals._Spool() if spool else None)
+
+    def test_every_report_is_the_same_from_the_spool(self):
+        spooled, listed = self.record(120, True), self.record(120, False)
+        self.assertIsInstance(spooled["cases"], evals._Spool)
+        for render in (evals.render_junit, evals.render_markdown, evals.render_html,
+                       evals.github_annotations, evals.format_summary):
+            with self.subTest(render=render.__name__):
+                self.assertEqual(render(spooled), render(listed))
+
+    def test_a_report_holds_only_the_entries_it_shows(self):
+        import tracemalloc
+
+        record = self.record(4000, True)  # 4000 entries of 2 KB: 8 MB if held
+        for render in (evals.render_markdown, evals.render_html, evals.github_annotations):
+            with self.subTest(render=render.__name__):
+                tracemalloc.start()
+                try:
+                    render(record)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                self.assertLess(peak, 3_000_000)
+
+    def test_record_writes_the_recordings_row_by_row(self):
+        import tracemalloc
+
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "rec.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:  # 2 MB of recordings
+                handle.writelines(json.dumps({"id": f"c{n}", "output": "old " * 250}) + "\n"
+                                  for n in range(2000))
+            record = self.record(2000, True)  # and 2000 new outputs of 2 KB
+            tracemalloc.start()
+            try:
+                evals._save_recordings(path, record, io.StringIO())
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            with open(path, encoding="utf-8") as handle:
+                rows = [json.loads(line) for line in handle]
+        self.assertEqual([r["id"] for r in rows], [f"c{n}" for n in range(2000)])
+        self.assertTrue(rows[1]["output"].startswith("ok word"))
+        self.assertLess(peak, 1_500_000)
+
+    def test_record_keeps_the_order_and_fields_of_the_rows_it_keeps(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "rec.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("\ufeff" + "\n".join(json.dumps(row) for row in (
+                    {"id": "c5", "output": "kept", "note": "mine"},
+                    {"id": "c1", "output": "first", "reasoning": "old thinking", "note": "n"},
+                    {"id": "c5", "output": "the last of two", "note": "last"},
+                    {"id": "c7", "output": "not run"})) + "\n")
+            record = self.record(3, True)
+            entries = list(record["cases"])
+            self.assertEqual([e["change"] for e in entries], ["new", "passing", "passing"])
+            out = io.StringIO()
+            evals._save_recordings(path, record, out)
+            with open(path, encoding="utf-8") as handle:
+                rows = [json.loads(line) for line in handle]
+        ok = "ok " + "word " * 400
+        self.assertEqual(rows, [
+            {"id": "c5", "output": "the last of two", "note": "last"},
+            {"id": "c1", "output": ok, "note": "n", "input": "q"},
+            {"id": "c7", "output": "not run"},
+            {"id": "c0", "input": "q", "output": "no " + "word " * 400},
+            {"id": "c2", "input": "q", "output": ok}])
+        self.assertEqual(out.getvalue(), f"evals: recorded 3 outputs of this run in {path} "
+                                         "(5 in all)\n")
+
 if __name__ == "__main__":
     unittest.main()
