@@ -4845,7 +4845,8 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
                          "`batch` attribute, as my_client:ask has)")
-    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases) for r in range(args.repeat)}
+    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases)
+             for r in range(_repeat(args))}
     settings = sorted((k, v) for k, v in os.environ.items()
                       if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
     entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
@@ -4940,6 +4941,7 @@ def _answered_from(replies, cases):
         return reply
 
     answer.model = "replay"  # collected answers took no time of this run's: no latency
+    answer.accepts_conversations = True  # answers by case id; the batch sent the conversation
     return answer
 
 
