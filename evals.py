@@ -202,6 +202,10 @@ def _tool_calls_problem(calls):
         if not isinstance(call.get("arguments", {}), (dict, str)):
             return (f"tool call {number} ({call['name']}): 'arguments' must be a JSON object "
                     f"(or the string the model wrote), got {type(call['arguments']).__name__}")
+        try:  # records, recordings and reports write them as JSON
+            json.dumps(call.get("arguments", {}), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return f"tool call {number} ({call['name']}): 'arguments' is not JSON: {exc}"
         extra = [key for key in call if key not in ("name", "arguments", "id")]
         if extra:
             return (f"tool call {number} ({call['name']}): unknown key {extra[0]!r} (allowed: "

@@ -1209,6 +1209,10 @@ def _function_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [{"type": "function", "function": dict(tool)} for tool in tools]
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError("%s is not JSON" % constant)
+
+
 def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     """One tool call as ``{"name", "arguments"}``: arguments sent as a JSON string are parsed;
     a string that is not a JSON object stays the raw string (the model's answer: evals' checks
@@ -1216,8 +1220,9 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise _Failed("response has a tool call with no name (%s)" % where)
     if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+        try:  # NaN and Infinity are not JSON (RFC 8259), though json.loads takes them
+            parsed = (json.loads(arguments, parse_constant=_not_json) if arguments.strip()
+                      else {})
         except ValueError:
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else arguments

@@ -234,7 +234,10 @@ class ToolCallReplyTests(LoopbackCase):
         self.assertEqual((reply.finish_reason, reply.finish_reason_raw), ("tool_calls", "stop"))
 
     def test_openai_arguments_that_are_not_a_json_object_stay_the_raw_string(self):
-        for raw in ('{"order_id": "A-10', '["A-1001"]', "A-1001"):
+        # NaN and Infinity are not JSON (RFC 8259), though Python's json reads them: a call
+        # holding one would be no JSON object in the record, and evals refuses it.
+        for raw in ('{"order_id": "A-10', '["A-1001"]', "A-1001", '{"amount": NaN}',
+                    '{"amount": -Infinity}'):
             with self.subTest(raw=raw):
                 response = json.loads(json.dumps(OPENAI_TOOL_CALLS))
                 calls = response["json"]["choices"][0]["message"]["tool_calls"]

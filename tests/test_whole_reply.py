@@ -303,6 +303,19 @@ class WholeReplyTest(unittest.TestCase):
                                  ("error", (), None))
                 self.assertIn(words, result.error)
 
+    def test_arguments_that_json_cannot_hold_are_an_error_not_a_crash(self):
+        # A client handing over its SDK's objects (a set, a Decimal, bytes) or a NaN: the
+        # record, the recordings and every report write arguments as JSON.
+        import decimal
+
+        for value in ({1, 2}, decimal.Decimal("1.5"), b"A-1", float("nan")):
+            with self.subTest(value=value):
+                result = self.run_with({"text": "", "tool_calls": [
+                    {"name": "lookup_order", "arguments": {"order_id": value}}]})
+                self.assertEqual((result.status, result.checks), ("error", ()))
+                self.assertIn("the client returned a malformed tool call: tool call 1 "
+                              "(lookup_order): 'arguments' is not JSON", result.error)
+
     def test_a_reply_objects_odd_usage_is_ignored_as_before(self):
         result = self.run_with(Attributes("Hi", usage={"input_tokens": "many"}, model="m"))
         self.assertEqual((result.status, result.usage, result.model), ("fail", None, "m"))
