@@ -1302,13 +1302,14 @@ def _arguments_problem(call, arguments, schema, quoted):
     call as shown in the reason is appended to `quoted`."""
     if arguments is None and schema is None:
         return None
-    quoted.append(_call_text(call, 120))
+    shown = _call_text(call, 120)
+    quoted.append(shown)
     if not isinstance(call["arguments"], dict):
-        return f"{quoted[-1]}: its arguments are not a JSON object"
+        return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_subset(call["arguments"], arguments):
-        return f"{quoted[-1]} does not hold {json.dumps(arguments, ensure_ascii=False)}"
+        return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
     errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
-    return f"{quoted[-1]}: {'; '.join(errors[:3])}" if errors else None
+    return f"{shown}: {'; '.join(errors[:3])}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))

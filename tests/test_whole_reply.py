@@ -402,6 +402,17 @@ class ToolCalledTest(unittest.TestCase):
                                         'at least 1: get_policy("refunds"): its arguments are '
                                         'not a JSON object')
 
+    def test_a_schema_failure_names_the_call_it_read(self):
+        # The schema's own quotes (an enum's value, a pattern's text) follow the call's, and
+        # the reason starts with the call, as for every other miss.
+        schema = {"properties": {"order_id": {"enum": ["A-1001"]}}}
+        result = self.assertVerdict({"name": "lookup_order", "schema": schema, "min": 2},
+                                    False)
+        self.assertEqual(result.reason, '1 call of lookup_order with matching arguments, '
+                                        'expected at least 2: lookup_order({"order_id": '
+                                        '"B-2002"}): $.order_id: "B-2002" not one of '
+                                        '["A-1001"]')
+
     def test_count_bounds(self):
         self.assertVerdict({"name": "lookup_order", "max": 1}, False,
                            "2 calls of lookup_order, expected at most 1")
