@@ -2551,21 +2551,34 @@ def _replayed(output: Any, record: Dict[str, Any]) -> Reply:
                              for call in whole.get("tool_calls") or []])
 
 
+# The normalised finish reasons (the module docstring's table), all a recording may hold.
+_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
+
+
 def _output_problem(output: Any) -> Optional[str]:
     """What is wrong with a recording's ``output`` (None: nothing): a str, or a whole reply
-    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str}], "finish_reason":
-    str|None}`` (tool_calls and finish_reason optional)."""
+    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str, "id"}],
+    "finish_reason": a normalised word or null}`` (tool_calls and finish_reason optional) and
+    no other key: the rule ``evals.py --rescore`` reads the same file by, so that a misspelt
+    key is refused rather than replayed as a reply without it."""
     if isinstance(output, str):
         return None
     if not isinstance(output, dict) or not isinstance(output.get("text"), str):
         return "missing string field 'output' (or an object with a string 'text')"
+    unknown = [key for key in output if key not in ("text", "tool_calls", "finish_reason")]
+    if unknown:
+        return ("'output' has an unknown key %r (a whole reply has text, tool_calls and "
+                "finish_reason)" % unknown[0])
     calls = output.get("tool_calls", [])
     if not isinstance(calls, list) or not all(
-            isinstance(call, dict) and isinstance(call.get("name"), str)
-            and isinstance(call.get("arguments", {}), (dict, str)) for call in calls):
-        return "'output.tool_calls' must be a list of {\"name\": str, \"arguments\": object}"
-    if not isinstance(output.get("finish_reason"), (str, type(None))):
-        return "'output.finish_reason' must be a string or null"
+            isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]
+            and isinstance(call.get("arguments", {}), (dict, str))
+            and set(call) <= {"name", "arguments", "id"} for call in calls):
+        return ("'output.tool_calls' must be a list of {\"name\": non-empty str, "
+                "\"arguments\": object}")
+    if output.get("finish_reason") not in _FINISH_REASONS + (None,):
+        return "'output.finish_reason' must be one of %s or null, got %s" % (
+            ", ".join(_FINISH_REASONS), json.dumps(output["finish_reason"]))
     return None
 
 

@@ -531,7 +531,15 @@ class WholeReplyReplayTests(unittest.TestCase):
     def test_a_malformed_whole_output_names_the_line(self):
         for output, words in (({"tool_calls": []}, "string 'text'"),
                               ({"text": "", "tool_calls": [{"arguments": {}}]}, "tool_calls"),
-                              ({"text": "", "finish_reason": 3}, "finish_reason")):
+                              ({"text": "", "finish_reason": 3}, "finish_reason"),
+                              # what evals --rescore refuses in the same file, replay refuses
+                              # too: a misspelt key would replay as no tool call at all
+                              ({"text": "", "toolcalls": [{"name": "issue_refund"}]},
+                               "unknown key 'toolcalls'"),
+                              ({"text": "", "finish_reason": "end_turn"}, 'got "end_turn"'),
+                              ({"text": "", "tool_calls": [{"name": ""}]}, "tool_calls"),
+                              ({"text": "", "tool_calls": [{"name": "a", "args": {}}]},
+                               "tool_calls")):
             with self.subTest(output=output):
                 self.write([self.RECORDS[2], {"id": "bad", "input": "x", "output": output}])
                 with self.assertRaises(ValueError) as ctx:
