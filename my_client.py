@@ -71,7 +71,8 @@ call and are never printed, logged or put into an exception message):
                         ConfigError naming it.  Sent as each provider takes
                         tools (OpenAI and Ollama ``{"type": "function",
                         "function"}``, Anthropic ``input_schema``, Gemini
-                        ``functionDeclarations``); never to the judge.
+                        ``functionDeclarations`` with ``parametersJsonSchema``);
+                        never to the judge.
 ``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
                         (the API requires one), not sent for the others.
 ``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
@@ -1495,6 +1496,14 @@ def _gemini_path(model: str) -> str:
     return "%s/%s" % (kind, urllib.parse.quote(name, safe="-._~"))
 
 
+def _gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``[{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}]``."""
+    return [{"functionDeclarations": [
+        dict({field: tool[field] for field in ("name", "description") if field in tool},
+             **({"parametersJsonSchema": tool["parameters"]} if "parameters" in tool else {}))
+        for tool in tools]}]
+
+
 def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build a Gemini generateContent request.
 
@@ -1504,10 +1513,14 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction":
     {"parts": [{"text"}]}, "generationConfig": {"temperature",
     "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
-    "description", "parameters"}]}]}``: an assistant message is a ``model``
-    turn, the system messages are the system instruction's parts; see
-    https://ai.google.dev/api/generate-content and
-    https://ai.google.dev/gemini-api/docs/function-calling .
+    "description", "parametersJsonSchema"}]}]}``: an assistant message is a
+    ``model`` turn, the system messages are the system instruction's parts;
+    see https://ai.google.dev/api/generate-content and
+    https://ai.google.dev/gemini-api/docs/function-calling .  A tool's
+    parameters are JSON Schema, which goes in ``parametersJsonSchema``
+    (https://ai.google.dev/api/caching#FunctionDeclaration): ``parameters``
+    takes an OpenAPI subset that refuses ``additionalProperties``, ``const``
+    or ``$schema`` with HTTP 400.
     """
     sent = _sampling(settings, "maxOutputTokens")
     system, messages = _system_apart(_chat_messages(settings, prompt))
@@ -1518,8 +1531,7 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
         body["generationConfig"] = _present(sent)
-    _offer_tools(settings, body, sent,
-                 lambda tools: [{"functionDeclarations": [dict(tool) for tool in tools]}])
+    _offer_tools(settings, body, sent, _gemini_tools)
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
     return Request(url, {"x-goog-api-key": key or ""}, body, sent)
 

@@ -38,6 +38,11 @@ TOOLS = [
     {"name": "issue_refund", "description": "Refund an order.", "parameters": ORDER_SCHEMA},
 ]
 ARGUMENTS = {"order_id": "A-1001"}
+# Gemini takes a tool's JSON Schema as parametersJsonSchema; its `parameters` is an OpenAPI
+# subset that refuses additionalProperties, const and $schema with HTTP 400.
+GEMINI_TOOLS = [{"functionDeclarations": [
+    {"name": tool["name"], "description": tool["description"],
+     "parametersJsonSchema": tool["parameters"]} for tool in TOOLS]}]
 
 # OpenAI chat completion with tool calls: message.tool_calls[].function.arguments is a JSON
 # string, content null, finish_reason "tool_calls".
@@ -358,8 +363,21 @@ class ToolsFileTests(LoopbackCase):
 
     def test_gemini_gets_function_declarations(self):
         body = self.sent("gemini")
-        self.assertEqual(body["tools"], [{"functionDeclarations": TOOLS}])
+        self.assertEqual(body["tools"], GEMINI_TOOLS)
         self.assertNotIn("tools", body["generationConfig"])
+
+    def test_gemini_gets_the_json_schema_whole(self):
+        # OpenAI's strict tools need additionalProperties false; Gemini's OpenAPI-subset
+        # `parameters` answers it "Unknown name \"additionalProperties\"" (HTTP 400), its
+        # parametersJsonSchema takes it.
+        strict = {"type": "object", "additionalProperties": False,
+                  "properties": {"reason": {"const": "damaged"}}, "required": ["reason"]}
+        path = self.write("strict.json", json.dumps([{"name": "escalate",
+                                                      "parameters": strict}, {"name": "bare"}]))
+        self.server.add(GEMINI_FUNCTION_CALL)
+        self.client("gemini", env={"EVALS_TOOLS": path})("hi")
+        self.assertEqual(self.server.requests[-1]["json"]["tools"], [{"functionDeclarations": [
+            {"name": "escalate", "parametersJsonSchema": strict}, {"name": "bare"}]}])
 
     def test_a_tool_without_parameters(self):
         path = self.write("bare.json", json.dumps([{"name": "escalate"}]))
@@ -432,8 +450,7 @@ class ToolsFileTests(LoopbackCase):
         with mock.patch.dict(os.environ, env):
             reply = my_client.ask(CONVERSATION)
         self.assertEqual(reply.tool_calls, [{"name": "lookup_order", "arguments": ARGUMENTS}])
-        self.assertEqual(self.server.requests[0]["json"]["tools"],
-                         [{"functionDeclarations": TOOLS}])
+        self.assertEqual(self.server.requests[0]["json"]["tools"], GEMINI_TOOLS)
 
 
 class AcceptsConversationsTests(unittest.TestCase):

@@ -1008,7 +1008,9 @@ class ProvidersEndToEndTest(unittest.TestCase):
         else:
             self.assertEqual(talk["systemInstruction"], {"parts": [{"text": SYSTEM}]})
             self.assertEqual([c["role"] for c in talk["contents"]], ["user", "model", "user"])
-            self.assertEqual(talk["tools"], [{"functionDeclarations": TOOLS}])
+            self.assertEqual(talk["tools"], [{"functionDeclarations": [
+                {"name": t["name"], "description": t["description"],
+                 "parametersJsonSchema": t["parameters"]} for t in TOOLS]}])
 
 
 # ---------------------------------------------------------------------------------------------
