@@ -9,7 +9,8 @@ A prompt is a ``str`` (one user message) or a conversation: a list of
 provider's own shape (OpenAI-compatible and Ollama: ``messages`` as given;
 Anthropic: the system messages joined into ``system``, consecutive messages of
 one role merged with a blank line, as the roles must alternate; Gemini: the
-system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn).
+system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn,
+consecutive messages of one role as one turn's parts).
 ``ask`` and every client ``make_client`` returns carry
 ``accepts_conversations = True``, which evals reads before sending one.
 
@@ -1514,8 +1515,9 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     {"parts": [{"text"}]}, "generationConfig": {"temperature",
     "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
     "description", "parametersJsonSchema"}]}]}``: an assistant message is a
-    ``model`` turn, the system messages are the system instruction's parts;
-    see https://ai.google.dev/api/generate-content and
+    ``model`` turn, consecutive messages of one role are one turn's parts
+    (the turns must alternate), the system messages are the system
+    instruction's parts; see https://ai.google.dev/api/generate-content and
     https://ai.google.dev/gemini-api/docs/function-calling .  A tool's
     parameters are JSON Schema, which goes in ``parametersJsonSchema``
     (https://ai.google.dev/api/caching#FunctionDeclaration): ``parameters``
@@ -1524,9 +1526,14 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     """
     sent = _sampling(settings, "maxOutputTokens")
     system, messages = _system_apart(_chat_messages(settings, prompt))
-    body = {"contents": [{"role": "model" if m["role"] == "assistant" else "user",
-                          "parts": [{"text": m["content"]}]}
-                         for m in messages]}  # type: Dict[str, Any]
+    contents = []  # type: List[Dict[str, Any]]
+    for m in messages:
+        role = "model" if m["role"] == "assistant" else "user"
+        if contents and contents[-1]["role"] == role:  # turns must alternate: one turn, parts
+            contents[-1]["parts"].append({"text": m["content"]})
+        else:
+            contents.append({"role": role, "parts": [{"text": m["content"]}]})
+    body = {"contents": contents}  # type: Dict[str, Any]
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):

@@ -151,6 +151,24 @@ class ConversationRequestTests(LoopbackCase):
             {"role": "model", "parts": [{"text": "Sorry to hear that. What is the order number?"}]},
             {"role": "user", "parts": [{"text": "It is A-1001."}]}])
 
+    def test_gemini_puts_consecutive_messages_of_one_role_in_one_turn(self):
+        # Gemini answers turns of one role in a row "Please ensure that multiturn requests
+        # alternate between user and model" (HTTP 400); a system message taken out between
+        # two user messages leaves two in a row. One turn holds them as its parts.
+        conversation = [{"role": "user", "content": "Hi."},
+                        {"role": "system", "content": "Answer in English."},
+                        {"role": "user", "content": "Where is my order?"},
+                        {"role": "assistant", "content": "Which order?"},
+                        {"role": "assistant", "content": "Its number, please."},
+                        {"role": "user", "content": "A-1001"}]
+        body = self.sent_body("gemini", conversation)
+        self.assertEqual(body["systemInstruction"], {"parts": [{"text": "Answer in English."}]})
+        self.assertEqual(body["contents"], [
+            {"role": "user", "parts": [{"text": "Hi."}, {"text": "Where is my order?"}]},
+            {"role": "model", "parts": [{"text": "Which order?"},
+                                        {"text": "Its number, please."}]},
+            {"role": "user", "parts": [{"text": "A-1001"}]}])
+
     def test_the_system_prompt_setting_comes_first_only_without_a_system_message(self):
         without = CONVERSATION[1:]
         for provider in ("openai", "ollama"):
