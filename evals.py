@@ -2373,6 +2373,8 @@ def _model_call(case, call_model, timeout):
     except Exception as exc:
         wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
         if wait is None or not callable(resume):
+            if spent and getattr(exc, "abandoned", False):  # what was left of it ran out
+                exc.args = (f"no answer within {timeout:g} s",)
             raise
         wait = max(0.0, wait)
         job.spent = spent + time.perf_counter() - started + wait

@@ -190,6 +190,16 @@ class FreedSlotTests(RetryLaterCase):
         self.assertEqual(server.counts(), {"limited": 1, "b": 1})
         self.assertLess(time.monotonic() - started, 4.5)  # not waited out: it cannot fit
 
+    def test_an_attempt_after_a_wait_that_overruns_names_the_whole_timeout(self):
+        # The attempt after the wait has what is left of --timeout; its error says --timeout's
+        # seconds, not what was left of them.
+        server = self.serve(lambda prompt, n: too_many(1) if n == 1
+                            else dict(completion(), delay=2))
+        results, _ = self.run_suite(self.client(server), cases("limited"), concurrency=2,
+                                    timeout=1.5)
+        self.assertEqual(results[0].status, "error")
+        self.assertEqual(results[0].error, "TimeoutError: no answer within 1.5 s")
+
     def test_a_wait_within_the_timeout_is_retried(self):
         server = self.serve(lambda prompt, n: too_many(1) if n == 1 else completion())
         results, _ = self.run_suite(self.client(server), cases("limited"), concurrency=2,
