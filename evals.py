@@ -3563,7 +3563,10 @@ def history_append(path, record):
                 "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
                 "VALUES (?, ?, ?, ?, ?)",
                 ((run_id, e["id"], e["status"],
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
+                  # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
+                  # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
+                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                  .encode("utf-8", "backslashreplace").decode("utf-8"),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
 

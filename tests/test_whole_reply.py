@@ -738,6 +738,21 @@ class RecordAndRecordingsTest(Folder):
                 self.assertNotIn("Z-9", handle.read(), name)
         self.assertIsNone(evals.record_problem(self.read_json("last_run.json")))
 
+    def test_half_an_emoji_in_a_tool_call_is_recorded_in_the_history_too(self):
+        # A model's arguments may hold a lone surrogate (half an emoji, as an escape); the
+        # tool_called reason quotes them, and the history (SQLite, UTF-8) must take it.
+        self.answers(dict(self.ANSWERS, talk={"text": "", "tool_calls": [
+            {"name": "lookup_order", "arguments": {"order_id": "A-1001 \ud83d"}}]}))
+        history = self.path("history.sqlite")
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["--cases", self.path("cases.jsonl"), "--baseline",
+                           self.path("last_run.json"), "--history", history, "--id", "talk",
+                           "--client", self.path("client.py") + ":ask"], out, err)
+        self.assertEqual(code, 0, err.getvalue())
+        [row] = evals.history_rows(history, "talk")
+        self.assertEqual(row["status"], "fail")
+        self.assertIn('lookup_order({"order_id": "A-1001 \\ud83d"}) does not hold', row["reasons"])
+
     def test_a_kept_baseline_keeps_the_tool_calls_that_earned_it(self):
         self.main()
         bad = dict(self.ANSWERS, talk={"text": "", "finish_reason": "tool_calls",
