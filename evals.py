@@ -2372,7 +2372,7 @@ def _model_call(case, call_model, timeout):
         return _within(taken_back, timeout and timeout - spent, case)
     except Exception as exc:
         wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
-        if wait is None or not callable(resume):
+        if not (_is_number(wait) and callable(resume)):  # infinity: a wait no run can keep
             if spent and getattr(exc, "abandoned", False):  # what was left of it ran out
                 exc.args = (f"no answer within {timeout:g} s",)
             raise

@@ -253,6 +253,27 @@ class SleepingRetriesTests(RetryLaterCase):
         self.assertEqual(results[0].status, "pass", results[0])
         self.assertEqual(self.sleeps, [1.5])
 
+    def test_a_wait_that_is_no_number_of_seconds_is_the_calls_error(self):
+        # A client's own exception with `resume` and a retry_after of infinity (or NaN, or
+        # true) asks for no wait a run can keep: it is the case's error, not a case queued
+        # for ever.
+        class Odd(Exception):
+            def __init__(self, wait):
+                super().__init__(f"odd wait {wait}")
+                self.retry_after, self.resume = wait, lambda: "never asked"
+
+        for wait in (float("inf"), float("nan"), True):
+            def client(prompt, wait=wait):
+                raise Odd(wait)
+
+            results = []
+            worker = threading.Thread(target=lambda: results.append(evals.run_case(
+                cases("odd")[0], client)), daemon=True)
+            worker.start()
+            worker.join(30)  # a guard, not a measurement: a queued case would never end
+            self.assertEqual([(r.status, r.error) for r in results],
+                             [("error", f"Odd: odd wait {wait}")])
+
     def test_can_retry_later_is_false_outside_a_run(self):
         self.assertFalse(evals.can_retry_later(my_client.ask))
         self.assertFalse(evals.can_retry_later(None))
