@@ -202,6 +202,10 @@ def _tool_calls_problem(calls):
         if not isinstance(call.get("arguments", {}), (dict, str)):
             return (f"tool call {number} ({call['name']}): 'arguments' must be a JSON object "
                     f"(or the string the model wrote), got {type(call['arguments']).__name__}")
+        try:  # records, recordings and reports write them as JSON
+            json.dumps(call.get("arguments", {}), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return f"tool call {number} ({call['name']}): 'arguments' is not JSON: {exc}"
         extra = [key for key in call if key not in ("name", "arguments", "id")]
         if extra:
             return (f"tool call {number} ({call['name']}): unknown key {extra[0]!r} (allowed: "
@@ -1321,13 +1325,14 @@ def _arguments_problem(call, arguments, schema, quoted):
     call as shown in the reason is appended to `quoted`."""
     if arguments is None and schema is None:
         return None
-    quoted.append(_call_text(call, 120))
+    shown = _call_text(call, 120)
+    quoted.append(shown)
     if not isinstance(call["arguments"], dict):
-        return f"{quoted[-1]}: its arguments are not a JSON object"
+        return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_subset(call["arguments"], arguments):
-        return f"{quoted[-1]} does not hold {json.dumps(arguments, ensure_ascii=False)}"
+        return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
     errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
-    return f"{quoted[-1]}: {'; '.join(errors[:3])}" if errors else None
+    return f"{shown}: {'; '.join(errors[:3])}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
@@ -2392,7 +2397,9 @@ def _model_call(case, call_model, timeout):
         return _within(taken_back, timeout and timeout - spent, case)
     except Exception as exc:
         wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
-        if wait is None or not callable(resume):
+        if not (_is_number(wait) and callable(resume)):  # infinity: a wait no run can keep
+            if spent and getattr(exc, "abandoned", False):  # what was left of it ran out
+                exc.args = (f"no answer within {timeout:g} s",)
             raise
         wait = max(0.0, wait)
         job.spent = spent + time.perf_counter() - started + wait
@@ -3601,7 +3608,10 @@ def history_append(path, record):
                 "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
                 "VALUES (?, ?, ?, ?, ?)",
                 ((run_id, e["id"], e["status"],
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks"))),
+                  # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
+                  # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
+                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                  .encode("utf-8", "backslashreplace").decode("utf-8"),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
 
@@ -4962,7 +4972,8 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
                          "`batch` attribute, as my_client:ask has)")
-    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases) for r in range(args.repeat)}
+    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases)
+             for r in range(_repeat(args))}
     settings = sorted((k, v) for k, v in os.environ.items()
                       if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
     entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
@@ -5058,6 +5069,7 @@ def _answered_from(replies, cases):
         return reply
 
     answer.model = "replay"  # collected answers took no time of this run's: no latency
+    answer.accepts_conversations = True  # answers by case id; the batch sent the conversation
     return answer
 
 

@@ -9,7 +9,8 @@ A prompt is a ``str`` (one user message) or a conversation: a list of
 provider's own shape (OpenAI-compatible and Ollama: ``messages`` as given;
 Anthropic: the system messages joined into ``system``, consecutive messages of
 one role merged with a blank line, as the roles must alternate; Gemini: the
-system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn).
+system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn,
+consecutive messages of one role as one turn's parts).
 ``ask`` and every client ``make_client`` returns carry
 ``accepts_conversations = True``, which evals reads before sending one.
 
@@ -71,7 +72,8 @@ call and are never printed, logged or put into an exception message):
                         ConfigError naming it.  Sent as each provider takes
                         tools (OpenAI and Ollama ``{"type": "function",
                         "function"}``, Anthropic ``input_schema``, Gemini
-                        ``functionDeclarations``); never to the judge.
+                        ``functionDeclarations`` with ``parametersJsonSchema``);
+                        never to the judge.
 ``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
                         (the API requires one), not sent for the others.
 ``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
@@ -1209,6 +1211,10 @@ def _function_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [{"type": "function", "function": dict(tool)} for tool in tools]
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError("%s is not JSON" % constant)
+
+
 def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     """One tool call as ``{"name", "arguments"}``: arguments sent as a JSON string are parsed;
     a string that is not a JSON object stays the raw string (the model's answer: evals' checks
@@ -1216,8 +1222,9 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise _Failed("response has a tool call with no name (%s)" % where)
     if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+        try:  # NaN and Infinity are not JSON (RFC 8259), though json.loads takes them
+            parsed = (json.loads(arguments, parse_constant=_not_json) if arguments.strip()
+                      else {})
         except ValueError:
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else arguments
@@ -1490,6 +1497,14 @@ def _gemini_path(model: str) -> str:
     return "%s/%s" % (kind, urllib.parse.quote(name, safe="-._~"))
 
 
+def _gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``[{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}]``."""
+    return [{"functionDeclarations": [
+        dict({field: tool[field] for field in ("name", "description") if field in tool},
+             **({"parametersJsonSchema": tool["parameters"]} if "parameters" in tool else {}))
+        for tool in tools]}]
+
+
 def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
     """Build a Gemini generateContent request.
 
@@ -1499,22 +1514,31 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction":
     {"parts": [{"text"}]}, "generationConfig": {"temperature",
     "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
-    "description", "parameters"}]}]}``: an assistant message is a ``model``
-    turn, the system messages are the system instruction's parts; see
-    https://ai.google.dev/api/generate-content and
-    https://ai.google.dev/gemini-api/docs/function-calling .
+    "description", "parametersJsonSchema"}]}]}``: an assistant message is a
+    ``model`` turn, consecutive messages of one role are one turn's parts
+    (the turns must alternate), the system messages are the system
+    instruction's parts; see https://ai.google.dev/api/generate-content and
+    https://ai.google.dev/gemini-api/docs/function-calling .  A tool's
+    parameters are JSON Schema, which goes in ``parametersJsonSchema``
+    (https://ai.google.dev/api/caching#FunctionDeclaration): ``parameters``
+    takes an OpenAPI subset that refuses ``additionalProperties``, ``const``
+    or ``$schema`` with HTTP 400.
     """
     sent = _sampling(settings, "maxOutputTokens")
     system, messages = _system_apart(_chat_messages(settings, prompt))
-    body = {"contents": [{"role": "model" if m["role"] == "assistant" else "user",
-                          "parts": [{"text": m["content"]}]}
-                         for m in messages]}  # type: Dict[str, Any]
+    contents = []  # type: List[Dict[str, Any]]
+    for m in messages:
+        role = "model" if m["role"] == "assistant" else "user"
+        if contents and contents[-1]["role"] == role:  # turns must alternate: one turn, parts
+            contents[-1]["parts"].append({"text": m["content"]})
+        else:
+            contents.append({"role": role, "parts": [{"text": m["content"]}]})
+    body = {"contents": contents}  # type: Dict[str, Any]
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
         body["generationConfig"] = _present(sent)
-    _offer_tools(settings, body, sent,
-                 lambda tools: [{"functionDeclarations": [dict(tool) for tool in tools]}])
+    _offer_tools(settings, body, sent, _gemini_tools)
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
     return Request(url, {"x-goog-api-key": key or ""}, body, sent)
 
@@ -2536,21 +2560,34 @@ def _replayed(output: Any, record: Dict[str, Any]) -> Reply:
                              for call in whole.get("tool_calls") or []])
 
 
+# The normalised finish reasons (the module docstring's table), all a recording may hold.
+_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
+
+
 def _output_problem(output: Any) -> Optional[str]:
     """What is wrong with a recording's ``output`` (None: nothing): a str, or a whole reply
-    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str}], "finish_reason":
-    str|None}`` (tool_calls and finish_reason optional)."""
+    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str, "id"}],
+    "finish_reason": a normalised word or null}`` (tool_calls and finish_reason optional) and
+    no other key: the rule ``evals.py --rescore`` reads the same file by, so that a misspelt
+    key is refused rather than replayed as a reply without it."""
     if isinstance(output, str):
         return None
     if not isinstance(output, dict) or not isinstance(output.get("text"), str):
         return "missing string field 'output' (or an object with a string 'text')"
+    unknown = [key for key in output if key not in ("text", "tool_calls", "finish_reason")]
+    if unknown:
+        return ("'output' has an unknown key %r (a whole reply has text, tool_calls and "
+                "finish_reason)" % unknown[0])
     calls = output.get("tool_calls", [])
     if not isinstance(calls, list) or not all(
-            isinstance(call, dict) and isinstance(call.get("name"), str)
-            and isinstance(call.get("arguments", {}), (dict, str)) for call in calls):
-        return "'output.tool_calls' must be a list of {\"name\": str, \"arguments\": object}"
-    if not isinstance(output.get("finish_reason"), (str, type(None))):
-        return "'output.finish_reason' must be a string or null"
+            isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]
+            and isinstance(call.get("arguments", {}), (dict, str))
+            and set(call) <= {"name", "arguments", "id"} for call in calls):
+        return ("'output.tool_calls' must be a list of {\"name\": non-empty str, "
+                "\"arguments\": object}")
+    if output.get("finish_reason") not in _FINISH_REASONS + (None,):
+        return "'output.finish_reason' must be one of %s or null, got %s" % (
+            ", ".join(_FINISH_REASONS), json.dumps(output["finish_reason"]))
     return None
 
 

@@ -383,6 +383,37 @@ class SameRecordTests(BatchCase):
         self.assertIn("evals: collected batch batch_1; costs are estimated at batch prices",
                       self.stderr)
 
+    def test_conversation_cases_go_through_a_batch(self):
+        # The batch answers a conversation as a live call does; the run must not refuse the
+        # collected answers as coming from a client that takes no conversations.
+        conversation = [{"role": "system", "content": "You are Acme's support bot."},
+                        {"role": "user", "content": "Can I get a refund of $150?"}]
+        self.write_cases([{"id": "chat", "input": conversation,
+                           "checks": [{"type": "contains_any", "values": ["manager"]}]}])
+        server = self.serve()
+        code = self.run_evals(server, "--batch")
+        self.assertEqual(code, 0, self.describe())
+        self.assertEqual(server.batch_bodies[0]["messages"], conversation)
+        [entry] = self.record()["cases"]
+        self.assertEqual((entry["status"], entry["input"]), ("pass", conversation))
+        self.assertEqual(self.saved(), [])
+
+    def test_repeat_flaky_sends_each_flaky_case_n_times(self):
+        history = os.path.join(self.dir, ".evals", "history.sqlite")
+        os.makedirs(os.path.dirname(history))
+        for status in ("pass", "fail", "pass"):  # "refund" is flaky in the history
+            evals.history_append(history, {
+                "started_at": "t", "finished_at": "t", "client": "c", "git_commit": None,
+                "case_file": {"sha256": "0"},
+                "cases": [{"id": "refund", "status": status, "change": "passing"}],
+                "summary": {"total": 1, "passed": 0, "pass_rate": 0, "regressed": 0}})
+        server = self.serve()
+        code = self.run_evals(server, "--batch", "--repeat-flaky", "3", "--history", history)
+        self.assertEqual(code, 0, self.describe())
+        self.assertEqual(len(server.batch_bodies), 3)
+        entries = {e["id"]: e for e in self.record()["cases"] if e.get("change") != "not_run"}
+        self.assertEqual([a["status"] for a in entries["refund"]["attempts"]], ["pass"] * 3)
+
 
 class ResumeTests(BatchCase):
     def interrupted_run(self, server):

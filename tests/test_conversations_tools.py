@@ -38,6 +38,11 @@ TOOLS = [
     {"name": "issue_refund", "description": "Refund an order.", "parameters": ORDER_SCHEMA},
 ]
 ARGUMENTS = {"order_id": "A-1001"}
+# Gemini takes a tool's JSON Schema as parametersJsonSchema; its `parameters` is an OpenAPI
+# subset that refuses additionalProperties, const and $schema with HTTP 400.
+GEMINI_TOOLS = [{"functionDeclarations": [
+    {"name": tool["name"], "description": tool["description"],
+     "parametersJsonSchema": tool["parameters"]} for tool in TOOLS]}]
 
 # OpenAI chat completion with tool calls: message.tool_calls[].function.arguments is a JSON
 # string, content null, finish_reason "tool_calls".
@@ -146,6 +151,24 @@ class ConversationRequestTests(LoopbackCase):
             {"role": "model", "parts": [{"text": "Sorry to hear that. What is the order number?"}]},
             {"role": "user", "parts": [{"text": "It is A-1001."}]}])
 
+    def test_gemini_puts_consecutive_messages_of_one_role_in_one_turn(self):
+        # Gemini answers turns of one role in a row "Please ensure that multiturn requests
+        # alternate between user and model" (HTTP 400); a system message taken out between
+        # two user messages leaves two in a row. One turn holds them as its parts.
+        conversation = [{"role": "user", "content": "Hi."},
+                        {"role": "system", "content": "Answer in English."},
+                        {"role": "user", "content": "Where is my order?"},
+                        {"role": "assistant", "content": "Which order?"},
+                        {"role": "assistant", "content": "Its number, please."},
+                        {"role": "user", "content": "A-1001"}]
+        body = self.sent_body("gemini", conversation)
+        self.assertEqual(body["systemInstruction"], {"parts": [{"text": "Answer in English."}]})
+        self.assertEqual(body["contents"], [
+            {"role": "user", "parts": [{"text": "Hi."}, {"text": "Where is my order?"}]},
+            {"role": "model", "parts": [{"text": "Which order?"},
+                                        {"text": "Its number, please."}]},
+            {"role": "user", "parts": [{"text": "A-1001"}]}])
+
     def test_the_system_prompt_setting_comes_first_only_without_a_system_message(self):
         without = CONVERSATION[1:]
         for provider in ("openai", "ollama"):
@@ -234,7 +257,10 @@ class ToolCallReplyTests(LoopbackCase):
         self.assertEqual((reply.finish_reason, reply.finish_reason_raw), ("tool_calls", "stop"))
 
     def test_openai_arguments_that_are_not_a_json_object_stay_the_raw_string(self):
-        for raw in ('{"order_id": "A-10', '["A-1001"]', "A-1001"):
+        # NaN and Infinity are not JSON (RFC 8259), though Python's json reads them: a call
+        # holding one would be no JSON object in the record, and evals refuses it.
+        for raw in ('{"order_id": "A-10', '["A-1001"]', "A-1001", '{"amount": NaN}',
+                    '{"amount": -Infinity}'):
             with self.subTest(raw=raw):
                 response = json.loads(json.dumps(OPENAI_TOOL_CALLS))
                 calls = response["json"]["choices"][0]["message"]["tool_calls"]
@@ -355,8 +381,21 @@ class ToolsFileTests(LoopbackCase):
 
     def test_gemini_gets_function_declarations(self):
         body = self.sent("gemini")
-        self.assertEqual(body["tools"], [{"functionDeclarations": TOOLS}])
+        self.assertEqual(body["tools"], GEMINI_TOOLS)
         self.assertNotIn("tools", body["generationConfig"])
+
+    def test_gemini_gets_the_json_schema_whole(self):
+        # OpenAI's strict tools need additionalProperties false; Gemini's OpenAPI-subset
+        # `parameters` answers it "Unknown name \"additionalProperties\"" (HTTP 400), its
+        # parametersJsonSchema takes it.
+        strict = {"type": "object", "additionalProperties": False,
+                  "properties": {"reason": {"const": "damaged"}}, "required": ["reason"]}
+        path = self.write("strict.json", json.dumps([{"name": "escalate",
+                                                      "parameters": strict}, {"name": "bare"}]))
+        self.server.add(GEMINI_FUNCTION_CALL)
+        self.client("gemini", env={"EVALS_TOOLS": path})("hi")
+        self.assertEqual(self.server.requests[-1]["json"]["tools"], [{"functionDeclarations": [
+            {"name": "escalate", "parametersJsonSchema": strict}, {"name": "bare"}]}])
 
     def test_a_tool_without_parameters(self):
         path = self.write("bare.json", json.dumps([{"name": "escalate"}]))
@@ -429,8 +468,7 @@ class ToolsFileTests(LoopbackCase):
         with mock.patch.dict(os.environ, env):
             reply = my_client.ask(CONVERSATION)
         self.assertEqual(reply.tool_calls, [{"name": "lookup_order", "arguments": ARGUMENTS}])
-        self.assertEqual(self.server.requests[0]["json"]["tools"],
-                         [{"functionDeclarations": TOOLS}])
+        self.assertEqual(self.server.requests[0]["json"]["tools"], GEMINI_TOOLS)
 
 
 class AcceptsConversationsTests(unittest.TestCase):
@@ -528,7 +566,15 @@ class WholeReplyReplayTests(unittest.TestCase):
     def test_a_malformed_whole_output_names_the_line(self):
         for output, words in (({"tool_calls": []}, "string 'text'"),
                               ({"text": "", "tool_calls": [{"arguments": {}}]}, "tool_calls"),
-                              ({"text": "", "finish_reason": 3}, "finish_reason")):
+                              ({"text": "", "finish_reason": 3}, "finish_reason"),
+                              # what evals --rescore refuses in the same file, replay refuses
+                              # too: a misspelt key would replay as no tool call at all
+                              ({"text": "", "toolcalls": [{"name": "issue_refund"}]},
+                               "unknown key 'toolcalls'"),
+                              ({"text": "", "finish_reason": "end_turn"}, 'got "end_turn"'),
+                              ({"text": "", "tool_calls": [{"name": ""}]}, "tool_calls"),
+                              ({"text": "", "tool_calls": [{"name": "a", "args": {}}]},
+                               "tool_calls")):
             with self.subTest(output=output):
                 self.write([self.RECORDS[2], {"id": "bad", "input": "x", "output": output}])
                 with self.assertRaises(ValueError) as ctx:

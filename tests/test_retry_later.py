@@ -190,6 +190,16 @@ class FreedSlotTests(RetryLaterCase):
         self.assertEqual(server.counts(), {"limited": 1, "b": 1})
         self.assertLess(time.monotonic() - started, 4.5)  # not waited out: it cannot fit
 
+    def test_an_attempt_after_a_wait_that_overruns_names_the_whole_timeout(self):
+        # The attempt after the wait has what is left of --timeout; its error says --timeout's
+        # seconds, not what was left of them.
+        server = self.serve(lambda prompt, n: too_many(1) if n == 1
+                            else dict(completion(), delay=2))
+        results, _ = self.run_suite(self.client(server), cases("limited"), concurrency=2,
+                                    timeout=1.5)
+        self.assertEqual(results[0].status, "error")
+        self.assertEqual(results[0].error, "TimeoutError: no answer within 1.5 s")
+
     def test_a_wait_within_the_timeout_is_retried(self):
         server = self.serve(lambda prompt, n: too_many(1) if n == 1 else completion())
         results, _ = self.run_suite(self.client(server), cases("limited"), concurrency=2,
@@ -242,6 +252,27 @@ class SleepingRetriesTests(RetryLaterCase):
                                     judge=evals.Judge(judge, name="loopback"))
         self.assertEqual(results[0].status, "pass", results[0])
         self.assertEqual(self.sleeps, [1.5])
+
+    def test_a_wait_that_is_no_number_of_seconds_is_the_calls_error(self):
+        # A client's own exception with `resume` and a retry_after of infinity (or NaN, or
+        # true) asks for no wait a run can keep: it is the case's error, not a case queued
+        # for ever.
+        class Odd(Exception):
+            def __init__(self, wait):
+                super().__init__(f"odd wait {wait}")
+                self.retry_after, self.resume = wait, lambda: "never asked"
+
+        for wait in (float("inf"), float("nan"), True):
+            def client(prompt, wait=wait):
+                raise Odd(wait)
+
+            results = []
+            worker = threading.Thread(target=lambda: results.append(evals.run_case(
+                cases("odd")[0], client)), daemon=True)
+            worker.start()
+            worker.join(30)  # a guard, not a measurement: a queued case would never end
+            self.assertEqual([(r.status, r.error) for r in results],
+                             [("error", f"Odd: odd wait {wait}")])
 
     def test_can_retry_later_is_false_outside_a_run(self):
         self.assertFalse(evals.can_retry_later(my_client.ask))

@@ -303,6 +303,19 @@ class WholeReplyTest(unittest.TestCase):
                                  ("error", (), None))
                 self.assertIn(words, result.error)
 
+    def test_arguments_that_json_cannot_hold_are_an_error_not_a_crash(self):
+        # A client handing over its SDK's objects (a set, a Decimal, bytes) or a NaN: the
+        # record, the recordings and every report write arguments as JSON.
+        import decimal
+
+        for value in ({1, 2}, decimal.Decimal("1.5"), b"A-1", float("nan")):
+            with self.subTest(value=value):
+                result = self.run_with({"text": "", "tool_calls": [
+                    {"name": "lookup_order", "arguments": {"order_id": value}}]})
+                self.assertEqual((result.status, result.checks), ("error", ()))
+                self.assertIn("the client returned a malformed tool call: tool call 1 "
+                              "(lookup_order): 'arguments' is not JSON", result.error)
+
     def test_a_reply_objects_odd_usage_is_ignored_as_before(self):
         result = self.run_with(Attributes("Hi", usage={"input_tokens": "many"}, model="m"))
         self.assertEqual((result.status, result.usage, result.model), ("fail", None, "m"))
@@ -388,6 +401,17 @@ class ToolCalledTest(unittest.TestCase):
         self.assertEqual(result.reason, '0 calls of get_policy with matching arguments, expected '
                                         'at least 1: get_policy("refunds"): its arguments are '
                                         'not a JSON object')
+
+    def test_a_schema_failure_names_the_call_it_read(self):
+        # The schema's own quotes (an enum's value, a pattern's text) follow the call's, and
+        # the reason starts with the call, as for every other miss.
+        schema = {"properties": {"order_id": {"enum": ["A-1001"]}}}
+        result = self.assertVerdict({"name": "lookup_order", "schema": schema, "min": 2},
+                                    False)
+        self.assertEqual(result.reason, '1 call of lookup_order with matching arguments, '
+                                        'expected at least 2: lookup_order({"order_id": '
+                                        '"B-2002"}): $.order_id: "B-2002" not one of '
+                                        '["A-1001"]')
 
     def test_count_bounds(self):
         self.assertVerdict({"name": "lookup_order", "max": 1}, False,
@@ -714,6 +738,21 @@ class RecordAndRecordingsTest(Folder):
                 self.assertNotIn("Z-9", handle.read(), name)
         self.assertIsNone(evals.record_problem(self.read_json("last_run.json")))
 
+    def test_half_an_emoji_in_a_tool_call_is_recorded_in_the_history_too(self):
+        # A model's arguments may hold a lone surrogate (half an emoji, as an escape); the
+        # tool_called reason quotes them, and the history (SQLite, UTF-8) must take it.
+        self.answers(dict(self.ANSWERS, talk={"text": "", "tool_calls": [
+            {"name": "lookup_order", "arguments": {"order_id": "A-1001 \ud83d"}}]}))
+        history = self.path("history.sqlite")
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["--cases", self.path("cases.jsonl"), "--baseline",
+                           self.path("last_run.json"), "--history", history, "--id", "talk",
+                           "--client", self.path("client.py") + ":ask"], out, err)
+        self.assertEqual(code, 0, err.getvalue())
+        [row] = evals.history_rows(history, "talk")
+        self.assertEqual(row["status"], "fail")
+        self.assertIn('lookup_order({"order_id": "A-1001 \\ud83d"}) does not hold', row["reasons"])
+
     def test_a_kept_baseline_keeps_the_tool_calls_that_earned_it(self):
         self.main()
         bad = dict(self.ANSWERS, talk={"text": "", "finish_reason": "tool_calls",
@@ -984,7 +1023,9 @@ class ProvidersEndToEndTest(unittest.TestCase):
         else:
             self.assertEqual(talk["systemInstruction"], {"parts": [{"text": SYSTEM}]})
             self.assertEqual([c["role"] for c in talk["contents"]], ["user", "model", "user"])
-            self.assertEqual(talk["tools"], [{"functionDeclarations": TOOLS}])
+            self.assertEqual(talk["tools"], [{"functionDeclarations": [
+                {"name": t["name"], "description": t["description"],
+                 "parametersJsonSchema": t["parameters"]} for t in TOOLS]}])
 
 
 # ---------------------------------------------------------------------------------------------
