@@ -5106,7 +5106,7 @@ def _refuse_contradictions(args):
         raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
     for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
                           ("record", "omit_outputs"), ("cache", "no_cache"),
-                          ("rescore", "cache"), ("rescore", "batch"),
+                          ("rescore", "cache"), ("cache", "batch"), ("rescore", "batch"),
                           ("rescore", "batch_resume"), ("budget", "batch"),
                           ("budget", "batch_resume")):
         if getattr(args, first) and getattr(args, second):

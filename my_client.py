@@ -592,8 +592,8 @@ def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: b
     except (TypeError, ValueError):
         what = "an integer" if kind is int else "a number"
         raise ConfigError("%s must be %s, got %r" % (name, what, raw)) from None
-    if value != value or value < minimum:  # NaN or below the minimum
-        raise ConfigError("%s must be >= %s, got %r" % (name, minimum, raw))
+    if value != value or value < minimum or value == float("inf"):  # NaN, inf, too small
+        raise ConfigError("%s must be a finite number >= %s, got %r" % (name, minimum, raw))
     return value
 
 
@@ -1864,10 +1864,11 @@ class Client:
                               "once (evals: --shard K/N)" % (s.provider,
                                                            BATCH_MAX_REQUESTS[s.provider],
                                                            len(built)))
+        interval = _poll_interval(s)  # a bad EVALS_BATCH_POLL_S is refused before submitting
         batch_id = resume or api.submit(s, key, built)
         if resume is None and on_submitted is not None:
             on_submitted(batch_id)
-        batch = _poll_batch(api, s, key, batch_id)
+        batch = _poll_batch(api, s, key, batch_id, interval)
         answers = _BatchAnswers(api, s, key, built, parse, api.missing(batch))
         for url in api.result_urls(s, batch):
             answers.download(url)
@@ -2085,12 +2086,19 @@ def _batch_reply(settings: Settings, parse: Callable[..., Parsed], data: Any, re
         return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
 
 
-def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
-                batch_id: str) -> Dict[str, Any]:
-    """Poll the batch until it ends, with a one-line progress on stderr; its last state."""
+def _poll_interval(settings: Settings) -> Tuple[float, bool]:
+    """(the first wait between polls in seconds, whether EVALS_BATCH_POLL_S fixed it)."""
     fixed = settings.env.get("EVALS_BATCH_POLL_S")
-    interval = (_parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0) if fixed
-                else BATCH_POLL_FIRST)
+    if not fixed:
+        return BATCH_POLL_FIRST, False
+    return _parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0), True
+
+
+def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
+                batch_id: str, first: Tuple[float, bool]) -> Dict[str, Any]:
+    """Poll the batch until it ends, with a one-line progress on stderr; its last state.
+    first: from _poll_interval."""
+    interval, fixed = first
     tty, shown = getattr(sys.stderr, "isatty", bool)(), ""
     try:
         while True:

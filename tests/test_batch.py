@@ -281,7 +281,8 @@ class BatchCase(unittest.TestCase):
                if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
         env.update(EVALS_PROVIDER=provider, EVALS_BASE_URL=server.url, EVALS_BATCH_POLL_S="0.01",
                    EVALS_MODEL=MODEL.get(provider, "x"), OPENAI_API_KEY=KEY,
-                   ANTHROPIC_API_KEY=KEY, GEMINI_API_KEY=KEY, **extra)
+                   ANTHROPIC_API_KEY=KEY, GEMINI_API_KEY=KEY)
+        env.update(extra)
         stdout, stderr = io.StringIO(), io.StringIO()
         with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stderr(stderr):
             code = evals.main(["--cases", self.cases, "--client", "my_client:ask",
@@ -572,6 +573,20 @@ class RefusedTests(BatchCase):
         self.assertEqual(self.run_evals(server, "--batch", "--budget", "1"), 2)
         self.assertIn("--budget and --batch contradict each other", self.stderr)
         self.assertEqual(server.log(), [])
+
+    def test_cache_contradicts_batch(self):
+        server = self.serve()
+        self.assertEqual(self.run_evals(server, "--batch", "--cache"), 2)
+        self.assertIn("--cache and --batch contradict each other", self.stderr)
+        self.assertEqual(server.log(), [])
+
+    def test_a_poll_interval_that_is_no_finite_number_is_refused_before_submitting(self):
+        server = self.serve()
+        for bad in ("inf", "nan", "-1"):
+            code = self.run_evals(server, "--batch", EVALS_BATCH_POLL_S=bad)
+            self.assertEqual(code, 2, self.describe())
+            self.assertIn("EVALS_BATCH_POLL_S must be a finite number >= 0.0", self.stderr)
+        self.assertEqual(server.created(), [])
 
 
 class ParsedLikeLiveTests(unittest.TestCase):
