@@ -2763,7 +2763,7 @@ def _recording_rows(path):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line.decode("utf-8-sig"))
+                row = json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
             except ValueError as exc:  # not UTF-8 too
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
@@ -2804,7 +2804,7 @@ class _Recordings(collections.abc.Mapping):
         with self._lock:
             self._handle.seek(start)
             line = self._handle.readline()
-        return _recorded(json.loads(line.decode("utf-8-sig")))
+        return _recorded(json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8")))
 
 
 def replay_client(outputs, source="recorded outputs"):
@@ -5331,7 +5331,8 @@ def _save_recordings(path, record, stderr):
             with open(path, "rb") if old else contextlib.nullcontext() as handle:
                 for case_id, start in old.items():
                     handle.seek(start)
-                    row = json.loads(handle.readline().decode("utf-8-sig"))
+                    row = json.loads(handle.readline().decode("utf-8-sig" if start == 0
+                                                              else "utf-8"))
                     if case_id in fresh:
                         updates.seek(fresh[case_id])
                         row = updated(row, json.loads(updates.readline()))
