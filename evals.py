@@ -1444,12 +1444,15 @@ unsure whether the answer is right; never guess a clean verdict.
 def judge_prompt(case_input, output, check):
     """The prompt a `judge` check sends (str): fixed instructions, then the check, the case
     input and the answer as one JSON document, which an answer cannot close to pose as
-    instructions. Deterministic: the text keys the reply cache and recordings."""
+    instructions. Deterministic: the text keys the reply cache and recordings. A conversation
+    input goes as "conversation" (the messages the answer follows), a string as
+    "user_message"."""
+    asked = "user_message" if isinstance(case_input, str) else "conversation"
     material = {"rubric": check.get("rubric", ""),
                 "must_include": list(check.get("must_include", [])),
                 "must_not_claim": list(check.get("must_not_claim", [])),
                 "approved_context": check.get("context", ""),
-                "user_message": case_input,
+                asked: case_input if isinstance(case_input, str) else list(case_input),
                 "answer": output}
     return _JUDGE_INSTRUCTIONS + json.dumps(material, ensure_ascii=False, indent=1) + "\n"
 

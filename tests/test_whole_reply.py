@@ -540,8 +540,9 @@ class TextChecksOnTheWholeReplyTest(unittest.TestCase):
         status, _ = evals.evaluate(judged, A("Order A-1001 ships today."), judge)
         (prompt,) = prompts
         material = json.loads(prompt[prompt.index("{\n"):])
-        self.assertEqual((status, material["user_message"], material["answer"]),
+        self.assertEqual((status, material["conversation"], material["answer"]),
                          ("pass", CONVERSATION, "Order A-1001 ships today."))
+        self.assertNotIn("user_message", material)
 
     def test_text_beside_tool_calls_is_scored(self):
         reply = A("I'll look that order up.", (LOOKUP,), "tool_calls")
