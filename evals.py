@@ -4975,8 +4975,9 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
                          "`batch` attribute, as my_client:ask has)")
-    calls = {f"{i}-{r}": [case.id, r] for i, case in enumerate(cases)
+    calls = {_batch_call_id(case.id, r): [case.id, r] for case in cases
              for r in range(_repeat(args))}
+    by_id = {case.id: case for case in cases}
     settings = sorted((k, v) for k, v in os.environ.items()
                       if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
     entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
@@ -4993,7 +4994,7 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
         _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
 
     try:
-        replies = batch([(key, cases[int(key.split("-")[0])].input) for key in calls],
+        replies = batch([(key, by_id[case_id].input) for key, (case_id, _) in calls.items()],
                         resume=batch_id, on_submitted=submitted)
     except KeyboardInterrupt:
         if ids:
@@ -5009,7 +5010,7 @@ def _batch_client(args, cases, call_model, client_name, digest, options, stderr)
     if ids:
         stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
                      f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
-    return _answered_from(replies, cases), lambda: _save_batches(
+    return _answered_from(replies), lambda: _save_batches(
         path, [b for b in _saved_batches(path) if b.get("id") not in ids])
 
 
@@ -5049,22 +5050,27 @@ def _saved_batch(path, entry, wanted, stderr):
                          f"{saved.get('submitted')} for these cases (saved in {path})\n")
             return saved["id"]
     if wanted:
-        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are taken "
-                     "as this selection's, in case order\n")
+        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are "
+                     "matched to these cases by case id and repeat\n")
     return wanted
 
 
-def _answered_from(replies, cases):
+def _batch_call_id(case_id, repeat):
+    """A batch request's custom_id: the case's (a hash of its id, so that any id fits the
+    providers' 1-64 letters, digits, "-" and "_") and the repeat's."""
+    return f"c{_sha256(case_id)[:32]}-{repeat}"
+
+
+def _answered_from(replies):
     """A call_model answering each call of a case with the batch's reply to it (repeats in
     order); an exception there is the call's error, a missing reply a LookupError."""
-    index = {case.id: i for i, case in enumerate(cases)}
     taken, lock = collections.Counter(), threading.Lock()
 
     def answer(prompt):
         case = current_case()
         with lock:
             repeat, taken[case.id] = taken[case.id], taken[case.id] + 1
-        reply = replies.get(f"{index[case.id]}-{repeat}")
+        reply = replies.get(_batch_call_id(case.id, repeat))
         if reply is None:
             raise LookupError("the batch holds no answer to this call")
         if isinstance(reply, BaseException):

@@ -433,8 +433,9 @@ class ResumeTests(BatchCase):
         digest = evals.load_cases(self.cases)[1]
         self.assertEqual((saved["id"], saved["case_file_sha256"], saved["case_ids"]),
                          ("batch_1", digest, [c["id"] for c in CASES]))
-        self.assertEqual(saved["custom_ids"], {"0-0": ["refund", 0], "1-0": ["refund-chat", 0],
-                                               "2-0": ["hours", 0], "3-0": ["broken", 0]})
+        self.assertEqual(saved["custom_ids"], {evals._batch_call_id(c["id"], 0): [c["id"], 0]
+                                               for c in CASES})
+        self.assertTrue(all(len(key) <= 64 for key in saved["custom_ids"]))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "record.json")))
         code = self.run_evals(server, "--batch")
         self.assertEqual(code, 2, self.describe())  # the BROKEN case
@@ -489,6 +490,19 @@ class ResumeTests(BatchCase):
         self.assertEqual(code, 2, self.describe())
         self.assertEqual(server.created(), ["/v1/batches"])
         self.assertEqual(len(self.record()["cases"]), 4)
+
+    def test_a_batch_not_saved_here_is_matched_by_case_id(self):
+        server = self.serve()
+        self.interrupted_run(server)
+        os.remove(os.path.join(self.dir, ".evals", "batches.json"))
+        with open(self.cases, "w", encoding="utf-8") as handle:  # the same cases, reordered
+            handle.write("".join(json.dumps(c) + "\n" for c in reversed(CASES)))
+        code = self.run_evals(server, "--batch-resume", "batch_1")
+        self.assertEqual(code, 2, self.describe())  # the BROKEN case
+        self.assertIn("matched to these cases by case id and repeat", self.stderr)
+        self.assertEqual({e["id"]: e["status"] for e in self.record()["cases"]},
+                         {"refund": "pass", "refund-chat": "pass", "hours": "fail",
+                          "broken": "error"})
 
     def test_another_selection_submits_its_own_batch(self):
         server = self.serve()
