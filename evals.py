@@ -4909,7 +4909,7 @@ def _run_command(args, stdout, stderr):
         record["summary"]["cached"] = options.cached
     _finish_run(args, record, selected, judge_only, baseline, stdout, stderr,
                 _cache_note(options) if cache else "")
-    if collected:
+    if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
         collected()
     return _exit_code(record["summary"], args.strict, args.accept)
 

@@ -287,7 +287,8 @@ class BatchCase(unittest.TestCase):
         with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stderr(stderr):
             code = evals.main(["--cases", self.cases, "--client", "my_client:ask",
                                "--baseline", os.path.join(self.dir, "last_run.json"),
-                               "--no-history", "--out", os.path.join(self.dir, out), *args],
+                               "--no-history", *(["--out", os.path.join(self.dir, out)]
+                                                 if out else []), *args],
                               stdout, stderr)
         self.stdout, self.stderr = stdout.getvalue(), stderr.getvalue()
         return code
@@ -490,6 +491,15 @@ class ResumeTests(BatchCase):
         self.assertEqual(code, 2, self.describe())
         self.assertEqual(server.created(), ["/v1/batches"])
         self.assertEqual(len(self.record()["cases"]), 4)
+
+    def test_a_no_save_run_keeps_the_batch_to_collect_again(self):
+        server = self.serve()
+        self.interrupted_run(server)
+        self.assertEqual(self.run_evals(server, "--batch", "--no-save", out=None), 2)  # broken
+        self.assertIn("collecting batch batch_1", self.stderr)
+        self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
+        self.run_evals(server, "--batch")
+        self.assertEqual((server.created(), self.saved()), (["/v1/batches"], []))
 
     def test_a_batch_not_saved_here_is_matched_by_case_id(self):
         server = self.serve()
