@@ -2672,11 +2672,13 @@ def _run_in_threads(cases, call_model, options, limiter, stop):
 
 # ---- recorded outputs: replay a run without calling any model ----
 
-def load_outputs(path):
+def load_outputs(path, repeat=1):
     """Recorded answers by case id (a mapping {id: str}, each with the `reasoning`,
     `tool_calls` and `finish_reason` recorded) from a recordings JSONL file (one {"id",
     "output"} a line, the output a str or a whole reply, see stored_output; "input" is
-    ignored) or a run record saved with outputs. Raises EvalsError naming file and line (or
+    ignored) or a run record saved with outputs. With `repeat` > 1, a case a run record holds
+    the calls of (its "attempts") maps to a tuple of them, call by call (None for one that
+    errored), which replay_client answers in turn. Raises EvalsError naming file and line (or
     case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
@@ -2698,7 +2700,19 @@ def load_outputs(path):
         problem = _recorded_problem(entry, entry=True)
         if problem:
             raise EvalsError(f"{path}: case {entry['id']!r}: {problem}")
-    return {e["id"]: _recorded(e, entry=True) for e in entries}
+    outputs = {e["id"]: _recorded(e, entry=True) for e in entries}
+    for entry in entries if repeat > 1 else ():
+        calls = entry.get("attempts")
+        if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
+            continue
+        for number, call in enumerate(calls, 1):
+            problem = call.get("output") is not None and _recorded_problem(call, entry=True)
+            if problem:
+                raise EvalsError(f"{path}: case {entry['id']!r}, call {number}: {problem}")
+        # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
+        outputs[entry["id"]] = tuple(None if a.get("output") is None else _recorded(a, entry=True)
+                                     for a in calls)
+    return outputs
 
 
 def stored_output(text, tool_calls=(), finish_reason=None):
@@ -2818,7 +2832,13 @@ def replay_client(outputs, source="recorded outputs"):
         if case is None or case.id not in outputs:
             name = case.id if case else "?"
             raise LookupError(f"no recorded output for case {name!r} in {source}")
-        return outputs[case.id]
+        output = outputs[case.id]
+        if isinstance(output, tuple):  # a repeated run's calls: the same one each time
+            number = (current_attempt() or 0) % len(output)
+            output = output[number]
+            if output is None:
+                raise LookupError(f"call {number + 1} of case {case.id!r} errored in {source}")
+        return output
 
     replay.model = "replay"  # recorded answers: neither timed nor priced
     replay.accepts_conversations = True  # answers by case id, whatever the input
@@ -4871,7 +4891,7 @@ def _run_command(args, stdout, stderr):
     cache = _use_cache(args)
     if args.rescore:
         client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore), args.rescore)
+        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
     else:
         client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = load_client(client_name)

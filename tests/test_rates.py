@@ -503,6 +503,24 @@ class RepeatedRunCliTest(Workspace):
                       "at alpha 0.25)", out)
         self.assertEqual(self.load(self.baseline)["options"]["alpha"], 0.25)
 
+    def test_rescoring_a_repeated_record_scores_each_of_its_calls(self):
+        # 4 of 10 calls passed; re-scoring that record with the same checks and --repeat 10
+        # replayed the one output its entry shows ten times: 0/10, "a significant drop", exit 1
+        self.write_cases(ok_case("k"))
+        self.answer(k=["no", "ok", "no", "no", "ok", "no", "ok", "no", "ok", "no"])
+        self.assertEqual(self.run_cli("--repeat", "10", "--out", self.path("run.json"))[0], 0)
+        code, out, _ = self.main("--cases", self.cases, "--baseline", self.path("run.json"),
+                                 "--rescore", self.path("run.json"), "--repeat", "10",
+                                 "--no-save")
+        self.assertEqual(code, 0, out)
+        self.assertIn("0 regressed, 0 fixed, 1 still failing", out)
+        self.assertIn("4/10 -> 4/10 calls passed", out)
+        # one call re-scores the output the entry shows, as before
+        code, out, _ = self.main("--cases", self.cases, "--baseline", self.path("run.json"),
+                                 "--rescore", self.path("run.json"), "--no-save")
+        self.assertEqual(code, 0, out)
+        self.assertIn("pass rate 0.0% (0/1)", out)
+
     def test_bad_alpha_is_refused_before_any_call(self):
         self.write_cases(ok_case("k"))
         self.answer(k="ok")
