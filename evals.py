@@ -3453,10 +3453,19 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 
     previous = (total("previous_passed"), total("previous_total"))
     kept = (total("baseline_passed"), total("baseline_total"))
+    summary = summarize(entries, removed, previous, kept)
+    # What each shard's run added to its summary: the history's flaky cases, cached replies
+    shown = [r.get("summary") for r in records if isinstance(r.get("summary"), dict)]
+    if any(isinstance(s.get("flaky_history"), list) for s in shown):
+        flaky = {f["id"]: f for s in shown for f in s.get("flaky_history") or ()
+                 if isinstance(f, dict) and f.get("id") in ran}
+        summary["flaky_history"] = [flaky[case_id] for case_id in case_ids if case_id in flaky]
+    if any("cached" in s for s in shown):
+        summary["cached"] = total("cached")
     return dict(records[0], started_at=min(started, default=None),
                 finished_at=max(finished, default=None), cases=entries,
                 removed=removed, accepted=any(r.get("accepted") for r in records),
-                summary=summarize(entries, removed, previous, kept))
+                summary=summary)
 
 
 # ---- comparing two runs: the same cases, two models or prompts ----

@@ -334,6 +334,22 @@ class ShardMergeTest(Workspace):
         self.assertEqual(merged["summary"]["regressed"], 1)
         self.assertIn("ERROR: c7", out)
 
+    def test_merge_keeps_the_cases_each_shard_found_flaky_in_the_history(self):
+        # c4 passed, failed, passed: each shard's summary lists its flaky cases from the
+        # history, and merge recomputed the summary without them
+        for answer in ("ok", "nope", "ok"):
+            self.all_ok(SHARD_IDS, c4=answer)
+            self.run_cli()
+        records = []
+        for k in (1, 2, 3):
+            self.run_cli("--shard", "%d/3" % k, "--out", self.path("run-%d.json" % k))
+            records.append(self.path("run-%d.json" % k))
+        code, out, err = self.merge(*records)
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(self.load("merged.json")["summary"]["flaky_history"],
+                         [{"id": "c4", "passes": 3, "runs": 4}])
+        self.assertIn("flaky (both outcomes in recent runs): c4 (3/4 runs passed)", out)
+
     def test_missing_shard_is_refused_naming_a_case(self):
         # The shards compare with a baseline that has every case, so each record carries the
         # cases it did not run as "not_run": that must not hide a shard that never ran.
