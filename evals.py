@@ -4958,6 +4958,10 @@ def _use_cache(args):
     if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
         raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
     on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
+    if on and args.omit_outputs and not args.rescore:  # the cache keeps each reply's text
+        raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
+                         "contradict each other: the cache keeps every reply's text; choose one "
+                         "(--no-cache turns EVALS_CACHE off)")
     os.environ["EVALS_CACHE"] = "1" if on else "0"
     return on and not args.rescore
 

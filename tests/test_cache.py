@@ -223,6 +223,20 @@ class OptionTests(CacheRunCase):
                 self.assertEqual((code, sent), (2, 0))
                 self.assertIn("contradict each other", self.stderr)
 
+    def test_omit_outputs_refuses_the_cache_that_would_keep_every_reply_text(self):
+        # --omit-outputs leaves output text out of every file written; the cache wrote each
+        # reply into .evals/cache.sqlite all the same
+        self.cases("Good one")
+        for args, env in ((("--cache", "--omit-outputs"), {}),
+                          (("--omit-outputs",), {"EVALS_CACHE": "1"})):
+            with self.subTest(args=args, env=env):
+                code, sent = self.run_cached(*args, **env)
+                self.assertEqual((code, sent), (2, 0), self.stderr)
+                self.assertIn("--omit-outputs contradict each other", self.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, ".evals", "cache.sqlite")))
+        code, sent = self.run_cached("--omit-outputs", "--no-cache", EVALS_CACHE="1")
+        self.assertEqual((code, sent), (0, 1), self.stderr)
+
     def test_help_says_how_the_client_is_told(self):
         done = subprocess.run([sys.executable, EVALS, "--help"], stdout=subprocess.PIPE,
                               timeout=RUN_TIMEOUT, cwd=self.dir)
