@@ -2688,6 +2688,11 @@ def load_outputs(path, repeat=1):
                 with contextlib.suppress(ValueError):
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
+            if repeat > 1:  # one output a case: N replays of it would count as N answers
+                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat "
+                                 f"{repeat} would score each as {repeat} answers of the model; "
+                                 "re-score a run record of a repeated run (its calls), or "
+                                 "drop --repeat")
             return _Recordings(path)
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None

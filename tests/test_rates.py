@@ -521,6 +521,19 @@ class RepeatedRunCliTest(Workspace):
         self.assertEqual(code, 0, out)
         self.assertIn("pass rate 0.0% (0/1)", out)
 
+    def test_rescoring_recordings_with_repeat_is_refused(self):
+        # a recordings file holds one output a case: replayed ten times it would count as ten
+        # answers, 10/10 or 0/10, "significant" against a repeated baseline
+        self.write_cases(ok_case("k"))
+        with open(self.path("rec.jsonl"), "w") as handle:
+            handle.write(json.dumps({"id": "k", "output": "ok"}) + "\n")
+        code, _, err = self.main("--cases", self.cases, "--baseline", self.baseline,
+                                 "--rescore", self.path("rec.jsonl"), "--repeat", "10")
+        self.assertEqual(code, 2)
+        self.assertIn("recordings hold one output a case, so --repeat 10 would score each as "
+                      "10 answers", err)
+        self.assertFalse(os.path.exists(self.baseline))
+
     def test_bad_alpha_is_refused_before_any_call(self):
         self.write_cases(ok_case("k"))
         self.answer(k="ok")
