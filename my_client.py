@@ -2675,6 +2675,10 @@ class ReplayClient(_Replay):
             FileNotFoundError: the recordings file does not exist.
         """
         by_id, by_input = self._load()
+        if _current_attempt() > 0:  # one recorded answer, counted again, is no second answer
+            raise LookupError("%s holds one answer per case; a repeated call of it would only "
+                              "count that answer again: --repeat needs a live model (set "
+                              "EVALS_PROVIDER)" % self.path)
         case = _current_case()
         case_id = getattr(case, "id", None) if case is not None else None
         record = by_id.get(str(case_id)) if case_id is not None else None

@@ -768,6 +768,18 @@ class ReplayTests(unittest.TestCase):
 
         self.addCleanup(restore)
 
+    def test_a_repeated_call_of_a_replay_is_an_error_not_the_same_answer_counted_again(self):
+        import evals
+
+        sys.modules["evals"] = evals
+        replay = my_client.ReplayClient(self.path)
+        case = evals.Case("greet", "hello", ({"type": "contains_any", "values": ["Hi"]},))
+        result = evals.run_case(case, replay, evals.RunOptions(repeat=3))
+        self.assertEqual((result.status, result.passes, result.calls), ("error", 1, 1))
+        self.assertIn("holds one answer per case; a repeated call of it would only count that "
+                      "answer again: --repeat needs a live model", result.error)
+        self.assertEqual(evals.run_case(case, replay).status, "pass")  # one call replays
+
     def write(self, name, lines):
         path = os.path.join(self.dir, name)
         with open(path, "w", encoding="utf-8") as handle:
