@@ -11,11 +11,15 @@ Scripted responses are dicts:
     {"reset": True}                                 close the socket with RST, no answer
     {"drop_after": True, ...}                       answer, then close the kept-alive
                                                     connection without telling the client
-Each recorded request also has "peer": the client's port, which tells connections apart.
+Each recorded request also has "peer": the client's port, which tells connections apart,
+"at": when it arrived (time.monotonic()), and "in_flight": the requests being answered then,
+itself included.
 
 Instead of a script, ``behave(respond)`` makes the server act like a provider: each request
 the script does not answer is answered with ``respond(request)``, an action as above computed
-from the recorded request (its path, headers and JSON body).
+from the recorded request (its path, headers and JSON body). ``PromptServer(behave)`` is an
+OpenAI-compatible chat server acting by prompt: ``behave(prompt, n)`` gives the action for the
+n-th request (1-based) carrying that prompt.
 """
 
 import http.server
@@ -76,17 +80,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "json": body,
             "peer": self.client_address[1],
+            "at": time.monotonic(),
         }
         with server.lock:
+            server.in_flight += 1
+            request["in_flight"] = server.in_flight
             server.requests.append(request)
             action = server.script.pop(0) if server.script else None
             respond = server.respond
-        if action is None:
-            action = respond(request) if respond else {
-                "status": 599,
-                "json": {"error": {"message": "loopback: no scripted response left"}},
-            }
-        answer(self, action)
+        try:
+            if action is None:
+                action = respond(request) if respond else {
+                    "status": 599,
+                    "json": {"error": {"message": "loopback: no scripted response left"}},
+                }
+            answer(self, action, server.max_delay)
+        finally:
+            with server.lock:
+                server.in_flight -= 1
         if action.get("drop_after"):
             self.close_connection = True
 
@@ -94,6 +105,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64  # a run's workers may all connect at once
 
     def handle_error(self, request, client_address):  # resets and timeouts are expected
         pass
@@ -102,12 +114,14 @@ class _Server(http.server.ThreadingHTTPServer):
 class LoopbackServer:
     """Start with ``start()``, script with ``add(...)``, stop with ``stop()``."""
 
-    def __init__(self):
+    def __init__(self, max_delay=MAX_DELAY):
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.lock = threading.Lock()
         self._server.requests = []
         self._server.script = []
         self._server.respond = None
+        self._server.in_flight = 0
+        self._server.max_delay = max_delay
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def start(self):
@@ -137,6 +151,44 @@ class LoopbackServer:
     def requests(self):
         with self._server.lock:
             return list(self._server.requests)
+
+
+def prompt_of(body):
+    """The last message's content of a chat-completions request body, or '<unreadable>'."""
+    try:
+        return body["messages"][-1]["content"]
+    except (KeyError, IndexError, TypeError):
+        return "<unreadable>"
+
+
+class PromptServer(LoopbackServer):
+    """A started chat-completions server (its url ends in /v1) acting by prompt:
+    ``behave(prompt, n)`` gives the action for the n-th request (1-based) carrying ``prompt``."""
+
+    def __init__(self, behave, max_delay=MAX_DELAY):
+        super().__init__(max_delay)
+        self._behave, self._counts = behave, {}
+        self.behave(self._respond)
+        self.start()
+
+    def _respond(self, request):
+        prompt = prompt_of(request["json"])
+        with self._server.lock:
+            self._counts[prompt] = number = self._counts.get(prompt, 0) + 1
+        return self._behave(prompt, number)
+
+    @property
+    def url(self):
+        return super().url + "/v1"
+
+    def counts(self):
+        """Requests per prompt."""
+        with self._server.lock:
+            return dict(self._counts)
+
+    def log(self):
+        """(arrival time, prompt, requests in flight) of each request, in arrival order."""
+        return [(r["at"], prompt_of(r["json"]), r["in_flight"]) for r in self.requests]
 
 
 def unused_port():

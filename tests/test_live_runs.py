@@ -7,18 +7,15 @@ Every wait is bounded: subprocess timeouts, server-side delays, EVALS_TIMEOUT,
 EVALS_MAX_ATTEMPTS and EVALS_MAX_RETRY_WAIT.
 """
 
-import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import unittest
 
 import evals
-from tests._loopback import answer
+from tests._loopback import PromptServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
@@ -40,76 +37,6 @@ def completion(text=GOOD_TEXT, finish="stop", usage=(12, 8), choices=True):
         body["choices"] = [{"index": 0, "finish_reason": finish,
                             "message": {"role": "assistant", "content": text}}]
     return body
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # as production servers do (TCP_NODELAY)
-
-    def log_message(self, format, *args):
-        pass
-
-    def do_POST(self):
-        server = self.server
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            prompt = json.loads(raw.decode("utf-8"))["messages"][-1]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            prompt = "<unreadable>"
-        with server.lock:
-            server.counts[prompt] = server.counts.get(prompt, 0) + 1
-            number = server.counts[prompt]
-            server.arrivals.append((time.monotonic(), prompt))
-            server.auth.add(self.headers.get("Authorization", ""))
-        action = server.behave(prompt, number)
-        answer(self, action, MAX_SERVER_DELAY)
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-
-    def handle_error(self, request, client_address):
-        pass
-
-
-class FaultServer:
-    """Loopback chat-completions server; `behave(prompt, n)` returns the action for the n-th
-    request (1-based) carrying `prompt`. Counts requests per prompt and their arrival times."""
-
-    def __init__(self, behave):
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        self.server.behave = behave
-        self.server.lock = threading.Lock()
-        self.server.counts = {}
-        self.server.arrivals = []
-        self.server.auth = set()
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
-
-    def counts(self):
-        with self.server.lock:
-            return dict(self.server.counts)
-
-    def arrivals(self):
-        with self.server.lock:
-            return list(self.server.arrivals)
-
-    def auth_headers(self):
-        with self.server.lock:
-            return set(self.server.auth)
 
 
 # The fault of each case, chosen by its prompt: (case id, prompt, behaviour, expected status,
@@ -225,7 +152,7 @@ class LiveRunCase(unittest.TestCase):
         self.dir = tmp.name
 
     def start_server(self, behave):
-        server = FaultServer(behave)
+        server = PromptServer(behave, MAX_SERVER_DELAY)
         self.addCleanup(server.stop)
         return server
 
@@ -255,7 +182,8 @@ class FaultInjectionTests(unittest.TestCase):
         cls.addClassCleanup(tmp.cleanup)
         cls.dir = tmp.name
         behaviours = {prompt: behave for _id, prompt, behave, *_ in FAULTS}
-        cls.server = FaultServer(lambda prompt, n: behaviours[prompt](prompt, n))
+        cls.server = PromptServer(lambda prompt, n: behaviours[prompt](prompt, n),
+                                  MAX_SERVER_DELAY)
         cls.addClassCleanup(cls.server.stop)
         write_cases(cls.dir, [(case_id, prompt) for case_id, prompt, *_ in FAULTS])
         cls.code, cls.stdout, cls.stderr = run_evals(
@@ -308,7 +236,8 @@ class FaultInjectionTests(unittest.TestCase):
         counts = self.server.counts()
         expected = {prompt: count for _id, prompt, _b, _s, count, _w in FAULTS}
         self.assertEqual(counts, expected)
-        self.assertEqual(self.server.auth_headers(), {"Bearer " + KEY})
+        self.assertEqual({r["headers"].get("authorization", "") for r in self.server.requests},
+                         {"Bearer " + KEY})
 
     def test_one_result_per_case_in_case_file_order(self):
         ids = [case_id for case_id, *_ in FAULTS]
@@ -465,7 +394,7 @@ class RateLimitTests(LiveRunCase):
         self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(10)])
         code = self.run_evals(server, "--rate-limit", "20", "-j", "4")
         self.assertEqual(code, 0, self.describe())
-        arrivals = sorted(t for t, _prompt in server.arrivals())
+        arrivals = sorted(t for t, _prompt, _in_flight in server.log())
         self.assertEqual(len(arrivals), 10)
         # 20 a second: starts at 0, 0.05, ..., 0.45 s. Allow a little scheduling jitter.
         self.assertGreaterEqual(arrivals[-1] - arrivals[0], 0.40)
@@ -481,7 +410,7 @@ class RateLimitTests(LiveRunCase):
         self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(8)])
         code = self.run_evals(server, "-j", "4")
         self.assertEqual(code, 0, self.describe())
-        arrivals = sorted(t for t, _prompt in server.arrivals())
+        arrivals = sorted(t for t, _prompt, _in_flight in server.log())
         self.assertEqual(len(arrivals), 8)
         # 4 in flight: the first 4 arrive together, well inside one 0.2 s answer.
         self.assertLess(arrivals[3] - arrivals[0], 0.15)

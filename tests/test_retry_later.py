@@ -6,7 +6,6 @@ request with the number of requests in flight when it arrived. Timing bounds are
 case is retried after a Retry-After of seconds, the others take tenths of one.
 """
 
-import http.server
 import json
 import os
 import signal
@@ -19,7 +18,7 @@ import unittest
 
 import evals
 import my_client
-from tests._loopback import answer
+from tests._loopback import PromptServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
@@ -39,65 +38,6 @@ def too_many(retry_after):
                                "code": "rate_limit_exceeded"}}}
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format, *args):
-        pass
-
-    def do_POST(self):
-        server = self.server
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        prompt = json.loads(raw.decode("utf-8"))["messages"][-1]["content"]
-        with server.lock:
-            server.counts[prompt] = number = server.counts.get(prompt, 0) + 1
-            server.in_flight += 1
-            server.log.append((time.monotonic(), prompt, server.in_flight))
-        try:
-            answer(self, server.behave(prompt, number))
-        finally:
-            with server.lock:
-                server.in_flight -= 1
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        pass
-
-
-class Server:
-    """`behave(prompt, n)` -> the loopback action for the n-th request carrying `prompt`."""
-
-    def __init__(self, behave):
-        self.http = _Server(("127.0.0.1", 0), _Handler)
-        self.http.behave, self.http.lock = behave, threading.Lock()
-        self.http.counts, self.http.log, self.http.in_flight = {}, [], 0
-        self.thread = threading.Thread(target=self.http.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.http.shutdown()
-        self.http.server_close()
-        self.thread.join(timeout=5)
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d/v1" % self.http.server_address[1]
-
-    def counts(self):
-        with self.http.lock:
-            return dict(self.http.counts)
-
-    def log(self):
-        with self.http.lock:
-            return list(self.http.log)
-
-
 def cases(*prompts):
     return [evals.Case(prompt, prompt, ({"type": "contains_any", "values": ["manager"]},))
             for prompt in prompts]
@@ -105,7 +45,7 @@ def cases(*prompts):
 
 class RetryLaterCase(unittest.TestCase):
     def serve(self, behave):
-        server = Server(behave)
+        server = PromptServer(behave)
         self.addCleanup(server.stop)
         return server
 
@@ -286,7 +226,7 @@ class CommandLineTests(unittest.TestCase):
         self.dir = tmp.name
 
     def start(self, behave, prompts, *args):
-        server = Server(behave)
+        server = PromptServer(behave)
         self.addCleanup(server.stop)
         with open(os.path.join(self.dir, "cases.jsonl"), "w", encoding="utf-8") as handle:
             for prompt in prompts:
