@@ -725,6 +725,50 @@ def _remove(path):
         pass
 
 
+def _rescore_copy_report(copy, label, result, loop, n, summary):
+    """Print one evals copy's re-scoring details and add its target rows to the summary."""
+    print("   [%s] %s" % (label, copy.path))
+    print("     command: " + result["command"])
+    if result["record_mb"] is not None:
+        print("     run record %.1f MB; passed read from the %s" % (
+            result["record_mb"], result["passed_from"]))
+    print("     evals output: " + " | ".join(result["stdout"].splitlines()[:4]))
+    if result["stderr"]:
+        print("     stderr: " + result["stderr"][-500:])
+    agree = result["passed"] is not None and result["passed"] == loop["passed"]
+    if not agree:
+        print("     " + "!" * 72)
+        print("     MISMATCH: %s passed %s of %s cases, the minimal loop %s of %s" % (
+            label, result["passed"], result["total"] if result["total"] is not None else "?",
+            loop["passed"], loop["total"]))
+        print("     " + "!" * 72)
+
+    summary.append((label, "re-scoring time <= %.1f x the loop" % RESCORE_TIME_RATIO_TARGET,
+                    _ratio_text(result["time_ratio"]),
+                    result["time_ratio"] is not None
+                    and result["time_ratio"] <= RESCORE_TIME_RATIO_TARGET))
+    summary.append((label, "re-scoring memory <= %.1f x the loop"
+                    % RESCORE_MEMORY_RATIO_TARGET, _ratio_text(result["memory_ratio"]),
+                    result["memory_ratio"] is not None
+                    and result["memory_ratio"] <= RESCORE_MEMORY_RATIO_TARGET))
+    summary.append((label, "re-scoring passes the same cases as the loop",
+                    "%s = %s" % (result["passed"], loop["passed"]) if agree else
+                    "MISMATCH %s vs %s" % (result["passed"], loop["passed"]), agree))
+    if n >= RESCORE_LARGE:
+        summary.append((label, "re-scoring %d cases, peak RSS < %.0f MB" % (
+            n, RESCORE_LARGE_MB_TARGET), "%.1f MB" % result["peak_mb"],
+            result["peak_mb"] < RESCORE_LARGE_MB_TARGET))
+    else:
+        summary.append((label, "re-scoring %d cases < %.0f s" % (n, RESCORE_SECONDS_TARGET),
+                        "%.2f s" % result["wall_s"],
+                        result["wall_s"] < RESCORE_SECONDS_TARGET))
+        summary.append((label, "re-scoring peak RSS < %.0f MB" % RESCORE_MB_TARGET,
+                        "%.1f MB" % result["peak_mb"], result["peak_mb"] < RESCORE_MB_TARGET))
+    # exit 1 is impossible without a baseline; 0 means no error
+    summary.append((label, "re-scoring exits 0 (no errored case)", str(result["exit"]),
+                    result["exit"] == 0))
+
+
 def part_rescore(copies, n, workdir, summary):
     print("\n2. Offline re-scoring: %d recorded cases x 5 checks, evals vs a minimal loop" % n)
     started = time.perf_counter()
@@ -752,46 +796,7 @@ def part_rescore(copies, n, workdir, summary):
         print("   loop failed: stdout: %s; stderr: %s" % (loop["stdout"][-500:],
                                                           loop["stderr"][-500:]))
     for copy, (label, result) in zip(copies, rows[1:]):
-        print("   [%s] %s" % (label, copy.path))
-        print("     command: " + result["command"])
-        if result["record_mb"] is not None:
-            print("     run record %.1f MB; passed read from the %s" % (
-                result["record_mb"], result["passed_from"]))
-        print("     evals output: " + " | ".join(result["stdout"].splitlines()[:4]))
-        if result["stderr"]:
-            print("     stderr: " + result["stderr"][-500:])
-        agree = result["passed"] is not None and result["passed"] == loop["passed"]
-        if not agree:
-            print("     " + "!" * 72)
-            print("     MISMATCH: %s passed %s of %s cases, the minimal loop %s of %s" % (
-                label, result["passed"], result["total"] if result["total"] is not None else "?",
-                loop["passed"], loop["total"]))
-            print("     " + "!" * 72)
-
-        summary.append((label, "re-scoring time <= %.1f x the loop" % RESCORE_TIME_RATIO_TARGET,
-                        _ratio_text(result["time_ratio"]),
-                        result["time_ratio"] is not None
-                        and result["time_ratio"] <= RESCORE_TIME_RATIO_TARGET))
-        summary.append((label, "re-scoring memory <= %.1f x the loop"
-                        % RESCORE_MEMORY_RATIO_TARGET, _ratio_text(result["memory_ratio"]),
-                        result["memory_ratio"] is not None
-                        and result["memory_ratio"] <= RESCORE_MEMORY_RATIO_TARGET))
-        summary.append((label, "re-scoring passes the same cases as the loop",
-                        "%s = %s" % (result["passed"], loop["passed"]) if agree else
-                        "MISMATCH %s vs %s" % (result["passed"], loop["passed"]), agree))
-        if n >= RESCORE_LARGE:
-            summary.append((label, "re-scoring %d cases, peak RSS < %.0f MB" % (
-                n, RESCORE_LARGE_MB_TARGET), "%.1f MB" % result["peak_mb"],
-                result["peak_mb"] < RESCORE_LARGE_MB_TARGET))
-        else:
-            summary.append((label, "re-scoring %d cases < %.0f s" % (n, RESCORE_SECONDS_TARGET),
-                            "%.2f s" % result["wall_s"],
-                            result["wall_s"] < RESCORE_SECONDS_TARGET))
-            summary.append((label, "re-scoring peak RSS < %.0f MB" % RESCORE_MB_TARGET,
-                            "%.1f MB" % result["peak_mb"], result["peak_mb"] < RESCORE_MB_TARGET))
-        # exit 1 is impossible without a baseline; 0 means no error
-        summary.append((label, "re-scoring exits 0 (no errored case)", str(result["exit"]),
-                        result["exit"] == 0))
+        _rescore_copy_report(copy, label, result, loop, n, summary)
     _remove(cases)
     _remove(recordings)
 
