@@ -1003,23 +1003,24 @@ def _attempt(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: 
     """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
     _Failed otherwise."""
     status, resp_headers, body = _send_once(url, headers, data, timeout, method)
-    ok = 200 <= status < 300
+    if not 200 <= status < 300:
+        raise _http_failure(status, resp_headers, body)
     try:
         parsed = json.loads(body.decode("utf-8")) if body else None
     except (UnicodeDecodeError, ValueError):
-        parsed = None
-        if ok:
-            text = body.decode("utf-8", "replace")
-            raise _Failed("HTTP %d with a non-JSON body: %s" % (status, text), status=status) from None
-    if ok:
-        if parsed is None:
-            raise _Failed("HTTP %d with an empty body" % status, status=status)
-        return parsed
-    raise _http_failure(status, resp_headers, parsed, body)
+        text = body.decode("utf-8", "replace")
+        raise _Failed("HTTP %d with a non-JSON body: %s" % (status, text), status=status) from None
+    if parsed is None:
+        raise _Failed("HTTP %d with an empty body" % status, status=status)
+    return parsed
 
 
-def _http_failure(status: int, headers: Mapping[str, str], payload: Any, body: bytes) -> _Failed:
-    """The _Failed of an HTTP error answer (``payload``: its decoded JSON, or None)."""
+def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Failed:
+    """The _Failed of an HTTP error answer with this body (JSON or not)."""
+    try:
+        payload = json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        payload = None
     detail, no_quota = _error_message(status, payload, body)
     retryable = _should_retry(status, headers, no_quota)
     wait = _retry_after(headers, payload) if retryable else None
@@ -2000,11 +2001,7 @@ def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) ->
             body = b""
         finally:
             exc.close()
-        try:
-            payload = json.loads(body.decode("utf-8")) if body else None
-        except (UnicodeDecodeError, ValueError):
-            payload = None
-        raise _http_failure(exc.code, exc.headers, payload, body) from None
+        raise _http_failure(exc.code, exc.headers, body) from None
     except urllib.error.URLError as exc:
         raise _classify_network_error(exc.reason, timeout) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:
