@@ -2775,6 +2775,12 @@ def _recorded(row, entry=False):
                   finish_reason=whole.get("finish_reason"))
 
 
+def _recording_row(line, start):
+    """The JSON value of a recordings file's `line` (bytes) that starts at byte `start`: only
+    the first line can begin with a byte order mark (ValueError for invalid JSON or UTF-8)."""
+    return json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
+
+
 def _recording_rows(path):
     """Yield (offset, row) for each row (dict) of a recordings JSON Lines file; EvalsError
     names FILE:LINE."""
@@ -2785,7 +2791,7 @@ def _recording_rows(path):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
+                row = _recording_row(line, start)
             except ValueError as exc:  # not UTF-8 too
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
@@ -2826,7 +2832,7 @@ class _Recordings(collections.abc.Mapping):
         with self._lock:
             self._handle.seek(start)
             line = self._handle.readline()
-        return _recorded(json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8")))
+        return _recorded(_recording_row(line, start))
 
 
 def replay_client(outputs, source="recorded outputs"):
@@ -5378,8 +5384,7 @@ def _save_recordings(path, record, stderr):
             with open(path, "rb") if old else contextlib.nullcontext() as handle:
                 for case_id, start in old.items():
                     handle.seek(start)
-                    row = json.loads(handle.readline().decode("utf-8-sig" if start == 0
-                                                              else "utf-8"))
+                    row = _recording_row(handle.readline(), start)
                     if case_id in fresh:
                         updates.seek(fresh[case_id])
                         row = updated(row, json.loads(updates.readline()))
