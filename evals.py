@@ -426,9 +426,19 @@ def write_json_atomic(path, data):
     write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
+
+
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
-    write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    write_atomic(path, (_to_json(row) + "\n" for row in rows))
+
+
+def _json_line(value):
+    """`value` as a line of JSON (UTF-8 bytes, newline included). A lone surrogate (half an
+    emoji from a provider) cannot be UTF-8: inside a JSON string its \\uXXXX escape is the
+    same value, so that is written."""
+    return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 def open_sqlite(path, schema):
@@ -2026,8 +2036,7 @@ def _append_line(path, row, data=None):
     data = _file_bytes(path) if data is None else data
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
-    write_atomic(path, data + line + b"\n")
+    write_atomic(path, data + _json_line(row))
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
@@ -2259,7 +2268,7 @@ class Judge:
         """Append a reply to the cache (a write that fails only costs a call next run)."""
         row = {"key": key, "name": self.name, "model": reply.model, "reply": str(reply),
                "ts": _now()}
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        data = _json_line(row)
         with self._lock, contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
             # One unbuffered write() a line, which O_APPEND keeps whole across processes.
@@ -3560,8 +3569,7 @@ class _Spool:
         return len(self._changes)
 
     def append(self, entry):
-        self._ends.append(self._ends[-1] + self._file.write(
-            (_to_json(entry) + "\n").encode("utf-8", "backslashreplace")))
+        self._ends.append(self._ends[-1] + self._file.write(_json_line(entry)))
         # "new" and "passed" apart: a summary lists a new case only when it does not pass
         key = (entry.get("change"), entry.get("status") == "pass")
         self._changes.append(self._keys.setdefault(key, key))  # one tuple per kind, not per case
@@ -3581,9 +3589,6 @@ class _Spool:
             if key in changes:
                 self._file.seek(self._ends[index])
                 yield json.loads(self._file.readline())
-
-
-_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
 
 
 def record_chunks(record):
@@ -5372,7 +5377,7 @@ def _save_recordings(path, record, stderr):
             if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
                 fields["model"] = entry["model"]
             fresh[entry["id"]] = updates.tell()
-            updates.write((_to_json(fields) + "\n").encode("utf-8", "backslashreplace"))
+            updates.write(_json_line(fields))
 
         def updated(row, fields):
             row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
