@@ -4888,6 +4888,24 @@ def _refuse_overwriting(args, read, written=None):
 
 # ---- running the cases ----
 
+def _run_client(args, options):
+    """(call_model, its name) of a run: the outputs --rescore replays, else the client."""
+    if args.rescore:
+        outputs = load_outputs(args.rescore, options.repeat)
+        return replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
+    client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+    return load_client(client_name), client_name
+
+
+def _run_headline(args, selected, total, client_name, options):
+    """The line a run starts with: how many cases (`selected` of `total`), the client, the
+    repeat."""
+    scope = f"{selected} of {total}" if selected != total else total
+    repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
+    return (f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from {args.cases}, "
+            f"client {client_name}{repeat}\n")
+
+
 def _run_command(args, stdout, stderr):
     if args.list_checks:
         stdout.write(_check_table())
@@ -4913,20 +4931,11 @@ def _run_command(args, stdout, stderr):
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
-    cache = _use_cache(args)
-    if args.rescore:
-        client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(client_name)
+    cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
+    call_model, client_name = _run_client(args, options)
     refuse_conversations(selected, call_model, client_name)
     if not args.quiet:
-        scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
-        repeat = (f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1
-                  else "")
-        stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
-                     f"{args.cases}, client {client_name}{repeat}\n")
+        stdout.write(_run_headline(args, len(selected), len(cases), client_name, options))
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
