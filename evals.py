@@ -3831,6 +3831,14 @@ def _flaky_text(item):
     return _line(item.get("id")) + rate
 
 
+def _flaky_items(summary):
+    """(item, why it is flaky) for each flaky case of a summary, as the Markdown and HTML
+    reports list them: those whose calls disagreed, then those the history finds flaky."""
+    return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
+                                         ("flaky_history", "both outcomes in its recent runs"))
+            for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+
+
 def _below_floor(summary):
     """Whether the run's pass rate is below its --min-pass-rate (the summary's min_pass_rate):
     the one rule the exit code and every report's headline follow."""
@@ -4206,11 +4214,8 @@ def render_markdown(record, previous=None):
 
 def _md_flaky(summary):
     """The Markdown lines listing the flaky cases, each with the rate it rests on."""
-    lines = []
-    for key, why in (("flaky", "its calls disagreed in this run"),
-                     ("flaky_history", "both outcomes in its recent runs")):
-        items = summary.get(key) if isinstance(summary.get(key), list) else []
-        lines += [f"- {_md_inline(_flaky_text(item), 300)}: {why}" for item in items]
+    lines = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
+             for item, why in _flaky_items(summary)]
     return [f"### Flaky ({len(lines)})", ""] + lines + [""] if lines else []
 
 
@@ -4471,9 +4476,7 @@ def render_html(record, previous=None, heading=None):
 
 def _html_flaky(summary):
     """The section listing the flaky cases with the rate each rests on (lines; none if none)."""
-    items = [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
-                                          ("flaky_history", "both outcomes in its recent runs"))
-             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+    items = _flaky_items(summary)
     if not items:
         return []
     cells = "".join(f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
