@@ -4075,41 +4075,50 @@ def render_junit(record):
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
-    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
-    properties["case_file"] = _case_file_path(record)
-    properties = {name: value for name, value in properties.items() if value is not None}
-    if properties:
-        element = ET.SubElement(suite, "properties")
-        for name, value in properties.items():
-            ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    _junit_properties(suite, {**{name: record.get(name) for name in (
+        "harness_version", "client", "git_commit")}, "case_file": _case_file_path(record)})
     history = record["summary"].get("flaky_history")
     history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
         history, list) else set()
     for entry, change in rows:
-        testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
-                                 time=f"{_seconds(entry.get('latency_s')):.3f}")
-        rate = [_xml_text(_rate_change(entry))] if _rate_change(entry) else []
-        _junit_rate(testcase, rate, entry.get("flaky") or entry["id"] in history)
-        reasons = [_xml_text(r) for r in _reasons(entry)]
-        if entry.get("status") == "error":
-            kind, sep, _ = reasons[0].partition(":")
-            ET.SubElement(testcase, "error", message=reasons[0],
-                          type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif _junit_failure(entry, change):
-            kind = ("review" if entry.get("status") == "review"
-                    else "regression" if change == "regressed" else "failure")
-            baseline = {"regressed": ["passed in the baseline, fails now"],
-                        "still_failing": ["failed in the baseline too"],
-                        "new": ["new case (not in the baseline)"]}.get(change, [])
-            baseline = [] if rate else baseline  # a repeated case: its rate says it
-            ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
-                          type=kind).text = "\n".join(reasons + rate + baseline)
-        output = _reply_of(entry, record)
-        if output is not None:
-            ET.SubElement(testcase, "system-out").text = _xml_text(output)
+        _junit_case(suite, entry, change, record, history)
     ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             + ET.tostring(root, encoding="unicode") + "\n")
+
+
+def _junit_case(suite, entry, change, record, flaky_history):
+    """Add a record entry's <testcase> to the JUnit `suite`: its rate, its <error> or
+    <failure> with the reasons, its reply in <system-out>."""
+    import xml.etree.ElementTree as ET
+
+    testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
+                             time=f"{_seconds(entry.get('latency_s')):.3f}")
+    rate = _rate_change(entry)
+    rate = [_xml_text(rate)] if rate else []
+    # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
+    # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
+    # pass nor a failure
+    flaky = entry.get("flaky") or entry["id"] in flaky_history
+    _junit_properties(testcase, {"pass_rate": rate[0] if rate else None,
+                                 "flaky": "true" if flaky else None})
+    reasons = [_xml_text(r) for r in _reasons(entry)]
+    if entry.get("status") == "error":
+        kind, sep, _ = reasons[0].partition(":")
+        ET.SubElement(testcase, "error", message=reasons[0],
+                      type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
+    elif _junit_failure(entry, change):
+        kind = ("review" if entry.get("status") == "review"
+                else "regression" if change == "regressed" else "failure")
+        baseline = {"regressed": ["passed in the baseline, fails now"],
+                    "still_failing": ["failed in the baseline too"],
+                    "new": ["new case (not in the baseline)"]}.get(change, [])
+        baseline = [] if rate else baseline  # a repeated case: its rate says it
+        ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
+                      type=kind).text = "\n".join(reasons + rate + baseline)
+    output = _reply_of(entry, record)
+    if output is not None:
+        ET.SubElement(testcase, "system-out").text = _xml_text(output)
 
 
 def _junit_failure(entry, change):
@@ -4119,18 +4128,16 @@ def _junit_failure(entry, change):
         entry.get("status") in _FAILING or change == "regressed")
 
 
-def _junit_rate(testcase, rate, flaky):
-    """A repeated case's pass rate, and whether it is flaky (its calls disagreed, or the history
-    shows both outcomes), as <properties> of its testcase (as pytest's record_property writes
-    them): a pass rate is neither a pass nor a failure."""
+def _junit_properties(parent, values):
+    """Add {name: value} to the JUnit element `parent` as its <properties>, leaving out the
+    None values (none at all when every one is)."""
     import xml.etree.ElementTree as ET
 
-    values = {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
     values = {name: value for name, value in values.items() if value is not None}
     if values:
-        element = ET.SubElement(testcase, "properties")
+        element = ET.SubElement(parent, "properties")
         for name, value in values.items():
-            ET.SubElement(element, "property", name=name, value=value)
+            ET.SubElement(element, "property", name=name, value=_xml_text(value))
 
 
 def _md_inline(value, limit):
