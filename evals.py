@@ -426,9 +426,19 @@ def write_json_atomic(path, data):
     write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
+
+
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
-    write_atomic(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    write_atomic(path, (_to_json(row) + "\n" for row in rows))
+
+
+def _json_line(value):
+    """`value` as a line of JSON (UTF-8 bytes, newline included). A lone surrogate (half an
+    emoji from a provider) cannot be UTF-8: inside a JSON string its \\uXXXX escape is the
+    same value, so that is written."""
+    return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 def open_sqlite(path, schema):
@@ -2026,8 +2036,7 @@ def _append_line(path, row, data=None):
     data = _file_bytes(path) if data is None else data
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    line = json.dumps(row, ensure_ascii=False).encode("utf-8", "backslashreplace")
-    write_atomic(path, data + line + b"\n")
+    write_atomic(path, data + _json_line(row))
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
@@ -2259,7 +2268,7 @@ class Judge:
         """Append a reply to the cache (a write that fails only costs a call next run)."""
         row = {"key": key, "name": self.name, "model": reply.model, "reply": str(reply),
                "ts": _now()}
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        data = _json_line(row)
         with self._lock, contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
             # One unbuffered write() a line, which O_APPEND keeps whole across processes.
@@ -2775,6 +2784,12 @@ def _recorded(row, entry=False):
                   finish_reason=whole.get("finish_reason"))
 
 
+def _recording_row(line, start):
+    """The JSON value of a recordings file's `line` (bytes) that starts at byte `start`: only
+    the first line can begin with a byte order mark (ValueError for invalid JSON or UTF-8)."""
+    return json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
+
+
 def _recording_rows(path):
     """Yield (offset, row) for each row (dict) of a recordings JSON Lines file; EvalsError
     names FILE:LINE."""
@@ -2785,7 +2800,7 @@ def _recording_rows(path):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
+                row = _recording_row(line, start)
             except ValueError as exc:  # not UTF-8 too
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
@@ -2826,7 +2841,7 @@ class _Recordings(collections.abc.Mapping):
         with self._lock:
             self._handle.seek(start)
             line = self._handle.readline()
-        return _recorded(json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8")))
+        return _recorded(_recording_row(line, start))
 
 
 def replay_client(outputs, source="recorded outputs"):
@@ -3554,8 +3569,7 @@ class _Spool:
         return len(self._changes)
 
     def append(self, entry):
-        self._ends.append(self._ends[-1] + self._file.write(
-            (_to_json(entry) + "\n").encode("utf-8", "backslashreplace")))
+        self._ends.append(self._ends[-1] + self._file.write(_json_line(entry)))
         # "new" and "passed" apart: a summary lists a new case only when it does not pass
         key = (entry.get("change"), entry.get("status") == "pass")
         self._changes.append(self._keys.setdefault(key, key))  # one tuple per kind, not per case
@@ -3575,9 +3589,6 @@ class _Spool:
             if key in changes:
                 self._file.seek(self._ends[index])
                 yield json.loads(self._file.readline())
-
-
-_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
 
 
 def record_chunks(record):
@@ -3820,6 +3831,14 @@ def _flaky_text(item):
     return _line(item.get("id")) + rate
 
 
+def _flaky_items(summary):
+    """(item, why it is flaky) for each flaky case of a summary, as the Markdown and HTML
+    reports list them: those whose calls disagreed, then those the history finds flaky."""
+    return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
+                                         ("flaky_history", "both outcomes in its recent runs"))
+            for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+
+
 def _below_floor(summary):
     """Whether the run's pass rate is below its --min-pass-rate (the summary's min_pass_rate):
     the one rule the exit code and every report's headline follow."""
@@ -4056,41 +4075,50 @@ def render_junit(record):
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
-    properties = {name: record.get(name) for name in ("harness_version", "client", "git_commit")}
-    properties["case_file"] = _case_file_path(record)
-    properties = {name: value for name, value in properties.items() if value is not None}
-    if properties:
-        element = ET.SubElement(suite, "properties")
-        for name, value in properties.items():
-            ET.SubElement(element, "property", name=name, value=_xml_text(value))
+    _junit_properties(suite, {**{name: record.get(name) for name in (
+        "harness_version", "client", "git_commit")}, "case_file": _case_file_path(record)})
     history = record["summary"].get("flaky_history")
     history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
         history, list) else set()
     for entry, change in rows:
-        testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
-                                 time=f"{_seconds(entry.get('latency_s')):.3f}")
-        rate = [_xml_text(_rate_change(entry))] if _rate_change(entry) else []
-        _junit_rate(testcase, rate, entry.get("flaky") or entry["id"] in history)
-        reasons = [_xml_text(r) for r in _reasons(entry)]
-        if entry.get("status") == "error":
-            kind, sep, _ = reasons[0].partition(":")
-            ET.SubElement(testcase, "error", message=reasons[0],
-                          type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-        elif _junit_failure(entry, change):
-            kind = ("review" if entry.get("status") == "review"
-                    else "regression" if change == "regressed" else "failure")
-            baseline = {"regressed": ["passed in the baseline, fails now"],
-                        "still_failing": ["failed in the baseline too"],
-                        "new": ["new case (not in the baseline)"]}.get(change, [])
-            baseline = [] if rate else baseline  # a repeated case: its rate says it
-            ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
-                          type=kind).text = "\n".join(reasons + rate + baseline)
-        output = _reply_of(entry, record)
-        if output is not None:
-            ET.SubElement(testcase, "system-out").text = _xml_text(output)
+        _junit_case(suite, entry, change, record, history)
     ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             + ET.tostring(root, encoding="unicode") + "\n")
+
+
+def _junit_case(suite, entry, change, record, flaky_history):
+    """Add a record entry's <testcase> to the JUnit `suite`: its rate, its <error> or
+    <failure> with the reasons, its reply in <system-out>."""
+    import xml.etree.ElementTree as ET
+
+    testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
+                             time=f"{_seconds(entry.get('latency_s')):.3f}")
+    rate = _rate_change(entry)
+    rate = [_xml_text(rate)] if rate else []
+    # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
+    # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
+    # pass nor a failure
+    flaky = entry.get("flaky") or entry["id"] in flaky_history
+    _junit_properties(testcase, {"pass_rate": rate[0] if rate else None,
+                                 "flaky": "true" if flaky else None})
+    reasons = [_xml_text(r) for r in _reasons(entry)]
+    if entry.get("status") == "error":
+        kind, sep, _ = reasons[0].partition(":")
+        ET.SubElement(testcase, "error", message=reasons[0],
+                      type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
+    elif _junit_failure(entry, change):
+        kind = ("review" if entry.get("status") == "review"
+                else "regression" if change == "regressed" else "failure")
+        baseline = {"regressed": ["passed in the baseline, fails now"],
+                    "still_failing": ["failed in the baseline too"],
+                    "new": ["new case (not in the baseline)"]}.get(change, [])
+        baseline = [] if rate else baseline  # a repeated case: its rate says it
+        ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
+                      type=kind).text = "\n".join(reasons + rate + baseline)
+    output = _reply_of(entry, record)
+    if output is not None:
+        ET.SubElement(testcase, "system-out").text = _xml_text(output)
 
 
 def _junit_failure(entry, change):
@@ -4100,18 +4128,16 @@ def _junit_failure(entry, change):
         entry.get("status") in _FAILING or change == "regressed")
 
 
-def _junit_rate(testcase, rate, flaky):
-    """A repeated case's pass rate, and whether it is flaky (its calls disagreed, or the history
-    shows both outcomes), as <properties> of its testcase (as pytest's record_property writes
-    them): a pass rate is neither a pass nor a failure."""
+def _junit_properties(parent, values):
+    """Add {name: value} to the JUnit element `parent` as its <properties>, leaving out the
+    None values (none at all when every one is)."""
     import xml.etree.ElementTree as ET
 
-    values = {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
     values = {name: value for name, value in values.items() if value is not None}
     if values:
-        element = ET.SubElement(testcase, "properties")
+        element = ET.SubElement(parent, "properties")
         for name, value in values.items():
-            ET.SubElement(element, "property", name=name, value=value)
+            ET.SubElement(element, "property", name=name, value=_xml_text(value))
 
 
 def _md_inline(value, limit):
@@ -4195,11 +4221,8 @@ def render_markdown(record, previous=None):
 
 def _md_flaky(summary):
     """The Markdown lines listing the flaky cases, each with the rate it rests on."""
-    lines = []
-    for key, why in (("flaky", "its calls disagreed in this run"),
-                     ("flaky_history", "both outcomes in its recent runs")):
-        items = summary.get(key) if isinstance(summary.get(key), list) else []
-        lines += [f"- {_md_inline(_flaky_text(item), 300)}: {why}" for item in items]
+    lines = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
+             for item, why in _flaky_items(summary)]
     return [f"### Flaky ({len(lines)})", ""] + lines + [""] if lines else []
 
 
@@ -4460,9 +4483,7 @@ def render_html(record, previous=None, heading=None):
 
 def _html_flaky(summary):
     """The section listing the flaky cases with the rate each rests on (lines; none if none)."""
-    items = [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
-                                          ("flaky_history", "both outcomes in its recent runs"))
-             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+    items = _flaky_items(summary)
     if not items:
         return []
     cells = "".join(f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
@@ -4877,6 +4898,24 @@ def _refuse_overwriting(args, read, written=None):
 
 # ---- running the cases ----
 
+def _run_client(args, options):
+    """(call_model, its name) of a run: the outputs --rescore replays, else the client."""
+    if args.rescore:
+        outputs = load_outputs(args.rescore, options.repeat)
+        return replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
+    client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+    return load_client(client_name), client_name
+
+
+def _run_headline(args, selected, total, client_name, options):
+    """The line a run starts with: how many cases (`selected` of `total`), the client, the
+    repeat."""
+    scope = f"{selected} of {total}" if selected != total else total
+    repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
+    return (f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from {args.cases}, "
+            f"client {client_name}{repeat}\n")
+
+
 def _run_command(args, stdout, stderr):
     if args.list_checks:
         stdout.write(_check_table())
@@ -4902,20 +4941,11 @@ def _run_command(args, stdout, stderr):
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
-    cache = _use_cache(args)
-    if args.rescore:
-        client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(client_name)
+    cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
+    call_model, client_name = _run_client(args, options)
     refuse_conversations(selected, call_model, client_name)
     if not args.quiet:
-        scope = f"{len(selected)} of {len(cases)}" if len(selected) != len(cases) else len(cases)
-        repeat = (f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1
-                  else "")
-        stdout.write(f"evals {__version__}: {scope} case{'s' if len(cases) != 1 else ''} from "
-                     f"{args.cases}, client {client_name}{repeat}\n")
+        stdout.write(_run_headline(args, len(selected), len(cases), client_name, options))
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
@@ -5366,7 +5396,7 @@ def _save_recordings(path, record, stderr):
             if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
                 fields["model"] = entry["model"]
             fresh[entry["id"]] = updates.tell()
-            updates.write((_to_json(fields) + "\n").encode("utf-8", "backslashreplace"))
+            updates.write(_json_line(fields))
 
         def updated(row, fields):
             row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
@@ -5378,8 +5408,7 @@ def _save_recordings(path, record, stderr):
             with open(path, "rb") if old else contextlib.nullcontext() as handle:
                 for case_id, start in old.items():
                     handle.seek(start)
-                    row = json.loads(handle.readline().decode("utf-8-sig" if start == 0
-                                                              else "utf-8"))
+                    row = _recording_row(handle.readline(), start)
                     if case_id in fresh:
                         updates.seek(fresh[case_id])
                         row = updated(row, json.loads(updates.readline()))

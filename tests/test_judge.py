@@ -357,6 +357,18 @@ class CacheTest(unittest.TestCase):
                          "pass")
         self.assertEqual(len(scripted.prompts), 2)
 
+    def test_reply_quoting_half_an_emoji_is_cached(self):
+        # A lone surrogate is no UTF-8: the cache line holds its \uXXXX escape, the same value.
+        reply = json.dumps(json.loads(verdict(reason="quotes \ud83d")), ensure_ascii=False)
+        scripted = ScriptedJudge(reply)
+        first = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
+        second = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
+        self.assertEqual(first[0], "pass")
+        self.assertEqual(second[0], "pass")
+        self.assertTrue(second[1][0]["judge"]["cached"])
+        self.assertEqual(second[1][0]["judge"]["reply"], reply)
+        self.assertEqual(len(scripted.prompts), 1)
+
     def test_corrupted_lines_ignored(self):
         scripted = ScriptedJudge(CLEAN)
         evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
