@@ -423,7 +423,7 @@ def write_atomic(path, data):
 
 def write_json_atomic(path, data):
     """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
-    write_atomic(path, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    write_atomic(path, [json.dumps(data, ensure_ascii=False, indent=1) + "\n"])
 
 
 _to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
@@ -3468,6 +3468,7 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     removed = sorted({i for r in records for i in r.get("removed", [])})
     started = [r["started_at"] for r in records if r.get("started_at")]
     finished = [r["finished_at"] for r in records if r.get("finished_at")]
+
     def total(key):  # over the shards' summaries (a hand-made record may lack one, or times)
         return sum(r.get("summary", {}).get(key) or 0 for r in records)
 
