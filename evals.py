@@ -2188,8 +2188,7 @@ class RunOptions:
         self._counting = threading.Lock()
 
     def count_reply(self, reply):
-        """Count a reply of the client (a str), and whether its `cached` and `replayed`
-        attributes are True."""
+        """Count a reply of the client, and whether it is `cached` and `replayed`."""
         with self._counting:
             self.replies += 1
             self.cached += bool(_attribute(reply, "cached", bool))
@@ -2295,41 +2294,31 @@ _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict
              '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
 
 
-def _reply_dict_parts(output):
-    """The parts of a reply a client returned as a dict: {"text", and each of _REPLY_PARTS
-    (None when absent)}. Raises TypeError naming an unknown key or a part of another kind."""
-    unknown = [key for key in output if key != "text" and key not in _REPLY_PARTS]
-    if unknown:
-        raise TypeError(_NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}"))
-    if not isinstance(output.get("text"), str):
-        raise TypeError(_NO_REPLY.format("a dict with no string 'text'" if output.get("text")
-                                         is None else f"a dict whose 'text' is "
-                                         f"{type(output['text']).__name__}"))
-    for key, kind in _REPLY_PARTS.items():
-        if output.get(key) is not None and not isinstance(output[key], kind):
-            wanted = "list" if key == "tool_calls" else kind.__name__
-            raise TypeError(f"the client returned {key!r} of type {type(output[key]).__name__}, "
-                            f"expected {wanted} or null")
-    return {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
-
-
 _PLAIN_REPLY = types.MappingProxyType(
     {"usage": None, "model": None, "reasoning": None, "sent": None, "replayed": False})
 
 
 def _whole_reply(output):
-    """What a client returned, read whole: (Answer with its text, tool_calls and
-    finish_reason, {"usage": {"input_tokens", "output_tokens"} or None, "model", "reasoning",
-    "sent": each None when absent, "replayed": bool}).
-
-    `output` is a str, a str subclass carrying those parts as attributes (my_client.Reply;
-    an attribute of another kind is ignored, as it always was, but for malformed tool calls
-    or finish reason), or a dict with those keys ("text" required). Raises TypeError naming
-    what is wrong ("the client returned ..."): the case is an error, never scored."""
+    """What a client returned (a str, a str subclass carrying _REPLY_PARTS as attributes, or a
+    dict of them and "text"), read whole: (Answer, {"usage", "model", "reasoning", "sent": each
+    None when absent, "replayed": bool}). An attribute of another kind is ignored, but for tool
+    calls and finish reason; TypeError names what is wrong: the case is an error, unscored."""
     if type(output) is str:  # the plain answer: nothing else to read (1 us, not 12)
         return Answer(output), _PLAIN_REPLY
     if isinstance(output, dict):
-        parts = _reply_dict_parts(output)
+        unknown = [key for key in output if key != "text" and key not in _REPLY_PARTS]
+        if unknown:
+            raise TypeError(_NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}"))
+        if not isinstance(output.get("text"), str):
+            raise TypeError(_NO_REPLY.format("a dict with no string 'text'" if output.get("text")
+                                             is None else f"a dict whose 'text' is "
+                                             f"{type(output['text']).__name__}"))
+        for key, kind in _REPLY_PARTS.items():
+            if output.get(key) is not None and not isinstance(output[key], kind):
+                wanted = "list" if key == "tool_calls" else kind.__name__
+                raise TypeError(f"the client returned {key!r} of type "
+                                f"{type(output[key]).__name__}, expected {wanted} or null")
+        parts = {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
     elif isinstance(output, str):
         parts = {key: _attribute(output, key, object if key in ("tool_calls", "finish_reason")
                                  else kind) for key, kind in _REPLY_PARTS.items()}
@@ -2757,11 +2746,9 @@ def _recorded_problem(row, entry=False):
                     "tool_calls and finish_reason)")
         if not isinstance(output.get("text"), str):
             return _WHOLE_OUTPUT
-        whole = output
-    elif isinstance(output, str):
-        whole = row if entry else {}
-    else:
+    elif not isinstance(output, str):
         return _WHOLE_OUTPUT
+    whole = output if isinstance(output, dict) else row if entry else {}
     problem = _tool_calls_problem(whole.get("tool_calls", []))
     if problem:
         return problem
@@ -2772,8 +2759,7 @@ def _recorded_problem(row, entry=False):
 
 
 def _recorded(row, entry=False):
-    """The answer a valid recordings row, or a run record `entry`, holds (see
-    _recorded_problem)."""
+    """The answer a valid recordings row, or a run record `entry`, holds."""
     output = row["output"]
     whole = output if isinstance(output, dict) else row if entry else {}
     if whole is not output and row.get("reasoning") is None and not (
@@ -2791,8 +2777,7 @@ def _recording_row(line, start):
 
 
 def _recording_rows(path):
-    """Yield (offset, row) for each row (dict) of a recordings JSON Lines file; EvalsError
-    names FILE:LINE."""
+    """Yield (offset, row) for each row of a recordings file; EvalsError names FILE:LINE."""
     with open(path, "rb") as handle:
         end = 0
         for number, line in enumerate(handle, 1):
