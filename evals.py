@@ -3240,7 +3240,8 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 
 def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
     """The record entry of one case run (dict), its change decided by `decide`."""
-    decision = decide(result.status, before, accept, _calls_of(result), alpha)
+    calls = None if result.calls is None else (result.passes, result.calls)
+    decision = decide(result.status, before, accept, calls, alpha)
     change, kept = decision
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
@@ -3256,7 +3257,12 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
                 "tool_calls": list(result.tool_calls) or None,
                 "finish_reason": result.finish_reason, "reasoning": result.reasoning}
     entry.update((k, v) for k, v in optional.items() if v is not None)
-    entry.update(_rate_fields(result, decision))
+    if calls is not None:  # a repeated case: its calls, the counts kept, the rate test
+        entry.update(passes=result.passes, calls=result.calls)
+    if decision.counts is not None:
+        entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
+    if decision.rate is not None:
+        entry["rate_test"] = decision.rate
     if kept is not None and kept != result.status:
         # The baseline outlives this run (a regression not accepted, an error): keep the
         # output (and tool calls) that earned it, so a later report can show it beside the
@@ -3269,24 +3275,6 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
             if earner.get(key) is not None:
                 entry[key] = earner[key]
     return entry if include_outputs else without_outputs(entry)
-
-
-def _calls_of(result):
-    """(passes, calls) of a repeated CaseResult, None for one call."""
-    return None if result.calls is None else (result.passes, result.calls)
-
-
-def _rate_fields(result, decision):
-    """A repeated case's entry fields: passes and calls now, the counts the baseline keeps
-    (baseline_passes, baseline_calls) and the pass-rate test against the baseline (rate_test)."""
-    fields = {}
-    if result.calls is not None:
-        fields.update(passes=result.passes, calls=result.calls)
-    if decision.counts is not None:
-        fields.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
-    if decision.rate is not None:
-        fields["rate_test"] = decision.rate
-    return fields
 
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
@@ -3626,17 +3614,13 @@ CREATE INDEX IF NOT EXISTS results_by_case ON results(case_id, run_id);
 """
 
 
-@contextlib.contextmanager
 def _history(path):
     """An open connection to the SQLite history at `path`, created if missing, closed after."""
     import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
 
     connection = open_sqlite(path, _HISTORY_SCHEMA)
     connection.row_factory = sqlite3.Row
-    try:
-        yield connection
-    finally:
-        connection.close()
+    return contextlib.closing(connection)
 
 
 def history_append(path, record):
@@ -3811,11 +3795,10 @@ def _rate_change(entry):
         return f"{passes}/{calls} calls passed"
     alpha, result = test.get("alpha"), test.get("result")
     p = f"p = {_number_text(test.get('p_value'), '.3g')}"
-    why = {"regressed": f"{p}, a significant drop at alpha {_number_text(alpha, 'g')}",
-           "lower_not_significant": f"{p}, lower, not significant at alpha "
-                                    f"{_number_text(alpha, 'g')}",
-           "too_few_calls": f"{p}; too few calls for any drop to be significant at alpha "
-                            f"{_number_text(alpha, 'g')}"
+    at = f"alpha {_number_text(alpha, 'g')}"
+    why = {"regressed": f"{p}, a significant drop at {at}",
+           "lower_not_significant": f"{p}, lower, not significant at {at}",
+           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}"
                             + (f": {_calls_needed(alpha)} calls in each run can show one"
                                if _is_number(alpha) and 0 < alpha < 1 else ""),
            "not_lower": "not lower"}.get(result, p)
