@@ -3037,8 +3037,7 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
 
 
 def _passing_or_fixed(kept, before):
-    """A case that passes now: "passing" if its baseline passed and its last scored run did
-    too, else "fixed"."""
+    """A passing case's change: "passing" if its baseline and last scored run passed."""
     passed_last = _last_scored(before) not in ("fail", "review")
     return "passing" if kept == "pass" and passed_last else "fixed"
 
@@ -3101,8 +3100,7 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
 
 
 def _counts_problem(entry):
-    """What is wrong with a record entry's call counts (passes and calls, this run's and the
-    baseline's), or None: each pair absent, or whole numbers with 0 <= passes <= calls."""
+    """What is wrong with a record entry's passes and calls (or baseline_...), or None."""
     for prefix in ("", "baseline_"):
         passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
         if (passes, calls) != (None, None) and not (
@@ -3480,8 +3478,7 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 # ---- comparing two runs: the same cases, two models or prompts ----
 
 def _passed_majority(entry):
-    """Whether a scored entry counts as passed in the paired test: its status, or for a
-    repeated case (more than one call) whether most of its calls passed."""
+    """Whether an entry passed in the paired test: for a repeated case, most of its calls."""
     calls = entry.get("calls")
     if type(calls) is int and calls > 1:
         return 2 * entry.get("passes", 0) > calls
@@ -3816,8 +3813,7 @@ def _flaky_text(item):
 
 
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as the Markdown and HTML
-    reports list them: those whose calls disagreed, then those the history finds flaky."""
+    """(item, why it is flaky) for each flaky case of a summary, as the reports list them."""
     return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
                                          ("flaky_history", "both outcomes in its recent runs"))
             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
@@ -3972,38 +3968,33 @@ def _output_of(entry, record, key="output"):
 
 
 def _reply_of(entry, record):
-    """The entry's whole reply as one text, as the JUnit, Markdown and HTML reports show (and
-    diff) it: its output, then the _reply_lines; None when there is no output or outputs are
-    omitted."""
+    """The entry's output and _reply_lines as the reports show it; None if absent or omitted."""
     output = _output_of(entry, record)
     if output is None:
         return None
     return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
-class _SpooledRows:
-    """The (entry, change) rows of the cases a spooled record ran, read from its _Spool again
-    at each pass: a report holds only the entries it keeps."""
+class _Rows:
+    """The (entry, change) rows of the cases a record ran, read again at each pass: from a
+    _Spool, a report holds only the entries it keeps."""
 
-    def __init__(self, spool):
-        self._spool = spool
+    def __init__(self, entries):
+        self._entries = entries
 
     def __iter__(self):
-        return ((e, e["change"]) for e in self._spool if e["change"] != "not_run")
+        return ((e, e["change"]) for e in self._entries if e["change"] != "not_run")
 
 
 def _report(record):
-    """(the record `completed`, the (entry, change) rows of the cases it ran, in record order:
-    a list, or _SpooledRows for a record whose entries are in a _Spool; iterate, never index)."""
+    """(the record `completed`, _Rows of the cases it ran, in record order; iterate, never
+    index)."""
     record = completed(record)
-    if isinstance(record["cases"], _Spool):
-        return record, _SpooledRows(record["cases"])
-    return record, [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
+    return record, _Rows(record["cases"])
 
 
 def _sections(rows):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order, from one
-    pass over `rows`."""
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over `rows`."""
     held = {key: [] for key in _SECTIONS}
     for row in rows:
         for key, (_, _, holds) in _SECTIONS.items():
@@ -4072,8 +4063,7 @@ def render_junit(record):
 
 
 def _junit_case(suite, entry, change, record, flaky_history):
-    """Add a record entry's <testcase> to the JUnit `suite`: its rate, its <error> or
-    <failure> with the reasons, its reply in <system-out>."""
+    """Add a record entry's <testcase>, with its <error> or <failure>, to the JUnit `suite`."""
     import xml.etree.ElementTree as ET
 
     testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
@@ -4113,8 +4103,7 @@ def _junit_failure(entry, change):
 
 
 def _junit_properties(parent, values):
-    """Add {name: value} to the JUnit element `parent` as its <properties>, leaving out the
-    None values (none at all when every one is)."""
+    """Add the {name: value} that are not None to `parent` as its JUnit <properties>."""
     import xml.etree.ElementTree as ET
 
     values = {name: value for name, value in values.items() if value is not None}
@@ -4196,18 +4185,13 @@ def render_markdown(record, previous=None):
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
-    lines += _md_flaky(numbers)
+    flaky = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
+             for item, why in _flaky_items(numbers)]
+    lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""] if flaky else []
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         lines += ["Removed from the case file: " + ", ".join(removed), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _md_flaky(summary):
-    """The Markdown lines listing the flaky cases, each with the rate it rests on."""
-    lines = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
-             for item, why in _flaky_items(summary)]
-    return [f"### Flaky ({len(lines)})", ""] + lines + [""] if lines else []
 
 
 def _h(value):
@@ -4453,7 +4437,11 @@ def render_html(record, previous=None, heading=None):
                    f'<summary>Passing ({len(passing)})</summary>'
                    "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
                    f"{''.join(passing)}</table></details></section>")
-    out += _html_flaky(record["summary"])
+    flaky = [f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
+             for item, why in _flaky_items(record["summary"])]
+    if flaky:
+        out.append(f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
+                   f"<th>evidence</th></tr>{''.join(flaky)}</table></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         out.append("<section><h2>Removed from the case file</h2><p>"
@@ -4463,17 +4451,6 @@ def render_html(record, previous=None, heading=None):
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
     return "\n".join(out)
-
-
-def _html_flaky(summary):
-    """The section listing the flaky cases with the rate each rests on (lines; none if none)."""
-    items = _flaky_items(summary)
-    if not items:
-        return []
-    cells = "".join(f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
-                    for item, why in items)
-    return [f'<section id="flaky"><h2>Flaky ({len(items)})</h2><table><tr><th>case</th>'
-            f"<th>evidence</th></tr>{cells}</table></section>"]
 
 
 def _gh_escape(value, prop=False):
