@@ -3022,8 +3022,7 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
 
 
 def _passing_or_fixed(kept, before):
-    """A case that passes now: "passing" if its baseline passed and its last scored run did
-    too, else "fixed"."""
+    """A passing case's change: "passing" if its baseline and last scored run passed."""
     passed_last = _last_scored(before) not in ("fail", "review")
     return "passing" if kept == "pass" and passed_last else "fixed"
 
@@ -3086,8 +3085,7 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
 
 
 def _counts_problem(entry):
-    """What is wrong with a record entry's call counts (passes and calls, this run's and the
-    baseline's), or None: each pair absent, or whole numbers with 0 <= passes <= calls."""
+    """What is wrong with a record entry's passes and calls (or baseline_...), or None."""
     for prefix in ("", "baseline_"):
         passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
         if (passes, calls) != (None, None) and not (
@@ -3225,7 +3223,8 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 
 def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
     """The record entry of one case run (dict), its change decided by `decide`."""
-    decision = decide(result.status, before, accept, _calls_of(result), alpha)
+    calls = None if result.calls is None else (result.passes, result.calls)
+    decision = decide(result.status, before, accept, calls, alpha)
     change, kept = decision
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
@@ -3241,7 +3240,12 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
                 "tool_calls": list(result.tool_calls) or None,
                 "finish_reason": result.finish_reason, "reasoning": result.reasoning}
     entry.update((k, v) for k, v in optional.items() if v is not None)
-    entry.update(_rate_fields(result, decision))
+    if calls is not None:  # a repeated case: its calls, the counts kept, the rate test
+        entry.update(passes=result.passes, calls=result.calls)
+    if decision.counts is not None:
+        entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
+    if decision.rate is not None:
+        entry["rate_test"] = decision.rate
     if kept is not None and kept != result.status:
         # The baseline outlives this run (a regression not accepted, an error): keep the
         # output (and tool calls) that earned it, so a later report can show it beside the
@@ -3254,24 +3258,6 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
             if earner.get(key) is not None:
                 entry[key] = earner[key]
     return entry if include_outputs else without_outputs(entry)
-
-
-def _calls_of(result):
-    """(passes, calls) of a repeated CaseResult, None for one call."""
-    return None if result.calls is None else (result.passes, result.calls)
-
-
-def _rate_fields(result, decision):
-    """A repeated case's entry fields: passes and calls now, the counts the baseline keeps
-    (baseline_passes, baseline_calls) and the pass-rate test against the baseline (rate_test)."""
-    fields = {}
-    if result.calls is not None:
-        fields.update(passes=result.passes, calls=result.calls)
-    if decision.counts is not None:
-        fields.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
-    if decision.rate is not None:
-        fields["rate_test"] = decision.rate
-    return fields
 
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
@@ -3477,8 +3463,7 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
 # ---- comparing two runs: the same cases, two models or prompts ----
 
 def _passed_majority(entry):
-    """Whether a scored entry counts as passed in the paired test: its status, or for a
-    repeated case (more than one call) whether most of its calls passed."""
+    """Whether an entry passed in the paired test: for a repeated case, most of its calls."""
     calls = entry.get("calls")
     if type(calls) is int and calls > 1:
         return 2 * entry.get("passes", 0) > calls
@@ -3611,17 +3596,13 @@ CREATE INDEX IF NOT EXISTS results_by_case ON results(case_id, run_id);
 """
 
 
-@contextlib.contextmanager
 def _history(path):
     """An open connection to the SQLite history at `path`, created if missing, closed after."""
     import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
 
     connection = open_sqlite(path, _HISTORY_SCHEMA)
     connection.row_factory = sqlite3.Row
-    try:
-        yield connection
-    finally:
-        connection.close()
+    return contextlib.closing(connection)
 
 
 def history_append(path, record):
@@ -3796,11 +3777,10 @@ def _rate_change(entry):
         return f"{passes}/{calls} calls passed"
     alpha, result = test.get("alpha"), test.get("result")
     p = f"p = {_number_text(test.get('p_value'), '.3g')}"
-    why = {"regressed": f"{p}, a significant drop at alpha {_number_text(alpha, 'g')}",
-           "lower_not_significant": f"{p}, lower, not significant at alpha "
-                                    f"{_number_text(alpha, 'g')}",
-           "too_few_calls": f"{p}; too few calls for any drop to be significant at alpha "
-                            f"{_number_text(alpha, 'g')}"
+    at = f"alpha {_number_text(alpha, 'g')}"
+    why = {"regressed": f"{p}, a significant drop at {at}",
+           "lower_not_significant": f"{p}, lower, not significant at {at}",
+           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}"
                             + (f": {_calls_needed(alpha)} calls in each run can show one"
                                if _is_number(alpha) and 0 < alpha < 1 else ""),
            "not_lower": "not lower"}.get(result, p)
@@ -3818,8 +3798,7 @@ def _flaky_text(item):
 
 
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as the Markdown and HTML
-    reports list them: those whose calls disagreed, then those the history finds flaky."""
+    """(item, why it is flaky) for each flaky case of a summary, as the reports list them."""
     return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
                                          ("flaky_history", "both outcomes in its recent runs"))
             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
@@ -3974,38 +3953,33 @@ def _output_of(entry, record, key="output"):
 
 
 def _reply_of(entry, record):
-    """The entry's whole reply as one text, as the JUnit, Markdown and HTML reports show (and
-    diff) it: its output, then the _reply_lines; None when there is no output or outputs are
-    omitted."""
+    """The entry's output and _reply_lines as the reports show it; None if absent or omitted."""
     output = _output_of(entry, record)
     if output is None:
         return None
     return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
-class _SpooledRows:
-    """The (entry, change) rows of the cases a spooled record ran, read from its _Spool again
-    at each pass: a report holds only the entries it keeps."""
+class _Rows:
+    """The (entry, change) rows of the cases a record ran, read again at each pass: from a
+    _Spool, a report holds only the entries it keeps."""
 
-    def __init__(self, spool):
-        self._spool = spool
+    def __init__(self, entries):
+        self._entries = entries
 
     def __iter__(self):
-        return ((e, e["change"]) for e in self._spool if e["change"] != "not_run")
+        return ((e, e["change"]) for e in self._entries if e["change"] != "not_run")
 
 
 def _report(record):
-    """(the record `completed`, the (entry, change) rows of the cases it ran, in record order:
-    a list, or _SpooledRows for a record whose entries are in a _Spool; iterate, never index)."""
+    """(the record `completed`, _Rows of the cases it ran, in record order; iterate, never
+    index)."""
     record = completed(record)
-    if isinstance(record["cases"], _Spool):
-        return record, _SpooledRows(record["cases"])
-    return record, [(e, e["change"]) for e in record["cases"] if e["change"] != "not_run"]
+    return record, _Rows(record["cases"])
 
 
 def _sections(rows):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, in reading order, from one
-    pass over `rows`."""
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over `rows`."""
     held = {key: [] for key in _SECTIONS}
     for row in rows:
         for key, (_, _, holds) in _SECTIONS.items():
@@ -4074,8 +4048,7 @@ def render_junit(record):
 
 
 def _junit_case(suite, entry, change, record, flaky_history):
-    """Add a record entry's <testcase> to the JUnit `suite`: its rate, its <error> or
-    <failure> with the reasons, its reply in <system-out>."""
+    """Add a record entry's <testcase>, with its <error> or <failure>, to the JUnit `suite`."""
     import xml.etree.ElementTree as ET
 
     testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
@@ -4115,8 +4088,7 @@ def _junit_failure(entry, change):
 
 
 def _junit_properties(parent, values):
-    """Add {name: value} to the JUnit element `parent` as its <properties>, leaving out the
-    None values (none at all when every one is)."""
+    """Add the {name: value} that are not None to `parent` as its JUnit <properties>."""
     import xml.etree.ElementTree as ET
 
     values = {name: value for name, value in values.items() if value is not None}
@@ -4198,18 +4170,13 @@ def render_markdown(record, previous=None):
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
-    lines += _md_flaky(numbers)
+    flaky = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
+             for item, why in _flaky_items(numbers)]
+    lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""] if flaky else []
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         lines += ["Removed from the case file: " + ", ".join(removed), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _md_flaky(summary):
-    """The Markdown lines listing the flaky cases, each with the rate it rests on."""
-    lines = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
-             for item, why in _flaky_items(summary)]
-    return [f"### Flaky ({len(lines)})", ""] + lines + [""] if lines else []
 
 
 def _h(value):
@@ -4455,7 +4422,11 @@ def render_html(record, previous=None, heading=None):
                    f'<summary>Passing ({len(passing)})</summary>'
                    "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
                    f"{''.join(passing)}</table></details></section>")
-    out += _html_flaky(record["summary"])
+    flaky = [f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
+             for item, why in _flaky_items(record["summary"])]
+    if flaky:
+        out.append(f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
+                   f"<th>evidence</th></tr>{''.join(flaky)}</table></section>")
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         out.append("<section><h2>Removed from the case file</h2><p>"
@@ -4465,17 +4436,6 @@ def render_html(record, previous=None, heading=None):
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
     return "\n".join(out)
-
-
-def _html_flaky(summary):
-    """The section listing the flaky cases with the rate each rests on (lines; none if none)."""
-    items = _flaky_items(summary)
-    if not items:
-        return []
-    cells = "".join(f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
-                    for item, why in items)
-    return [f'<section id="flaky"><h2>Flaky ({len(items)})</h2><table><tr><th>case</th>'
-            f"<th>evidence</th></tr>{cells}</table></section>"]
 
 
 def _gh_escape(value, prop=False):
