@@ -918,12 +918,10 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     text = text.strip() if strip else text
     folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
-        verb, got = "starts", text[: len(value) + 20]
-        matched = folded.startswith(wanted)
+        verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
         outside, inside = folded[len(wanted):len(wanted) + 1], wanted[-1]
     else:
-        verb, got = "ends", text[-(len(value) + 20):]
-        matched = folded.endswith(wanted)
+        verb, got, matched = "ends", text[-(len(value) + 20):], folded.endswith(wanted)
         outside, inside = folded[-len(wanted) - 1:-len(wanted)], wanted[0]
     if matched and not (whole_word and _is_word_char(outside) and _is_word_char(inside)):
         return CheckResult(True, f"{where}{verb} with {_quote(value)}")
@@ -1748,11 +1746,8 @@ def _scorable(output):
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
-    """The CheckResult of `check` (its registered `spec`), negated if so: a check of the whole
-    reply sees the Answer; any other its scorable `text` (None: no text, which fails it, the
-    reason naming the tools called when that is all the reply did), or with "on":
-    "reasoning" the model's `reasoning` (none fails it). A check of the text that fails on an
-    answer cut at the token limit, filtered or refused says so in its reason."""
+    """The CheckResult of `check` (its `spec`), negated if asked, on the whole `answer`, on its
+    scorable `text` or, with "on": "reasoning", on `reasoning` (None fails a text check)."""
     params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
