@@ -852,8 +852,7 @@ def _plural(n, word):
 # quotes) is built once, not per case.
 @functools.lru_cache(maxsize=4096)
 def _counted(count, unit, min=None, max=None, of=""):
-    """Pass when min <= count <= max (inclusive); the reason is the count of `unit`s (a str, or
-    (singular, plural)), what they are `of`, and the bound."""
+    """Pass when min <= count <= max (inclusive); `unit` is a str or (singular, plural)."""
     singular, plural = (unit, unit + "s") if isinstance(unit, str) else unit
     measured = f"{count} {singular if count == 1 else plural}{of}"
     if min is not None and count < min:
@@ -919,12 +918,10 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     text = text.strip() if strip else text
     folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
-        verb, got = "starts", text[: len(value) + 20]
-        matched = folded.startswith(wanted)
+        verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
         outside, inside = folded[len(wanted):len(wanted) + 1], wanted[-1]
     else:
-        verb, got = "ends", text[-(len(value) + 20):]
-        matched = folded.endswith(wanted)
+        verb, got, matched = "ends", text[-(len(value) + 20):], folded.endswith(wanted)
         outside, inside = folded[-len(wanted) - 1:-len(wanted)], wanted[0]
     if matched and not (whole_word and _is_word_char(outside) and _is_word_char(inside)):
         return CheckResult(True, f"{where}{verb} with {_quote(value)}")
@@ -1203,8 +1200,7 @@ def _json_equal(a, b):
 
 
 def _schema_errors(value, schema, path, quoted):
-    """Problems of `value` against the subset `schema` (list of "path: problem" strings); the
-    parts quoted from `value` are appended to `quoted`."""
+    """Problems of `value` against `schema` ("path: problem"), its quotes appended to `quoted`."""
     if schema is True or schema == {}:
         return []
     if schema is False:
@@ -1253,8 +1249,7 @@ def _schema_errors(value, schema, path, quoted):
 
 
 def _schema_definition_problems(schema, path="schema"):
-    """Problems of a schema itself (list of str): unknown keywords, values of the wrong kind,
-    impossible bounds; subschemas are checked too."""
+    """Problems of a schema itself (list of str), its subschemas included."""
     if isinstance(schema, bool):
         return []
     if not isinstance(schema, dict):
@@ -1311,8 +1306,7 @@ FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
 
 
 def _json_subset(actual, wanted):
-    """Whether `actual` holds `wanted`: every key of an object, its value held the same way
-    (a nested object may have more keys); anything else equal as JSON (_json_equal)."""
+    """Whether `actual` holds `wanted`: an object's keys recursively (more allowed), else equal."""
     if isinstance(wanted, dict):
         return isinstance(actual, dict) and all(
             key in actual and _json_subset(actual[key], value) for key, value in wanted.items())
@@ -1320,8 +1314,7 @@ def _json_subset(actual, wanted):
 
 
 def _call_text(call, limit=None):
-    """A tool call as reasons and reports show it, 'name({...})': its arguments as JSON (a
-    string the model wrote instead of an object, as a JSON string), cut to `limit` characters."""
+    """A tool call as reasons and reports show it, 'name({...})', cut to `limit` characters."""
     if "arguments" not in call:  # a record saved with --omit-outputs
         return f"{call.get('name')}([arguments omitted])"
     shown = json.dumps(call["arguments"], ensure_ascii=False)
@@ -1331,8 +1324,7 @@ def _call_text(call, limit=None):
 
 
 def _arguments_problem(call, arguments, schema, quoted):
-    """Why `call`'s arguments do not hold `arguments` or satisfy `schema` (str), or None; the
-    call as shown in the reason is appended to `quoted`."""
+    """Why `call`'s arguments do not hold `arguments` or satisfy `schema` (str), or None."""
     if arguments is None and schema is None:
         return None
     shown = _call_text(call, 120)
@@ -1354,9 +1346,8 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: S
 
     Only the named calls count: other tools may be called too (see tool_sequence)."""
     named = [call for call in reply.tool_calls if call["name"] == name]
-    quoted, misses = [], []
-    for call in named:
-        misses.append(_arguments_problem(call, arguments, schema, quoted))
+    quoted = []
+    misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
     count = misses.count(None)
     matching = " with matching arguments" if arguments is not None or schema is not None else ""
     result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
@@ -1748,19 +1739,15 @@ _ENDINGS = {"length": "the answer was cut at the token limit",
 
 
 def _scorable(output):
-    """`output` as checks see it (Windows line ends as "\n", so "^...$" with "m" and line
-    counts see lines), or None when it is empty or white space only."""
+    """`output` with "\r\n" as "\n" (for "m" patterns and line counts), or None when blank."""
     if not output or output.isspace():  # isspace: no copy of a long output
         return None
     return output.replace("\r\n", "\n") if "\r" in output else output
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
-    """The CheckResult of `check` (its registered `spec`), negated if so: a check of the whole
-    reply sees the Answer; any other its scorable `text` (None: no text, which fails it, the
-    reason naming the tools called when that is all the reply did), or with "on":
-    "reasoning" the model's `reasoning` (none fails it). A check of the text that fails on an
-    answer cut at the token limit, filtered or refused says so in its reason."""
+    """The CheckResult of `check` (its `spec`), negated if asked, on the whole `answer`, on its
+    scorable `text` or, with "on": "reasoning", on `reasoning` (None fails a text check)."""
     params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
@@ -1785,8 +1772,7 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
 
 
 def _ended(result, answer):
-    """`result`, its reason naming how the answer ended when a check of the text failed on an
-    answer that did not end by itself (_ENDINGS)."""
+    """`result`, its failing reason naming an answer that did not end by itself (_ENDINGS)."""
     ending = _ENDINGS.get(answer.finish_reason)
     if ending is None or result.passed is not False or result.flag is not None:
         return result
@@ -1830,8 +1816,7 @@ def evaluate(case, output, judge=None, reasoning=None):
 
 
 def _judged(case, check, text, answer, judge, results, reasoning=None):
-    """The CheckResult of a check that needs a judge, given the scorable `text` (None: empty),
-    the deterministic `results` and the model's `reasoning`."""
+    """The CheckResult of a check that needs a judge, after the deterministic `results`."""
     failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
                                      and not CHECKS[c["type"]].needs_judge))
     if judge is NO_JUDGE:
@@ -1983,11 +1968,9 @@ def load_cases(path):
             continue
         try:
             data = _strict_json(raw, unique_keys=True)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})")
-            continue
         except (ValueError, RecursionError) as exc:  # NaN, a repeated key, deep nesting
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            reason = (f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
+                      else "nested too deeply" if isinstance(exc, RecursionError) else exc)
             problems.append(f"{where}: invalid JSON: {reason}")
             continue
         problems += [f"{where}: {problem}" for problem in case_problems(data, check_memo)]
