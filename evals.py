@@ -4607,7 +4607,8 @@ def _shard(text):
 
 
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
-# meaning of its own) -> add_argument keywords. _COMMANDS lists each command's options.
+# meaning of its own) -> add_argument keywords, or the help of an on/off flag (store_true).
+# _COMMANDS lists each command's options.
 _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
@@ -4615,21 +4616,18 @@ _OPTIONS = {
     "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE",
                        help="the previous run record, which a run compares with and "
                             f"updates (default: {DEFAULT_BASELINE})"),
-    "--accept": dict(action="store_true",
-                     help="take this run's verdicts as the new baseline, regressions included "
-                          "(they are still listed, and do not fail the run)"),
-    "--no-save": dict(action="store_true",
-                      help="compare with the baseline; write no record and no history"),
+    "--accept": "take this run's verdicts as the new baseline, regressions included (they are "
+                "still listed, and do not fail the run)",
+    "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here instead of updating the "
                   "baseline (default with --shard: run-shard-K-of-N.json)"),
-    "--validate": dict(action="store_true", help="only validate the case file, call nothing"),
-    "--list-checks": dict(action="store_true", help="print the check types and their parameters"),
+    "--validate": "only validate the case file, call nothing",
+    "--list-checks": "print the check types and their parameters",
     "--tag": dict(action="append", default=[], metavar="TAG",
                   help="run only cases with this tag (repeatable: any of them)"),
     "--id": dict(action="append", default=[], metavar="PATTERN",
                  help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
-    "--failed": dict(action="store_true",
-                     help="run only cases that did not pass in the baseline's last run"),
+    "--failed": "run only cases that did not pass in the baseline's last run",
     "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
                     "case id); combine the shards' records with `evals.py merge`"),
     "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
@@ -4661,40 +4659,37 @@ _OPTIONS = {
                      "estimated cost would pass this many dollars; cases not called are errors"),
     "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
                      "million tokens, added to the built-in table"),
-    "--cache": dict(action="store_true", help="answer each call made before with the same "
-                    "request (model, parameters, input, repeat index) from the cache of live "
-                    "calls, without calling the model, and keep every new answer there (also "
-                    "EVALS_CACHE=1). evals tells the client by setting EVALS_CACHE before "
-                    "loading it; my_client keeps the cache in $EVALS_CACHE_PATH or "
-                    ".evals/cache.sqlite; `python my_client.py cache --clear` empties it"),
-    "--no-cache": dict(action="store_true", help="call the model for every case, even with "
-                       "EVALS_CACHE=1"),
-    "--batch": dict(action="store_true", help="send every call through the provider's batch "
-                    "API (OpenAI Batch, Anthropic Message Batches: half the price, answers "
-                    "within 24 hours), wait for it, then score as a live run; Ctrl-C leaves "
-                    "the batch running and --batch with the same cases collects it"),
+    "--cache": "answer each call made before with the same request (model, parameters, input, "
+               "repeat index) from the cache of live calls, without calling the model, and "
+               "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
+               "setting EVALS_CACHE before loading it; my_client keeps the cache in "
+               "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
+               "empties it",
+    "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
+    "--batch": "send every call through the provider's batch API (OpenAI Batch, Anthropic "
+               "Message Batches: half the price, answers within 24 hours), wait for it, then "
+               "score as a live run; Ctrl-C leaves the batch running and --batch with the same "
+               "cases collects it",
     "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
                            "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
                     help="callable str -> str that answers the prompts of `judge` checks"),
-    "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
-                       "deterministic checks run, and cases with only judge checks are not run"),
-    "-q --quiet": dict(action="store_true", help="print only the summary lines, regressions and "
-                       "errors: no other case, no latency line, no progress line"),
-    "--strict": dict(action="store_true",
-                     help="exit 1 when any case does not pass, not only on regressions"),
-    "--omit-outputs": dict(action="store_true",
-                           help="leave model output text out of every file written"),
+    "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
+                  "cases with only judge checks are not run",
+    "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
+                  "latency line, no progress line",
+    "--strict": "exit 1 when any case does not pass, not only on regressions",
+    "--omit-outputs": "leave model output text out of every file written",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
     "--html": dict(metavar="FILE",
                    help="write a self-contained HTML report of the diff with the baseline"),
-    "--github": dict(action="store_true", help="print GitHub Actions annotations for "
-                     "regressions and append the Markdown report to $GITHUB_STEP_SUMMARY"),
+    "--github": "print GitHub Actions annotations for regressions and append the Markdown "
+                "report to $GITHUB_STEP_SUMMARY",
     "--history": dict(metavar="FILE", help="SQLite history to append to and read (default: "
                       ".evals/history.sqlite beside the baseline)"),
-    "--no-history": dict(action="store_true", help="do not append to the history"),
+    "--no-history": "do not append to the history",
     "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
                      "reads it from standard input without this)"),
     "add:--output": dict(metavar="TEXT", help="the model output to score the new checks on "
@@ -4763,7 +4758,9 @@ def _parser(command):
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
         for name in names:
-            group.add_argument(*name.split(":")[-1].split(), **_OPTIONS[name])
+            spec = _OPTIONS[name]
+            group.add_argument(*name.split(":")[-1].split(), **(
+                dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
     return parser
 
 
