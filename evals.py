@@ -435,9 +435,7 @@ def write_jsonl_atomic(path, rows):
 
 
 def _json_line(value):
-    """`value` as a line of JSON (UTF-8 bytes, newline included). A lone surrogate (half an
-    emoji from a provider) cannot be UTF-8: inside a JSON string its \\uXXXX escape is the
-    same value, so that is written."""
+    """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
     return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
@@ -4530,13 +4528,11 @@ def github_annotations(record):
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _EXIT_CODES = (
-    "exit codes: 0 nothing regressed (or --accept took the regressions); "
-    "1 a case that passed in the baseline fails or needs review "
-    "now, a repeated case's pass rate dropped significantly, or the pass rate is below "
-    "--min-pass-rate (with --strict: any case does not pass); 2 invalid case file, baseline, "
-    "option or client, or any case errored (2 wins over 1: the run is incomplete); 130 "
-    "interrupted by "
-    "Ctrl-C or SIGTERM, nothing written."
+    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case that passed "
+    "in the baseline fails or needs review now, a repeated case's pass rate dropped "
+    "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
+    "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
+    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, nothing written."
 )
 
 
@@ -4573,30 +4569,25 @@ def _number(kind, low):
     return convert
 
 
-def _fraction(text):
-    """--min-pass-rate: a fraction from 0 to 1 ("0.95") or a percentage ("95%")."""
+def _fraction(text, alpha=False):
+    """--min-pass-rate: a fraction from 0 to 1 ("0.95") or a percentage ("95%"); with `alpha`
+    (--alpha), a significance level: a number strictly between 0 and 1."""
     number = text.strip()
-    percent = number.endswith("%")
+    percent = number.endswith("%") and not alpha
     try:
         value = float(number[:-1] if percent else number) / (100 if percent else 1)
     except ValueError:
         value = math.nan
+    if alpha and not 0 < value < 1:
+        raise argparse.ArgumentTypeError("expected a number between 0 and 1 (exclusive), "
+                                         f"e.g. 0.05, got {text!r}")
     if not 0 <= value <= 1:  # NaN too
         raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.95) or a "
                                          f"percentage (95%), got {text!r}")
     return value
 
 
-def _alpha(text):
-    """--alpha: a significance level strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), "
-                                         f"e.g. 0.05, got {text!r}")
-    return value
+_alpha = functools.partial(_fraction, alpha=True)
 
 
 def _shard(text):
@@ -4896,24 +4887,6 @@ def _refuse_overwriting(args, read, written=None):
 
 # ---- running the cases ----
 
-def _run_client(args, options):
-    """(call_model, its name) of a run: the outputs --rescore replays, else the client."""
-    if args.rescore:
-        outputs = load_outputs(args.rescore, options.repeat)
-        return replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
-    client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-    return load_client(client_name), client_name
-
-
-def _run_headline(args, selected, total, client_name, options):
-    """The line a run starts with: how many cases (`selected` of `total`), the client, the
-    repeat."""
-    scope = f"{selected} of {total}" if selected != total else total
-    repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
-    return (f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from {args.cases}, "
-            f"client {client_name}{repeat}\n")
-
-
 def _run_command(args, stdout, stderr):
     if args.list_checks:
         stdout.write(_check_table())
@@ -4940,10 +4913,19 @@ def _run_command(args, stdout, stderr):
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
     cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
-    call_model, client_name = _run_client(args, options)
+    if args.rescore:  # the recorded outputs, replayed
+        client_name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
+    else:
+        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(client_name)
     refuse_conversations(selected, call_model, client_name)
-    if not args.quiet:
-        stdout.write(_run_headline(args, len(selected), len(cases), client_name, options))
+    if not args.quiet:  # the headline: how many cases, the client, the repeat
+        total = len(cases)
+        scope = f"{len(selected)} of {total}" if len(selected) != total else total
+        repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
+        stdout.write(f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
+                     f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
@@ -4976,11 +4958,9 @@ def _run_command(args, stdout, stderr):
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
-# EVALS_CACHE's words (my_client reads the same), and my_client's cache file when
-# EVALS_CACHE_PATH does not name one.
+# EVALS_CACHE's words (my_client reads the same).
 _CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
                 **dict.fromkeys(("", "0", "false", "no", "off"), False)}
-_CACHE_FILE = os.path.join(".evals", "cache.sqlite")
 
 
 def _use_cache(args):
@@ -5001,7 +4981,7 @@ def _use_cache(args):
 
 def _cache_note(options):
     """The line after the summary of a run that used the cache."""
-    path = os.environ.get("EVALS_CACHE_PATH") or _CACHE_FILE
+    path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
     replies = "reply" if options.replies == 1 else "replies"
     if options.replies and not options.cached and options.replayed == options.replies:
         return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
