@@ -435,9 +435,7 @@ def write_jsonl_atomic(path, rows):
 
 
 def _json_line(value):
-    """`value` as a line of JSON (UTF-8 bytes, newline included). A lone surrogate (half an
-    emoji from a provider) cannot be UTF-8: inside a JSON string its \\uXXXX escape is the
-    same value, so that is written."""
+    """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
     return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
@@ -4458,13 +4456,11 @@ def github_annotations(record):
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _EXIT_CODES = (
-    "exit codes: 0 nothing regressed (or --accept took the regressions); "
-    "1 a case that passed in the baseline fails or needs review "
-    "now, a repeated case's pass rate dropped significantly, or the pass rate is below "
-    "--min-pass-rate (with --strict: any case does not pass); 2 invalid case file, baseline, "
-    "option or client, or any case errored (2 wins over 1: the run is incomplete); 130 "
-    "interrupted by "
-    "Ctrl-C or SIGTERM, nothing written."
+    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case that passed "
+    "in the baseline fails or needs review now, a repeated case's pass rate dropped "
+    "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
+    "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
+    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, nothing written."
 )
 
 
@@ -4501,30 +4497,25 @@ def _number(kind, low):
     return convert
 
 
-def _fraction(text):
-    """--min-pass-rate: a fraction from 0 to 1 ("0.95") or a percentage ("95%")."""
+def _fraction(text, alpha=False):
+    """--min-pass-rate: a fraction from 0 to 1 ("0.95") or a percentage ("95%"); with `alpha`
+    (--alpha), a significance level: a number strictly between 0 and 1."""
     number = text.strip()
-    percent = number.endswith("%")
+    percent = number.endswith("%") and not alpha
     try:
         value = float(number[:-1] if percent else number) / (100 if percent else 1)
     except ValueError:
         value = math.nan
+    if alpha and not 0 < value < 1:
+        raise argparse.ArgumentTypeError("expected a number between 0 and 1 (exclusive), "
+                                         f"e.g. 0.05, got {text!r}")
     if not 0 <= value <= 1:  # NaN too
         raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.95) or a "
                                          f"percentage (95%), got {text!r}")
     return value
 
 
-def _alpha(text):
-    """--alpha: a significance level strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), "
-                                         f"e.g. 0.05, got {text!r}")
-    return value
+_alpha = functools.partial(_fraction, alpha=True)
 
 
 def _shard(text):
@@ -4535,7 +4526,8 @@ def _shard(text):
 
 
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
-# meaning of its own) -> add_argument keywords. _COMMANDS lists each command's options.
+# meaning of its own) -> add_argument keywords, or the help of an on/off flag (store_true).
+# _COMMANDS lists each command's options.
 _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
@@ -4543,21 +4535,18 @@ _OPTIONS = {
     "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE",
                        help="the previous run record, which a run compares with and "
                             f"updates (default: {DEFAULT_BASELINE})"),
-    "--accept": dict(action="store_true",
-                     help="take this run's verdicts as the new baseline, regressions included "
-                          "(they are still listed, and do not fail the run)"),
-    "--no-save": dict(action="store_true",
-                      help="compare with the baseline; write no record and no history"),
+    "--accept": "take this run's verdicts as the new baseline, regressions included (they are "
+                "still listed, and do not fail the run)",
+    "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here instead of updating the "
                   "baseline (default with --shard: run-shard-K-of-N.json)"),
-    "--validate": dict(action="store_true", help="only validate the case file, call nothing"),
-    "--list-checks": dict(action="store_true", help="print the check types and their parameters"),
+    "--validate": "only validate the case file, call nothing",
+    "--list-checks": "print the check types and their parameters",
     "--tag": dict(action="append", default=[], metavar="TAG",
                   help="run only cases with this tag (repeatable: any of them)"),
     "--id": dict(action="append", default=[], metavar="PATTERN",
                  help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
-    "--failed": dict(action="store_true",
-                     help="run only cases that did not pass in the baseline's last run"),
+    "--failed": "run only cases that did not pass in the baseline's last run",
     "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
                     "case id); combine the shards' records with `evals.py merge`"),
     "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
@@ -4589,40 +4578,37 @@ _OPTIONS = {
                      "estimated cost would pass this many dollars; cases not called are errors"),
     "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
                      "million tokens, added to the built-in table"),
-    "--cache": dict(action="store_true", help="answer each call made before with the same "
-                    "request (model, parameters, input, repeat index) from the cache of live "
-                    "calls, without calling the model, and keep every new answer there (also "
-                    "EVALS_CACHE=1). evals tells the client by setting EVALS_CACHE before "
-                    "loading it; my_client keeps the cache in $EVALS_CACHE_PATH or "
-                    ".evals/cache.sqlite; `python my_client.py cache --clear` empties it"),
-    "--no-cache": dict(action="store_true", help="call the model for every case, even with "
-                       "EVALS_CACHE=1"),
-    "--batch": dict(action="store_true", help="send every call through the provider's batch "
-                    "API (OpenAI Batch, Anthropic Message Batches: half the price, answers "
-                    "within 24 hours), wait for it, then score as a live run; Ctrl-C leaves "
-                    "the batch running and --batch with the same cases collects it"),
+    "--cache": "answer each call made before with the same request (model, parameters, input, "
+               "repeat index) from the cache of live calls, without calling the model, and "
+               "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
+               "setting EVALS_CACHE before loading it; my_client keeps the cache in "
+               "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
+               "empties it",
+    "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
+    "--batch": "send every call through the provider's batch API (OpenAI Batch, Anthropic "
+               "Message Batches: half the price, answers within 24 hours), wait for it, then "
+               "score as a live run; Ctrl-C leaves the batch running and --batch with the same "
+               "cases collects it",
     "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
                            "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
                     help="callable str -> str that answers the prompts of `judge` checks"),
-    "--no-judge": dict(action="store_true", help="skip `judge` checks (said in the summary); "
-                       "deterministic checks run, and cases with only judge checks are not run"),
-    "-q --quiet": dict(action="store_true", help="print only the summary lines, regressions and "
-                       "errors: no other case, no latency line, no progress line"),
-    "--strict": dict(action="store_true",
-                     help="exit 1 when any case does not pass, not only on regressions"),
-    "--omit-outputs": dict(action="store_true",
-                           help="leave model output text out of every file written"),
+    "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
+                  "cases with only judge checks are not run",
+    "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
+                  "latency line, no progress line",
+    "--strict": "exit 1 when any case does not pass, not only on regressions",
+    "--omit-outputs": "leave model output text out of every file written",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
     "--html": dict(metavar="FILE",
                    help="write a self-contained HTML report of the diff with the baseline"),
-    "--github": dict(action="store_true", help="print GitHub Actions annotations for "
-                     "regressions and append the Markdown report to $GITHUB_STEP_SUMMARY"),
+    "--github": "print GitHub Actions annotations for regressions and append the Markdown "
+                "report to $GITHUB_STEP_SUMMARY",
     "--history": dict(metavar="FILE", help="SQLite history to append to and read (default: "
                       ".evals/history.sqlite beside the baseline)"),
-    "--no-history": dict(action="store_true", help="do not append to the history"),
+    "--no-history": "do not append to the history",
     "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
                      "reads it from standard input without this)"),
     "add:--output": dict(metavar="TEXT", help="the model output to score the new checks on "
@@ -4691,7 +4677,9 @@ def _parser(command):
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
         for name in names:
-            group.add_argument(*name.split(":")[-1].split(), **_OPTIONS[name])
+            spec = _OPTIONS[name]
+            group.add_argument(*name.split(":")[-1].split(), **(
+                dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
     return parser
 
 
@@ -4827,24 +4815,6 @@ def _refuse_overwriting(args, read, written=None):
 
 # ---- running the cases ----
 
-def _run_client(args, options):
-    """(call_model, its name) of a run: the outputs --rescore replays, else the client."""
-    if args.rescore:
-        outputs = load_outputs(args.rescore, options.repeat)
-        return replay_client(outputs, args.rescore), f"rescore:{args.rescore}"
-    client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-    return load_client(client_name), client_name
-
-
-def _run_headline(args, selected, total, client_name, options):
-    """The line a run starts with: how many cases (`selected` of `total`), the client, the
-    repeat."""
-    scope = f"{selected} of {total}" if selected != total else total
-    repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
-    return (f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from {args.cases}, "
-            f"client {client_name}{repeat}\n")
-
-
 def _run_command(args, stdout, stderr):
     if args.list_checks:
         stdout.write(_check_table())
@@ -4871,10 +4841,19 @@ def _run_command(args, stdout, stderr):
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
     cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
-    call_model, client_name = _run_client(args, options)
+    if args.rescore:  # the recorded outputs, replayed
+        client_name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
+    else:
+        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(client_name)
     refuse_conversations(selected, call_model, client_name)
-    if not args.quiet:
-        stdout.write(_run_headline(args, len(selected), len(cases), client_name, options))
+    if not args.quiet:  # the headline: how many cases, the client, the repeat
+        total = len(cases)
+        scope = f"{len(selected)} of {total}" if len(selected) != total else total
+        repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
+        stdout.write(f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
+                     f"{args.cases}, client {client_name}{repeat}\n")
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
@@ -4907,11 +4886,9 @@ def _run_command(args, stdout, stderr):
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
-# EVALS_CACHE's words (my_client reads the same), and my_client's cache file when
-# EVALS_CACHE_PATH does not name one.
+# EVALS_CACHE's words (my_client reads the same).
 _CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
                 **dict.fromkeys(("", "0", "false", "no", "off"), False)}
-_CACHE_FILE = os.path.join(".evals", "cache.sqlite")
 
 
 def _use_cache(args):
@@ -4932,7 +4909,7 @@ def _use_cache(args):
 
 def _cache_note(options):
     """The line after the summary of a run that used the cache."""
-    path = os.environ.get("EVALS_CACHE_PATH") or _CACHE_FILE
+    path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
     replies = "reply" if options.replies == 1 else "replies"
     if options.replies and not options.cached and options.replayed == options.replies:
         return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
