@@ -758,7 +758,8 @@ def _parse_json(output, allow_fence=False):
 
 Param = collections.namedtuple("Param", "kind required default")
 # A registered check: function, parameters ({name: Param}), whether it takes any other key
-# (`open`), its rule across parameters, whether it needs a judge, one-line summary.
+# (`open`), its rule across parameters, whether it needs a judge, one-line summary, and whether
+# it sees the whole reply (`whole`: its first parameter is named `reply`).
 CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
