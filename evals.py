@@ -846,6 +846,12 @@ def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _truncated_list(items, limit, sep="; "):
+    """The first `limit` of `items` (str) joined by `sep`, then " (+N more)" for the rest."""
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return sep.join(items[:limit]) + more
+
+
 # Verdicts that depend only on a count, or on which of a check's phrases were found, are
 # cached: a suite's checks pass with the same reasons case after case, so a reason (and its
 # quotes) is built once, not per case.
@@ -877,29 +883,24 @@ def _phrases_verdict(kind, values, found):
     return CheckResult(kind == "contains_any", f"found{forbidden} {_quote_all(found)}")
 
 
-def _phrases(kind, output, values, ignore_case, whole_word):
-    found = _found_phrases(output, values, ignore_case, whole_word)
-    return _phrases_verdict(kind, tuple(values), tuple(found))
+def _phrase_check(kind, summary):
+    """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
+    def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+        found = _found_phrases(output, values, ignore_case, whole_word)
+        return _phrases_verdict(kind, tuple(values), tuple(found))
+    check.__name__ = check.__qualname__ = f"check_{kind}"
+    check.__doc__ = summary
+    return register(check)
 
 
 # ---- phrases and exact text ----
 
-@register
-def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-    """At least one of `values` occurs (case-insensitive by default)."""
-    return _phrases("contains_any", output, values, ignore_case, whole_word)
-
-
-@register
-def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-    """Every one of `values` occurs; the reason lists the missing ones."""
-    return _phrases("contains_all", output, values, ignore_case, whole_word)
-
-
-@register
-def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-    """None of `values` occurs; the reason lists the ones found."""
-    return _phrases("not_contains", output, values, ignore_case, whole_word)
+check_contains_any = _phrase_check(
+    "contains_any", "At least one of `values` occurs (case-insensitive by default).")
+check_contains_all = _phrase_check(
+    "contains_all", "Every one of `values` occurs; the reason lists the missing ones.")
+check_not_contains = _phrase_check(
+    "not_contains", "None of `values` occurs; the reason lists the ones found.")
 
 
 @register
@@ -1289,8 +1290,7 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
     quoted = []
     errors = _schema_errors(value, schema, "$", quoted)
     if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        return CheckResult(False, "; ".join(errors[:3]) + more, tuple(quoted))
+        return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
     return CheckResult(True, "matches the schema")
 
 
@@ -1357,8 +1357,7 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: S
         called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
         detail = f"the reply called {called}" if called else "the reply called no tool"
     else:
-        more = f" (+{len(misses) - 3} more)" if len(misses) > 3 else ""
-        detail = "; ".join(misses[:3]) + more
+        detail = _truncated_list(misses, 3)
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
