@@ -1130,9 +1130,7 @@ def check_json_valid(output, allow_fence: Bool = False):
     """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
     `allow_fence` accepts one wrapping ``` fence."""
     value, problem = _parse_json(output, allow_fence)
-    if problem:
-        return CheckResult(False, problem)
-    return CheckResult(True, f"valid JSON ({type(value).__name__})")
+    return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
 
 _JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
@@ -1166,8 +1164,7 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
 # JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
 # keyword with the kind of its value; the annotations are accepted and ignored.
 _SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_Number = _kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-                "must be a number")
+_Number = _kind(_is_number, "must be a number")
 _Anything = _kind(lambda v: True, "")
 _SCHEMA_KEYWORDS = {
     "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
@@ -1447,10 +1444,10 @@ def judge_prompt(case_input, output, check):
     input goes as "conversation" (the messages the answer follows), a string as
     "user_message"."""
     asked = "user_message" if isinstance(case_input, str) else "conversation"
-    material = {"rubric": check.get("rubric", ""),
-                "must_include": list(check.get("must_include", [])),
-                "must_not_claim": list(check.get("must_not_claim", [])),
-                "approved_context": check.get("context", ""),
+    material = {"rubric": check.get("rubric") or "",
+                "must_include": list(check.get("must_include") or []),
+                "must_not_claim": list(check.get("must_not_claim") or []),
+                "approved_context": check.get("context") or "",
                 asked: case_input if isinstance(case_input, str) else list(case_input),
                 "answer": output}
     return _JUDGE_INSTRUCTIONS + json.dumps(material, ensure_ascii=False, indent=1) + "\n"
@@ -1559,9 +1556,8 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
                 min_confidence: Confidence = "medium", *, ask, case_input):
     """A judge model finds no violation of the `rubric`, the facts it `must_include` and the
     claims it `must_not_claim`, confidently enough (needs --judge)."""
-    check = {"rubric": rubric, "must_include": must_include, "must_not_claim": must_not_claim,
-             "context": context}
-    prompt = judge_prompt(case_input, output, {k: v for k, v in check.items() if v})
+    prompt = judge_prompt(case_input, output, dict(
+        rubric=rubric, must_include=must_include, must_not_claim=must_not_claim, context=context))
     name = getattr(ask, "name", None) or _callable_name(ask)
     exchange = {"name": name, "prompt": prompt, "reply": None, "verdict": None, "cached": False}
     try:
