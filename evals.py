@@ -1185,12 +1185,14 @@ _NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
                   ("exclusiveMaximum", lambda v, b: v < b, "less than"))
 
 
-def _json_equal(a, b):
+def _json_equal(a, b, subset=False):
     # As JSON Schema compares: 1 equals 1.0, true does not equal 1, key order does not count.
+    # With `subset`, an object of `a` may hold more keys than `b`'s, recursively (not in arrays).
     if _json_type(a) != _json_type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        return ((a.keys() >= b.keys() if subset else a.keys() == b.keys())
+                and all(_json_equal(a[k], b[k], subset) for k in b))
     if isinstance(a, list):
         return len(a) == len(b) and all(map(_json_equal, a, b))
     return a == b
@@ -1301,14 +1303,6 @@ FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
                       "must be a non-empty list of " + ", ".join(FINISH_REASONS))
 
 
-def _json_subset(actual, wanted):
-    """Whether `actual` holds `wanted`: an object's keys recursively (more allowed), else equal."""
-    if isinstance(wanted, dict):
-        return isinstance(actual, dict) and all(
-            key in actual and _json_subset(actual[key], value) for key, value in wanted.items())
-    return _json_equal(actual, wanted)
-
-
 def _call_text(call, limit=None):
     """A tool call as reasons and reports show it, 'name({...})', cut to `limit` characters."""
     if "arguments" not in call:  # a record saved with --omit-outputs
@@ -1327,7 +1321,7 @@ def _arguments_problem(call, arguments, schema, quoted):
     quoted.append(shown)
     if not isinstance(call["arguments"], dict):
         return f"{shown}: its arguments are not a JSON object"
-    if arguments is not None and not _json_subset(call["arguments"], arguments):
+    if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
     errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
     return f"{shown}: {'; '.join(errors[:3])}" if errors else None
@@ -1617,10 +1611,8 @@ def check_max_cost_usd(reply, usd: Amount):
 USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
 
 
-@functools.lru_cache(maxsize=None)
-def _user_check(spec):
-    """The function named by `spec`, imported once; raises ClientError."""
-    return load_callable(spec, "function")
+# The function a `python` check names, imported once; raises ClientError.
+_user_check = functools.lru_cache(maxsize=None)(lambda spec: load_callable(spec, "function"))
 
 
 def Function(spec):
@@ -1657,7 +1649,7 @@ def check_python(output, function: Function, **params):
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
         return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
-    reason = "returned True" if verdict is True else "returned False"
+    reason = f"returned {verdict}"
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
         verdict, reason = verdict
     if not isinstance(verdict, bool):
