@@ -776,8 +776,7 @@ def _is_texts(value, allow_empty=False):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
-        value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def Choice(*choices):
@@ -1324,7 +1323,7 @@ def _arguments_problem(call, arguments, schema, quoted):
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
     errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
-    return f"{shown}: {'; '.join(errors[:3])}" if errors else None
+    return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
