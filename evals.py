@@ -2268,12 +2268,25 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-# The parts of a whole reply besides its text, with the kind each must be: a client returns a
-# str subclass carrying them as attributes (my_client.Reply), or a dict with these keys.
-_REPLY_PARTS = {"tool_calls": (list, tuple), "finish_reason": str, "usage": dict, "model": str,
+# The parts of a whole reply besides its text, with the kind each must be (_reply_problem checks
+# tool calls and finish reason): a client returns a str subclass carrying them as attributes
+# (my_client.Reply), or a dict with these keys.
+_REPLY_PARTS = {"tool_calls": object, "finish_reason": object, "usage": dict, "model": str,
                 "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
              '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
+
+
+def _reply_problem(whole):
+    """What is wrong with the tool calls or finish reason of a reply, a recorded output or a
+    record entry (a dict holding them), as a message, or None."""
+    problem = _tool_calls_problem(whole.get("tool_calls", []))
+    if problem:
+        return problem
+    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
+        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+                f"{whole['finish_reason']!r}")
+    return None
 
 
 _PLAIN_REPLY = types.MappingProxyType(
@@ -2297,23 +2310,18 @@ def _whole_reply(output):
                                              f"{type(output['text']).__name__}"))
         for key, kind in _REPLY_PARTS.items():
             if output.get(key) is not None and not isinstance(output[key], kind):
-                wanted = "list" if key == "tool_calls" else kind.__name__
                 raise TypeError(f"the client returned {key!r} of type "
-                                f"{type(output[key]).__name__}, expected {wanted} or null")
+                                f"{type(output[key]).__name__}, expected {kind.__name__} or null")
         parts = {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
     elif isinstance(output, str):
-        parts = {key: _attribute(output, key, object if key in ("tool_calls", "finish_reason")
-                                 else kind) for key, kind in _REPLY_PARTS.items()}
+        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
         parts["text"] = str(output)
     else:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    problem = _tool_calls_problem(parts["tool_calls"] or ())
+    parts["tool_calls"] = parts["tool_calls"] or ()
+    problem = _reply_problem(parts)
     if problem:
-        raise TypeError(f"the client returned a malformed tool call: {problem}")
-    if parts["finish_reason"] not in FINISH_REASONS + (None,):
-        raise TypeError(f"the client returned finish_reason {parts['finish_reason']!r}, "
-                        f"expected one of {', '.join(FINISH_REASONS)} or None (normalise the "
-                        "provider's word, as my_client does)")
+        raise TypeError(f"the client returned a malformed reply: {problem}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
@@ -2730,14 +2738,7 @@ def _recorded_problem(row, entry=False):
             return _WHOLE_OUTPUT
     elif not isinstance(output, str):
         return _WHOLE_OUTPUT
-    whole = output if isinstance(output, dict) else row if entry else {}
-    problem = _tool_calls_problem(whole.get("tool_calls", []))
-    if problem:
-        return problem
-    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
-        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{json.dumps(whole['finish_reason'])}")
-    return None
+    return _reply_problem(output if isinstance(output, dict) else row if entry else {})
 
 
 def _recorded(row, entry=False):
@@ -2975,12 +2976,6 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
     counts = rate = None
 
 
-def _kept_counts(before):
-    """The (passes, calls) a baseline entry keeps for the next run, or None."""
-    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
-    return (passes, calls) if type(passes) is int and type(calls) is int else None
-
-
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline: a Decision (change, next
     baseline), as the README's outcome table documents it. status: "pass", "fail", "review" or
@@ -2989,7 +2984,9 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     now, or None. When both the baseline and now have more than one call, the pass rate
     decides: `repeat_change` at `alpha` (regressed, or lower_not_significant for any other
     drop); otherwise the statuses do, as for a case called once."""
-    kept, kept_counts = (before.get("baseline") if before else None), _kept_counts(before)
+    kept = before.get("baseline") if before else None
+    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
+    kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
     if status == "error":
         return _decision("errored", kept, kept_counts)
     if kept is None:
@@ -3112,16 +3109,12 @@ def record_problem(record):
                                 ("error", str, "a string")):
             if entry.get(key) is not None and not isinstance(entry[key], kind):
                 return f"{name}: {key!r} must be {what} or null"
-        problem = _counts_problem(entry)
+        earned = "baseline_tool_calls" in entry and _tool_calls_problem(
+            entry["baseline_tool_calls"])
+        problem = (_counts_problem(entry) or _reply_problem(entry)
+                   or earned and f"'baseline_tool_calls': {earned}")
         if problem:
             return f"{name}: {problem}"
-        for key in ("tool_calls", "baseline_tool_calls"):
-            problem = key in entry and _tool_calls_problem(entry[key])
-            if problem:
-                return f"{name}: {key!r}: {problem}"
-        if entry.get("finish_reason") not in FINISH_REASONS + (None,):
-            return (f"{name}: 'finish_reason' must be one of {', '.join(FINISH_REASONS)} or "
-                    "null")
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -3290,18 +3283,17 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
     """The summary (dict, keys in the README) of a record's entries, those not run left out.
     `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
     and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
-    tally = _Tally()
-    for entry in entries:
-        tally.add(entry)
-    return tally.summary(removed, previous, kept)
+    return _Tally(entries).summary(removed, previous, kept)
 
 
 class _Tally:
     """A summary folded one entry at a time, so a run need not hold its entries to sum them."""
 
-    def __init__(self):
+    def __init__(self, entries=()):
         self.status, self.change = collections.Counter(), collections.Counter()
         self.latencies, self.flaky, self.tokens, self.costs = [], [], None, None
+        for entry in entries:
+            self.add(entry)
 
     def add(self, entry):
         if entry.get("change") == "not_run":
