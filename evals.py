@@ -2973,7 +2973,10 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
     `rate`, the pass-rate test of a repeated case ({"before": [passes, calls], "result": one of
     REPEAT_CHANGES, "p_value", "alpha"}) or None. No __slots__: the attributes need a dict."""
 
-    counts = rate = None
+    def __new__(cls, change, baseline, counts=None, rate=None):
+        decision = super().__new__(cls, change, baseline)
+        decision.counts, decision.rate = counts, rate
+        return decision
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
@@ -2988,28 +2991,22 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
     kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
     if status == "error":
-        return _decision("errored", kept, kept_counts)
+        return Decision("errored", kept, kept_counts)
     if kept is None:
-        return _decision("new", status, counts)
+        return Decision("new", status, counts)
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
         return _decide_rate(status, before, kept, kept_counts, counts, accept, alpha)
     if status != "pass":
         if kept == "pass":
-            return _decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
-        return _decision("still_failing", status, counts)
-    return _decision(_passing_or_fixed(kept, before), status, counts)
+            return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+        return Decision("still_failing", status, counts)
+    return Decision(_passing_or_fixed(kept, before), status, counts)
 
 
 def _passing_or_fixed(kept, before):
     """A passing case's change: "passing" if its baseline and last scored run passed."""
     passed_last = _last_scored(before) not in ("fail", "review")
     return "passing" if kept == "pass" and passed_last else "fixed"
-
-
-def _decision(change, kept, counts, rate=None):
-    decision = Decision(change, kept)
-    decision.counts, decision.rate = counts, rate
-    return decision
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -3043,10 +3040,10 @@ def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
                  else _pooled(kept_counts, counts))
     if test.change != "not_lower":
         change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return _decision(change, status if accept else kept, following, rate)
+        return Decision(change, status if accept else kept, following, rate)
     if status != "pass":
-        return _decision("still_failing", status, following, rate)
-    return _decision(_passing_or_fixed(kept, before), status, following, rate)
+        return Decision("still_failing", status, following, rate)
+    return Decision(_passing_or_fixed(kept, before), status, following, rate)
 
 
 def _last_scored(entry):
