@@ -2689,22 +2689,20 @@ def load_outputs(path, repeat=1):
     entries = [e for e in record.get("cases") or []
                if isinstance(e, dict) and isinstance(e.get("id"), str)
                and isinstance(e.get("output"), str)]
+    outputs = {}
     for entry in entries:
-        problem = _recorded_problem(entry, entry=True)
-        if problem:
-            raise EvalsError(f"{path}: case {entry['id']!r}: {problem}")
-    outputs = {e["id"]: _recorded(e, entry=True) for e in entries}
-    for entry in entries if repeat > 1 else ():
-        calls = entry.get("attempts")
+        calls = entry.get("attempts") if repeat > 1 else None
         if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
-            continue
-        for number, call in enumerate(calls, 1):
-            problem = call.get("output") is not None and _recorded_problem(call, entry=True)
+            calls = None
+        for number, row in enumerate(calls or [entry], 1):
+            problem = row.get("output") is not None and _recorded_problem(row, entry=True)
             if problem:
-                raise EvalsError(f"{path}: case {entry['id']!r}, call {number}: {problem}")
+                call = f", call {number}" if calls else ""
+                raise EvalsError(f"{path}: case {entry['id']!r}{call}: {problem}")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
-        outputs[entry["id"]] = tuple(None if a.get("output") is None else _recorded(a, entry=True)
-                                     for a in calls)
+        recorded = [None if row.get("output") is None else _recorded(row, entry=True)
+                    for row in calls or [entry]]
+        outputs[entry["id"]] = tuple(recorded) if calls else recorded[0]
     return outputs
 
 
