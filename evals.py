@@ -2254,12 +2254,25 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-# The parts of a whole reply besides its text, with the kind each must be: a client returns a
-# str subclass carrying them as attributes (my_client.Reply), or a dict with these keys.
-_REPLY_PARTS = {"tool_calls": (list, tuple), "finish_reason": str, "usage": dict, "model": str,
+# The parts of a whole reply besides its text, with the kind each must be (_reply_problem checks
+# tool calls and finish reason): a client returns a str subclass carrying them as attributes
+# (my_client.Reply), or a dict with these keys.
+_REPLY_PARTS = {"tool_calls": object, "finish_reason": object, "usage": dict, "model": str,
                 "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
              '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
+
+
+def _reply_problem(whole):
+    """What is wrong with the tool calls or finish reason of a reply, a recorded output or a
+    record entry (a dict holding them), as a message, or None."""
+    problem = _tool_calls_problem(whole.get("tool_calls", []))
+    if problem:
+        return problem
+    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
+        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+                f"{whole['finish_reason']!r}")
+    return None
 
 
 _PLAIN_REPLY = types.MappingProxyType(
@@ -2283,23 +2296,18 @@ def _whole_reply(output):
                                              f"{type(output['text']).__name__}"))
         for key, kind in _REPLY_PARTS.items():
             if output.get(key) is not None and not isinstance(output[key], kind):
-                wanted = "list" if key == "tool_calls" else kind.__name__
                 raise TypeError(f"the client returned {key!r} of type "
-                                f"{type(output[key]).__name__}, expected {wanted} or null")
+                                f"{type(output[key]).__name__}, expected {kind.__name__} or null")
         parts = {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
     elif isinstance(output, str):
-        parts = {key: _attribute(output, key, object if key in ("tool_calls", "finish_reason")
-                                 else kind) for key, kind in _REPLY_PARTS.items()}
+        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
         parts["text"] = str(output)
     else:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    problem = _tool_calls_problem(parts["tool_calls"] or ())
+    parts["tool_calls"] = parts["tool_calls"] or ()
+    problem = _reply_problem(parts)
     if problem:
-        raise TypeError(f"the client returned a malformed tool call: {problem}")
-    if parts["finish_reason"] not in FINISH_REASONS + (None,):
-        raise TypeError(f"the client returned finish_reason {parts['finish_reason']!r}, "
-                        f"expected one of {', '.join(FINISH_REASONS)} or None (normalise the "
-                        "provider's word, as my_client does)")
+        raise TypeError(f"the client returned a malformed reply: {problem}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
@@ -2667,22 +2675,20 @@ def load_outputs(path, repeat=1):
     entries = [e for e in record.get("cases") or []
                if isinstance(e, dict) and isinstance(e.get("id"), str)
                and isinstance(e.get("output"), str)]
+    outputs = {}
     for entry in entries:
-        problem = _recorded_problem(entry, entry=True)
-        if problem:
-            raise EvalsError(f"{path}: case {entry['id']!r}: {problem}")
-    outputs = {e["id"]: _recorded(e, entry=True) for e in entries}
-    for entry in entries if repeat > 1 else ():
-        calls = entry.get("attempts")
+        calls = entry.get("attempts") if repeat > 1 else None
         if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
-            continue
-        for number, call in enumerate(calls, 1):
-            problem = call.get("output") is not None and _recorded_problem(call, entry=True)
+            calls = None
+        for number, row in enumerate(calls or [entry], 1):
+            problem = row.get("output") is not None and _recorded_problem(row, entry=True)
             if problem:
-                raise EvalsError(f"{path}: case {entry['id']!r}, call {number}: {problem}")
+                call = f", call {number}" if calls else ""
+                raise EvalsError(f"{path}: case {entry['id']!r}{call}: {problem}")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
-        outputs[entry["id"]] = tuple(None if a.get("output") is None else _recorded(a, entry=True)
-                                     for a in calls)
+        recorded = [None if row.get("output") is None else _recorded(row, entry=True)
+                    for row in calls or [entry]]
+        outputs[entry["id"]] = tuple(recorded) if calls else recorded[0]
     return outputs
 
 
@@ -2716,14 +2722,7 @@ def _recorded_problem(row, entry=False):
             return _WHOLE_OUTPUT
     elif not isinstance(output, str):
         return _WHOLE_OUTPUT
-    whole = output if isinstance(output, dict) else row if entry else {}
-    problem = _tool_calls_problem(whole.get("tool_calls", []))
-    if problem:
-        return problem
-    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
-        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{json.dumps(whole['finish_reason'])}")
-    return None
+    return _reply_problem(output if isinstance(output, dict) else row if entry else {})
 
 
 def _recorded(row, entry=False):
@@ -2958,13 +2957,10 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
     `rate`, the pass-rate test of a repeated case ({"before": [passes, calls], "result": one of
     REPEAT_CHANGES, "p_value", "alpha"}) or None. No __slots__: the attributes need a dict."""
 
-    counts = rate = None
-
-
-def _kept_counts(before):
-    """The (passes, calls) a baseline entry keeps for the next run, or None."""
-    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
-    return (passes, calls) if type(passes) is int and type(calls) is int else None
+    def __new__(cls, change, baseline, counts=None, rate=None):
+        decision = super().__new__(cls, change, baseline)
+        decision.counts, decision.rate = counts, rate
+        return decision
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
@@ -2975,30 +2971,26 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     now, or None. When both the baseline and now have more than one call, the pass rate
     decides: `repeat_change` at `alpha` (regressed, or lower_not_significant for any other
     drop); otherwise the statuses do, as for a case called once."""
-    kept, kept_counts = (before.get("baseline") if before else None), _kept_counts(before)
+    kept = before.get("baseline") if before else None
+    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
+    kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
     if status == "error":
-        return _decision("errored", kept, kept_counts)
+        return Decision("errored", kept, kept_counts)
     if kept is None:
-        return _decision("new", status, counts)
+        return Decision("new", status, counts)
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
         return _decide_rate(status, before, kept, kept_counts, counts, accept, alpha)
     if status != "pass":
         if kept == "pass":
-            return _decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
-        return _decision("still_failing", status, counts)
-    return _decision(_passing_or_fixed(kept, before), status, counts)
+            return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+        return Decision("still_failing", status, counts)
+    return Decision(_passing_or_fixed(kept, before), status, counts)
 
 
 def _passing_or_fixed(kept, before):
     """A passing case's change: "passing" if its baseline and last scored run passed."""
     passed_last = _last_scored(before) not in ("fail", "review")
     return "passing" if kept == "pass" and passed_last else "fixed"
-
-
-def _decision(change, kept, counts, rate=None):
-    decision = Decision(change, kept)
-    decision.counts, decision.rate = counts, rate
-    return decision
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -3032,10 +3024,10 @@ def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
                  else _pooled(kept_counts, counts))
     if test.change != "not_lower":
         change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return _decision(change, status if accept else kept, following, rate)
+        return Decision(change, status if accept else kept, following, rate)
     if status != "pass":
-        return _decision("still_failing", status, following, rate)
-    return _decision(_passing_or_fixed(kept, before), status, following, rate)
+        return Decision("still_failing", status, following, rate)
+    return Decision(_passing_or_fixed(kept, before), status, following, rate)
 
 
 def _last_scored(entry):
@@ -3098,16 +3090,12 @@ def record_problem(record):
                                 ("error", str, "a string")):
             if entry.get(key) is not None and not isinstance(entry[key], kind):
                 return f"{name}: {key!r} must be {what} or null"
-        problem = _counts_problem(entry)
+        earned = "baseline_tool_calls" in entry and _tool_calls_problem(
+            entry["baseline_tool_calls"])
+        problem = (_counts_problem(entry) or _reply_problem(entry)
+                   or earned and f"'baseline_tool_calls': {earned}")
         if problem:
             return f"{name}: {problem}"
-        for key in ("tool_calls", "baseline_tool_calls"):
-            problem = key in entry and _tool_calls_problem(entry[key])
-            if problem:
-                return f"{name}: {key!r}: {problem}"
-        if entry.get("finish_reason") not in FINISH_REASONS + (None,):
-            return (f"{name}: 'finish_reason' must be one of {', '.join(FINISH_REASONS)} or "
-                    "null")
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -3276,18 +3264,17 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
     """The summary (dict, keys in the README) of a record's entries, those not run left out.
     `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
     and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
-    tally = _Tally()
-    for entry in entries:
-        tally.add(entry)
-    return tally.summary(removed, previous, kept)
+    return _Tally(entries).summary(removed, previous, kept)
 
 
 class _Tally:
     """A summary folded one entry at a time, so a run need not hold its entries to sum them."""
 
-    def __init__(self):
+    def __init__(self, entries=()):
         self.status, self.change = collections.Counter(), collections.Counter()
         self.latencies, self.flaky, self.tokens, self.costs = [], [], None, None
+        for entry in entries:
+            self.add(entry)
 
     def add(self, entry):
         if entry.get("change") == "not_run":

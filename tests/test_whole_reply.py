@@ -274,10 +274,10 @@ class WholeReplyTest(unittest.TestCase):
             "no text": ({"tool_calls": [LOOKUP]}, "a dict with no string 'text'"),
             "text of a kind": ({"text": 3}, "a dict whose 'text' is int"),
             "calls of a kind": ({"text": "", "tool_calls": "lookup_order"},
-                                "'tool_calls' of type str, expected list or null"),
+                                "malformed reply: 'tool_calls' must be a list, got str"),
             "unknown key": ({"text": "", "toolcalls": []}, "a dict with unknown key 'toolcalls'"),
             "calls not a list": (Attributes("", tool_calls=LOOKUP),
-                                 "malformed tool call: 'tool_calls' must be a list, got dict"),
+                                 "malformed reply: 'tool_calls' must be a list, got dict"),
             "a call without a name": ({"text": "", "tool_calls": [{"arguments": {}}]},
                                       "tool call 1 must be an object with a non-empty string "
                                       "'name'"),
@@ -286,10 +286,11 @@ class WholeReplyTest(unittest.TestCase):
             "a call's unknown key": ({"text": "", "tool_calls": [{"name": "a", "args": {}}]},
                                      "tool call 1 (a): unknown key 'args'"),
             "a provider's own word": ({"text": "Hi", "finish_reason": "end_turn"},
-                                      "the client returned finish_reason 'end_turn', expected "
-                                      "one of stop, length, tool_calls, content_filter, refusal"),
+                                      "the client returned a malformed reply: 'finish_reason' "
+                                      "must be one of stop, length, tool_calls, content_filter, "
+                                      "refusal or null, got 'end_turn'"),
             "the attribute's own word": (Attributes("Hi", finish_reason="MAX_TOKENS"),
-                                         "finish_reason 'MAX_TOKENS'"),
+                                         "got 'MAX_TOKENS'"),
             "a malformed attribute": (Attributes("", tool_calls=["lookup_order"]),
                                       "tool call 1 must be an object"),
             "usage in a dict": ({"text": "Hi", "usage": {"input_tokens": -1}},
@@ -313,7 +314,7 @@ class WholeReplyTest(unittest.TestCase):
                 result = self.run_with({"text": "", "tool_calls": [
                     {"name": "lookup_order", "arguments": {"order_id": value}}]})
                 self.assertEqual((result.status, result.checks), ("error", ()))
-                self.assertIn("the client returned a malformed tool call: tool call 1 "
+                self.assertIn("the client returned a malformed reply: tool call 1 "
                               "(lookup_order): 'arguments' is not JSON", result.error)
 
     def test_a_reply_objects_odd_usage_is_ignored_as_before(self):
@@ -697,7 +698,7 @@ class RecordAndRecordingsTest(Folder):
                            "tool call 1 must be an object with a non-empty string 'name'"),
             "a raw word": ({"text": "", "finish_reason": "end_turn"},
                            "'finish_reason' must be one of stop, length, tool_calls, "
-                           "content_filter, refusal or null, got \"end_turn\""),
+                           "content_filter, refusal or null, got 'end_turn'"),
             "a list": (["x"], "expected {\"id\": str, \"output\": str or a whole reply}"),
         }
         for name, (output, words) in bad.items():
@@ -713,13 +714,19 @@ class RecordAndRecordingsTest(Folder):
         record = self.read_json("last_run.json")
         record["cases"][0]["tool_calls"] = [{"name": "lookup_order", "arguments": 3}]
         self.assertEqual(evals.record_problem(record),
-                         "case 'talk': 'tool_calls': tool call 1 (lookup_order): 'arguments' "
+                         "case 'talk': tool call 1 (lookup_order): 'arguments' "
                          "must be a JSON object (or the string the model wrote), got int")
         evals.write_json_atomic(self.path("broken.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "broken.json: case 'talk': tool call 1"):
             evals.load_outputs(self.path("broken.json"))
         record["cases"][0].update(tool_calls=[LOOKUP], finish_reason="end_turn")
-        self.assertIn("'finish_reason' must be one of", evals.record_problem(record))
+        self.assertEqual(evals.record_problem(record),
+                         "case 'talk': 'finish_reason' must be one of stop, length, tool_calls, "
+                         "content_filter, refusal or null, got 'end_turn'")
+        record["cases"][0].update(finish_reason=None, baseline_tool_calls=[{"name": ""}])
+        self.assertEqual(evals.record_problem(record),
+                         "case 'talk': 'baseline_tool_calls': tool call 1 must be an object "
+                         "with a non-empty string 'name'")
 
     def test_omit_outputs_keeps_the_tool_names_only(self):
         self.answers(dict(self.ANSWERS, talk={"text": "", "finish_reason": "tool_calls",
