@@ -3826,16 +3826,13 @@ def format_summary(record, quiet=False):
     then each regression, error, new failure, known failure and fix with its reasons.
     quiet: only the count lines, the regressions and the errors."""
     summary = record["summary"]
-    lines = [
-        f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
-        + _earlier_rates(summary),
-        f"{summary['regressed']} regressed, {summary['fixed']} fixed, "
-        f"{summary['still_failing']} still failing, {summary['new']} new, "
-        f"{summary['errored']} errored, {summary['removed']} removed"
-        + (f", {summary['review']} need review" if summary.get("review") else "")
-        + (f", {summary['lower_not_significant']} lower, not significant"
-           if summary.get("lower_not_significant") else ""),
-    ]
+    counts = [f"{summary[key]} {key.replace('_', ' ')}" for key in (
+        "regressed", "fixed", "still_failing", "new", "errored", "removed")]
+    counts += [f"{summary[key]} {label}" for key, label in (
+        ("review", "need review"), ("lower_not_significant", "lower, not significant"))
+        if summary.get(key)]
+    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
+             f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens = summary.get("latency_s"), summary.get("tokens")
     if latency and not quiet:
