@@ -3766,10 +3766,18 @@ def _below_floor(summary):
     return _is_number(floor) and _is_number(rate) and rate < floor
 
 
-def _floor_headline(summary):
-    """A report's headline for a run below its --min-pass-rate."""
-    return (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
-            f"{_percent(summary['min_pass_rate'])}")
+def _headline(summary):
+    """The run's verdict as every report's headline gives it: (tone "bad", "warn" or "good",
+    word, text), regressions first, then errors, then a pass rate below --min-pass-rate."""
+    failing = summary["failed"] + summary["review"]
+    if summary["regressed"]:
+        return "bad", "FAIL", _plural(summary["regressed"], "regression")
+    if summary["errored"]:
+        return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
+    if _below_floor(summary):
+        return "bad", "FAIL", (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
+                               f"{_percent(summary['min_pass_rate'])}")
+    return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
 
 
 def _gate_lines(summary):
@@ -3791,16 +3799,13 @@ def format_summary(record, quiet=False):
     then each regression, error, new failure, known failure and fix with its reasons.
     quiet: only the count lines, the regressions and the errors."""
     summary = record["summary"]
-    lines = [
-        f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
-        + _earlier_rates(summary),
-        f"{summary['regressed']} regressed, {summary['fixed']} fixed, "
-        f"{summary['still_failing']} still failing, {summary['new']} new, "
-        f"{summary['errored']} errored, {summary['removed']} removed"
-        + (f", {summary['review']} need review" if summary.get("review") else "")
-        + (f", {summary['lower_not_significant']} lower, not significant"
-           if summary.get("lower_not_significant") else ""),
-    ]
+    counts = [f"{summary[key]} {key.replace('_', ' ')}" for key in (
+        "regressed", "fixed", "still_failing", "new", "errored", "removed")]
+    counts += [f"{summary[key]} {label}" for key, label in (
+        ("review", "need review"), ("lower_not_significant", "lower, not significant"))
+        if summary.get(key)]
+    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
+             f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens = summary.get("latency_s"), summary.get("tokens")
     if latency and not quiet:
@@ -3915,28 +3920,16 @@ def _reply_of(entry, record):
     return "\n".join(([output] if output else []) + _reply_lines(entry))
 
 
-class _Rows:
-    """The (entry, change) rows of the cases a record ran, read again at each pass: from a
-    _Spool, a report holds only the entries it keeps."""
-
-    def __init__(self, entries):
-        self._entries = entries
-
-    def __iter__(self):
-        return ((e, e["change"]) for e in self._entries if e["change"] != "not_run")
+def _rows(record):
+    """The (entry, change) of each case a `completed` record ran, in record order, read anew at
+    each call: from a _Spool, a report holds only the entries it keeps."""
+    return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
-def _report(record):
-    """(the record `completed`, _Rows of the cases it ran, in record order; iterate, never
-    index)."""
-    record = completed(record)
-    return record, _Rows(record["cases"])
-
-
-def _sections(rows):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over `rows`."""
+def _sections(record):
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over _rows."""
     held = {key: [] for key in _SECTIONS}
-    for row in rows:
+    for row in _rows(record):
         for key, (_, _, holds) in _SECTIONS.items():
             if holds(*row):
                 held[key].append(row)
@@ -3944,7 +3937,7 @@ def _sections(rows):
 
 
 def _seconds(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    return value if _is_number(value) else 0.0
 
 
 def _parse_time(value):
@@ -3973,30 +3966,28 @@ def render_junit(record):
     import datetime
     import xml.etree.ElementTree as ET
 
-    record, rows = _report(record)
-    tests = failures = errors = 0
-    seconds = 0.0
-    for entry, change in rows:
-        tests, seconds = tests + 1, seconds + _seconds(entry.get("latency_s"))
-        failures += _junit_failure(entry, change)
-        errors += entry.get("status") == "error"
-    started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
-    if started and finished and finished > started:  # else (same second) the latencies' sum
-        seconds = (finished - started).total_seconds()
-    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors),
-              "skipped": "0", "time": f"{seconds:.3f}"}
-    root = ET.Element("testsuites", name="evals", **counts)
-    suite = ET.SubElement(root, "testsuite", name="evals", **counts)
-    if started:
-        stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-        suite.set("timestamp", stamp.isoformat(timespec="seconds"))
+    record = completed(record)
+    root = ET.Element("testsuites", name="evals")
+    suite = ET.SubElement(root, "testsuite", name="evals")
     _junit_properties(suite, {**{name: record.get(name) for name in (
         "harness_version", "client", "git_commit")}, "case_file": _case_file_path(record)})
     history = record["summary"].get("flaky_history")
     history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
         history, list) else set()
-    for entry, change in rows:
+    seconds = 0.0
+    for entry, change in _rows(record):
+        seconds += _seconds(entry.get("latency_s"))
         _junit_case(suite, entry, change, record, history)
+    started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
+    if started and finished and finished > started:  # else (same second) the latencies' sum
+        seconds = (finished - started).total_seconds()
+    counts = {name: str(len(suite.findall(path))) for name, path in (
+        ("tests", "testcase"), ("failures", "testcase/failure"), ("errors", "testcase/error"))}
+    for element in (root, suite):
+        element.attrib.update(counts, skipped="0", time=f"{seconds:.3f}")
+    if started:
+        stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        suite.set("timestamp", stamp.isoformat(timespec="seconds"))
     ET.indent(root)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             + ET.tostring(root, encoding="unicode") + "\n")
@@ -4021,7 +4012,8 @@ def _junit_case(suite, entry, change, record, flaky_history):
         kind, sep, _ = reasons[0].partition(":")
         ET.SubElement(testcase, "error", message=reasons[0],
                       type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-    elif _junit_failure(entry, change):
+    # a repeated case whose rate dropped significantly may still pass by --min-pass
+    elif entry.get("status") in _FAILING or change == "regressed":
         kind = ("review" if entry.get("status") == "review"
                 else "regression" if change == "regressed" else "failure")
         baseline = {"regressed": ["passed in the baseline, fails now"],
@@ -4033,13 +4025,6 @@ def _junit_case(suite, entry, change, record, flaky_history):
     output = _reply_of(entry, record)
     if output is not None:
         ET.SubElement(testcase, "system-out").text = _xml_text(output)
-
-
-def _junit_failure(entry, change):
-    """Whether a case is a JUnit <failure>: it did not pass (and did not err), or it regressed
-    (a repeated case whose rate dropped significantly may still pass by --min-pass)."""
-    return entry.get("status") != "error" and (
-        entry.get("status") in _FAILING or change == "regressed")
 
 
 def _junit_properties(parent, values):
@@ -4104,13 +4089,10 @@ def render_markdown(record, previous=None):
     (at most 50 per section) with reasons and an excerpt of the output, escaped as _md_inline
     and _md_fenced say. `previous` is unused (the record's changes decide); it is accepted for
     symmetry with render_html."""
-    record, rows = _report(record)
+    record = completed(record)
     numbers = record["summary"]
-    failing = numbers["failed"] + numbers["review"]
-    head = (f"❌ evals: {_plural(numbers['regressed'], 'regression')}" if numbers["regressed"]
-            else f"⚠️ evals: {numbers['errored']} errored, no regressions" if numbers["errored"]
-            else f"❌ evals: {_floor_headline(numbers)}" if _below_floor(numbers)
-            else "✅ evals: no regressions" + (f" ({failing} failing)" if failing else ""))
+    tone, _, text = _headline(numbers)
+    head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
     rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
             f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
@@ -4119,7 +4101,7 @@ def render_markdown(record, previous=None):
     lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts).replace("_", " ") + " |",
              "|---:" * len(counts) + "|",
              "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
-    for key, title, _, group in _sections(rows):
+    for key, title, _, group in _sections(record):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
@@ -4167,9 +4149,13 @@ def _word_diff(old, new):
     return "".join(left), "".join(right)
 
 
+# A section's or a verdict's class sets --tone: the colour of its card's edge, badge, tile count
+# or verdict.
 _HTML_STYLE = """
 :root{--fg:#1f2328;--muted:#59636e;--line:#d0d7de;--bg:#f6f8fa;--red:#cf222e;--amber:#9a6700;
 --green:#1a7f37;--blue:#0969da}
+.regressed,.failing,.bad{--tone:var(--red)}.errored,.lower,.warn{--tone:var(--amber)}
+.fixed,.good{--tone:var(--green)}.flaky{--tone:var(--blue)}
 *{box-sizing:border-box}body{margin:0;background:#fff;color:var(--fg);
 font:15px/1.5 -apple-system,"Segoe UI",system-ui,Roboto,"Helvetica Neue",Arial,sans-serif}
 main{max-width:1240px;margin:0 auto;padding:20px 16px 40px}
@@ -4179,20 +4165,13 @@ border-bottom:1px solid var(--line)}
 .tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(104px,1fr));gap:8px;margin:16px 0}
 .tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px;background:var(--bg);
 font-size:14px;overflow-wrap:anywhere}
-.tile b{display:block;font-size:22px;line-height:1.2}.tile.bad b{color:var(--red)}
-.tile.warn b{color:var(--amber)}.tile.good b{color:var(--green)}
-.case{border:1px solid var(--line);border-left:4px solid var(--line);border-radius:6px;
-margin:12px 0;padding:10px 14px;background:#fff}
-.case.regressed,.case.failing{border-left-color:var(--red)}
-.case.errored,.case.lower{border-left-color:var(--amber)}
-.case.fixed{border-left-color:var(--green)}
+.tile b{display:block;font-size:22px;line-height:1.2;color:var(--tone)}
+.case{border:1px solid var(--line);border-left:4px solid var(--tone,var(--line));
+border-radius:6px;margin:12px 0;padding:10px 14px;background:#fff}
 .case>summary{font-size:16px;margin:0;font-weight:600;cursor:pointer}
 .id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 .badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
-margin-left:6px;border:1px solid currentColor;vertical-align:1px}
-.badge.regressed,.badge.failing{color:var(--red)}
-.badge.errored,.badge.lower{color:var(--amber)}
-.badge.fixed{color:var(--green)}.badge.flaky{color:var(--blue)}
+margin-left:6px;border:1px solid currentColor;vertical-align:1px;color:var(--tone)}
 h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;
 letter-spacing:.04em}
 pre{margin:0;padding:8px 10px;background:var(--bg);border:1px solid var(--line);border-radius:6px;
@@ -4211,9 +4190,7 @@ table{border-collapse:collapse;width:100%;font-size:14px}td,th{text-align:left;p
 border-bottom:1px solid var(--line);overflow-wrap:anywhere}th{color:var(--muted);font-weight:600}
 details.list>summary{cursor:pointer;font-weight:600;margin:8px 0}
 .verdict{display:inline-block;font-size:13px;font-weight:700;color:#fff;border-radius:4px;
-padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em}
-.verdict.bad{background:var(--red)}.verdict.warn{background:var(--amber)}
-.verdict.good{background:var(--green)}
+padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em;background:var(--tone)}
 @media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr);gap:0}
 main{padding:14px 10px 32px}h1{font-size:19px}.case{padding:8px 10px}
 .tiles{grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
@@ -4223,28 +4200,22 @@ _NONE = '<span class="none">({})</span>'  # a placeholder where there is no text
 
 
 def _duration(seconds):
-    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
-
-
-def _latency_cell(seconds):
-    """A case's latency for a table cell: "not measured" for a replayed or re-scored answer,
-    which has none (not "0 ms")."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    """A case's latency as the HTML report shows it: "not measured" for a replayed or re-scored
+    answer, which has none (not "0 ms")."""
+    if not _is_number(seconds):
         return "not measured"
-    return _duration(seconds)
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
 def _html_outputs(entry, before, record):
     """The baseline's output and this run's side by side, their differences marked (str)."""
-    old = _reply_of(before, record) if isinstance(before.get("output"), str) else None
-    new = _reply_of(entry, record)
+    old, new = _reply_of(before, record), _reply_of(entry, record)
     if not _outputs_shown(record):
         old_html = new_html = _NONE.format("output omitted")
-    elif isinstance(old, str) and new is not None:
+    elif old is not None and new is not None:
         old_html, new_html = _word_diff(old, new)
     else:
-        old_html = _h(old) if isinstance(old, str) else _NONE.format(
-            "no baseline output recorded")
+        old_html = _h(old) if old is not None else _NONE.format("no baseline output recorded")
         new_html = _h(new) if new is not None else _NONE.format(
             "no output: the call failed" if entry.get("status") == "error"
             else "no output recorded")
@@ -4259,19 +4230,16 @@ def _html_case(entry, change, key, record, previous):
     before = (previous or {}).get(entry["id"])
     before = before if isinstance(before, dict) else {}
     title = [f'<span class="id">{_h(entry["id"])}</span>']
-    if change in ("regressed", "errored", "fixed", "new", "still_failing"):
-        title.append(f'<span class="badge {key}">{change.replace("_", " ")}</span>')
-    if change == "lower_not_significant":
-        title.append(f'<span class="badge {key}">lower, not significant</span>')
+    if change != "passing":
+        label = {"lower_not_significant": "lower, not significant"}.get(change, change)
+        title.append(f'<span class="badge {key}">{label.replace("_", " ")}</span>')
     if status == "review":
         title.append('<span class="badge failing">review</span>')
     if entry.get("flaky"):
         title.append('<span class="badge flaky">flaky</span>')
     base = _text(before.get("baseline"))
     facts = [f"baseline {_h(base)}"] if base else []
-    facts.append(f"now {_h(status)}")
-    if isinstance(entry.get("latency_s"), (int, float)):
-        facts.append(_duration(entry["latency_s"]))
+    facts += [f"now {_h(status)}", _duration(entry.get("latency_s"))]
     if entry.get("model"):
         facts.append(_h(entry["model"]))
     if entry.get("finish_reason"):
@@ -4309,14 +4277,13 @@ def _html_case(entry, change, key, record, previous):
             + "".join(body) + "</details>")
 
 
-def _html_top(record, title, verdict=None):
-    """The page's head and headline: verdict ((tone, word), default the run's own), pass rate,
-    provenance and count tiles (lines)."""
+def _html_top(record, heading=None):
+    """The page's head and headline: verdict, pass rate, provenance and count tiles (lines);
+    heading as render_html takes it, default the run's own."""
     numbers = record["summary"]
     counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
-    verdict = verdict or (("bad", "FAIL") if numbers["regressed"] else ("warn", "INCOMPLETE")
-                          if numbers["errored"] else ("bad", "FAIL") if _below_floor(numbers)
-                          else ("good", "PASS"))
+    tone, word, text = _headline(numbers)
+    verdict, title, under = heading or ((tone, word), f"evals: {text}", [])
     # tile: its tone, shown when its count is not 0 (always for "passed")
     tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
              "passed": "good", "total": ""}
@@ -4341,7 +4308,7 @@ def _html_top(record, title, verdict=None):
             '<div class="tiles">' + "".join(
                 f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
                 f"<b>{counts[label]}</b>{label}</div>" for label, tone in tones.items())
-            + "</div>"]
+            + "</div>"] + list(under)
 
 
 def render_html(record, previous=None, heading=None):
@@ -4352,15 +4319,9 @@ def render_html(record, previous=None, heading=None):
     no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h.
     heading: (verdict (tone, word), title, HTML lines under the headline) in place of the run's
     own, as `compare` gives it."""
-    record, rows = _report(record)
-    regressed = record["summary"]["regressed"]
-    title = (f"evals: {_plural(regressed, 'regression')}" if regressed
-             else f"evals: {_floor_headline(record['summary'])}"
-             if _below_floor(record["summary"]) and not record["summary"]["errored"]
-             else "evals: no regressions")
-    out = (_html_top(record, title) if heading is None
-           else _html_top(record, heading[1], heading[0]) + list(heading[2]))
-    sections = _sections(rows)
+    record = completed(record)
+    out = _html_top(record, heading)
+    sections = _sections(record)
     for key, _, heading, group in sections:
         if group:
             out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
@@ -4369,9 +4330,8 @@ def render_html(record, previous=None, heading=None):
     passing = [  # a table row a case, not its entry: a spooled record's stay on disk
         f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
         f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-        f'<td>{_latency_cell(e.get("latency_s"))}</td></tr>' for e, c in rows
-        if c not in ("fixed", "errored", "regressed", "lower_not_significant")
-        and e.get("status") == "pass"]
+        f'<td>{_duration(e.get("latency_s"))}</td></tr>' for e, c in _rows(record)
+        if e.get("status") == "pass" and not any(h(e, c) for *_, h in _SECTIONS.values())]
     if passing:
         out.append('<section id="passing"><details class="list">'
                    f'<summary>Passing ({len(passing)})</summary>'
@@ -4408,7 +4368,7 @@ def github_annotations(record):
     command.ts escapeData/escapeProperty), so no text from a model or a case can start a second
     command: see _gh_escape."""
     lines = []
-    for entry, change in _report(record)[1]:
+    for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
         if errored or change in ("regressed", "lower_not_significant"):
             kind = ("Error: " if errored else "Regression: " if change == "regressed"

@@ -408,14 +408,29 @@ class HtmlTest(unittest.TestCase):
         self.assertIn("1/2 calls passed", page)
         self.assertIn(">flaky<", page)
 
-    def test_passing_table_says_when_no_latency_was_measured(self):
-        # A replayed or re-scored answer has latency_s None: "not measured", never "0 ms".
+    def test_says_when_no_latency_was_measured(self):
+        # A replayed or re-scored answer has latency_s None: "not measured", never "0 ms",
+        # in the passing table and on a case's card alike.
         record = make_record([entry("replayed", "pass", "passing", "ok", latency_s=None),
-                              entry("live", "pass", "passing", "ok", latency_s=0.25)])
+                              entry("live", "pass", "passing", "ok", latency_s=0.25),
+                              entry("rescored", "fail", "new", "no", latency_s=None)])
         page = evals.render_html(record, {})
         self.assertIn('"id">replayed</td><td>passing</td><td>not measured</td>', page)
         self.assertIn('"id">live</td><td>passing</td><td>250 ms</td>', page)
+        self.assertIn('<div class="muted">now fail · not measured</div>', page)
         self.assertNotIn("0 ms<", page.replace("250 ms<", ""))
+
+    def test_the_page_and_the_markdown_give_one_headline(self):
+        # one verdict for every report: errors before a pass, failing cases counted
+        for cases, tone, word, text in (
+                ([entry("e", "error", "errored", error="boom")], "warn", "INCOMPLETE",
+                 "1 errored, no regressions"),
+                ([entry("f", "fail", "new", "x"), entry("p", "pass", "passing", "ok")], "good",
+                 "PASS", "no regressions (1 failing)")):
+            record = make_record(cases)
+            self.assertIn(f'<h1><span class="verdict {tone}">{word}</span>evals: {text}</h1>',
+                          evals.render_html(record, {}))
+            self.assertIn(f" evals: {text}\n", evals.render_markdown(record))
 
     def test_no_baseline(self):
         record = make_record([entry("a", "fail", "new", "text")])
