@@ -4593,13 +4593,16 @@ _OPTIONS = {
     "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
                            "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
-                    help="callable str -> str that answers the prompts of `judge` checks"),
+                    help="callable str -> str that answers the prompts of `judge` checks; its "
+                         "replies are cached in .evals/judge_cache.jsonl beside the baseline "
+                         "(not with --omit-outputs)"),
     "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
                   "cases with only judge checks are not run",
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
-    "--omit-outputs": "leave model output text out of every file written",
+    "--omit-outputs": "leave model output text out of every file written (the judge cache "
+                      "too: the judge is called again)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
@@ -5163,8 +5166,10 @@ def _judge_for(args, cases):
     if args.no_judge:
         return NO_JUDGE
     if args.judge:
-        return Judge(load_callable(args.judge, "--judge"), name=args.judge,
-                     cache_path=_beside_baseline(args, "judge_cache.jsonl"), timeout=args.timeout)
+        # The cache keeps each judge reply's text, which can quote the output.
+        cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
+        return Judge(load_callable(args.judge, "--judge"), name=args.judge, cache_path=cache,
+                     timeout=args.timeout)
     needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
     if needs:
         first = needs[0]
