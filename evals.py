@@ -5089,12 +5089,10 @@ def _refuse_contradictions(args):
     if args.min_pass is not None and args.min_pass > _repeat(args):
         option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
-    if args.accept and (args.no_save or args.out):
-        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
-    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs"), ("cache", "no_cache"),
-                          ("rescore", "cache"), ("cache", "batch"), ("rescore", "batch"),
-                          ("rescore", "batch_resume"), ("budget", "batch"),
+    for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
+                          ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
+                          ("cache", "no_cache"), ("rescore", "cache"), ("cache", "batch"),
+                          ("rescore", "batch"), ("rescore", "batch_resume"), ("budget", "batch"),
                           ("budget", "batch_resume")):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
@@ -5380,11 +5378,10 @@ def _added_checks(args):
             checks.append(_strict_json(text, unique_keys=True))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    shortcuts = (("contains_all", "values", args.contains_all or None),
-                 ("contains_any", "values", args.contains_any or None),
-                 ("not_contains", "values", args.not_contains or None),
-                 ("max_words", "n", args.max_words), ("regex", "pattern", args.regex))
-    checks += [{"type": kind, key: value} for kind, key, value in shortcuts if value is not None]
+    checks += [{"type": kind, "values": getattr(args, kind)}
+               for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
+    checks += [{"type": kind, key: value} for kind, key, value in (
+        ("max_words", "n", args.max_words), ("regex", "pattern", args.regex)) if value is not None]
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
@@ -5487,7 +5484,19 @@ def _compare_command(args, stdout, stderr):
     _refuse_overwriting(args, {"A": args.record_a, "B": args.record_b}, {"--html": args.html})
     a, b = read_record(args.record_a), read_record(args.record_b)
     result = compare_records(a, b, args.alpha)
-    lines = _compare_lines(result, args.record_a, args.record_b)
+    lines = []  # both pass rates with their Wilson 95% intervals, the paired test, the verdict
+    for name, path in (("A", args.record_a), ("B", args.record_b)):
+        side = result[name.lower()]
+        low, high = side["wilson_95"]
+        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
+                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
+                     f"{_percent(low)} to {_percent(high)}")
+    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
+                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
+                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
+                 f"two-sided p = {result['p_two_sided']:.3g}")
+    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
+                 f" than A at alpha {result['alpha']:g}" + (" (exit 1)" if result["worse"] else ""))
     if args.html:
         write_atomic(args.html, [_compare_html(result, a, lines)])
     _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
@@ -5498,35 +5507,14 @@ def _compare_command(args, stdout, stderr):
     return EXIT_REGRESSION if result["worse"] else EXIT_OK
 
 
-def _compare_lines(result, path_a, path_b):
-    """The statistics of a comparison as text lines: both pass rates with their Wilson 95%
-    intervals, the paired test, and the verdict at alpha."""
-    lines = []
-    for name, path in (("A", path_a), ("B", path_b)):
-        side = result[name.lower()]
-        low, high = side["wilson_95"]
-        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
-                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
-                     f"{_percent(low)} to {_percent(high)}")
-    alpha = result["alpha"]
-    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
-                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
-                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
-                 f"two-sided p = {result['p_two_sided']:.3g}")
-    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
-                 f" than A at alpha {alpha:g}" + (" (exit 1)" if result["worse"] else ""))
-    return lines
-
-
 def _compare_html(result, a, lines):
     """The comparison as an HTML page: render_html's, A's outputs beside B's, with the
-    statistics (`lines`, naming the files) under the headline."""
+    statistics (`lines`, naming the files, the verdict last) under the headline."""
     record = dict(result["record"], sides=("A's output", "B's output"))
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
     worse = result["worse"]
     verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
-    title = (f"evals compare: B is {'significantly worse' if worse else 'not significantly worse'}"
-             " than A")
+    title = "evals compare: " + lines[-1].partition(" at alpha")[0]
     stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
              + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
                        f"{_h(line)}</li>" for n, line in enumerate(lines))
