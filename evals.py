@@ -4864,8 +4864,7 @@ def _run_command(args, stdout, stderr):
         call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
                                               options, stderr)
     stopped = []
-    run = RunResult(_until_stopped(_with_progress(selected, call_model, options, args.quiet,
-                                                  stderr), stopped),
+    run = RunResult(_with_progress(selected, call_model, options, args.quiet, stderr, stopped),
                     _now(), None, client_name, args.cases, digest)
     record = make_record(run, baseline, cases, args.accept and not stopped,
                          not args.omit_outputs, [c.id for c in cases], options,
@@ -4920,16 +4919,6 @@ def _cache_note(options):
                 "and the cache keeps only live calls\n")
     return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
             "--no-cache calls the model\n")
-
-
-def _until_stopped(results, stopped):
-    """`results`, ending early on Ctrl-C or SIGTERM with the finished ones; `stopped` (a list)
-    then holds True."""
-    try:
-        yield from results
-    except Interrupted as stop:
-        stopped.append(True)
-        yield from stop.results
 
 
 # ---- --batch: every call of the run in one provider batch, then scored as a live run ----
@@ -5177,8 +5166,10 @@ def _judge_for(args, cases):
     return None
 
 
-def _with_progress(cases, call_model, options, quiet, stream):
-    """each_result, with a one-line progress counter on `stream` when it is a terminal."""
+def _with_progress(cases, call_model, options, quiet, stream, stopped):
+    """each_result, with a one-line progress counter on `stream` when it is a terminal; on
+    Ctrl-C or SIGTERM it ends early with the finished results, and `stopped` (a list) then
+    holds True."""
     counts = collections.Counter()
     shown = not quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
 
@@ -5190,6 +5181,9 @@ def _with_progress(cases, call_model, options, quiet, stream):
 
     try:
         yield from each_result(cases, call_model, options, progress if shown else None)
+    except Interrupted as stop:
+        stopped.append(True)
+        yield from stop.results
     finally:
         if counts:
             stream.write("\r" + " " * 60 + "\r")
