@@ -5029,15 +5029,10 @@ def _batch_call_id(case_id, repeat):
 
 
 def _answered_from(replies):
-    """A call_model answering each call of a case with the batch's reply to it (repeats in
-    order); an exception there is the call's error, a missing reply a LookupError."""
-    taken, lock = collections.Counter(), threading.Lock()
-
+    """A call_model answering each call with the batch's reply to its case and repeat
+    (current_attempt()); an exception there is the call's error, a missing reply a LookupError."""
     def answer(prompt):
-        case = current_case()
-        with lock:
-            repeat, taken[case.id] = taken[case.id], taken[case.id] + 1
-        reply = replies.get(_batch_call_id(case.id, repeat))
+        reply = replies.get(_batch_call_id(current_case().id, current_attempt() or 0))
         if reply is None:
             raise LookupError("the batch holds no answer to this call")
         if isinstance(reply, BaseException):
