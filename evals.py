@@ -5116,8 +5116,16 @@ def _selection(args, cases, baseline):
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
     if args.repeat_flaky:
-        flaky = {item["id"] for item in _flaky_in_history(args, [c.id for c in selected])}
-        selected = [c for c in selected if c.id in flaky]
+        import sqlite3
+
+        path, flaky = _history_path(args), []  # no history yet: no case is flaky
+        if os.path.exists(path):
+            try:
+                flaky = history_flaky(path, [c.id for c in selected], alpha=args.alpha)
+            except sqlite3.Error as exc:
+                raise EvalsError(f"--repeat-flaky: cannot read the history {path}: "
+                                 f"{exc}") from None
+        selected = [c for c in selected if c.id in {item["id"] for item in flaky}]
         if not selected and not args.shard:  # a shard still writes its (empty) record
             return None, {}
     judge_only = {c.id: c for c in selected
@@ -5128,19 +5136,6 @@ def _selection(args, cases, baseline):
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)")
     return selected, judge_only
-
-
-def _flaky_in_history(args, case_ids):
-    """history_flaky over the history, read only: none when there is no history yet."""
-    import sqlite3
-
-    path = _history_path(args)
-    if not os.path.exists(path):
-        return []
-    try:
-        return history_flaky(path, case_ids, alpha=args.alpha)
-    except sqlite3.Error as exc:
-        raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
 
 
 def _judge_for(args, cases):
@@ -5211,7 +5206,14 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, no
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
     elif not args.no_save:
-        _write_baseline(args, record, baseline, stderr)
+        # Another run replaced the baseline since this one read it: a slower run must not undo
+        # an --accept, so the record goes beside it, exit 2.
+        if _stamp(args.baseline) != baseline.stamp:
+            beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
+            write_record(beside, record)
+            raise EvalsError(f"{args.baseline} was written by another run while this one ran; "
+                             f"it is not overwritten. This run's record is in {beside}")
+        write_record(args.baseline, record)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     if history:
@@ -5230,17 +5232,6 @@ def _use_history(args, done, stderr, use):
     except (sqlite3.Error, OSError) as exc:
         stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips "
                      "it)\n")
-
-
-def _write_baseline(args, record, baseline, stderr):
-    """Replace the baseline with `record`, unless another run replaced it since this one read
-    it (a slower run must not undo an --accept): then the record goes beside it, exit 2."""
-    if _stamp(args.baseline) != baseline.stamp:
-        beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
-        write_record(beside, record)
-        raise EvalsError(f"{args.baseline} was written by another run while this one ran; it is "
-                         f"not overwritten. This run's record is in {beside}")
-    write_record(args.baseline, record)
 
 
 def _write_reports(args, record, previous, stdout):
@@ -5485,7 +5476,7 @@ def _compare_command(args, stdout, stderr):
                  f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
                  f"two-sided p = {result['p_two_sided']:.3g}")
     lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
-                 f" than A at alpha {result['alpha']:g}" + (" (exit 1)" if result["worse"] else ""))
+                 f" than A at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
     if args.html:
         write_atomic(args.html, [_compare_html(result, a, lines)])
     _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
