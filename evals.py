@@ -4526,13 +4526,16 @@ _OPTIONS = {
     "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
                            "--batch run submitted (see .evals/batches.json)"),
     "--judge": dict(metavar="MODULE:FUNCTION",
-                    help="callable str -> str that answers the prompts of `judge` checks"),
+                    help="callable str -> str that answers the prompts of `judge` checks; its "
+                         "replies are cached in .evals/judge_cache.jsonl beside the baseline "
+                         "(not with --omit-outputs)"),
     "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
                   "cases with only judge checks are not run",
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
-    "--omit-outputs": "leave model output text out of every file written",
+    "--omit-outputs": "leave model output text out of every file written (the judge cache "
+                      "too: the judge is called again)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
@@ -4794,8 +4797,7 @@ def _run_command(args, stdout, stderr):
         call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
                                               options, stderr)
     stopped = []
-    run = RunResult(_until_stopped(_with_progress(selected, call_model, options, args.quiet,
-                                                  stderr), stopped),
+    run = RunResult(_with_progress(selected, call_model, options, args.quiet, stderr, stopped),
                     _now(), None, client_name, args.cases, digest)
     record = make_record(run, baseline, cases, args.accept and not stopped,
                          not args.omit_outputs, [c.id for c in cases], options,
@@ -4850,16 +4852,6 @@ def _cache_note(options):
                 "and the cache keeps only live calls\n")
     return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
             "--no-cache calls the model\n")
-
-
-def _until_stopped(results, stopped):
-    """`results`, ending early on Ctrl-C or SIGTERM with the finished ones; `stopped` (a list)
-    then holds True."""
-    try:
-        yield from results
-    except Interrupted as stop:
-        stopped.append(True)
-        yield from stop.results
 
 
 # ---- --batch: every call of the run in one provider batch, then scored as a live run ----
@@ -4970,15 +4962,10 @@ def _batch_call_id(case_id, repeat):
 
 
 def _answered_from(replies):
-    """A call_model answering each call of a case with the batch's reply to it (repeats in
-    order); an exception there is the call's error, a missing reply a LookupError."""
-    taken, lock = collections.Counter(), threading.Lock()
-
+    """A call_model answering each call with the batch's reply to its case and repeat
+    (current_attempt()); an exception there is the call's error, a missing reply a LookupError."""
     def answer(prompt):
-        case = current_case()
-        with lock:
-            repeat, taken[case.id] = taken[case.id], taken[case.id] + 1
-        reply = replies.get(_batch_call_id(case.id, repeat))
+        reply = replies.get(_batch_call_id(current_case().id, current_attempt() or 0))
         if reply is None:
             raise LookupError("the batch holds no answer to this call")
         if isinstance(reply, BaseException):
@@ -5019,12 +5006,10 @@ def _refuse_contradictions(args):
     if args.min_pass is not None and args.min_pass > _repeat(args):
         option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
-    if args.accept and (args.no_save or args.out):
-        raise EvalsError("--accept updates the baseline; it cannot go with --no-save or --out")
-    for first, second in (("no_save", "out"), ("judge", "no_judge"), ("rescore", "client"),
-                          ("record", "omit_outputs"), ("cache", "no_cache"),
-                          ("rescore", "cache"), ("cache", "batch"), ("rescore", "batch"),
-                          ("rescore", "batch_resume"), ("budget", "batch"),
+    for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
+                          ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
+                          ("cache", "no_cache"), ("rescore", "cache"), ("cache", "batch"),
+                          ("rescore", "batch"), ("rescore", "batch_resume"), ("budget", "batch"),
                           ("budget", "batch_resume")):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
@@ -5064,8 +5049,16 @@ def _selection(args, cases, baseline):
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
     if args.repeat_flaky:
-        flaky = {item["id"] for item in _flaky_in_history(args, [c.id for c in selected])}
-        selected = [c for c in selected if c.id in flaky]
+        import sqlite3
+
+        path, flaky = _history_path(args), []  # no history yet: no case is flaky
+        if os.path.exists(path):
+            try:
+                flaky = history_flaky(path, [c.id for c in selected], alpha=args.alpha)
+            except sqlite3.Error as exc:
+                raise EvalsError(f"--repeat-flaky: cannot read the history {path}: "
+                                 f"{exc}") from None
+        selected = [c for c in selected if c.id in {item["id"] for item in flaky}]
         if not selected and not args.shard:  # a shard still writes its (empty) record
             return None, {}
     judge_only = {c.id: c for c in selected
@@ -5078,26 +5071,15 @@ def _selection(args, cases, baseline):
     return selected, judge_only
 
 
-def _flaky_in_history(args, case_ids):
-    """history_flaky over the history, read only: none when there is no history yet."""
-    import sqlite3
-
-    path = _history_path(args)
-    if not os.path.exists(path):
-        return []
-    try:
-        return history_flaky(path, case_ids, alpha=args.alpha)
-    except sqlite3.Error as exc:
-        raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
-
-
 def _judge_for(args, cases):
     """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
     if args.no_judge:
         return NO_JUDGE
     if args.judge:
-        return Judge(load_callable(args.judge, "--judge"), name=args.judge,
-                     cache_path=_beside_baseline(args, "judge_cache.jsonl"), timeout=args.timeout)
+        # The cache keeps each judge reply's text, which can quote the output.
+        cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
+        return Judge(load_callable(args.judge, "--judge"), name=args.judge, cache_path=cache,
+                     timeout=args.timeout)
     needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
     if needs:
         first = needs[0]
@@ -5107,8 +5089,10 @@ def _judge_for(args, cases):
     return None
 
 
-def _with_progress(cases, call_model, options, quiet, stream):
-    """each_result, with a one-line progress counter on `stream` when it is a terminal."""
+def _with_progress(cases, call_model, options, quiet, stream, stopped):
+    """each_result, with a one-line progress counter on `stream` when it is a terminal; on
+    Ctrl-C or SIGTERM it ends early with the finished results, and `stopped` (a list) then
+    holds True."""
     counts = collections.Counter()
     shown = not quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
 
@@ -5120,6 +5104,9 @@ def _with_progress(cases, call_model, options, quiet, stream):
 
     try:
         yield from each_result(cases, call_model, options, progress if shown else None)
+    except Interrupted as stop:
+        stopped.append(True)
+        yield from stop.results
     finally:
         if counts:
             stream.write("\r" + " " * 60 + "\r")
@@ -5152,7 +5139,14 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, no
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
     elif not args.no_save:
-        _write_baseline(args, record, baseline, stderr)
+        # Another run replaced the baseline since this one read it: a slower run must not undo
+        # an --accept, so the record goes beside it, exit 2.
+        if _stamp(args.baseline) != baseline.stamp:
+            beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
+            write_record(beside, record)
+            raise EvalsError(f"{args.baseline} was written by another run while this one ran; "
+                             f"it is not overwritten. This run's record is in {beside}")
+        write_record(args.baseline, record)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     if history:
@@ -5171,17 +5165,6 @@ def _use_history(args, done, stderr, use):
     except (sqlite3.Error, OSError) as exc:
         stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips "
                      "it)\n")
-
-
-def _write_baseline(args, record, baseline, stderr):
-    """Replace the baseline with `record`, unless another run replaced it since this one read
-    it (a slower run must not undo an --accept): then the record goes beside it, exit 2."""
-    if _stamp(args.baseline) != baseline.stamp:
-        beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
-        write_record(beside, record)
-        raise EvalsError(f"{args.baseline} was written by another run while this one ran; it is "
-                         f"not overwritten. This run's record is in {beside}")
-    write_record(args.baseline, record)
 
 
 def _write_reports(args, record, previous, stdout):
@@ -5308,11 +5291,10 @@ def _added_checks(args):
             checks.append(_strict_json(text, unique_keys=True))
         except ValueError as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    shortcuts = (("contains_all", "values", args.contains_all or None),
-                 ("contains_any", "values", args.contains_any or None),
-                 ("not_contains", "values", args.not_contains or None),
-                 ("max_words", "n", args.max_words), ("regex", "pattern", args.regex))
-    checks += [{"type": kind, key: value} for kind, key, value in shortcuts if value is not None]
+    checks += [{"type": kind, "values": getattr(args, kind)}
+               for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
+    checks += [{"type": kind, key: value} for kind, key, value in (
+        ("max_words", "n", args.max_words), ("regex", "pattern", args.regex)) if value is not None]
     if not checks:
         raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
                          "--max-words, ...)")
@@ -5415,7 +5397,19 @@ def _compare_command(args, stdout, stderr):
     _refuse_overwriting(args, {"A": args.record_a, "B": args.record_b}, {"--html": args.html})
     a, b = read_record(args.record_a), read_record(args.record_b)
     result = compare_records(a, b, args.alpha)
-    lines = _compare_lines(result, args.record_a, args.record_b)
+    lines = []  # both pass rates with their Wilson 95% intervals, the paired test, the verdict
+    for name, path in (("A", args.record_a), ("B", args.record_b)):
+        side = result[name.lower()]
+        low, high = side["wilson_95"]
+        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
+                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
+                     f"{_percent(low)} to {_percent(high)}")
+    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
+                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
+                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
+                 f"two-sided p = {result['p_two_sided']:.3g}")
+    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
+                 f" than A at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
     if args.html:
         write_atomic(args.html, [_compare_html(result, a, lines)])
     _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
@@ -5426,35 +5420,14 @@ def _compare_command(args, stdout, stderr):
     return EXIT_REGRESSION if result["worse"] else EXIT_OK
 
 
-def _compare_lines(result, path_a, path_b):
-    """The statistics of a comparison as text lines: both pass rates with their Wilson 95%
-    intervals, the paired test, and the verdict at alpha."""
-    lines = []
-    for name, path in (("A", path_a), ("B", path_b)):
-        side = result[name.lower()]
-        low, high = side["wilson_95"]
-        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
-                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
-                     f"{_percent(low)} to {_percent(high)}")
-    alpha = result["alpha"]
-    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
-                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
-                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
-                 f"two-sided p = {result['p_two_sided']:.3g}")
-    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
-                 f" than A at alpha {alpha:g}" + (" (exit 1)" if result["worse"] else ""))
-    return lines
-
-
 def _compare_html(result, a, lines):
     """The comparison as an HTML page: render_html's, A's outputs beside B's, with the
-    statistics (`lines`, naming the files) under the headline."""
+    statistics (`lines`, naming the files, the verdict last) under the headline."""
     record = dict(result["record"], sides=("A's output", "B's output"))
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
     worse = result["worse"]
     verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
-    title = (f"evals compare: B is {'significantly worse' if worse else 'not significantly worse'}"
-             " than A")
+    title = "evals compare: " + lines[-1].partition(" at alpha")[0]
     stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
              + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
                        f"{_h(line)}</li>" for n, line in enumerate(lines))

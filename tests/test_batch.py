@@ -374,6 +374,16 @@ class SameRecordTests(BatchCase):
         entries = {e["id"]: e for e in self.record()["cases"] if e.get("change") != "not_run"}
         self.assertEqual([a["status"] for a in entries["refund"]["attempts"]], ["pass"] * 3)
 
+    def test_each_repeat_gets_the_answer_to_its_own_request(self):
+        case = evals.Case("c", "q", ({"type": "contains_any", "values": ["yes"]},))
+        replies = {evals._batch_call_id("c", 0): "yes", evals._batch_call_id("c", 1): "no",
+                   evals._batch_call_id("c", 2): ValueError("refused")}
+        result = evals.run_case(case, evals._answered_from(replies), evals.RunOptions(repeat=4))
+        self.assertEqual([(a["status"], a["output"], a["error"]) for a in result.attempts],
+                         [("pass", "yes", None), ("fail", "no", None),
+                          ("error", None, "ValueError: refused"),
+                          ("error", None, "LookupError: the batch holds no answer to this call")])
+
     def test_progress_is_said_on_stderr(self):
         server = self.serve()
         self.run_evals(server, "--batch", "--id", "refund")

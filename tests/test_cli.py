@@ -421,8 +421,10 @@ class CliTest(unittest.TestCase):
         self.assertEqual([c["id"] for c in self.record()["cases"]], [c["id"] for c in cases])
 
     def test_contradictory_options_are_refused_before_any_call(self):
-        for options, words in ((("--accept", "--no-save"), "--accept updates the baseline"),
-                               (("--accept", "--out", self.path("x.json")), "--accept updates"),
+        for options, words in ((("--accept", "--no-save"),
+                                "--accept and --no-save contradict each other"),
+                               (("--accept", "--out", self.path("x.json")),
+                                "--accept and --out contradict each other"),
                                (("--record", self.path("r.jsonl"), "--omit-outputs"),
                                 "--record and --omit-outputs contradict each other")):
             code, _, err = self.run_cli(*options)

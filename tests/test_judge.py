@@ -542,6 +542,19 @@ class CliTest(unittest.TestCase):
                          (None, None, True))
         self.assertEqual(exchange["verdict"]["confidence"], "high")
 
+    def test_omit_outputs_neither_writes_nor_reads_the_judge_cache(self):
+        # A judge reply can quote the output: the cache would keep what --omit-outputs leaves out.
+        code, out, err = self.run_cli("--omit-outputs")
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(self.count("judge.log"), 1)
+        self.assertFalse(os.path.exists(self.path(".evals/judge_cache.jsonl")))
+        self.assertEqual(self.run_cli()[0], 0)  # fills the cache
+        self.assertEqual((self.count("judge.log"), self.count(".evals/judge_cache.jsonl")), (2, 1))
+        code, out, err = self.run_cli("--omit-outputs")
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual((self.count("judge.log"), self.count(".evals/judge_cache.jsonl")), (3, 1))
+        self.assertFalse(self.record()["approval"]["checks"][1]["judge"]["cached"])
+
     def test_judge_that_cannot_be_imported_exits_2(self):
         out, err = io.StringIO(), io.StringIO()
         code = evals.main(["--cases", self.path("cases.jsonl"), "--no-history",
