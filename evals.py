@@ -3387,9 +3387,8 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
             ran[entry["id"]] = name, entry
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
-        more = f" (+{len(missing) - 10} more)" if len(missing) > 10 else ""
-        raise EvalsError(f"{len(missing)} case(s) were run by no shard: {', '.join(missing[:10])}"
-                         f"{more}; is a shard's record missing?")
+        raise EvalsError(f"{len(missing)} case(s) were run by no shard: "
+                         f"{_truncated_list(missing, 10, ', ')}; is a shard's record missing?")
     entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
     started = [r["started_at"] for r in records if r.get("started_at")]
@@ -3686,9 +3685,8 @@ def _grouped_errors(entries, lines):
         groups.setdefault(entry.get("error"), []).append(entry)
     for error, group in groups.items():
         if len(group) >= 3:
-            more = f" (+{len(group) - 5} more)" if len(group) > 5 else ""
-            ids = ", ".join(_line(e["id"]) for e in group[:5])
-            lines.extend([f"ERROR: {len(group)} cases: {ids}{more}", f"    {_line(error)}"])
+            ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
+            lines.extend([f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"])
     return [entry for group in groups.values() if len(group) < 3 for entry in group]
 
 
