@@ -1796,19 +1796,13 @@ def evaluate(case, output, judge=None, reasoning=None):
     text = _scorable(answer.text)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
-        results, judged = [], []
-        for check in case.checks:
-            spec = CHECKS[check["type"]]
-            if spec.needs_judge:
-                judged.append(len(results))
-                results.append(None)
-            else:
-                results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
-                                       spec.name))
-        for index in judged:  # after the deterministic checks, which decide whether to ask
-            check = case.checks[index]
-            results[index] = _judged(case, check, text, answer, judge, results,
-                                     reasoning).as_dict(check["type"])
+        results = [None if (spec := CHECKS[check["type"]]).needs_judge
+                   else _shared(_score(spec, check, text, answer, reasoning=reasoning), spec.name)
+                   for check in case.checks]
+        for index, check in enumerate(case.checks):  # the judge's, after the others: they
+            if results[index] is None:  # decide whether to ask it
+                results[index] = _judged(case, check, text, answer, judge, results,
+                                         reasoning).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
@@ -2487,10 +2481,8 @@ def run_case(case, call_model, options=None, limiter=None):
     ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
     job = _Job(0, case)
-    result = _advance(job, call_model, options, limiter)
-    while result is None:  # nothing else to run meanwhile: wait here
-        time.sleep(max(0.0, job.not_before - time.monotonic()))
-        result = _advance(job, call_model, options, limiter)
+    while (result := _advance(job, call_model, options, limiter)) is None:
+        time.sleep(max(0.0, job.not_before - time.monotonic()))  # nothing else to run meanwhile
     return result
 
 
