@@ -1796,13 +1796,19 @@ def evaluate(case, output, judge=None, reasoning=None):
     text = _scorable(answer.text)  # once for all the case's checks
     token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
     try:
-        results = [None if (spec := CHECKS[check["type"]]).needs_judge
-                   else _shared(_score(spec, check, text, answer, reasoning=reasoning), spec.name)
-                   for check in case.checks]
-        for index, check in enumerate(case.checks):  # the judge's, after the others: they
-            if results[index] is None:  # decide whether to ask it
-                results[index] = _judged(case, check, text, answer, judge, results,
-                                         reasoning).as_dict(check["type"])
+        results, judged = [], []
+        for check in case.checks:
+            spec = CHECKS[check["type"]]
+            if spec.needs_judge:
+                judged.append(len(results))
+                results.append(None)
+            else:
+                results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
+                                       spec.name))
+        for index in judged:  # after the deterministic checks, which decide whether to ask
+            check = case.checks[index]
+            results[index] = _judged(case, check, text, answer, judge, results,
+                                     reasoning).as_dict(check["type"])
     finally:
         _CURRENT_CASE.reset(token)
     return case_status(results), results
