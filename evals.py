@@ -1753,7 +1753,7 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
         verdict = "does not hold" if not result.passed else "holds, but must not"
         result = result._replace(passed=not result.passed,
                                  reason=f"negated: {verdict}: {result.reason}")
-    return result if spec.whole else _ended(result, answer)
+    return result if spec.whole or answer.finish_reason not in _ENDINGS else _ended(result, answer)
 
 
 def _ended(result, answer):
@@ -2347,34 +2347,30 @@ class _Job:
         self.resume, self.spent, self.not_before = None, 0.0, 0.0
 
 
-_JOB = contextvars.ContextVar("evals_job", default=None)
-
-
 class _CallLater(Exception):
     """The job's call waits out a server's Retry-After; its worker takes other work."""
 
 
-def _model_call(case, call_model, timeout):
-    """call_model(case.input), or the resumption of the call the job put back, within what is
-    left of `timeout` s (its attempts and asked waits count, time in the queue does not)."""
-    job = _JOB.get()
+def _model_call(job, call_model, timeout):
+    """call_model(job.case.input), or the resumption of the call the job put back, within what
+    is left of `timeout` s (its attempts and asked waits count, time in the queue does not)."""
+    case, resume, spent = job.case, job.resume, job.spent
     # A conversation is copied for each call: a client may append its reply to the list.
     prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
-    call = job.resume or (lambda: call_model(prompt))
-    spent, started = job.spent, time.perf_counter()
+    started = time.perf_counter()
 
     def taken_back():
         token = _TAKES_BACK.set(call_model)
         try:
-            return call()
+            return resume() if resume else call_model(prompt)
         finally:
             _TAKES_BACK.reset(token)
 
     try:
         return _within(taken_back, timeout and timeout - spent, case)
     except Exception as exc:
-        wait, resume = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
-        if not (_is_number(wait) and callable(resume)):  # infinity: a wait no run can keep
+        wait, later = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
+        if not (_is_number(wait) and callable(later)):  # infinity: a wait no run can keep
             if spent and getattr(exc, "abandoned", False):  # what was left of it ran out
                 exc.args = (f"no answer within {timeout:g} s",)
             raise
@@ -2382,12 +2378,13 @@ def _model_call(case, call_model, timeout):
         job.spent = spent + time.perf_counter() - started + wait
         if timeout is not None and job.spent >= timeout:  # the wait alone would overrun it
             raise TimeoutError(f"no answer within {timeout:g} s: {exc}") from None
-        job.resume, job.not_before = resume, time.monotonic() + wait
+        job.resume, job.not_before = later, time.monotonic() + wait
         raise _CallLater from None
 
 
-def _attempt(case, call_model, options, limiter):
-    """One call and its scoring, as a CaseResult."""
+def _attempt(job, call_model, options, limiter):
+    """One call of the job's case and its scoring, as a CaseResult."""
+    case = job.case
     if options.refused:  # every other call would be refused the same way, and counted
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
@@ -2395,9 +2392,9 @@ def _attempt(case, call_model, options, limiter):
     try:
         if limiter:
             limiter.wait()
-        started = time.perf_counter() - _JOB.get().spent  # a call put back ran before
+        started = time.perf_counter() - job.spent  # a call put back ran before
         try:
-            output = _model_call(case, call_model, options.timeout)
+            output = _model_call(job, call_model, options.timeout)
         except (KeyboardInterrupt, _CallLater):
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
@@ -2418,7 +2415,7 @@ def _attempt(case, call_model, options, limiter):
         if replayed:
             latency = None  # a recorded answer took no model time
         cost, answered = call_cost(reply["model"], reply["usage"], options.prices), True
-        answer = answer._replace(latency_s=latency, cost_usd=cost)
+        answer = Answer(answer.text, answer.tool_calls, answer.finish_reason, latency, cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"])
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
@@ -2484,32 +2481,26 @@ def run_case(case, call_model, options=None, limiter=None):
     ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
     options = options or RunOptions()
     job = _Job(0, case)
-    result = _advance(job, call_model, options, limiter)
-    while result is None:  # nothing else to run meanwhile: wait here
-        time.sleep(max(0.0, job.not_before - time.monotonic()))
-        result = _advance(job, call_model, options, limiter)
+    while (result := _advance(job, call_model, options, limiter)) is None:
+        time.sleep(max(0.0, job.not_before - time.monotonic()))  # nothing else to run meanwhile
     return result
 
 
 def _advance(job, call_model, options, limiter):
     """Make the job's calls (options.repeat): its case's CaseResult, or None when a call waits
     out a server's Retry-After (until job.not_before)."""
-    token = _JOB.set(job)
-    try:
-        while len(job.results) < options.repeat:
-            attempt = _CURRENT_ATTEMPT.set(len(job.results))  # for the client and the judge
-            try:
-                job.results.append(_attempt(job.case, call_model, options, limiter))
-            except _CallLater:
-                return None
-            except BudgetExceeded as exc:
-                job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
-                break
-            finally:
-                _CURRENT_ATTEMPT.reset(attempt)
-            job.resume, job.spent = None, 0.0
-    finally:
-        _JOB.reset(token)
+    while len(job.results) < options.repeat:
+        attempt = _CURRENT_ATTEMPT.set(len(job.results))  # for the client and the judge
+        try:
+            job.results.append(_attempt(job, call_model, options, limiter))
+        except _CallLater:
+            return None
+        except BudgetExceeded as exc:
+            job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
+            break
+        finally:
+            _CURRENT_ATTEMPT.reset(attempt)
+        job.resume, job.spent = None, 0.0
     attempts = job.results
     return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
 
@@ -2585,10 +2576,12 @@ class _Queue:
         self._fresh, self._stop = enumerate(cases), stop
         self._later, self._order = [], itertools.count()
         self._busy = 0  # jobs taken, not yet done or put back: they may come back
-        self._changed = threading.Condition()
+        # `with` on the lock itself: Condition's own __enter__ is Python, 1 us a case more
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     def take(self):
-        with self._changed:
+        with self._lock:
             while not self._stop.is_set():
                 due = self._later[0][0] - time.monotonic() if self._later else None
                 if due is not None and due <= 0:
@@ -2605,7 +2598,7 @@ class _Queue:
 
     def done(self, job, put_back=False):
         """`job` is done, or (put_back) waits until its not_before."""
-        with self._changed:
+        with self._lock:
             self._busy -= 1
             if put_back:
                 heapq.heappush(self._later, (job.not_before, next(self._order), job))
