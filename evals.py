@@ -3326,8 +3326,9 @@ def completed(record):
 
 def without_outputs(entry):
     """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
-    tool call arguments (their names stay) or judge prompts and replies; check reasons'
-    "quoted" parts replaced by '[output omitted]'."""
+    tool call arguments (their names stay), judge prompts, replies or words (a judge check's
+    reason and its verdict's items); check reasons' "quoted" parts replaced by
+    '[output omitted]'."""
     entry = {k: v for k, v in entry.items()
              if k not in ("output", "baseline_output", "reasoning")}
     for key in ("tool_calls", "baseline_tool_calls"):
@@ -3341,6 +3342,9 @@ def without_outputs(entry):
     return entry
 
 
+_OMITTED = "[omitted with the outputs]"
+
+
 def _check_without_output(check):
     if not isinstance(check, dict):
         return check
@@ -3351,8 +3355,15 @@ def _check_without_output(check):
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
     check["reason"] = reason
-    if isinstance(check.get("judge"), dict):
-        check["judge"] = dict(check["judge"], prompt=None, reply=None, omitted=True)
+    judge = check.get("judge")
+    if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
+        verdict = judge.get("verdict")
+        if isinstance(verdict, dict):
+            verdict = dict(verdict, reason=_OMITTED, **{
+                key: [_OMITTED] * len(verdict[key]) for key, _ in _JUDGE_LISTS
+                if isinstance(verdict.get(key), list)})
+        check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
+        check["reason"] = _OMITTED
     return check
 
 

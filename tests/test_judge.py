@@ -542,6 +542,20 @@ class CliTest(unittest.TestCase):
                          (None, None, True))
         self.assertEqual(exchange["verdict"]["confidence"], "high")
 
+    def test_omit_outputs_leaves_out_the_judge_words_that_quote_the_output(self):
+        wrong = "Approval is automatic, code SECRET-7731."
+        self.answers({"q1": wrong, "q2": "Friday."})
+        self.verdicts({wrong: verdict(missing=["manager approval"], reason="it says "
+                                      "SECRET-7731", unsupported=["code SECRET-7731"])})
+        code, out, err = self.run_cli("--omit-outputs", "--markdown", self.path("r.md"))
+        self.assertEqual(code, 0, out + err)  # a new failure, not a regression
+        for name in ("last_run.json", "r.md"):
+            with open(self.path(name), encoding="utf-8") as handle:
+                self.assertNotIn("SECRET-7731", handle.read(), name)
+        check = self.record()["approval"]["checks"][1]
+        self.assertEqual((check["passed"], check["reason"]), (False, evals._OMITTED))
+        self.assertEqual(check["judge"]["verdict"]["unsupported_claims"], [evals._OMITTED])
+
     def test_omit_outputs_neither_writes_nor_reads_the_judge_cache(self):
         # A judge reply can quote the output: the cache would keep what --omit-outputs leaves out.
         code, out, err = self.run_cli("--omit-outputs")
