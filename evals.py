@@ -2955,6 +2955,10 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
         decision.counts, decision.rate = counts, rate
         return decision
 
+    def _replace(self, **fields):
+        return Decision(fields.get("change", self.change), fields.get("baseline", self.baseline),
+                        self.counts, self.rate)
+
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline: a Decision (change, next

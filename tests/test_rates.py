@@ -224,6 +224,13 @@ class DecideRepeatedTest(unittest.TestCase):
         self.assertEqual(evals.decide("fail", before("pass")), ("regressed", "pass"))
         self.assertEqual(evals.decide("fail", before("pass")).baseline, "pass")
 
+    def test_a_replaced_decision_keeps_its_counts_and_rate(self):
+        decision = evals.decide("fail", before("pass", 20, 20), counts=(2, 20))
+        replaced = decision._replace(baseline="fail")
+        self.assertEqual(replaced, (decision.change, "fail"))
+        self.assertEqual((replaced.counts, replaced.rate), (decision.counts, decision.rate))
+        self.assertEqual(replaced.rate["result"], "regressed")
+
 
 # ---------------------------------------------------------------------------------------------
 # 2. Counting calls, in the result and the record
