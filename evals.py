@@ -509,11 +509,6 @@ def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False)
     return count
 
 
-def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
-    """The phrases (list, in order) that occur in `text`."""
-    return [p for p in phrases if _count_phrase(text, p, ignore_case, whole_word, first=True)]
-
-
 def _words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
     return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
@@ -885,7 +880,7 @@ def _phrases_verdict(kind, values, found):
 def _phrase_check(kind, summary):
     """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
     def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-        found = _found_phrases(output, values, ignore_case, whole_word)
+        found = [v for v in values if _count_phrase(output, v, ignore_case, whole_word, first=True)]
         return _phrases_verdict(kind, tuple(values), tuple(found))
     check.__name__ = check.__qualname__ = f"check_{kind}"
     check.__doc__ = summary
@@ -1399,6 +1394,11 @@ _JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", 
                 ("unsupported_claims", "unsupported claim"))
 JUDGE_KEYS = tuple(key for key, _ in _JUDGE_LISTS) + ("reason", "confidence")
 _CONFIDENCE = {"low": 0, "medium": 1, "high": 2}
+# A verdict's shape, checked by the json_schema check's rules: lists of non-blank strings.
+_VERDICT_SCHEMA = {"type": "object", "required": list(JUDGE_KEYS), "properties": {
+    **{key: {"type": "array", "items": {"type": "string", "pattern": r"\S"}}
+       for key, _ in _JUDGE_LISTS},
+    "reason": {"type": "string"}, "confidence": {"enum": list(_CONFIDENCE)}}}
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
 NO_JUDGE = object()  # evaluate(..., judge=NO_JUDGE) skips judge checks (--no-judge)
@@ -1493,19 +1493,7 @@ def parse_verdict(reply):
     value, problem = _verdict_json(reply)
     if problem:
         return None, problem
-    if not isinstance(value, dict):
-        return None, f"expected a JSON object, got {_json_type(value)}"
-    problems = [f"missing key {key!r}" for key in JUDGE_KEYS if key not in value]
-    for key, _ in _JUDGE_LISTS:
-        items = value.get(key, [])
-        if not _is_texts(items, allow_empty=True) or not all(item.strip() for item in items):
-            problems.append(f"{key!r} must be a list of non-empty strings, got "
-                            f"{_json_type(items)} {_quote(json.dumps(items), 60)}")
-    if "reason" in value and not isinstance(value["reason"], str):
-        problems.append(f"'reason' must be a string, got {_json_type(value['reason'])}")
-    if "confidence" in value and value["confidence"] not in _CONFIDENCE:
-        problems.append("'confidence' must be \"high\", \"medium\" or \"low\", got "
-                        + _quote(json.dumps(value["confidence"]), 40))
+    problems = _schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
         return None, "; ".join(problems)
     return {key: value[key] for key in JUDGE_KEYS}, None
