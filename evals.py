@@ -1819,6 +1819,11 @@ def _field_problem(data, name, wanted):
 
 
 ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
+# A conversation's message, checked by the json_schema check's rules.
+_MESSAGE_SCHEMA = {"type": "object", "required": ["role", "content"],
+                   "additionalProperties": False,
+                   "properties": {"role": {"enum": list(ROLES)},
+                                  "content": {"type": "string", "minLength": 1}}}
 
 
 def _input_problems(data):
@@ -1833,27 +1838,11 @@ def _input_problems(data):
                                               '({"role": ..., "content": ...})')]
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
-    problems = []
-    for number, message in enumerate(value, 1):
-        where = f"input message {number}"
-        if not isinstance(message, dict):
-            problems.append(f"{where}: must be an object {{\"role\", \"content\"}}, got "
-                            f"{_json_type(message)}")
-            continue
-        role = message.get("role")
-        if role not in ROLES:
-            problems.append(f"{where}: " + (f"unknown role {role!r}" if "role" in message
-                                             else "missing 'role'")
-                            + f" (allowed: {', '.join(ROLES)})")
-        if not (isinstance(message.get("content"), str) and message["content"]):
-            problems.append(f"{where}: " + ("'content' must be a non-empty string"
-                                             if "content" in message else "missing 'content'"))
-        problems += [f"{where}: unknown key {key!r} (allowed: role, content)"
-                     for key in message if key not in ("role", "content")]
+    problems = _schema_errors(value, {"items": _MESSAGE_SCHEMA}, "input", [])
     last = value[-1]
     if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
         problems.append(f"input: the last message must be the user's, the one the model "
-                        f"answers (message {len(value)} is from the {last['role']})")
+                        f"answers (input[{len(value) - 1}] is from the {last['role']})")
     return problems
 
 
