@@ -509,11 +509,6 @@ def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False)
     return count
 
 
-def _found_phrases(text, phrases, ignore_case=True, whole_word=False):
-    """The phrases (list, in order) that occur in `text`."""
-    return [p for p in phrases if _count_phrase(text, p, ignore_case, whole_word, first=True)]
-
-
 def _words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
     return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
@@ -885,7 +880,7 @@ def _phrases_verdict(kind, values, found):
 def _phrase_check(kind, summary):
     """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
     def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-        found = _found_phrases(output, values, ignore_case, whole_word)
+        found = [v for v in values if _count_phrase(output, v, ignore_case, whole_word, first=True)]
         return _phrases_verdict(kind, tuple(values), tuple(found))
     check.__name__ = check.__qualname__ = f"check_{kind}"
     check.__doc__ = summary
@@ -1399,6 +1394,11 @@ _JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", 
                 ("unsupported_claims", "unsupported claim"))
 JUDGE_KEYS = tuple(key for key, _ in _JUDGE_LISTS) + ("reason", "confidence")
 _CONFIDENCE = {"low": 0, "medium": 1, "high": 2}
+# A verdict's shape, checked by the json_schema check's rules: lists of non-blank strings.
+_VERDICT_SCHEMA = {"type": "object", "required": list(JUDGE_KEYS), "properties": {
+    **{key: {"type": "array", "items": {"type": "string", "pattern": r"\S"}}
+       for key, _ in _JUDGE_LISTS},
+    "reason": {"type": "string"}, "confidence": {"enum": list(_CONFIDENCE)}}}
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
 NO_JUDGE = object()  # evaluate(..., judge=NO_JUDGE) skips judge checks (--no-judge)
@@ -1493,19 +1493,7 @@ def parse_verdict(reply):
     value, problem = _verdict_json(reply)
     if problem:
         return None, problem
-    if not isinstance(value, dict):
-        return None, f"expected a JSON object, got {_json_type(value)}"
-    problems = [f"missing key {key!r}" for key in JUDGE_KEYS if key not in value]
-    for key, _ in _JUDGE_LISTS:
-        items = value.get(key, [])
-        if not _is_texts(items, allow_empty=True) or not all(item.strip() for item in items):
-            problems.append(f"{key!r} must be a list of non-empty strings, got "
-                            f"{_json_type(items)} {_quote(json.dumps(items), 60)}")
-    if "reason" in value and not isinstance(value["reason"], str):
-        problems.append(f"'reason' must be a string, got {_json_type(value['reason'])}")
-    if "confidence" in value and value["confidence"] not in _CONFIDENCE:
-        problems.append("'confidence' must be \"high\", \"medium\" or \"low\", got "
-                        + _quote(json.dumps(value["confidence"]), 40))
+    problems = _schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
         return None, "; ".join(problems)
     return {key: value[key] for key in JUDGE_KEYS}, None
@@ -1831,6 +1819,11 @@ def _field_problem(data, name, wanted):
 
 
 ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
+# A conversation's message, checked by the json_schema check's rules.
+_MESSAGE_SCHEMA = {"type": "object", "required": ["role", "content"],
+                   "additionalProperties": False,
+                   "properties": {"role": {"enum": list(ROLES)},
+                                  "content": {"type": "string", "minLength": 1}}}
 
 
 def _input_problems(data):
@@ -1845,27 +1838,11 @@ def _input_problems(data):
                                               '({"role": ..., "content": ...})')]
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
-    problems = []
-    for number, message in enumerate(value, 1):
-        where = f"input message {number}"
-        if not isinstance(message, dict):
-            problems.append(f"{where}: must be an object {{\"role\", \"content\"}}, got "
-                            f"{_json_type(message)}")
-            continue
-        role = message.get("role")
-        if role not in ROLES:
-            problems.append(f"{where}: " + (f"unknown role {role!r}" if "role" in message
-                                             else "missing 'role'")
-                            + f" (allowed: {', '.join(ROLES)})")
-        if not (isinstance(message.get("content"), str) and message["content"]):
-            problems.append(f"{where}: " + ("'content' must be a non-empty string"
-                                             if "content" in message else "missing 'content'"))
-        problems += [f"{where}: unknown key {key!r} (allowed: role, content)"
-                     for key in message if key not in ("role", "content")]
+    problems = _schema_errors(value, {"items": _MESSAGE_SCHEMA}, "input", [])
     last = value[-1]
     if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
         problems.append(f"input: the last message must be the user's, the one the model "
-                        f"answers (message {len(value)} is from the {last['role']})")
+                        f"answers (input[{len(value) - 1}] is from the {last['role']})")
     return problems
 
 

@@ -97,24 +97,27 @@ class ParseVerdictTest(unittest.TestCase):
         self.problem("", "no JSON object")
 
     def test_not_an_object(self):
-        self.problem("[]", "expected a JSON object, got array")
-        self.problem('"pass"', "expected a JSON object, got string")
+        self.problem("[]", "$: expected object, got array")
+        self.problem('"pass"', "$: expected object, got string")
 
     def test_missing_keys(self):
         self.problem('{"reason": "fine", "confidence": "high"}',
-                     "missing key 'missing_requirements'")
+                     "$: missing required key 'missing_requirements'")
 
     def test_wrong_types(self):
         reply = json.loads(CLEAN)
         for key, value, text in (
-                ("missing_requirements", "none", "'missing_requirements' must be a list"),
-                ("forbidden_claims_found", [1], "'forbidden_claims_found' must be a list"),
-                ("unsupported_claims", [""], "'unsupported_claims' must be a list"),
-                ("unsupported_claims", None, "'unsupported_claims' must be a list"),
-                ("reason", 3, "'reason' must be a string"),
-                ("confidence", "High", "'confidence' must be"),
-                ("confidence", 0.9, "'confidence' must be"),
-                ("confidence", True, "'confidence' must be")):
+                ("missing_requirements", "none", "$.missing_requirements: expected array, got "
+                                                 "string"),
+                ("forbidden_claims_found", [1], "$.forbidden_claims_found[0]: expected string"),
+                ("unsupported_claims", [""], "$.unsupported_claims[0]: '' does not match"),
+                ("unsupported_claims", [" \n"], "$.unsupported_claims[0]: ' \\n' does not"),
+                ("unsupported_claims", None, "$.unsupported_claims: expected array, got null"),
+                ("reason", 3, "$.reason: expected string, got number"),
+                ("confidence", "High", '$.confidence: "High" not one of'),
+                ("confidence", 0.9, "$.confidence: 0.9 not one of"),
+                ("confidence", True, "$.confidence: true not one of"),
+                ("confidence", [], "$.confidence: [] not one of")):  # a list once raised
             with self.subTest(key=key, value=value):
                 self.problem(json.dumps(dict(reply, **{key: value})), text)
 
@@ -222,9 +225,9 @@ class EvaluateTest(unittest.TestCase):
 
     def test_wrong_types_are_an_error(self):
         self.assertError(json.dumps(dict(json.loads(CLEAN), confidence="very high")),
-                         "'confidence' must be")
+                         '$.confidence: "very high" not one of ["low", "medium", "high"]')
         self.assertError(json.dumps(dict(json.loads(CLEAN), missing_requirements="none")),
-                         "'missing_requirements' must be a list")
+                         "$.missing_requirements: expected array, got string")
 
     def test_prose_and_fence_are_verdicts(self):
         for reply in ("Sure. " + CLEAN + " That is all.", "```json\n" + CLEAN + "\n```"):

@@ -145,15 +145,15 @@ class ConversationCaseFileTest(Folder):
         )
         self.assertEqual(problems, [
             "F:1: field 'input' is an empty conversation: give at least one user message",
-            "F:2: input message 1: unknown role 'bot' (allowed: system, user, assistant)",
+            'F:2: input[0].role: "bot" not one of ["system", "user", "assistant"]',
             "F:3: input: the last message must be the user's, the one the model answers "
-            "(message 2 is from the assistant)",
-            "F:4: input message 1: missing 'content'",
-            "F:5: input message 2: 'content' must be a non-empty string",
-            "F:6: input message 1: 'content' must be a non-empty string",
-            "F:7: input message 1: unknown key 'name' (allowed: role, content)",
-            'F:8: input message 1: must be an object {"role", "content"}, got string',
-            "F:9: input message 1: missing 'role' (allowed: system, user, assistant)",
+            "(input[1] is from the assistant)",
+            "F:4: input[0]: missing required key 'content'",
+            "F:5: input[1].content: expected string, got number",
+            "F:6: input[0].content: 0 characters, expected at least 1",
+            "F:7: input[0]: unexpected key 'name'",
+            "F:8: input[0]: expected object, got string",
+            "F:9: input[0]: missing required key 'role'",
             "F:10: field 'input' must be a string or a list of messages "
             '({"role": ..., "content": ...})',
         ])
@@ -171,7 +171,7 @@ class ConversationCaseFileTest(Folder):
         target = self.path("new.jsonl")
         evals.append_case(target, {"id": "talk", "input": CONVERSATION,
                                    "checks": [{"type": "max_words", "n": 5}]})
-        with self.assertRaisesRegex(evals.EvalsError, "unknown role 'tool'"):
+        with self.assertRaisesRegex(evals.EvalsError, r'input\[0\].role: "tool" not one of'):
             evals.append_case(target, {"id": "bad", "input": [{"role": "tool", "content": "x"}],
                                        "checks": [{"type": "max_words", "n": 5}]})
         self.assertEqual(len(self.read_jsonl("new.jsonl")), 1)
