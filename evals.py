@@ -1636,13 +1636,13 @@ def check_python(output, function: Function, **params):
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
         return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
-    reason = f"returned {verdict}"
+    reason = None
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
         verdict, reason = verdict
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
                                   "bool or (bool, reason)", flag="error")
-    return CheckResult(verdict, reason)
+    return CheckResult(verdict, reason or f"returned {verdict}")
 
 
 # ---- validating and running checks ----

@@ -164,7 +164,9 @@ class UserCheckTest(unittest.TestCase):
         for function, words in (("broken", "tests.user_checks:broken raised ValueError: the "
                                            "check itself is broken"),
                                 ("not_a_verdict", "tests.user_checks:not_a_verdict returned "
-                                                  "str, expected a bool or (bool, reason)")):
+                                                  "str, expected a bool or (bool, reason)"),
+                                ("unprintable_verdict", "tests.user_checks:unprintable_verdict "
+                                 "returned _Unprintable, expected a bool or (bool, reason)")):
             for negate in (False, True):
                 with self.subTest(function=function, negate=negate):
                     status, checks = self.score(self.check(function, negate=negate), "text")

@@ -20,6 +20,17 @@ def not_a_verdict(output):
     return "yes"
 
 
+class _Unprintable:
+    def __str__(self):
+        raise RuntimeError("cannot be printed")
+
+    __repr__ = __str__
+
+
+def unprintable_verdict(output):
+    return _Unprintable()
+
+
 NOT_CALLABLE = 42
 
 
