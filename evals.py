@@ -4821,7 +4821,8 @@ _CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
 def _use_cache(args):
     """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
     EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
-    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client."""
+    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client, and a
+    batch answers every call (--cache with either is refused)."""
     raw = os.environ.get("EVALS_CACHE", "").strip().lower()
     if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
         raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
@@ -4831,7 +4832,7 @@ def _use_cache(args):
                          "contradict each other: the cache keeps every reply's text; choose one "
                          "(--no-cache turns EVALS_CACHE off)")
     os.environ["EVALS_CACHE"] = "1" if on else "0"
-    return on and not args.rescore
+    return on and not (args.rescore or args.batch or args.batch_resume)
 
 
 def _cache_note(options):
@@ -4997,11 +4998,13 @@ def _refuse_contradictions(args):
     if args.min_pass is not None and args.min_pass > _repeat(args):
         option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
+    # A batch answers every call at once: none is replayed, answered from the cache or stopped
+    # by a budget.
     for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
                           ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
-                          ("cache", "no_cache"), ("rescore", "cache"), ("cache", "batch"),
-                          ("rescore", "batch"), ("rescore", "batch_resume"), ("budget", "batch"),
-                          ("budget", "batch_resume")):
+                          ("cache", "no_cache"), ("rescore", "cache"),
+                          *((option, batch) for option in ("rescore", "cache", "budget")
+                            for batch in ("batch", "batch_resume"))):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
