@@ -3744,9 +3744,9 @@ def _flaky_text(item):
 
 
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as the reports list them."""
-    return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
-                                         ("flaky_history", "both outcomes in its recent runs"))
+    """(item, why it is flaky) for each flaky case of a summary, as every report lists them."""
+    return [(item, why) for key, why in (("flaky", "calls disagreed in this run"),
+                                         ("flaky_history", "both outcomes in recent runs"))
             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
 
 
@@ -3807,10 +3807,10 @@ def format_summary(record, quiet=False):
         lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
-    for key, why in (("flaky", "repeats disagreed"),
-                     ("flaky_history", "both outcomes in recent runs")):
-        if summary.get(key):
-            lines.append(f"flaky ({why}): " + ", ".join(map(_flaky_text, summary[key])))
+    flaky = {}
+    for item, why in _flaky_items(summary):
+        flaky.setdefault(why, []).append(_flaky_text(item))
+    lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
     sections = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                 ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
                 ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
