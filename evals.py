@@ -4769,13 +4769,7 @@ def _run_command(args, stdout, stderr):
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
     cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
-    if args.rescore:  # the recorded outputs, replayed
-        client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(client_name)
-    refuse_conversations(selected, call_model, client_name)
+    call_model, client_name = _client_for(args, selected, options)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
         scope = f"{len(selected)} of {total}" if len(selected) != total else total
@@ -4800,17 +4794,25 @@ def _run_command(args, stdout, stderr):
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
                      f"{len(selected)} cases; nothing was written\n")
         return EXIT_INTERRUPTED
-    if options.budget and options.budget.unpriced:
-        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
-                     "call(s) (the model is not in the price table or reported no usage); "
-                     "they were not counted\n")
     if cache:
         record["summary"]["cached"] = options.cached
-    _finish_run(args, record, selected, judge_only, baseline, stdout, stderr,
-                _cache_note(options) if cache else "")
+    _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
         collected()
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _client_for(args, cases, options):
+    """(call_model, its name): the recorded outputs replayed (--rescore), else the client
+    (--client, $EVALS_CLIENT, my_client:ask); EvalsError when it cannot answer `cases`."""
+    if args.rescore:
+        name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
+    else:
+        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(name)
+    refuse_conversations(cases, call_model, name)
+    return call_model, name
 
 
 # EVALS_CACHE's words (my_client reads the same).
@@ -5107,10 +5109,14 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
             stream.flush()
 
 
-def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, note=""):
-    """Summary (and `note`, a line after it), recordings, the record, the history and the
-    reports of a finished run. The record is written before the history, so the history never
-    holds a run that was lost."""
+def _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr):
+    """Summary (and how many replies came from the cache, when the run used it), recordings,
+    the record, the history and the reports of a finished run. The record is written before the
+    history, so the history never holds a run that was lost."""
+    if options.budget and options.budget.unpriced:
+        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
+                     "call(s) (the model is not in the price table or reported no usage); "
+                     "they were not counted\n")
     history = not (args.no_history or args.no_save)
     if history:
         ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
@@ -5118,7 +5124,8 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, no
             path, list(ran), current=ran, alpha=args.alpha))
         if flaky is not None:
             record["summary"]["flaky_history"] = flaky
-    stdout.write(format_summary(record, args.quiet) + note)
+    stdout.write(format_summary(record, args.quiet)
+                 + (_cache_note(options) if "cached" in record["summary"] else ""))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
