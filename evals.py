@@ -5222,11 +5222,8 @@ def _save_recordings(path, record, stderr):
             fresh[entry["id"]] = updates.tell()
             updates.write(_json_line(fields))
 
-        def updated(row, fields):
-            row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
-            row.pop("reasoning", None)  # an older recording's is not this output's
-            row.update((k, fields[k]) for k in ("reasoning", "model") if k in fields)
-            return row
+        def updated(row, fields):  # an older recording's reasoning is not this output's
+            return {**{k: v for k, v in row.items() if k != "reasoning"}, **fields}
 
         def rows():
             with open(path, "rb") if old else contextlib.nullcontext() as handle:
@@ -5241,7 +5238,7 @@ def _save_recordings(path, record, stderr):
             for line in updates:
                 fields = json.loads(line)
                 if fields["id"] not in old:
-                    yield updated({}, fields)
+                    yield fields
 
         write_jsonl_atomic(path, rows())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
