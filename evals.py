@@ -4803,8 +4803,7 @@ def _run_command(args, stdout, stderr):
 
 
 def _client_for(args, cases, options):
-    """(call_model, its name): the recorded outputs replayed (--rescore), else the client
-    (--client, $EVALS_CLIENT, my_client:ask); EvalsError when it cannot answer `cases`."""
+    """(call_model, its name): the recordings replayed (--rescore), else the client to load."""
     if args.rescore:
         name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
@@ -5000,8 +4999,7 @@ def _refuse_contradictions(args):
     if args.min_pass is not None and args.min_pass > _repeat(args):
         option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
-    # A batch answers every call at once: none is replayed, answered from the cache or stopped
-    # by a budget.
+    # A batch answers every call at once: no replay, cache or budget applies to it.
     for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
                           ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
                           ("cache", "no_cache"), ("rescore", "cache"),
