@@ -3736,9 +3736,9 @@ def _flaky_text(item):
 
 
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as the reports list them."""
-    return [(item, why) for key, why in (("flaky", "its calls disagreed in this run"),
-                                         ("flaky_history", "both outcomes in its recent runs"))
+    """(item, why it is flaky) for each flaky case of a summary, as every report lists them."""
+    return [(item, why) for key, why in (("flaky", "calls disagreed in this run"),
+                                         ("flaky_history", "both outcomes in recent runs"))
             for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
 
 
@@ -3799,10 +3799,10 @@ def format_summary(record, quiet=False):
         lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
-    for key, why in (("flaky", "repeats disagreed"),
-                     ("flaky_history", "both outcomes in recent runs")):
-        if summary.get(key):
-            lines.append(f"flaky ({why}): " + ", ".join(map(_flaky_text, summary[key])))
+    flaky = {}
+    for item, why in _flaky_items(summary):
+        flaky.setdefault(why, []).append(_flaky_text(item))
+    lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
     sections = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                 ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
                 ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
@@ -4761,13 +4761,7 @@ def _run_command(args, stdout, stderr):
         prices=_load_prices(args.prices) if args.prices else None,
         judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
     cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
-    if args.rescore:  # the recorded outputs, replayed
-        client_name = f"rescore:{args.rescore}"
-        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        client_name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(client_name)
-    refuse_conversations(selected, call_model, client_name)
+    call_model, client_name = _client_for(args, selected, options)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
         scope = f"{len(selected)} of {total}" if len(selected) != total else total
@@ -4792,17 +4786,24 @@ def _run_command(args, stdout, stderr):
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
                      f"{len(selected)} cases; nothing was written\n")
         return EXIT_INTERRUPTED
-    if options.budget and options.budget.unpriced:
-        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
-                     "call(s) (the model is not in the price table or reported no usage); "
-                     "they were not counted\n")
     if cache:
         record["summary"]["cached"] = options.cached
-    _finish_run(args, record, selected, judge_only, baseline, stdout, stderr,
-                _cache_note(options) if cache else "")
+    _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
         collected()
     return _exit_code(record["summary"], args.strict, args.accept)
+
+
+def _client_for(args, cases, options):
+    """(call_model, its name): the recordings replayed (--rescore), else the client to load."""
+    if args.rescore:
+        name = f"rescore:{args.rescore}"
+        call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
+    else:
+        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        call_model = load_client(name)
+    refuse_conversations(cases, call_model, name)
+    return call_model, name
 
 
 # EVALS_CACHE's words (my_client reads the same).
@@ -4813,7 +4814,8 @@ _CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
 def _use_cache(args):
     """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
     EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
-    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client."""
+    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client, and a
+    batch answers every call (--cache with either is refused)."""
     raw = os.environ.get("EVALS_CACHE", "").strip().lower()
     if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
         raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
@@ -4823,7 +4825,7 @@ def _use_cache(args):
                          "contradict each other: the cache keeps every reply's text; choose one "
                          "(--no-cache turns EVALS_CACHE off)")
     os.environ["EVALS_CACHE"] = "1" if on else "0"
-    return on and not args.rescore
+    return on and not (args.rescore or args.batch or args.batch_resume)
 
 
 def _cache_note(options):
@@ -4989,11 +4991,12 @@ def _refuse_contradictions(args):
     if args.min_pass is not None and args.min_pass > _repeat(args):
         option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
+    # A batch answers every call at once: no replay, cache or budget applies to it.
     for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
                           ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
-                          ("cache", "no_cache"), ("rescore", "cache"), ("cache", "batch"),
-                          ("rescore", "batch"), ("rescore", "batch_resume"), ("budget", "batch"),
-                          ("budget", "batch_resume")):
+                          ("cache", "no_cache"), ("rescore", "cache"),
+                          *((option, batch) for option in ("rescore", "cache", "budget")
+                            for batch in ("batch", "batch_resume"))):
         if getattr(args, first) and getattr(args, second):
             raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                              "contradict each other: choose one")
@@ -5096,10 +5099,14 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
             stream.flush()
 
 
-def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, note=""):
-    """Summary (and `note`, a line after it), recordings, the record, the history and the
-    reports of a finished run. The record is written before the history, so the history never
-    holds a run that was lost."""
+def _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr):
+    """Summary (and how many replies came from the cache, when the run used it), recordings,
+    the record, the history and the reports of a finished run. The record is written before the
+    history, so the history never holds a run that was lost."""
+    if options.budget and options.budget.unpriced:
+        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
+                     "call(s) (the model is not in the price table or reported no usage); "
+                     "they were not counted\n")
     history = not (args.no_history or args.no_save)
     if history:
         ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
@@ -5107,7 +5114,8 @@ def _finish_run(args, record, selected, judge_only, baseline, stdout, stderr, no
             path, list(ran), current=ran, alpha=args.alpha))
         if flaky is not None:
             record["summary"]["flaky_history"] = flaky
-    stdout.write(format_summary(record, args.quiet) + note)
+    stdout.write(format_summary(record, args.quiet)
+                 + (_cache_note(options) if "cached" in record["summary"] else ""))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
@@ -5204,11 +5212,8 @@ def _save_recordings(path, record, stderr):
             fresh[entry["id"]] = updates.tell()
             updates.write(_json_line(fields))
 
-        def updated(row, fields):
-            row = dict(row, id=fields["id"], input=fields["input"], output=fields["output"])
-            row.pop("reasoning", None)  # an older recording's is not this output's
-            row.update((k, fields[k]) for k in ("reasoning", "model") if k in fields)
-            return row
+        def updated(row, fields):  # an older recording's reasoning is not this output's
+            return {**{k: v for k, v in row.items() if k != "reasoning"}, **fields}
 
         def rows():
             with open(path, "rb") if old else contextlib.nullcontext() as handle:
@@ -5223,7 +5228,7 @@ def _save_recordings(path, record, stderr):
             for line in updates:
                 fields = json.loads(line)
                 if fields["id"] not in old:
-                    yield updated({}, fields)
+                    yield fields
 
         write_jsonl_atomic(path, rows())
     stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "

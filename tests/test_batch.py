@@ -497,10 +497,13 @@ class ResumeTests(BatchCase):
     def test_batch_resume_id(self):
         server = self.serve()
         self.interrupted_run(server)
-        code = self.run_evals(server, "--batch-resume", "batch_1")
+        # EVALS_CACHE=1 in the environment: a batch run consults no cache, and says nothing of it
+        code = self.run_evals(server, "--batch-resume", "batch_1", EVALS_CACHE="1")
         self.assertEqual(code, 2, self.describe())
         self.assertEqual(server.created(), ["/v1/batches"])
         self.assertEqual(len(self.record()["cases"]), 4)
+        self.assertNotIn("cache", self.stdout)
+        self.assertNotIn("cached", self.record()["summary"])
 
     def test_a_no_save_run_keeps_the_batch_to_collect_again(self):
         server = self.serve()
@@ -608,10 +611,14 @@ class RefusedTests(BatchCase):
         self.assertIn("--budget and --batch contradict each other", self.stderr)
         self.assertEqual(server.log(), [])
 
-    def test_cache_contradicts_batch(self):
+    def test_cache_contradicts_batch_and_batch_resume(self):
+        # A batch answers every call: the cache would answer none (its after-run line said
+        # "0 of N replies came from the cache").
         server = self.serve()
-        self.assertEqual(self.run_evals(server, "--batch", "--cache"), 2)
-        self.assertIn("--cache and --batch contradict each other", self.stderr)
+        for batch in (["--batch"], ["--batch-resume", "batch_1"]):
+            with self.subTest(batch=batch):
+                self.assertEqual(self.run_evals(server, *batch, "--cache"), 2, self.describe())
+                self.assertIn(f"--cache and {batch[0]} contradict each other", self.stderr)
         self.assertEqual(server.log(), [])
 
     def test_a_poll_interval_that_is_no_finite_number_is_refused_before_submitting(self):

@@ -394,7 +394,7 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("LOWER, NOT SIGNIFICANT: few\n    2/2 -> 0/2 calls passed (p = 0.167; too "
                       "few calls for any drop to be significant at alpha 0.05: 3 calls in each "
                       "run can show one)\n", text)
-        self.assertIn("flaky (repeats disagreed): k (1/3 calls passed), r (1/3 calls passed)",
+        self.assertIn("flaky (calls disagreed in this run): k (1/3 calls passed), r (1/3 calls passed)",
                       text)
         quiet = evals.format_summary(self.record, quiet=True)
         self.assertIn("2 lower, not significant", quiet)  # never hidden, even in -q
@@ -405,6 +405,8 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("- 3/3 \\-&gt; 1/3 calls passed", md)
         self.assertIn("| lower not significant |", md)
         self.assertIn("### Flaky (2)", md)
+        # the text summary's wording (test_text_summary), from the same place
+        self.assertIn("- k \\(1/3 calls passed\\): calls disagreed in this run\n", md)
         self.assertIn("contains\\_all\\: missing\\: 'ok' \\(1/3 calls passed\\)", md)
 
     def test_html(self):
@@ -414,6 +416,8 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("3/3 -&gt; 1/3 calls passed (p = 0.2, lower, not significant", page)
         self.assertIn("missing: &#x27;ok&#x27; (1/3 calls passed)</li>", page)
         self.assertIn('<section id="flaky"><h2>Flaky (2)</h2>', page)
+        self.assertIn('<tr><td class="id">k (1/3 calls passed)</td><td>calls disagreed in this '
+                      'run</td></tr>', page)
         self.assertIn("<b>2</b>lower, not significant</div>", page)
 
     def test_a_passing_repeated_case_shows_its_rate_too(self):
@@ -609,7 +613,7 @@ class RepeatFlakyCliTest(Workspace):
         entries = {e["id"]: e for e in self.load(self.baseline)["cases"]}
         self.assertEqual((entries["flip"]["passes"], entries["flip"]["calls"]), (2, 4))
         self.assertEqual(entries["steady"]["change"], "not_run")
-        self.assertIn("flaky (repeats disagreed): flip (2/4 calls passed)", out)
+        self.assertIn("flaky (calls disagreed in this run): flip (2/4 calls passed)", out)
 
     def test_contradictions(self):
         self.write_cases(ok_case("k"))

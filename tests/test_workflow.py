@@ -817,7 +817,7 @@ class RepeatTest(unittest.TestCase):
         record = evals.make_record(run, baseline, [OK_CASE], options=options)
         self.assertEqual(record["summary"]["flaky"], [{"id": "k", "passes": 2, "calls": 3}])
         self.assertEqual(record["options"]["min_pass"], 2)
-        self.assertIn("flaky (repeats disagreed): k (2/3 calls passed)",
+        self.assertIn("flaky (calls disagreed in this run): k (2/3 calls passed)",
                       evals.format_summary(record))
 
 
