@@ -852,12 +852,19 @@ def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout
         return _send_kept_alive(url, headers, data, timeout, method)
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
+    return _urllib_send(opener, request, timeout, _read_capped)
+
+
+def _urllib_send(open_: Callable[..., Any], request: Any, timeout: float,
+                 read: Callable[[Any], Any]) -> Tuple[int, Mapping[str, str], Any]:
+    """(status, headers, read(response)) of urllib's answer to ``request``; for an HTTP error
+    status, its body (bytes) in place of what ``read`` gives.  Raises _Failed below HTTP."""
     try:
-        with opener(request, timeout=timeout) as response:
-            return response.status, response.headers, _read_capped(response)
+        with open_(request, timeout=timeout) as response:
+            return response.status, response.headers, read(response)
     except urllib.error.HTTPError as exc:
         try:
-            body = exc.read()
+            body = exc.read(MAX_RESPONSE_BYTES)
         except (OSError, http.client.HTTPException):
             body = b""
         finally:
@@ -975,7 +982,7 @@ def _should_retry(status: int, headers: Mapping[str, str], no_quota: bool) -> bo
     return status in RETRY_STATUSES and not no_quota
 
 
-def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
+def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
     """Return (description of an HTTP error body, whether it means 'no quota left')."""
     error = _error_object(payload)
     if error:
@@ -1021,7 +1028,7 @@ def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Fail
         payload = json.loads(body.decode("utf-8")) if body else None
     except (UnicodeDecodeError, ValueError):
         payload = None
-    detail, no_quota = _error_message(status, payload, body)
+    detail, no_quota = _error_message(payload, body)
     retryable = _should_retry(status, headers, no_quota)
     wait = _retry_after(headers, payload) if retryable else None
     return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
@@ -1935,18 +1942,18 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
 
     def once() -> Any:
         try:
-            return _attempt(url, headers, data, settings.timeout, method)
+            answer = _attempt(url, headers, data, settings.timeout, method)
         except _Failed as failure:
             if creates and failure.status is None and failure.retryable:
                 raise _Failed(failure.what + " (not sent again: it may have been done; see "
                               "the provider's list of batches)") from None
             raise
+        if not isinstance(answer, dict):
+            raise _Failed("%s %s answered %s, not an object" % (method, path,
+                                                                type(answer).__name__))
+        return answer
 
-    answer, _ = _retrying(once, settings, key, lambda seconds: sleep(seconds), lambda: rand())
-    if not isinstance(answer, dict):
-        raise ProviderError(settings.provider, "%s %s answered %s, not an object"
-                            % (method, path, type(answer).__name__))
-    return answer
+    return _retrying(once, settings, key, lambda seconds: sleep(seconds), lambda: rand())[0]
 
 
 def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
@@ -1989,23 +1996,16 @@ def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) ->
     handlers = [_KeyKeepingRedirect()]  # type: List[Any]
     if not _uses_proxy(parts.scheme, parts.hostname or ""):
         handlers.append(urllib.request.ProxyHandler({}))
-    try:
-        request = urllib.request.Request(url, headers=headers, method="GET")
-        with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as response:
-            for chunk in iter(lambda: response.read(1 << 20), b""):
-                handle.write(chunk)
-    except urllib.error.HTTPError as exc:
-        try:
-            body = exc.read(ERROR_TEXT_LIMIT * 20)
-        except (OSError, http.client.HTTPException):
-            body = b""
-        finally:
-            exc.close()
-        raise _http_failure(exc.code, exc.headers, body) from None
-    except urllib.error.URLError as exc:
-        raise _classify_network_error(exc.reason, timeout) from None
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise _classify_network_error(exc, timeout) from None
+
+    def copy(response: Any) -> None:
+        for chunk in iter(lambda: response.read(1 << 20), b""):
+            handle.write(chunk)
+
+    status, answer_headers, body = _urllib_send(
+        urllib.request.build_opener(*handlers).open,
+        urllib.request.Request(url, headers=headers, method="GET"), timeout, copy)
+    if not 200 <= status < 300:
+        raise _http_failure(status, answer_headers, body)
 
 
 class _BatchAnswers(collections.abc.Mapping):
@@ -2073,14 +2073,20 @@ class _BatchAnswers(collections.abc.Mapping):
                                 self._parse, self._key)
 
 
-def _batch_reply(settings: Settings, parse: Callable[..., Parsed], data: Any, request: Request,
-                 key: Optional[str]) -> Any:
-    """A batch's answer as the live call's parser reads it: a Reply, or the ProviderError of
-    an answer the parser rejects."""
-    try:
-        return _reply(parse(data, request.sent), settings, request.sent, 0)
-    except _Failed as failure:
-        return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
+def _batch_answer(body_of: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A batch API's reader of one result row, ``answer(row, request, settings, parse, key)``:
+    ``body_of(row)`` gives the answer's JSON, which the live call's parser reads, or raises
+    _Failed.  Returns the Reply, or the ProviderError of a _Failed, scrubbed of ``key``: the
+    one way a batch's answer becomes an error."""
+    @functools.wraps(body_of)
+    def answer(row: Dict[str, Any], request: Request, settings: Settings,
+               parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+        try:
+            return _reply(parse(body_of(row), request.sent), settings, request.sent, 0)
+        except _Failed as failure:
+            return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
+
+    return answer
 
 
 def _poll_interval(settings: Settings) -> Tuple[float, bool]:
@@ -2159,17 +2165,15 @@ def _openai_batch_missing(batch: Dict[str, Any]) -> str:
         batch.get("id"), batch.get("status"), ": " + why if why else "")
 
 
-def _openai_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
-                         parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+@_batch_answer
+def _openai_batch_answer(row: Dict[str, Any]) -> Any:
     response = row.get("response") if isinstance(row.get("response"), dict) else {}
     status, body = response.get("status_code"), response.get("body")
     if isinstance(row.get("error"), dict):
-        detail, _ = _error_message(status or 0, {"error": row["error"]}, b"")
-        return ProviderError(settings.provider, _scrub(detail, key), status)
-    if isinstance(status, int) and 200 <= status < 300:
-        return _batch_reply(settings, parse, body, request, key)
-    detail, _ = _error_message(status or 0, body, b"")
-    return ProviderError(settings.provider, _scrub("HTTP %s %s" % (status, detail), key), status)
+        raise _Failed(_error_message({"error": row["error"]}, b"")[0], status=status)
+    if not (isinstance(status, int) and 200 <= status < 300):
+        raise _Failed("HTTP %s %s" % (status, _error_message(body, b"")[0]), status=status)
+    return body
 
 
 # ---- Anthropic Message Batches API: https://docs.anthropic.com/en/api/creating-message-batches ,
@@ -2225,19 +2229,17 @@ _ANTHROPIC_UNANSWERED = {
 }
 
 
-def _anthropic_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
-                            parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+@_batch_answer
+def _anthropic_batch_answer(row: Dict[str, Any]) -> Any:
     result = row.get("result") if isinstance(row.get("result"), dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
-        return _batch_reply(settings, parse, result.get("message"), request, key)
-    if kind == "errored":
-        detail, _ = _error_message(0, result.get("error"), b"")
-        status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
-        return ProviderError(settings.provider, _scrub(
-            ("HTTP %d %s" % (status, detail)) if status else detail, key), status)
-    return ProviderError(settings.provider, _ANTHROPIC_UNANSWERED.get(
-        kind, "unknown batch result type %r" % kind))
+        return result.get("message")
+    if kind != "errored":
+        raise _Failed(_ANTHROPIC_UNANSWERED.get(kind, "unknown batch result type %r" % kind))
+    detail, _ = _error_message(result.get("error"), b"")
+    status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
+    raise _Failed(("HTTP %d %s" % (status, detail)) if status else detail, status=status)
 
 
 _BATCH_APIS = {
