@@ -557,30 +557,26 @@ def _truncate(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
 # --------------------------------------------------------------------------
 
 
-class Settings:
+class Settings(NamedTuple):
     """Resolved configuration of one client (no key: keys are read per call)."""
 
-    def __init__(self, **kw: Any) -> None:
-        self.provider = kw["provider"]  # type: str
-        self.model = kw["model"]  # type: str
-        self.base_url = kw["base_url"]  # type: str
-        self.api_key = kw.get("api_key")  # type: Optional[str]
-        self.system_prompt = kw.get("system_prompt")  # type: Optional[str]
-        self.tools = kw.get("tools")  # type: Optional[List[Dict[str, Any]]]  # see _load_tools
-        self.max_tokens = kw.get("max_tokens")  # type: Optional[int]
-        self.temperature = kw.get("temperature")  # type: Optional[float]
-        # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model
-        # that refuses it is then called without one (see _refusal).
-        self.default_temperature = kw.get("default_temperature", False)  # type: bool
-        self.token_field = kw.get("token_field")  # type: Optional[str]  # None: by the host
-        self.num_ctx = kw.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX)  # type: int
-        self.timeout = kw["timeout"]  # type: float
-        self.max_attempts = kw["max_attempts"]  # type: int
-        self.max_retry_wait = kw["max_retry_wait"]  # type: float
-        self.env = kw["env"]  # type: Mapping[str, str]
-
-    def replace(self, **changes: Any) -> "Settings":
-        return Settings(**dict(vars(self), **changes))
+    provider: str
+    model: str
+    base_url: str
+    timeout: float
+    max_attempts: int
+    max_retry_wait: float
+    env: Mapping[str, str]
+    api_key: Optional[str] = None
+    system_prompt: Optional[str] = None
+    tools: Optional[List[Dict[str, Any]]] = None  # see _load_tools
+    max_tokens: Optional[int] = None
+    temperature: Optional[float] = None
+    # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model that
+    # refuses it is then called without one (see _refusal).
+    default_temperature: bool = False
+    token_field: Optional[str] = None  # None: by the host
+    num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
 
 
 def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
@@ -1755,7 +1751,7 @@ def _for_model(settings: Settings) -> Settings:
     with _adapted_lock:
         known = _adapted.get((settings.provider, settings.model), {})
         changes = {name: known[name] for name in _ours(settings) if name in known}
-    return settings.replace(**changes) if changes else settings
+    return settings._replace(**changes) if changes else settings
 
 
 class Client:
@@ -1818,7 +1814,7 @@ class Client:
         # The module's sleep / rand are looked up per call, so tests can patch them.
         sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
         rand_fn = self._rand or (lambda: rand())
-        later = _harness_retries_later(caller)
+        later = bool(_from_harness("can_retry_later", caller))
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             try:
@@ -2271,6 +2267,9 @@ _CACHE_SCHEMA = (
     "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)")
 # Query parameters that may hold a credential: left out of the key, so a new key still hits.
 _SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
+# What the cache keeps of a Reply, besides its text.
+_CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model", "sent",
+           "reasoning")
 _cache_threads = threading.local()  # each thread's open connections, by absolute path
 _cache_warned = set()  # type: set
 _cache_lock = threading.Lock()
@@ -2289,18 +2288,6 @@ def cache_path(env: Mapping[str, str]) -> str:
     """The cache file: ``EVALS_CACHE_PATH``, default ``.evals/cache.sqlite`` (relative to the
     current folder)."""
     return env.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
-
-
-def _current_attempt() -> int:
-    """The repeat index of the call the harness is making (``evals.current_attempt()``), 0
-    outside a run.  ``__main__`` is asked too, as in :func:`_current_case`: when the harness
-    runs as ``python evals.py`` that is where its context variable lives."""
-    for module in (sys.modules.get("evals"), sys.modules.get("__main__")):
-        getter = getattr(module, "current_attempt", None)
-        attempt = getter() if callable(getter) else None
-        if isinstance(attempt, int):
-            return attempt
-    return 0
 
 
 def _cache_key(provider: str, request: Request, attempt: int) -> str:
@@ -2366,7 +2353,7 @@ def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, .
         return None, None
     import sqlite3
 
-    attempt = _current_attempt()
+    attempt = _from_harness("current_attempt") or 0
     request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
     slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
     try:
@@ -2375,11 +2362,8 @@ def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, .
         if row is None:
             return slot, None
         data = json.loads(row[0])
-        return slot, Reply(data["text"], usage=data.get("usage"), model=data.get("model") or "",
-                           finish_reason=data.get("finish_reason"), replayed=True,
-                           reasoning=data.get("reasoning"), sent=data.get("sent"),
-                           tool_calls=data.get("tool_calls"),
-                           finish_reason_raw=data.get("finish_reason_raw"), cached=True)
+        kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
+        return slot, Reply(data["text"], replayed=True, cached=True, **kept)
     except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
         _cache_trouble(slot[0], "read", exc)
         return slot, None
@@ -2392,9 +2376,7 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
         return reply
     import sqlite3
 
-    data = {"text": str(reply), "tool_calls": reply.tool_calls, "usage": reply.usage,
-            "finish_reason": reply.finish_reason, "finish_reason_raw": reply.finish_reason_raw,
-            "model": reply.model, "sent": reply.sent, "reasoning": reply.reasoning}
+    data = dict({name: getattr(reply, name) for name in _CACHED}, text=str(reply))
     created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     try:
         # One statement, so one transaction: a run at once sees the reply whole or not at all.
@@ -2450,27 +2432,6 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
 # --------------------------------------------------------------------------
 
 
-def _harness_retries_later(caller: Any) -> bool:
-    """Whether the harness can take back the call of ``caller`` (evals'
-    ``can_retry_later``): then a wait between attempts raises RetryLater, not sleeps."""
-    for module in _harness_modules(load=False):  # a harness not loaded runs no call
-        asks = getattr(module, "can_retry_later", None)
-        if callable(asks) and asks(caller):
-            return True
-    return False
-
-
-def _current_case() -> Any:
-    """The case the harness is running, via ``evals.current_case()``; None if unknown."""
-    for module in _harness_modules():
-        getter = getattr(module, "current_case", None)
-        if callable(getter):
-            case = getter()
-            if case is not None:
-                return case
-    return None
-
-
 def _harness_modules(load: bool = True) -> List[Any]:
     """The modules that may be the harness running this call: ``evals``, and ``__main__``;
     with ``load``, ``evals`` is imported when neither is loaded.
@@ -2495,6 +2456,20 @@ def _harness_modules(load: bool = True) -> List[Any]:
         except Exception:  # no harness importable: a replay falls back to matching by input
             return []
     return candidates
+
+
+def _from_harness(name: str, *args: Any, load: bool = False) -> Any:
+    """The first answer but None and False of the harness's ``name(*args)``: evals'
+    ``current_case()``, ``current_attempt()`` (the repeat index, for the cache key) or
+    ``can_retry_later(client)`` (then a wait between attempts raises RetryLater, not sleeps).
+    None when no harness answers; ``load``: see _harness_modules (a harness not loaded runs
+    no call, so only a replay looking up its case loads one)."""
+    for module in _harness_modules(load):
+        asked = getattr(module, name, None)
+        answer = asked(*args) if callable(asked) else None
+        if answer is not None and answer is not False:
+            return answer
+    return None
 
 
 def _jsonl_rows(path: str, missing: str) -> Any:
@@ -2674,12 +2649,11 @@ class ReplayClient(_Replay):
             FileNotFoundError: the recordings file does not exist.
         """
         by_id, by_input = self._load()
-        if _current_attempt() > 0:  # one recorded answer, counted again, is no second answer
+        if _from_harness("current_attempt"):  # a repeat would count the one answer again
             raise LookupError("%s holds one answer per case; a repeated call of it would only "
                               "count that answer again: --repeat needs a live model (set "
                               "EVALS_PROVIDER)" % self.path)
-        case = _current_case()
-        case_id = getattr(case, "id", None) if case is not None else None
+        case_id = getattr(_from_harness("current_case", load=True), "id", None)
         record = by_id.get(str(case_id)) if case_id is not None else None
         if record is None:
             record = self._by_prompt(by_input, prompt)
