@@ -117,31 +117,9 @@ would be: that request's answer is its error.
 
 Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
 string keeps working): the text part of the answer (``""`` when the model only
-called tools), with extra attributes:
-
-* ``tool_calls``: the tools the model asked to call, in order:
-  ``[{"name": str, "arguments": dict}]`` (``[]`` when none).  OpenAI sends the
-  arguments as a JSON string: it is parsed, and kept as the raw string when it
-  is not a JSON object (that is the model's answer, which evals' checks
-  report); an empty string is ``{}``.
-* ``finish_reason``: why the answer ended, normalised (table below), or
-  ``None`` when the provider said nothing this client knows.
-* ``finish_reason_raw``: the provider's own word for it, verbatim (``stop``,
-  ``end_turn``, ``STOP``...), or ``None``.
-* ``usage``: ``{"input_tokens": int|None, "output_tokens": int|None}``, or
-  ``None`` when the provider reported no usage (and for replay).
-* ``model``: the model that answered, as reported by the provider (falls back
-  to the requested model; ``"replay"`` for recorded outputs).
-* ``attempts``: HTTP attempts made (0 for replay and for a cached reply).
-* ``cached``: True when the reply came from the cache (``replayed`` is True
-  too: it took no model time), else False.
-* ``reasoning``: the model's thinking, taken out of the answer (a leading
-  ``<think>...</think>`` block, or the provider's own field), or ``None``.
-  The string is the answer without it: that is what checks score.
-* ``sent``: what was sent that decides the answer, named as the provider
-  names it, e.g. ``{"temperature": None, "max_completion_tokens": 1024}``
-  (None: not sent), and ``"tools": [names]`` when tools were offered;
-  ``None`` for replay.
+called tools), with the attributes its docstring lists: ``tool_calls``,
+``finish_reason``, ``finish_reason_raw``, ``usage``, ``model``, ``attempts``,
+``replayed``, ``cached``, ``reasoning`` and ``sent``.
 
 ``reply_dict(reply)`` is the reply as recordings and captures store it: the
 string when it has no tool calls and ended normally (``stop`` or unknown), else
@@ -403,17 +381,20 @@ class Reply(str):
         usage (dict or None): ``{"input_tokens": int|None, "output_tokens": int|None}``, plus
             Anthropic's ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` when
             it reports them (its ``input_tokens`` leaves those out); None when the provider
-            reported no usage.
-        model (str): model that produced the answer.
+            reported no usage, and for a replay.
+        model (str): the model that answered, as the provider reports it (else the model
+            asked; ``"replay"`` for a recorded output).
         finish_reason (str or None): why the answer ended, normalised to ``stop``, ``length``,
             ``tool_calls``, ``content_filter`` or ``refusal`` (the module docstring's table);
             None when the provider said nothing this client knows.
         finish_reason_raw (str or None): the provider's own stop reason, verbatim.
         tool_calls (list): the tools the model asked to call, in its order:
-            ``{"name": str, "arguments": dict}`` (``arguments`` is the raw string when the
-            provider sent text that is not a JSON object); ``[]`` when none.  The string is
-            then the text part, ``""`` when the model only called tools.
-        attempts (int): HTTP attempts made (0 for a replayed output).
+            ``{"name": str, "arguments": dict}``; ``[]`` when none.  Arguments sent as a JSON
+            string (OpenAI) are parsed, an empty one is ``{}``, and one that is not a JSON
+            object stays the raw string (that is the model's answer, which evals' checks
+            report).  The string is then the text part, ``""`` when the model only called
+            tools.
+        attempts (int): HTTP attempts made (0 for a replayed or cached answer).
         replayed (bool): a recorded answer, which took no model time (evals leaves it out
             of latency).
         cached (bool): the answer came from the cache of live calls (EVALS_CACHE), not from
@@ -1239,7 +1220,13 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def _bearer(key: Optional[str]) -> Dict[str, str]:
+def _key_headers(provider: str, key: Optional[str]) -> Dict[str, str]:
+    """How each provider takes the key (its request builder's docstring cites the source), for
+    its model calls and its batch API alike."""
+    if provider == "anthropic":
+        return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
+    if provider == "gemini":
+        return {"x-goog-api-key": key or ""}
     return {"Authorization": "Bearer " + key} if key else {}
 
 
@@ -1369,12 +1356,13 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
                 **_present(sent))
     _offer_tools(settings, body, sent, _function_tools)
-    return Request(_root(settings) + "/chat/completions", _bearer(key), body, sent)
+    return Request(_root(settings) + "/chat/completions", _key_headers("openai", key), body,
+                   sent)
 
 
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``), then the
-    deprecated ``message.function_call``:
+    """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
+    arguments are an object), then the deprecated ``message.function_call``:
     https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ."""
     calls = [call.get("function") or {} for call in message.get("tool_calls") or []
              if isinstance(call, dict)]
@@ -1448,8 +1436,7 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     if system:
         body["system"] = "\n\n".join(system)
     _offer_tools(settings, body, sent, _anthropic_tools)
-    headers = {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
-    return Request(_root(settings) + "/messages", headers, body, sent)
+    return Request(_root(settings) + "/messages", _key_headers("anthropic", key), body, sent)
 
 
 def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1544,7 +1531,7 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
         body["generationConfig"] = _present(sent)
     _offer_tools(settings, body, sent, _gemini_tools)
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
-    return Request(url, {"x-goog-api-key": key or ""}, body, sent)
+    return Request(url, _key_headers("gemini", key), body, sent)
 
 
 def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1610,7 +1597,7 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
             "stream": False, "options": _present(sent)}
     _offer_tools(settings, body, sent, _function_tools)
     root = re.sub(r"/(v1|api)$", "", settings.base_url)
-    return Request(root + "/api/chat", _bearer(key), body, sent)
+    return Request(root + "/api/chat", _key_headers("ollama", key), body, sent)
 
 
 def _check_context_fit(prompt_tokens: Any, num_ctx: int) -> None:
@@ -1647,9 +1634,7 @@ def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     _check_context_fit(data.get("prompt_eval_count"), sent["num_ctx"])
     message = data.get("message") if isinstance(data.get("message"), dict) else {}
     finish = data.get("done_reason")
-    calls = [_tool_call((call.get("function") or {}).get("name"),
-                        (call.get("function") or {}).get("arguments"), "message.tool_calls")
-             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    calls = _openai_tool_calls(message)
     text, normal = _answer(_OLLAMA_REASONS, finish, lambda: message.get("content"), calls)
     return Parsed(text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
                   data.get("model"), normal, finish, _text_field(message, "thinking"), calls)
@@ -1916,12 +1901,6 @@ class _BatchApi(NamedTuple):
     answer: Callable[..., Any]
 
 
-def _api_headers(settings: Settings, key: Optional[str]) -> Dict[str, str]:
-    if settings.provider == "anthropic":
-        return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
-    return _bearer(key)
-
-
 def _api(settings: Settings, key: Optional[str], method: str, path: str, payload: Any = None,
          data: Optional[bytes] = None, content_type: str = "application/json",
          creates: bool = False) -> Dict[str, Any]:
@@ -1930,7 +1909,7 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
     is not sent again after a timeout or a reset, which may have come after it was done (a
     second batch would be billed again)."""
     url = _root(settings) + path
-    headers = dict(_api_headers(settings, key), Accept="application/json")
+    headers = dict(_key_headers(settings.provider, key), Accept="application/json")
     if payload is not None:
         data = json.dumps(payload).encode("utf-8")
     if data is not None:
@@ -2025,7 +2004,7 @@ class _BatchAnswers(collections.abc.Mapping):
     def download(self, url: str) -> None:
         """Append the body of ``url`` (a retried download starts again where it started)."""
         start = self.file.seek(0, os.SEEK_END)
-        headers = _api_headers(self._settings, self._key)
+        headers = _key_headers(self._settings.provider, self._key)
 
         def once() -> None:
             self.file.seek(start)
@@ -3270,11 +3249,6 @@ def _shown_text(value: Any) -> Optional[str]:
     return _capture_text(value)
 
 
-def _id_words(value: Any) -> str:
-    """The text a case id is suggested from: a conversation's last message, else the text."""
-    return value[-1]["content"] if _is_conversation(value) else (_capture_text(value) or "")
-
-
 def _drafted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -> Any:
     """A case from the reviewer's answers (dict), or None when nothing is to be checked."""
     def phrases(answer: str) -> List[str]:
@@ -3361,7 +3335,9 @@ def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
     """Review one capture: "added" or "skipped"; raises _EndOfInput (and on [q]uit)."""
     import evals
 
-    text = _id_words(row.get("input")) if _capture_text(row.get("input")) is not None else None
+    text = _capture_text(row.get("input"))  # a case id is suggested from it
+    if text is not None and _is_conversation(row["input"]):
+        text = row["input"][-1]["content"]
     while True:
         choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ").strip().lower()
         if choice in ("q", "quit"):
