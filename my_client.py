@@ -274,6 +274,7 @@ import email.utils
 import functools
 import hashlib
 import http.client
+import itertools
 import json
 import os
 import random
@@ -498,7 +499,7 @@ class RetryLater(Exception):
 
 
 class _Paused(Exception):
-    """_post_json's wait between attempts, handed to the harness (see RetryLater)."""
+    """_retrying's wait between attempts, handed to the harness (see RetryLater)."""
 
     def __init__(self, failure: "_Failed", delay: float, attempt: int, waited: float) -> None:
         super().__init__(failure.what)
@@ -707,7 +708,7 @@ _DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class _Failed(Exception):
     """An attempt failed (network, HTTP status, unusable 2xx body); ``what`` may hold the key:
-    :func:`_post_json` scrubs it where, in one place, a failure becomes a ProviderError."""
+    :func:`_retrying` scrubs it where, in one place, a failure becomes a ProviderError."""
 
     def __init__(self, what: str, retryable: bool = False, status: Optional[int] = None,
                  retry_after: Optional[float] = None) -> None:
@@ -949,16 +950,6 @@ def _daily_quotas(details: Any) -> List[str]:
     return quotas
 
 
-def _should_retry(status: int, headers: Mapping[str, str], no_quota: bool) -> bool:
-    """Whether an HTTP error is worth another attempt.  The server's ``x-should-retry`` decides
-    when it says ``true`` or ``false``, as the official SDKs obey it (see RETRY_STATUSES);
-    otherwise the status does, except a 429 that means no quota is left."""
-    told = headers.get("x-should-retry")
-    if told in ("true", "false"):
-        return told == "true"
-    return status in RETRY_STATUSES and not no_quota
-
-
 def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
     """Return (description of an HTTP error body, whether it means 'no quota left')."""
     error = _error_object(payload)
@@ -1006,7 +997,11 @@ def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Fail
     except (UnicodeDecodeError, ValueError):
         payload = None
     detail, no_quota = _error_message(payload, body)
-    retryable = _should_retry(status, headers, no_quota)
+    # The server's x-should-retry decides when it says true or false, as the official SDKs
+    # obey it (see RETRY_STATUSES); otherwise the status does, but for a 429 of no quota left.
+    told = headers.get("x-should-retry")
+    retryable = (told == "true" if told in ("true", "false")
+                 else status in RETRY_STATUSES and not no_quota)
     wait = _retry_after(headers, payload) if retryable else None
     return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
 
@@ -1036,28 +1031,15 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
     return min(remaining, rand_fn() * ceiling), ""
 
 
-def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], settings: Settings,
-               secret: Optional[str], parse: Callable[[Any], "Parsed"], sleep_fn: Callable[[float], Any],
-               rand_fn: Callable[[], float], later: bool = False,
-               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple["Parsed", int]:
-    """POST ``payload`` as JSON with the retry policy; return (parse(answer JSON), attempts).
-
-    A 2xx answer is never retried: one that is not JSON, is empty or that ``parse`` rejects
-    fails at once.  ``later``: raise _Paused instead of sleeping between attempts;
-    ``resumed``: (attempts made, seconds waited) of the call a _Paused paused.  Raises what
-    _retrying raises.
-    """
-    data = json.dumps(payload).encode("utf-8")
-    headers = dict(headers, **{"Content-Type": "application/json", "Accept": "application/json"})
-    return _retrying(lambda: parse(_attempt(url, headers, data, settings.timeout)), settings,
-                     secret, sleep_fn, rand_fn, later, resumed)
-
-
 def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str],
-              sleep_fn: Callable[[float], Any], rand_fn: Callable[[], float], later: bool = False,
+              sleep_fn: Optional[Callable[[float], Any]] = None,
+              rand_fn: Optional[Callable[[], float]] = None, later: bool = False,
               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple[Any, int]:
     """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
-    policy allows (see _post_json for ``later`` and ``resumed``).
+    policy allows.  ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up
+    per call so that tests can patch them); ``later``: raise _Paused instead of sleeping
+    between attempts; ``resumed``: (attempts made, seconds waited) of the call a _Paused
+    paused.
 
     Raises:
         ProviderError: the only place a failed request raises it, so every message is scrubbed
@@ -1069,14 +1051,15 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
         try:
             return once(), attempt
         except _Failed as failure:
-            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited, rand_fn)
+            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited,
+                                     rand_fn or rand)
             if delay is None:
                 raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
             if delay > 0 and later:
                 raise _Paused(failure, delay, attempt, waited + delay) from None
         if delay > 0:
-            sleep_fn(delay)
+            (sleep_fn or sleep)(delay)
         waited += delay
 
 
@@ -1161,23 +1144,16 @@ def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
     return messages
 
 
-def _system_apart(messages: List[Dict[str, str]]) -> Tuple[List[str], List[Dict[str, str]]]:
-    """(the system messages' texts, the other messages), for the APIs that take the system
-    prompt apart (Anthropic's ``system``, Gemini's ``systemInstruction``)."""
+def _system_and_turns(settings: Settings,
+                      prompt: Prompt) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
+    """(the system messages' texts, the turns: (role, texts) of each run of consecutive other
+    messages of one role), for the APIs that take the system prompt apart (Anthropic's
+    ``system``, Gemini's ``systemInstruction``) and require user and assistant turns to
+    alternate."""
+    messages = _chat_messages(settings, prompt)
+    runs = itertools.groupby((m for m in messages if m["role"] != "system"), lambda m: m["role"])
     return ([m["content"] for m in messages if m["role"] == "system"],
-            [m for m in messages if m["role"] != "system"])
-
-
-def _alternating(messages: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """Consecutive messages of one role merged, with a blank line between their texts: the
-    Messages API requires user and assistant turns to alternate."""
-    merged = []  # type: List[Dict[str, str]]
-    for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
-            merged[-1] = dict(merged[-1], content=merged[-1]["content"] + "\n\n" + message["content"])
-        else:
-            merged.append(dict(message))
-    return merged
+            [(role, [m["content"] for m in run]) for role, run in runs])
 
 
 def _offer_tools(settings: Settings, body: Dict[str, Any], sent: Dict[str, Any],
@@ -1431,8 +1407,9 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     """
     sent = _sampling(settings, "max_tokens")
     sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
-    system, messages = _system_apart(_chat_messages(settings, prompt))
-    body = dict({"model": settings.model, "messages": _alternating(messages)}, **_present(sent))
+    system, turns = _system_and_turns(settings, prompt)
+    messages = [{"role": role, "content": "\n\n".join(texts)} for role, texts in turns]
+    body = dict({"model": settings.model, "messages": messages}, **_present(sent))
     if system:
         body["system"] = "\n\n".join(system)
     _offer_tools(settings, body, sent, _anthropic_tools)
@@ -1516,15 +1493,10 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     or ``$schema`` with HTTP 400.
     """
     sent = _sampling(settings, "maxOutputTokens")
-    system, messages = _system_apart(_chat_messages(settings, prompt))
-    contents = []  # type: List[Dict[str, Any]]
-    for m in messages:
-        role = "model" if m["role"] == "assistant" else "user"
-        if contents and contents[-1]["role"] == role:  # turns must alternate: one turn, parts
-            contents[-1]["parts"].append({"text": m["content"]})
-        else:
-            contents.append({"role": role, "parts": [{"text": m["content"]}]})
-    body = {"contents": contents}  # type: Dict[str, Any]
+    system, turns = _system_and_turns(settings, prompt)
+    body = {"contents": [{"role": "model" if role == "assistant" else "user",
+                          "parts": [{"text": text} for text in texts]}
+                         for role, texts in turns]}  # type: Dict[str, Any]
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
@@ -1792,20 +1764,20 @@ class Client:
     def _answer(self, prompt: Prompt, key: Optional[str], caller: Any, slot: Any,
                 spent: int = 0, resumed: Tuple[int, float] = (0, 0.0)) -> Reply:
         """The call of ``caller`` (the callable the harness called: this client or ``ask``),
-        from ``spent`` attempts of refused defaults and ``resumed`` (see _post_json) on; the
+        from ``spent`` attempts of refused defaults and ``resumed`` (see _retrying) on; the
         answer is kept in the cache at ``slot`` (see _from_cache; None: off)."""
         s = self.settings
         build, parse = _ADAPTERS[s.provider]
-        # The module's sleep / rand are looked up per call, so tests can patch them.
-        sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
-        rand_fn = self._rand or (lambda: rand())
         later = bool(_from_harness("can_retry_later", caller))
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
-            try:
-                parsed, attempts = _post_json(
-                    request.url, request.headers, request.body, s, key,
-                    lambda data: parse(data, request.sent), sleep_fn, rand_fn, later, resumed)
+            data = json.dumps(request.body).encode("utf-8")
+            headers = dict(request.headers, **{"Content-Type": "application/json",
+                                               "Accept": "application/json"})
+            try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
+                parsed, attempts = _retrying(
+                    lambda: parse(_attempt(request.url, headers, data, s.timeout), request.sent),
+                    s, key, self._sleep, self._rand, later, resumed)
                 break
             except _Paused as pause:
                 state = (spent, (pause.attempt, pause.waited))
@@ -1928,7 +1900,7 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
                                                                 type(answer).__name__))
         return answer
 
-    return _retrying(once, settings, key, lambda seconds: sleep(seconds), lambda: rand())[0]
+    return _retrying(once, settings, key)[0]
 
 
 def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
@@ -2011,7 +1983,7 @@ class _BatchAnswers(collections.abc.Mapping):
             self.file.truncate()
             _get_into(url, headers, self._settings.timeout, self.file)
 
-        _retrying(once, self._settings, self._key, lambda seconds: sleep(seconds), lambda: rand())
+        _retrying(once, self._settings, self._key)
 
     def index(self) -> "_BatchAnswers":
         """Note where each result line starts, by its custom_id."""
