@@ -703,7 +703,6 @@ def _read_key(settings: Settings) -> Optional[str]:
 # --------------------------------------------------------------------------
 
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-_DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class _Failed(Exception):
@@ -759,48 +758,6 @@ def _dropped(sock: Any) -> bool:
         return True
 
 
-def _kept_connection(scheme: str, host: str, port: Optional[int], timeout: float) -> Any:
-    pool = getattr(_KEPT, "pool", None)
-    if pool is None:
-        pool = _KEPT.pool = _Pool()
-    key = (scheme, host, port)
-    connection = pool.get(key)
-    if connection is not None and connection.sock is not None and _dropped(connection.sock):
-        # A server may close an idle kept-alive connection; a readable socket means it did
-        # (or sent something unasked), so start afresh rather than fail the next request.
-        connection.close()
-    if connection is None:
-        if scheme == "https":
-            connection = http.client.HTTPSConnection(host, port, timeout=timeout)
-        else:
-            connection = http.client.HTTPConnection(host, port, timeout=timeout)
-        pool[key] = connection
-    connection.timeout = timeout
-    if connection.sock is not None:
-        connection.sock.settimeout(timeout)
-    return connection
-
-
-def _send_kept_alive(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-                     method: str = "POST") -> Tuple[int, Mapping[str, str], bytes]:
-    parts = urllib.parse.urlsplit(url)
-    connection = _kept_connection(parts.scheme, parts.hostname or "", parts.port, timeout)
-    target = parts.path + ("?" + parts.query if parts.query else "")
-    try:
-        connection.request(method, target or "/", body=data, headers=headers)
-        response = connection.getresponse()
-        body = _read_capped(response)
-    except _Failed:
-        connection.close()  # the rest of the body is still on the wire
-        raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
-        raise _classify_network_error(exc, timeout) from None
-    if response.will_close:
-        connection.close()
-    return response.status, response.headers, body
-
-
 def _read_capped(response: Any) -> bytes:
     body = response.read(MAX_RESPONSE_BYTES + 1)
     if len(body) > MAX_RESPONSE_BYTES:
@@ -825,12 +782,39 @@ def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout
     the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
     """
     parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if not _uses_proxy(parts.scheme, host):
-        return _send_kept_alive(url, headers, data, timeout, method)
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
-    return _urllib_send(opener, request, timeout, _read_capped)
+    if _uses_proxy(parts.scheme, parts.hostname or ""):
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        return _urllib_send(urllib.request.urlopen, request, timeout, _read_capped)
+    pool = getattr(_KEPT, "pool", None)
+    if pool is None:
+        pool = _KEPT.pool = _Pool()
+    key = (parts.scheme, parts.hostname or "", parts.port)
+    connection = pool.get(key)
+    if connection is not None and connection.sock is not None and _dropped(connection.sock):
+        # A server may close an idle kept-alive connection; a readable socket means it did
+        # (or sent something unasked), so start afresh rather than fail the next request.
+        connection.close()
+    if connection is None:
+        https = parts.scheme == "https"
+        kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        connection = pool[key] = kind(key[1], parts.port, timeout=timeout)
+    connection.timeout = timeout
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout)
+    target = parts.path + ("?" + parts.query if parts.query else "")
+    try:
+        connection.request(method, target or "/", body=data, headers=headers)
+        response = connection.getresponse()
+        body = _read_capped(response)
+    except _Failed:
+        connection.close()  # the rest of the body is still on the wire
+        raise
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
+        raise _classify_network_error(exc, timeout) from None
+    if response.will_close:
+        connection.close()
+    return response.status, response.headers, body
 
 
 def _urllib_send(open_: Callable[..., Any], request: Any, timeout: float,
@@ -1572,20 +1556,6 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     return Request(root + "/api/chat", _key_headers("ollama", key), body, sent)
 
 
-def _check_context_fit(prompt_tokens: Any, num_ctx: int) -> None:
-    """Raise _Failed unless the prompt surely fitted Ollama's context.  Ollama cuts a longer
-    prompt without an error and reports the tokens it kept (prompt_eval_count, cached ones
-    included): about half of num_ctx (https://github.com/ollama/ollama/issues/17427; older
-    runners kept num_ctx: https://github.com/ollama/ollama/issues/3839).  So half of num_ctx or
-    more cannot be told from a cut prompt.  An absent count (older servers, a cached prompt)
-    cannot be checked."""
-    if isinstance(prompt_tokens, int) and prompt_tokens * 2 >= num_ctx:
-        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
-                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
-                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
-                      % (prompt_tokens, num_ctx, 2 * prompt_tokens))
-
-
 def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     """Extract the answer from an Ollama chat response.
 
@@ -1603,12 +1573,22 @@ def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
             answer that was not cut at num_predict.
     """
     data = _json_object(data)
-    _check_context_fit(data.get("prompt_eval_count"), sent["num_ctx"])
+    # Ollama cuts a prompt longer than its context without an error and reports the tokens it
+    # kept (prompt_eval_count, cached ones included): about half of num_ctx
+    # (https://github.com/ollama/ollama/issues/17427; older runners kept num_ctx:
+    # https://github.com/ollama/ollama/issues/3839).  So half of num_ctx or more cannot be told
+    # from a cut prompt; an absent count (older servers, a cached prompt) cannot be checked.
+    kept, num_ctx = data.get("prompt_eval_count"), sent["num_ctx"]
+    if isinstance(kept, int) and kept * 2 >= num_ctx:
+        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
+                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
+                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
+                      % (kept, num_ctx, 2 * kept))
     message = data.get("message") if isinstance(data.get("message"), dict) else {}
     finish = data.get("done_reason")
     calls = _openai_tool_calls(message)
     text, normal = _answer(_OLLAMA_REASONS, finish, lambda: message.get("content"), calls)
-    return Parsed(text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
+    return Parsed(text, _usage(kept, data.get("eval_count")),
                   data.get("model"), normal, finish, _text_field(message, "thinking"), calls)
 
 
@@ -1623,16 +1603,6 @@ _ADAPTERS = {
 # vLLM without a reasoning parser, older Ollama) start the text with <think>...</think>
 # (https://docs.vllm.ai/en/latest/features/reasoning_outputs/, DeepSeek-R1's format).
 _THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.S)
-
-
-def _without_thinking(text: str, reasoning: Optional[str]) -> Tuple[str, Optional[str]]:
-    """(the answer, the reasoning): a leading ``<think>...</think>`` block is taken out of the
-    text and added to the reasoning the provider gave apart, if any."""
-    match = _THINK.match(text)
-    if match:
-        text = text[match.end():]
-        reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
-    return text, reasoning or None
 
 
 # --------------------------------------------------------------------------
@@ -1837,11 +1807,16 @@ class Client:
 
 
 def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: int) -> Reply:
-    """The Reply of a parsed answer, live or from a batch: the same text, thinking taken out."""
-    text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
+    """The Reply of a parsed answer, live or from a batch: the same text, a leading
+    ``<think>...</think>`` block taken out and added to the reasoning the provider gave apart."""
+    text, reasoning = parsed.text, parsed.reasoning
+    match = _THINK.match(text)
+    if match:
+        text = text[match.end():]
+        reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
     return Reply(text, usage=parsed.usage, model=parsed.model or settings.model,
-                 finish_reason=parsed.finish_reason, attempts=attempts, reasoning=reasoning,
-                 sent=sent, tool_calls=parsed.tool_calls,
+                 finish_reason=parsed.finish_reason, attempts=attempts,
+                 reasoning=reasoning or None, sent=sent, tool_calls=parsed.tool_calls,
                  finish_reason_raw=parsed.finish_reason_raw)
 
 
@@ -2534,10 +2509,6 @@ def _input_key(value: Any) -> Any:
     return None
 
 
-def _shown_prompt(prompt: Prompt) -> str:
-    return _truncate(prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
-
-
 class ReplayClient(_Replay):
     """Offline client returning recorded outputs from a JSONL file.
 
@@ -2609,7 +2580,8 @@ class ReplayClient(_Replay):
         if record is None:
             record = self._by_prompt(by_input, prompt)
         if record is None:
-            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _shown_prompt(prompt)
+            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _truncate(
+                prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
             raise LookupError(
                 "no recorded output for %s in %s (record one from a model: set EVALS_PROVIDER, "
                 "then run python evals.py --record %s)"
@@ -2909,10 +2881,6 @@ _judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
 _record_lock = threading.Lock()
 
 
-def _env_judge() -> Callable[[str], Reply]:
-    return _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
-
-
 def _judge_model() -> str:
     """What the judge is ("openai:gpt-4o-mini", "replay"): part of evals' judge cache key, so
     changing the judge model never reuses another model's cached verdicts."""
@@ -2938,7 +2906,7 @@ def judge(prompt: str) -> Reply:
     The prompt holds the case's input and the output being graded: with a
     live provider they are sent to that provider.
     """
-    client = _env_judge()
+    client = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
     reply = client(prompt)
     record = os.environ.get("EVALS_JUDGE_RECORD")
     if record and not isinstance(client, JudgeReplay):
