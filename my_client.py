@@ -117,31 +117,9 @@ would be: that request's answer is its error.
 
 Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
 string keeps working): the text part of the answer (``""`` when the model only
-called tools), with extra attributes:
-
-* ``tool_calls``: the tools the model asked to call, in order:
-  ``[{"name": str, "arguments": dict}]`` (``[]`` when none).  OpenAI sends the
-  arguments as a JSON string: it is parsed, and kept as the raw string when it
-  is not a JSON object (that is the model's answer, which evals' checks
-  report); an empty string is ``{}``.
-* ``finish_reason``: why the answer ended, normalised (table below), or
-  ``None`` when the provider said nothing this client knows.
-* ``finish_reason_raw``: the provider's own word for it, verbatim (``stop``,
-  ``end_turn``, ``STOP``...), or ``None``.
-* ``usage``: ``{"input_tokens": int|None, "output_tokens": int|None}``, or
-  ``None`` when the provider reported no usage (and for replay).
-* ``model``: the model that answered, as reported by the provider (falls back
-  to the requested model; ``"replay"`` for recorded outputs).
-* ``attempts``: HTTP attempts made (0 for replay and for a cached reply).
-* ``cached``: True when the reply came from the cache (``replayed`` is True
-  too: it took no model time), else False.
-* ``reasoning``: the model's thinking, taken out of the answer (a leading
-  ``<think>...</think>`` block, or the provider's own field), or ``None``.
-  The string is the answer without it: that is what checks score.
-* ``sent``: what was sent that decides the answer, named as the provider
-  names it, e.g. ``{"temperature": None, "max_completion_tokens": 1024}``
-  (None: not sent), and ``"tools": [names]`` when tools were offered;
-  ``None`` for replay.
+called tools), with the attributes its docstring lists: ``tool_calls``,
+``finish_reason``, ``finish_reason_raw``, ``usage``, ``model``, ``attempts``,
+``replayed``, ``cached``, ``reasoning`` and ``sent``.
 
 ``reply_dict(reply)`` is the reply as recordings and captures store it: the
 string when it has no tool calls and ended normally (``stop`` or unknown), else
@@ -296,6 +274,7 @@ import email.utils
 import functools
 import hashlib
 import http.client
+import itertools
 import json
 import os
 import random
@@ -403,17 +382,20 @@ class Reply(str):
         usage (dict or None): ``{"input_tokens": int|None, "output_tokens": int|None}``, plus
             Anthropic's ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` when
             it reports them (its ``input_tokens`` leaves those out); None when the provider
-            reported no usage.
-        model (str): model that produced the answer.
+            reported no usage, and for a replay.
+        model (str): the model that answered, as the provider reports it (else the model
+            asked; ``"replay"`` for a recorded output).
         finish_reason (str or None): why the answer ended, normalised to ``stop``, ``length``,
             ``tool_calls``, ``content_filter`` or ``refusal`` (the module docstring's table);
             None when the provider said nothing this client knows.
         finish_reason_raw (str or None): the provider's own stop reason, verbatim.
         tool_calls (list): the tools the model asked to call, in its order:
-            ``{"name": str, "arguments": dict}`` (``arguments`` is the raw string when the
-            provider sent text that is not a JSON object); ``[]`` when none.  The string is
-            then the text part, ``""`` when the model only called tools.
-        attempts (int): HTTP attempts made (0 for a replayed output).
+            ``{"name": str, "arguments": dict}``; ``[]`` when none.  Arguments sent as a JSON
+            string (OpenAI) are parsed, an empty one is ``{}``, and one that is not a JSON
+            object stays the raw string (that is the model's answer, which evals' checks
+            report).  The string is then the text part, ``""`` when the model only called
+            tools.
+        attempts (int): HTTP attempts made (0 for a replayed or cached answer).
         replayed (bool): a recorded answer, which took no model time (evals leaves it out
             of latency).
         cached (bool): the answer came from the cache of live calls (EVALS_CACHE), not from
@@ -517,7 +499,7 @@ class RetryLater(Exception):
 
 
 class _Paused(Exception):
-    """_post_json's wait between attempts, handed to the harness (see RetryLater)."""
+    """_retrying's wait between attempts, handed to the harness (see RetryLater)."""
 
     def __init__(self, failure: "_Failed", delay: float, attempt: int, waited: float) -> None:
         super().__init__(failure.what)
@@ -557,30 +539,26 @@ def _truncate(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
 # --------------------------------------------------------------------------
 
 
-class Settings:
+class Settings(NamedTuple):
     """Resolved configuration of one client (no key: keys are read per call)."""
 
-    def __init__(self, **kw: Any) -> None:
-        self.provider = kw["provider"]  # type: str
-        self.model = kw["model"]  # type: str
-        self.base_url = kw["base_url"]  # type: str
-        self.api_key = kw.get("api_key")  # type: Optional[str]
-        self.system_prompt = kw.get("system_prompt")  # type: Optional[str]
-        self.tools = kw.get("tools")  # type: Optional[List[Dict[str, Any]]]  # see _load_tools
-        self.max_tokens = kw.get("max_tokens")  # type: Optional[int]
-        self.temperature = kw.get("temperature")  # type: Optional[float]
-        # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model
-        # that refuses it is then called without one (see _refusal).
-        self.default_temperature = kw.get("default_temperature", False)  # type: bool
-        self.token_field = kw.get("token_field")  # type: Optional[str]  # None: by the host
-        self.num_ctx = kw.get("num_ctx", OLLAMA_DEFAULT_NUM_CTX)  # type: int
-        self.timeout = kw["timeout"]  # type: float
-        self.max_attempts = kw["max_attempts"]  # type: int
-        self.max_retry_wait = kw["max_retry_wait"]  # type: float
-        self.env = kw["env"]  # type: Mapping[str, str]
-
-    def replace(self, **changes: Any) -> "Settings":
-        return Settings(**dict(vars(self), **changes))
+    provider: str
+    model: str
+    base_url: str
+    timeout: float
+    max_attempts: int
+    max_retry_wait: float
+    env: Mapping[str, str]
+    api_key: Optional[str] = None
+    system_prompt: Optional[str] = None
+    tools: Optional[List[Dict[str, Any]]] = None  # see _load_tools
+    max_tokens: Optional[int] = None
+    temperature: Optional[float] = None
+    # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model that
+    # refuses it is then called without one (see _refusal).
+    default_temperature: bool = False
+    token_field: Optional[str] = None  # None: by the host
+    num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
 
 
 def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
@@ -725,12 +703,11 @@ def _read_key(settings: Settings) -> Optional[str]:
 # --------------------------------------------------------------------------
 
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-_DIRECT_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class _Failed(Exception):
     """An attempt failed (network, HTTP status, unusable 2xx body); ``what`` may hold the key:
-    :func:`_post_json` scrubs it where, in one place, a failure becomes a ProviderError."""
+    :func:`_retrying` scrubs it where, in one place, a failure becomes a ProviderError."""
 
     def __init__(self, what: str, retryable: bool = False, status: Optional[int] = None,
                  retry_after: Optional[float] = None) -> None:
@@ -781,48 +758,6 @@ def _dropped(sock: Any) -> bool:
         return True
 
 
-def _kept_connection(scheme: str, host: str, port: Optional[int], timeout: float) -> Any:
-    pool = getattr(_KEPT, "pool", None)
-    if pool is None:
-        pool = _KEPT.pool = _Pool()
-    key = (scheme, host, port)
-    connection = pool.get(key)
-    if connection is not None and connection.sock is not None and _dropped(connection.sock):
-        # A server may close an idle kept-alive connection; a readable socket means it did
-        # (or sent something unasked), so start afresh rather than fail the next request.
-        connection.close()
-    if connection is None:
-        if scheme == "https":
-            connection = http.client.HTTPSConnection(host, port, timeout=timeout)
-        else:
-            connection = http.client.HTTPConnection(host, port, timeout=timeout)
-        pool[key] = connection
-    connection.timeout = timeout
-    if connection.sock is not None:
-        connection.sock.settimeout(timeout)
-    return connection
-
-
-def _send_kept_alive(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-                     method: str = "POST") -> Tuple[int, Mapping[str, str], bytes]:
-    parts = urllib.parse.urlsplit(url)
-    connection = _kept_connection(parts.scheme, parts.hostname or "", parts.port, timeout)
-    target = parts.path + ("?" + parts.query if parts.query else "")
-    try:
-        connection.request(method, target or "/", body=data, headers=headers)
-        response = connection.getresponse()
-        body = _read_capped(response)
-    except _Failed:
-        connection.close()  # the rest of the body is still on the wire
-        raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
-        raise _classify_network_error(exc, timeout) from None
-    if response.will_close:
-        connection.close()
-    return response.status, response.headers, body
-
-
 def _read_capped(response: Any) -> bytes:
     body = response.read(MAX_RESPONSE_BYTES + 1)
     if len(body) > MAX_RESPONSE_BYTES:
@@ -847,17 +782,51 @@ def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout
     the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
     """
     parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if not _uses_proxy(parts.scheme, host):
-        return _send_kept_alive(url, headers, data, timeout, method)
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    opener = _DIRECT_OPENER.open if host in _LOOPBACK_HOSTS else urllib.request.urlopen
+    if _uses_proxy(parts.scheme, parts.hostname or ""):
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        return _urllib_send(urllib.request.urlopen, request, timeout, _read_capped)
+    pool = getattr(_KEPT, "pool", None)
+    if pool is None:
+        pool = _KEPT.pool = _Pool()
+    key = (parts.scheme, parts.hostname or "", parts.port)
+    connection = pool.get(key)
+    if connection is not None and connection.sock is not None and _dropped(connection.sock):
+        # A server may close an idle kept-alive connection; a readable socket means it did
+        # (or sent something unasked), so start afresh rather than fail the next request.
+        connection.close()
+    if connection is None:
+        https = parts.scheme == "https"
+        kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        connection = pool[key] = kind(key[1], parts.port, timeout=timeout)
+    connection.timeout = timeout
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout)
+    target = parts.path + ("?" + parts.query if parts.query else "")
     try:
-        with opener(request, timeout=timeout) as response:
-            return response.status, response.headers, _read_capped(response)
+        connection.request(method, target or "/", body=data, headers=headers)
+        response = connection.getresponse()
+        body = _read_capped(response)
+    except _Failed:
+        connection.close()  # the rest of the body is still on the wire
+        raise
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        connection.close()  # ValueError: a header http.client refuses (its text is scrubbed)
+        raise _classify_network_error(exc, timeout) from None
+    if response.will_close:
+        connection.close()
+    return response.status, response.headers, body
+
+
+def _urllib_send(open_: Callable[..., Any], request: Any, timeout: float,
+                 read: Callable[[Any], Any]) -> Tuple[int, Mapping[str, str], Any]:
+    """(status, headers, read(response)) of urllib's answer to ``request``; for an HTTP error
+    status, its body (bytes) in place of what ``read`` gives.  Raises _Failed below HTTP."""
+    try:
+        with open_(request, timeout=timeout) as response:
+            return response.status, response.headers, read(response)
     except urllib.error.HTTPError as exc:
         try:
-            body = exc.read()
+            body = exc.read(MAX_RESPONSE_BYTES)
         except (OSError, http.client.HTTPException):
             body = b""
         finally:
@@ -965,17 +934,7 @@ def _daily_quotas(details: Any) -> List[str]:
     return quotas
 
 
-def _should_retry(status: int, headers: Mapping[str, str], no_quota: bool) -> bool:
-    """Whether an HTTP error is worth another attempt.  The server's ``x-should-retry`` decides
-    when it says ``true`` or ``false``, as the official SDKs obey it (see RETRY_STATUSES);
-    otherwise the status does, except a 429 that means no quota is left."""
-    told = headers.get("x-should-retry")
-    if told in ("true", "false"):
-        return told == "true"
-    return status in RETRY_STATUSES and not no_quota
-
-
-def _error_message(status: int, payload: Any, body: bytes) -> Tuple[str, bool]:
+def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
     """Return (description of an HTTP error body, whether it means 'no quota left')."""
     error = _error_object(payload)
     if error:
@@ -1021,8 +980,12 @@ def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Fail
         payload = json.loads(body.decode("utf-8")) if body else None
     except (UnicodeDecodeError, ValueError):
         payload = None
-    detail, no_quota = _error_message(status, payload, body)
-    retryable = _should_retry(status, headers, no_quota)
+    detail, no_quota = _error_message(payload, body)
+    # The server's x-should-retry decides when it says true or false, as the official SDKs
+    # obey it (see RETRY_STATUSES); otherwise the status does, but for a 429 of no quota left.
+    told = headers.get("x-should-retry")
+    retryable = (told == "true" if told in ("true", "false")
+                 else status in RETRY_STATUSES and not no_quota)
     wait = _retry_after(headers, payload) if retryable else None
     return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
 
@@ -1052,28 +1015,15 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
     return min(remaining, rand_fn() * ceiling), ""
 
 
-def _post_json(url: str, headers: Dict[str, str], payload: Dict[str, Any], settings: Settings,
-               secret: Optional[str], parse: Callable[[Any], "Parsed"], sleep_fn: Callable[[float], Any],
-               rand_fn: Callable[[], float], later: bool = False,
-               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple["Parsed", int]:
-    """POST ``payload`` as JSON with the retry policy; return (parse(answer JSON), attempts).
-
-    A 2xx answer is never retried: one that is not JSON, is empty or that ``parse`` rejects
-    fails at once.  ``later``: raise _Paused instead of sleeping between attempts;
-    ``resumed``: (attempts made, seconds waited) of the call a _Paused paused.  Raises what
-    _retrying raises.
-    """
-    data = json.dumps(payload).encode("utf-8")
-    headers = dict(headers, **{"Content-Type": "application/json", "Accept": "application/json"})
-    return _retrying(lambda: parse(_attempt(url, headers, data, settings.timeout)), settings,
-                     secret, sleep_fn, rand_fn, later, resumed)
-
-
 def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str],
-              sleep_fn: Callable[[float], Any], rand_fn: Callable[[], float], later: bool = False,
+              sleep_fn: Optional[Callable[[float], Any]] = None,
+              rand_fn: Optional[Callable[[], float]] = None, later: bool = False,
               resumed: Tuple[int, float] = (0, 0.0)) -> Tuple[Any, int]:
     """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
-    policy allows (see _post_json for ``later`` and ``resumed``).
+    policy allows.  ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up
+    per call so that tests can patch them); ``later``: raise _Paused instead of sleeping
+    between attempts; ``resumed``: (attempts made, seconds waited) of the call a _Paused
+    paused.
 
     Raises:
         ProviderError: the only place a failed request raises it, so every message is scrubbed
@@ -1085,14 +1035,15 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
         try:
             return once(), attempt
         except _Failed as failure:
-            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited, rand_fn)
+            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited,
+                                     rand_fn or rand)
             if delay is None:
                 raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
             if delay > 0 and later:
                 raise _Paused(failure, delay, attempt, waited + delay) from None
         if delay > 0:
-            sleep_fn(delay)
+            (sleep_fn or sleep)(delay)
         waited += delay
 
 
@@ -1177,23 +1128,16 @@ def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
     return messages
 
 
-def _system_apart(messages: List[Dict[str, str]]) -> Tuple[List[str], List[Dict[str, str]]]:
-    """(the system messages' texts, the other messages), for the APIs that take the system
-    prompt apart (Anthropic's ``system``, Gemini's ``systemInstruction``)."""
+def _system_and_turns(settings: Settings,
+                      prompt: Prompt) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
+    """(the system messages' texts, the turns: (role, texts) of each run of consecutive other
+    messages of one role), for the APIs that take the system prompt apart (Anthropic's
+    ``system``, Gemini's ``systemInstruction``) and require user and assistant turns to
+    alternate."""
+    messages = _chat_messages(settings, prompt)
+    runs = itertools.groupby((m for m in messages if m["role"] != "system"), lambda m: m["role"])
     return ([m["content"] for m in messages if m["role"] == "system"],
-            [m for m in messages if m["role"] != "system"])
-
-
-def _alternating(messages: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """Consecutive messages of one role merged, with a blank line between their texts: the
-    Messages API requires user and assistant turns to alternate."""
-    merged = []  # type: List[Dict[str, str]]
-    for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
-            merged[-1] = dict(merged[-1], content=merged[-1]["content"] + "\n\n" + message["content"])
-        else:
-            merged.append(dict(message))
-    return merged
+            [(role, [m["content"] for m in run]) for role, run in runs])
 
 
 def _offer_tools(settings: Settings, body: Dict[str, Any], sent: Dict[str, Any],
@@ -1236,7 +1180,13 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
-def _bearer(key: Optional[str]) -> Dict[str, str]:
+def _key_headers(provider: str, key: Optional[str]) -> Dict[str, str]:
+    """How each provider takes the key (its request builder's docstring cites the source), for
+    its model calls and its batch API alike."""
+    if provider == "anthropic":
+        return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
+    if provider == "gemini":
+        return {"x-goog-api-key": key or ""}
     return {"Authorization": "Bearer " + key} if key else {}
 
 
@@ -1366,12 +1316,13 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
                 **_present(sent))
     _offer_tools(settings, body, sent, _function_tools)
-    return Request(_root(settings) + "/chat/completions", _bearer(key), body, sent)
+    return Request(_root(settings) + "/chat/completions", _key_headers("openai", key), body,
+                   sent)
 
 
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``), then the
-    deprecated ``message.function_call``:
+    """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
+    arguments are an object), then the deprecated ``message.function_call``:
     https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ."""
     calls = [call.get("function") or {} for call in message.get("tool_calls") or []
              if isinstance(call, dict)]
@@ -1440,13 +1391,13 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     """
     sent = _sampling(settings, "max_tokens")
     sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
-    system, messages = _system_apart(_chat_messages(settings, prompt))
-    body = dict({"model": settings.model, "messages": _alternating(messages)}, **_present(sent))
+    system, turns = _system_and_turns(settings, prompt)
+    messages = [{"role": role, "content": "\n\n".join(texts)} for role, texts in turns]
+    body = dict({"model": settings.model, "messages": messages}, **_present(sent))
     if system:
         body["system"] = "\n\n".join(system)
     _offer_tools(settings, body, sent, _anthropic_tools)
-    headers = {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
-    return Request(_root(settings) + "/messages", headers, body, sent)
+    return Request(_root(settings) + "/messages", _key_headers("anthropic", key), body, sent)
 
 
 def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1526,22 +1477,17 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     or ``$schema`` with HTTP 400.
     """
     sent = _sampling(settings, "maxOutputTokens")
-    system, messages = _system_apart(_chat_messages(settings, prompt))
-    contents = []  # type: List[Dict[str, Any]]
-    for m in messages:
-        role = "model" if m["role"] == "assistant" else "user"
-        if contents and contents[-1]["role"] == role:  # turns must alternate: one turn, parts
-            contents[-1]["parts"].append({"text": m["content"]})
-        else:
-            contents.append({"role": role, "parts": [{"text": m["content"]}]})
-    body = {"contents": contents}  # type: Dict[str, Any]
+    system, turns = _system_and_turns(settings, prompt)
+    body = {"contents": [{"role": "model" if role == "assistant" else "user",
+                          "parts": [{"text": text} for text in texts]}
+                         for role, texts in turns]}  # type: Dict[str, Any]
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
         body["generationConfig"] = _present(sent)
     _offer_tools(settings, body, sent, _gemini_tools)
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
-    return Request(url, {"x-goog-api-key": key or ""}, body, sent)
+    return Request(url, _key_headers("gemini", key), body, sent)
 
 
 def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1607,21 +1553,7 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
             "stream": False, "options": _present(sent)}
     _offer_tools(settings, body, sent, _function_tools)
     root = re.sub(r"/(v1|api)$", "", settings.base_url)
-    return Request(root + "/api/chat", _bearer(key), body, sent)
-
-
-def _check_context_fit(prompt_tokens: Any, num_ctx: int) -> None:
-    """Raise _Failed unless the prompt surely fitted Ollama's context.  Ollama cuts a longer
-    prompt without an error and reports the tokens it kept (prompt_eval_count, cached ones
-    included): about half of num_ctx (https://github.com/ollama/ollama/issues/17427; older
-    runners kept num_ctx: https://github.com/ollama/ollama/issues/3839).  So half of num_ctx or
-    more cannot be told from a cut prompt.  An absent count (older servers, a cached prompt)
-    cannot be checked."""
-    if isinstance(prompt_tokens, int) and prompt_tokens * 2 >= num_ctx:
-        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
-                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
-                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
-                      % (prompt_tokens, num_ctx, 2 * prompt_tokens))
+    return Request(root + "/api/chat", _key_headers("ollama", key), body, sent)
 
 
 def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1641,14 +1573,22 @@ def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
             answer that was not cut at num_predict.
     """
     data = _json_object(data)
-    _check_context_fit(data.get("prompt_eval_count"), sent["num_ctx"])
+    # Ollama cuts a prompt longer than its context without an error and reports the tokens it
+    # kept (prompt_eval_count, cached ones included): about half of num_ctx
+    # (https://github.com/ollama/ollama/issues/17427; older runners kept num_ctx:
+    # https://github.com/ollama/ollama/issues/3839).  So half of num_ctx or more cannot be told
+    # from a cut prompt; an absent count (older servers, a cached prompt) cannot be checked.
+    kept, num_ctx = data.get("prompt_eval_count"), sent["num_ctx"]
+    if isinstance(kept, int) and kept * 2 >= num_ctx:
+        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
+                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
+                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
+                      % (kept, num_ctx, 2 * kept))
     message = data.get("message") if isinstance(data.get("message"), dict) else {}
     finish = data.get("done_reason")
-    calls = [_tool_call((call.get("function") or {}).get("name"),
-                        (call.get("function") or {}).get("arguments"), "message.tool_calls")
-             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    calls = _openai_tool_calls(message)
     text, normal = _answer(_OLLAMA_REASONS, finish, lambda: message.get("content"), calls)
-    return Parsed(text, _usage(data.get("prompt_eval_count"), data.get("eval_count")),
+    return Parsed(text, _usage(kept, data.get("eval_count")),
                   data.get("model"), normal, finish, _text_field(message, "thinking"), calls)
 
 
@@ -1663,16 +1603,6 @@ _ADAPTERS = {
 # vLLM without a reasoning parser, older Ollama) start the text with <think>...</think>
 # (https://docs.vllm.ai/en/latest/features/reasoning_outputs/, DeepSeek-R1's format).
 _THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.S)
-
-
-def _without_thinking(text: str, reasoning: Optional[str]) -> Tuple[str, Optional[str]]:
-    """(the answer, the reasoning): a leading ``<think>...</think>`` block is taken out of the
-    text and added to the reasoning the provider gave apart, if any."""
-    match = _THINK.match(text)
-    if match:
-        text = text[match.end():]
-        reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
-    return text, reasoning or None
 
 
 # --------------------------------------------------------------------------
@@ -1748,7 +1678,7 @@ def _for_model(settings: Settings) -> Settings:
     with _adapted_lock:
         known = _adapted.get((settings.provider, settings.model), {})
         changes = {name: known[name] for name in _ours(settings) if name in known}
-    return settings.replace(**changes) if changes else settings
+    return settings._replace(**changes) if changes else settings
 
 
 class Client:
@@ -1804,20 +1734,20 @@ class Client:
     def _answer(self, prompt: Prompt, key: Optional[str], caller: Any, slot: Any,
                 spent: int = 0, resumed: Tuple[int, float] = (0, 0.0)) -> Reply:
         """The call of ``caller`` (the callable the harness called: this client or ``ask``),
-        from ``spent`` attempts of refused defaults and ``resumed`` (see _post_json) on; the
+        from ``spent`` attempts of refused defaults and ``resumed`` (see _retrying) on; the
         answer is kept in the cache at ``slot`` (see _from_cache; None: off)."""
         s = self.settings
         build, parse = _ADAPTERS[s.provider]
-        # The module's sleep / rand are looked up per call, so tests can patch them.
-        sleep_fn = self._sleep or (lambda seconds: sleep(seconds))
-        rand_fn = self._rand or (lambda: rand())
-        later = _harness_retries_later(caller)
+        later = bool(_from_harness("can_retry_later", caller))
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
-            try:
-                parsed, attempts = _post_json(
-                    request.url, request.headers, request.body, s, key,
-                    lambda data: parse(data, request.sent), sleep_fn, rand_fn, later, resumed)
+            data = json.dumps(request.body).encode("utf-8")
+            headers = dict(request.headers, **{"Content-Type": "application/json",
+                                               "Accept": "application/json"})
+            try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
+                parsed, attempts = _retrying(
+                    lambda: parse(_attempt(request.url, headers, data, s.timeout), request.sent),
+                    s, key, self._sleep, self._rand, later, resumed)
                 break
             except _Paused as pause:
                 state = (spent, (pause.attempt, pause.waited))
@@ -1877,11 +1807,16 @@ class Client:
 
 
 def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: int) -> Reply:
-    """The Reply of a parsed answer, live or from a batch: the same text, thinking taken out."""
-    text, reasoning = _without_thinking(parsed.text, parsed.reasoning)
+    """The Reply of a parsed answer, live or from a batch: the same text, a leading
+    ``<think>...</think>`` block taken out and added to the reasoning the provider gave apart."""
+    text, reasoning = parsed.text, parsed.reasoning
+    match = _THINK.match(text)
+    if match:
+        text = text[match.end():]
+        reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
     return Reply(text, usage=parsed.usage, model=parsed.model or settings.model,
-                 finish_reason=parsed.finish_reason, attempts=attempts, reasoning=reasoning,
-                 sent=sent, tool_calls=parsed.tool_calls,
+                 finish_reason=parsed.finish_reason, attempts=attempts,
+                 reasoning=reasoning or None, sent=sent, tool_calls=parsed.tool_calls,
                  finish_reason_raw=parsed.finish_reason_raw)
 
 
@@ -1913,12 +1848,6 @@ class _BatchApi(NamedTuple):
     answer: Callable[..., Any]
 
 
-def _api_headers(settings: Settings, key: Optional[str]) -> Dict[str, str]:
-    if settings.provider == "anthropic":
-        return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
-    return _bearer(key)
-
-
 def _api(settings: Settings, key: Optional[str], method: str, path: str, payload: Any = None,
          data: Optional[bytes] = None, content_type: str = "application/json",
          creates: bool = False) -> Dict[str, Any]:
@@ -1927,7 +1856,7 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
     is not sent again after a timeout or a reset, which may have come after it was done (a
     second batch would be billed again)."""
     url = _root(settings) + path
-    headers = dict(_api_headers(settings, key), Accept="application/json")
+    headers = dict(_key_headers(settings.provider, key), Accept="application/json")
     if payload is not None:
         data = json.dumps(payload).encode("utf-8")
     if data is not None:
@@ -1935,18 +1864,18 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
 
     def once() -> Any:
         try:
-            return _attempt(url, headers, data, settings.timeout, method)
+            answer = _attempt(url, headers, data, settings.timeout, method)
         except _Failed as failure:
             if creates and failure.status is None and failure.retryable:
                 raise _Failed(failure.what + " (not sent again: it may have been done; see "
                               "the provider's list of batches)") from None
             raise
+        if not isinstance(answer, dict):
+            raise _Failed("%s %s answered %s, not an object" % (method, path,
+                                                                type(answer).__name__))
+        return answer
 
-    answer, _ = _retrying(once, settings, key, lambda seconds: sleep(seconds), lambda: rand())
-    if not isinstance(answer, dict):
-        raise ProviderError(settings.provider, "%s %s answered %s, not an object"
-                            % (method, path, type(answer).__name__))
-    return answer
+    return _retrying(once, settings, key)[0]
 
 
 def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
@@ -1989,23 +1918,16 @@ def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) ->
     handlers = [_KeyKeepingRedirect()]  # type: List[Any]
     if not _uses_proxy(parts.scheme, parts.hostname or ""):
         handlers.append(urllib.request.ProxyHandler({}))
-    try:
-        request = urllib.request.Request(url, headers=headers, method="GET")
-        with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as response:
-            for chunk in iter(lambda: response.read(1 << 20), b""):
-                handle.write(chunk)
-    except urllib.error.HTTPError as exc:
-        try:
-            body = exc.read(ERROR_TEXT_LIMIT * 20)
-        except (OSError, http.client.HTTPException):
-            body = b""
-        finally:
-            exc.close()
-        raise _http_failure(exc.code, exc.headers, body) from None
-    except urllib.error.URLError as exc:
-        raise _classify_network_error(exc.reason, timeout) from None
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise _classify_network_error(exc, timeout) from None
+
+    def copy(response: Any) -> None:
+        for chunk in iter(lambda: response.read(1 << 20), b""):
+            handle.write(chunk)
+
+    status, answer_headers, body = _urllib_send(
+        urllib.request.build_opener(*handlers).open,
+        urllib.request.Request(url, headers=headers, method="GET"), timeout, copy)
+    if not 200 <= status < 300:
+        raise _http_failure(status, answer_headers, body)
 
 
 class _BatchAnswers(collections.abc.Mapping):
@@ -2029,14 +1951,14 @@ class _BatchAnswers(collections.abc.Mapping):
     def download(self, url: str) -> None:
         """Append the body of ``url`` (a retried download starts again where it started)."""
         start = self.file.seek(0, os.SEEK_END)
-        headers = _api_headers(self._settings, self._key)
+        headers = _key_headers(self._settings.provider, self._key)
 
         def once() -> None:
             self.file.seek(start)
             self.file.truncate()
             _get_into(url, headers, self._settings.timeout, self.file)
 
-        _retrying(once, self._settings, self._key, lambda seconds: sleep(seconds), lambda: rand())
+        _retrying(once, self._settings, self._key)
 
     def index(self) -> "_BatchAnswers":
         """Note where each result line starts, by its custom_id."""
@@ -2073,14 +1995,20 @@ class _BatchAnswers(collections.abc.Mapping):
                                 self._parse, self._key)
 
 
-def _batch_reply(settings: Settings, parse: Callable[..., Parsed], data: Any, request: Request,
-                 key: Optional[str]) -> Any:
-    """A batch's answer as the live call's parser reads it: a Reply, or the ProviderError of
-    an answer the parser rejects."""
-    try:
-        return _reply(parse(data, request.sent), settings, request.sent, 0)
-    except _Failed as failure:
-        return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
+def _batch_answer(body_of: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A batch API's reader of one result row, ``answer(row, request, settings, parse, key)``:
+    ``body_of(row)`` gives the answer's JSON, which the live call's parser reads, or raises
+    _Failed.  Returns the Reply, or the ProviderError of a _Failed, scrubbed of ``key``: the
+    one way a batch's answer becomes an error."""
+    @functools.wraps(body_of)
+    def answer(row: Dict[str, Any], request: Request, settings: Settings,
+               parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+        try:
+            return _reply(parse(body_of(row), request.sent), settings, request.sent, 0)
+        except _Failed as failure:
+            return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
+
+    return answer
 
 
 def _poll_interval(settings: Settings) -> Tuple[float, bool]:
@@ -2159,17 +2087,15 @@ def _openai_batch_missing(batch: Dict[str, Any]) -> str:
         batch.get("id"), batch.get("status"), ": " + why if why else "")
 
 
-def _openai_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
-                         parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+@_batch_answer
+def _openai_batch_answer(row: Dict[str, Any]) -> Any:
     response = row.get("response") if isinstance(row.get("response"), dict) else {}
     status, body = response.get("status_code"), response.get("body")
     if isinstance(row.get("error"), dict):
-        detail, _ = _error_message(status or 0, {"error": row["error"]}, b"")
-        return ProviderError(settings.provider, _scrub(detail, key), status)
-    if isinstance(status, int) and 200 <= status < 300:
-        return _batch_reply(settings, parse, body, request, key)
-    detail, _ = _error_message(status or 0, body, b"")
-    return ProviderError(settings.provider, _scrub("HTTP %s %s" % (status, detail), key), status)
+        raise _Failed(_error_message({"error": row["error"]}, b"")[0], status=status)
+    if not (isinstance(status, int) and 200 <= status < 300):
+        raise _Failed("HTTP %s %s" % (status, _error_message(body, b"")[0]), status=status)
+    return body
 
 
 # ---- Anthropic Message Batches API: https://docs.anthropic.com/en/api/creating-message-batches ,
@@ -2225,19 +2151,17 @@ _ANTHROPIC_UNANSWERED = {
 }
 
 
-def _anthropic_batch_answer(row: Dict[str, Any], request: Request, settings: Settings,
-                            parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+@_batch_answer
+def _anthropic_batch_answer(row: Dict[str, Any]) -> Any:
     result = row.get("result") if isinstance(row.get("result"), dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
-        return _batch_reply(settings, parse, result.get("message"), request, key)
-    if kind == "errored":
-        detail, _ = _error_message(0, result.get("error"), b"")
-        status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
-        return ProviderError(settings.provider, _scrub(
-            ("HTTP %d %s" % (status, detail)) if status else detail, key), status)
-    return ProviderError(settings.provider, _ANTHROPIC_UNANSWERED.get(
-        kind, "unknown batch result type %r" % kind))
+        return result.get("message")
+    if kind != "errored":
+        raise _Failed(_ANTHROPIC_UNANSWERED.get(kind, "unknown batch result type %r" % kind))
+    detail, _ = _error_message(result.get("error"), b"")
+    status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
+    raise _Failed(("HTTP %d %s" % (status, detail)) if status else detail, status=status)
 
 
 _BATCH_APIS = {
@@ -2269,6 +2193,9 @@ _CACHE_SCHEMA = (
     "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)")
 # Query parameters that may hold a credential: left out of the key, so a new key still hits.
 _SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
+# What the cache keeps of a Reply, besides its text.
+_CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model", "sent",
+           "reasoning")
 _cache_threads = threading.local()  # each thread's open connections, by absolute path
 _cache_warned = set()  # type: set
 _cache_lock = threading.Lock()
@@ -2287,18 +2214,6 @@ def cache_path(env: Mapping[str, str]) -> str:
     """The cache file: ``EVALS_CACHE_PATH``, default ``.evals/cache.sqlite`` (relative to the
     current folder)."""
     return env.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
-
-
-def _current_attempt() -> int:
-    """The repeat index of the call the harness is making (``evals.current_attempt()``), 0
-    outside a run.  ``__main__`` is asked too, as in :func:`_current_case`: when the harness
-    runs as ``python evals.py`` that is where its context variable lives."""
-    for module in (sys.modules.get("evals"), sys.modules.get("__main__")):
-        getter = getattr(module, "current_attempt", None)
-        attempt = getter() if callable(getter) else None
-        if isinstance(attempt, int):
-            return attempt
-    return 0
 
 
 def _cache_key(provider: str, request: Request, attempt: int) -> str:
@@ -2364,7 +2279,7 @@ def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, .
         return None, None
     import sqlite3
 
-    attempt = _current_attempt()
+    attempt = _from_harness("current_attempt") or 0
     request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
     slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
     try:
@@ -2373,11 +2288,8 @@ def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, .
         if row is None:
             return slot, None
         data = json.loads(row[0])
-        return slot, Reply(data["text"], usage=data.get("usage"), model=data.get("model") or "",
-                           finish_reason=data.get("finish_reason"), replayed=True,
-                           reasoning=data.get("reasoning"), sent=data.get("sent"),
-                           tool_calls=data.get("tool_calls"),
-                           finish_reason_raw=data.get("finish_reason_raw"), cached=True)
+        kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
+        return slot, Reply(data["text"], replayed=True, cached=True, **kept)
     except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
         _cache_trouble(slot[0], "read", exc)
         return slot, None
@@ -2390,9 +2302,7 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
         return reply
     import sqlite3
 
-    data = {"text": str(reply), "tool_calls": reply.tool_calls, "usage": reply.usage,
-            "finish_reason": reply.finish_reason, "finish_reason_raw": reply.finish_reason_raw,
-            "model": reply.model, "sent": reply.sent, "reasoning": reply.reasoning}
+    data = dict({name: getattr(reply, name) for name in _CACHED}, text=str(reply))
     created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     try:
         # One statement, so one transaction: a run at once sees the reply whole or not at all.
@@ -2448,27 +2358,6 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
 # --------------------------------------------------------------------------
 
 
-def _harness_retries_later(caller: Any) -> bool:
-    """Whether the harness can take back the call of ``caller`` (evals'
-    ``can_retry_later``): then a wait between attempts raises RetryLater, not sleeps."""
-    for module in _harness_modules(load=False):  # a harness not loaded runs no call
-        asks = getattr(module, "can_retry_later", None)
-        if callable(asks) and asks(caller):
-            return True
-    return False
-
-
-def _current_case() -> Any:
-    """The case the harness is running, via ``evals.current_case()``; None if unknown."""
-    for module in _harness_modules():
-        getter = getattr(module, "current_case", None)
-        if callable(getter):
-            case = getter()
-            if case is not None:
-                return case
-    return None
-
-
 def _harness_modules(load: bool = True) -> List[Any]:
     """The modules that may be the harness running this call: ``evals``, and ``__main__``;
     with ``load``, ``evals`` is imported when neither is loaded.
@@ -2493,6 +2382,20 @@ def _harness_modules(load: bool = True) -> List[Any]:
         except Exception:  # no harness importable: a replay falls back to matching by input
             return []
     return candidates
+
+
+def _from_harness(name: str, *args: Any, load: bool = False) -> Any:
+    """The first answer but None and False of the harness's ``name(*args)``: evals'
+    ``current_case()``, ``current_attempt()`` (the repeat index, for the cache key) or
+    ``can_retry_later(client)`` (then a wait between attempts raises RetryLater, not sleeps).
+    None when no harness answers; ``load``: see _harness_modules (a harness not loaded runs
+    no call, so only a replay looking up its case loads one)."""
+    for module in _harness_modules(load):
+        asked = getattr(module, name, None)
+        answer = asked(*args) if callable(asked) else None
+        if answer is not None and answer is not False:
+            return answer
+    return None
 
 
 def _jsonl_rows(path: str, missing: str) -> Any:
@@ -2606,10 +2509,6 @@ def _input_key(value: Any) -> Any:
     return None
 
 
-def _shown_prompt(prompt: Prompt) -> str:
-    return _truncate(prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
-
-
 class ReplayClient(_Replay):
     """Offline client returning recorded outputs from a JSONL file.
 
@@ -2672,17 +2571,17 @@ class ReplayClient(_Replay):
             FileNotFoundError: the recordings file does not exist.
         """
         by_id, by_input = self._load()
-        if _current_attempt() > 0:  # one recorded answer, counted again, is no second answer
+        if _from_harness("current_attempt"):  # a repeat would count the one answer again
             raise LookupError("%s holds one answer per case; a repeated call of it would only "
                               "count that answer again: --repeat needs a live model (set "
                               "EVALS_PROVIDER)" % self.path)
-        case = _current_case()
-        case_id = getattr(case, "id", None) if case is not None else None
+        case_id = getattr(_from_harness("current_case", load=True), "id", None)
         record = by_id.get(str(case_id)) if case_id is not None else None
         if record is None:
             record = self._by_prompt(by_input, prompt)
         if record is None:
-            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _shown_prompt(prompt)
+            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _truncate(
+                prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
             raise LookupError(
                 "no recorded output for %s in %s (record one from a model: set EVALS_PROVIDER, "
                 "then run python evals.py --record %s)"
@@ -2982,10 +2881,6 @@ _judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
 _record_lock = threading.Lock()
 
 
-def _env_judge() -> Callable[[str], Reply]:
-    return _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
-
-
 def _judge_model() -> str:
     """What the judge is ("openai:gpt-4o-mini", "replay"): part of evals' judge cache key, so
     changing the judge model never reuses another model's cached verdicts."""
@@ -3011,7 +2906,7 @@ def judge(prompt: str) -> Reply:
     The prompt holds the case's input and the output being graded: with a
     live provider they are sent to that provider.
     """
-    client = _env_judge()
+    client = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
     reply = client(prompt)
     record = os.environ.get("EVALS_JUDGE_RECORD")
     if record and not isinstance(client, JudgeReplay):
@@ -3294,11 +3189,6 @@ def _shown_text(value: Any) -> Optional[str]:
     return _capture_text(value)
 
 
-def _id_words(value: Any) -> str:
-    """The text a case id is suggested from: a conversation's last message, else the text."""
-    return value[-1]["content"] if _is_conversation(value) else (_capture_text(value) or "")
-
-
 def _drafted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -> Any:
     """A case from the reviewer's answers (dict), or None when nothing is to be checked."""
     def phrases(answer: str) -> List[str]:
@@ -3385,7 +3275,9 @@ def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
     """Review one capture: "added" or "skipped"; raises _EndOfInput (and on [q]uit)."""
     import evals
 
-    text = _id_words(row.get("input")) if _capture_text(row.get("input")) is not None else None
+    text = _capture_text(row.get("input"))  # a case id is suggested from it
+    if text is not None and _is_conversation(row["input"]):
+        text = row["input"][-1]["content"]
     while True:
         choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ").strip().lower()
         if choice in ("q", "quit"):
