@@ -1206,10 +1206,10 @@ def _schema_errors(value, schema, path, quoted):
         return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
     errors = []
     if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {json.dumps(schema['const'])}")
+        errors.append(f"{path}: expected {_to_json(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        quoted.append(json.dumps(value)[:40])
-        errors.append(f"{path}: {quoted[-1]} not one of {json.dumps(schema['enum'])[:80]}")
+        quoted.append(_to_json(value)[:40])
+        errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
     if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:
             if key in schema and not holds(value, schema[key]):
@@ -3318,6 +3318,9 @@ def without_outputs(entry):
                           for c in entry[key]]
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
+        errored = [c for c in entry["checks"] if isinstance(c, dict) and c.get("error")]
+        if entry.get("error") and errored:  # the case's error is its first errored check's
+            entry["error"] = errored[0]["reason"]
     if isinstance(entry.get("attempts"), list):
         entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
     return entry
@@ -3343,8 +3346,9 @@ def _check_without_output(check):
             verdict = dict(verdict, reason=_OMITTED, **{
                 key: [_OMITTED] * len(verdict[key]) for key, _ in _JUDGE_LISTS
                 if isinstance(verdict.get(key), list)})
+        if judge.get("reply") is not None or verdict is not None:  # not a failed call's reason
+            check["reason"] = _OMITTED
         check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
-        check["reason"] = _OMITTED
     return check
 
 
@@ -4820,12 +4824,13 @@ def _use_cache(args):
     if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
         raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
     on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
-    if on and args.omit_outputs and not args.rescore:  # the cache keeps each reply's text
+    used = on and not (args.rescore or args.batch or args.batch_resume)
+    if used and args.omit_outputs:  # the cache keeps each reply's text
         raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
                          "contradict each other: the cache keeps every reply's text; choose one "
                          "(--no-cache turns EVALS_CACHE off)")
     os.environ["EVALS_CACHE"] = "1" if on else "0"
-    return on and not (args.rescore or args.batch or args.batch_resume)
+    return used
 
 
 def _cache_note(options):

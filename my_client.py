@@ -560,6 +560,10 @@ class Settings(NamedTuple):
     token_field: Optional[str] = None  # None: by the host
     num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
 
+    def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
+        return "Settings(provider=%r, model=%r, base_url=%r)" % (
+            self.provider, self.model, self.base_url)
+
 
 def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
     """Parse an EVALS_* number; raise ConfigError naming the variable."""

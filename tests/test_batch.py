@@ -621,6 +621,12 @@ class RefusedTests(BatchCase):
                 self.assertIn(f"--cache and {batch[0]} contradict each other", self.stderr)
         self.assertEqual(server.log(), [])
 
+    def test_evals_cache_is_ignored_by_a_batch_even_with_omit_outputs(self):
+        server = self.serve()
+        self.run_evals(server, "--batch", "--omit-outputs", EVALS_CACHE="1")  # 2: "broken" errs
+        self.assertIn("evals: collected batch batch_1", self.stderr, self.describe())
+        self.assertNotIn("contradict", self.stderr)
+
     def test_a_poll_interval_that_is_no_finite_number_is_refused_before_submitting(self):
         server = self.serve()
         for bad in ("inf", "nan", "-1"):

@@ -559,6 +559,17 @@ class CliTest(unittest.TestCase):
         self.assertEqual((check["passed"], check["reason"]), (False, evals._OMITTED))
         self.assertEqual(check["judge"]["verdict"]["unsupported_claims"], [evals._OMITTED])
 
+    def test_omit_outputs_leaves_out_an_invalid_verdict_that_quotes_the_output(self):
+        wrong = "Approval is automatic, code SECRET-7731."
+        self.answers({"q1": wrong, "q2": "Friday."})
+        self.verdicts({wrong: verdict(confidence="sure, SECRET-7731")})
+        code, out, err = self.run_cli("--omit-outputs", "--html", self.path("r.html"))
+        self.assertEqual(code, 2, out + err)
+        for name in ("last_run.json", "r.html"):
+            with open(self.path(name), encoding="utf-8") as handle:
+                self.assertNotIn("SECRET-7731", handle.read(), name)
+        self.assertEqual(self.record()["approval"]["error"], evals._OMITTED)
+
     def test_omit_outputs_neither_writes_nor_reads_the_judge_cache(self):
         # A judge reply can quote the output: the cache would keep what --omit-outputs leaves out.
         code, out, err = self.run_cli("--omit-outputs")

@@ -644,6 +644,12 @@ class GeminiTests(LoopbackCase):
 
 
 class ConfigTests(unittest.TestCase):
+    def test_settings_repr_shows_no_key_nor_environment(self):
+        env = {"OPENAI_API_KEY": "sk-live-ENVKEY", "AWS_SECRET_ACCESS_KEY": "aws-SECRET"}
+        client = my_client.make_client("openai", env=env, api_key="sk-live-OVERRIDE")
+        self.assertEqual(repr(client.settings), "Settings(provider='openai', model='gpt-4o-mini', "
+                         "base_url='https://api.openai.com/v1')")
+
     def test_unknown_provider_lists_known(self):
         with self.assertRaises(my_client.ConfigError) as ctx:
             my_client.make_client(env={"EVALS_PROVIDER": "mistral"})

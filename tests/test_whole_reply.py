@@ -139,6 +139,7 @@ class ConversationCaseFileTest(Folder):
             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": 3}],
             [{"role": "user", "content": ""}],
             [{"role": "user", "content": "Hi", "name": "ana"}],
+            [{"role": "用户", "content": "Hi"}],
             ["Hi"],
             [{"content": "Hi"}],
             {"role": "user", "content": "Hi"},
@@ -152,9 +153,10 @@ class ConversationCaseFileTest(Folder):
             "F:5: input[1].content: expected string, got number",
             "F:6: input[0].content: 0 characters, expected at least 1",
             "F:7: input[0]: unexpected key 'name'",
-            "F:8: input[0]: expected object, got string",
-            "F:9: input[0]: missing required key 'role'",
-            "F:10: field 'input' must be a string or a list of messages "
+            'F:8: input[0].role: "用户" not one of ["system", "user", "assistant"]',
+            "F:9: input[0]: expected object, got string",
+            "F:10: input[0]: missing required key 'role'",
+            "F:11: field 'input' must be a string or a list of messages "
             '({"role": ..., "content": ...})',
         ])
 
