@@ -2735,10 +2735,15 @@ def _recorded(row, entry=False):
                   finish_reason=whole.get("finish_reason"))
 
 
-def _recording_row(line, start):
+_JSON_VALUE = json.JSONDecoder().raw_decode
+
+
+def _recording_row(line, start, checked=False):
     """The JSON value of a recordings file's `line` (bytes) that starts at byte `start`: only
-    the first line can begin with a byte order mark (ValueError for invalid JSON or UTF-8)."""
-    return json.loads(line.decode("utf-8-sig" if start == 0 else "utf-8"))
+    the first line can begin with a byte order mark (ValueError for invalid JSON or UTF-8). A
+    line `checked` before is read without looking past its value (1 us a line less)."""
+    text = line.decode("utf-8-sig" if start == 0 else "utf-8")
+    return _JSON_VALUE(text.lstrip())[0] if checked else json.loads(text)
 
 
 def _recording_rows(path):
@@ -2791,7 +2796,7 @@ class _Recordings(collections.abc.Mapping):
         with self._lock:
             self._handle.seek(start)
             line = self._handle.readline()
-        return _recorded(_recording_row(line, start))
+        return _recorded(_recording_row(line, start, checked=True))
 
 
 def replay_client(outputs, source="recorded outputs"):
