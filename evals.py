@@ -3285,11 +3285,11 @@ class _Tally:
             self.add(entry)
 
     def add(self, entry):
-        if entry.get("change") == "not_run":
+        status, change = entry.get("status"), entry.get("change")
+        if change == "not_run":
             return
-        status = entry.get("status")
         self.status[status] += 1
-        self.change[entry.get("change")] += 1
+        self.change[change] += 1
         latency = entry.get("latency_s")  # None for a replay: not held, 1,000,000 of them
         if latency is not None and status != "error" and entry.get("model") != "replay":
             self.latencies.append(latency)
