@@ -619,6 +619,16 @@ class SpooledRecordTest(unittest.TestCase):
             with self.subTest(render=render.__name__):
                 self.assertEqual(render(spooled), render(listed))
 
+    def test_the_record_is_written_the_same_from_the_spool(self):
+        # 120 entries of 2 KB: the spool gives them back in several blocks of lines
+        for count in (120, 1, 0):
+            with self.subTest(count=count):
+                spooled, listed = self.record(count, True), self.record(count, False)
+                self.assertEqual("".join(evals.record_chunks(spooled)),
+                                 "".join(evals.record_chunks(listed)))
+                self.assertEqual(list(spooled["cases"]),
+                                 [json.loads(json.dumps(e)) for e in listed["cases"]])
+
     def test_a_report_holds_only_the_entries_it_shows(self):
         import tracemalloc
 
