@@ -2253,7 +2253,7 @@ def _reply_problem(whole):
         return problem
     if whole.get("finish_reason") not in FINISH_REASONS + (None,):
         return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{whole['finish_reason']!r}")
+                f"{whole['finish_reason']!r} (normalise the provider's word, as my_client does)")
     return None
 
 
@@ -2286,7 +2286,8 @@ def _whole_reply(output):
         parts["text"] = str(output)
     else:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    parts["tool_calls"] = parts["tool_calls"] or ()
+    if parts["tool_calls"] is None:
+        parts["tool_calls"] = ()
     problem = _reply_problem(parts)
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
@@ -2655,10 +2656,10 @@ def load_outputs(path, repeat=1):
         calls = entry.get("attempts") if repeat > 1 else None
         if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
             calls = None
-        for number, row in enumerate(calls or [entry], 1):
+        for number, row in enumerate([entry, *(calls or ())]):
             problem = row.get("output") is not None and _recorded_problem(row, entry=True)
             if problem:
-                call = f", call {number}" if calls else ""
+                call = f", call {number}" if number else ""
                 raise EvalsError(f"{path}: case {entry['id']!r}{call}: {problem}")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         recorded = [None if row.get("output") is None else _recorded(row, entry=True)

@@ -531,6 +531,11 @@ class RepeatedRunCliTest(Workspace):
                                  "--rescore", self.path("run.json"), "--no-save")
         self.assertEqual(code, 0, out)
         self.assertIn("pass rate 0.0% (0/1)", out)
+        record = self.load(self.path("run.json"))  # its calls are valid, its entry is not
+        record["cases"][0]["tool_calls"] = [{"name": ""}]
+        evals.write_json_atomic(self.path("bad.json"), record)
+        with self.assertRaisesRegex(evals.EvalsError, "bad.json: case 'k': tool call 1 must"):
+            evals.load_outputs(self.path("bad.json"), repeat=10)
 
     def test_rescoring_recordings_with_repeat_is_refused(self):
         # a recordings file holds one output a case: replayed ten times it would count as ten

@@ -290,7 +290,12 @@ class WholeReplyTest(unittest.TestCase):
             "a provider's own word": ({"text": "Hi", "finish_reason": "end_turn"},
                                       "the client returned a malformed reply: 'finish_reason' "
                                       "must be one of stop, length, tool_calls, content_filter, "
-                                      "refusal or null, got 'end_turn'"),
+                                      "refusal or null, got 'end_turn' (normalise the "
+                                      "provider's word, as my_client does)"),
+            "an empty dict of tool calls": ({"text": "Hi", "tool_calls": {}},
+                                            "'tool_calls' must be a list, got dict"),
+            "an empty string of tool calls": ({"text": "Hi", "tool_calls": ""},
+                                              "'tool_calls' must be a list, got str"),
             "the attribute's own word": (Attributes("Hi", finish_reason="MAX_TOKENS"),
                                          "got 'MAX_TOKENS'"),
             "a malformed attribute": (Attributes("", tool_calls=["lookup_order"]),
@@ -700,7 +705,8 @@ class RecordAndRecordingsTest(Folder):
                            "tool call 1 must be an object with a non-empty string 'name'"),
             "a raw word": ({"text": "", "finish_reason": "end_turn"},
                            "'finish_reason' must be one of stop, length, tool_calls, "
-                           "content_filter, refusal or null, got 'end_turn'"),
+                           "content_filter, refusal or null, got 'end_turn' (normalise the "
+                         "provider's word, as my_client does)"),
             "a list": (["x"], "expected {\"id\": str, \"output\": str or a whole reply}"),
         }
         for name, (output, words) in bad.items():
@@ -724,7 +730,8 @@ class RecordAndRecordingsTest(Folder):
         record["cases"][0].update(tool_calls=[LOOKUP], finish_reason="end_turn")
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': 'finish_reason' must be one of stop, length, tool_calls, "
-                         "content_filter, refusal or null, got 'end_turn'")
+                         "content_filter, refusal or null, got 'end_turn' (normalise the "
+                         "provider's word, as my_client does)")
         record["cases"][0].update(finish_reason=None, baseline_tool_calls=[{"name": ""}])
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': 'baseline_tool_calls': tool call 1 must be an object "
