@@ -1860,7 +1860,9 @@ def case_problems(data, check_memo=None):
     check_memo, a dict kept across lines, equal lists of checks are validated once and the
     line's "checks" becomes one tuple they share."""
     if not isinstance(data, dict):
-        return [f"a case must be a JSON object, got {_json_type(data)}"]
+        whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
+        return [f"a case must be a JSON object, got {_json_type(data)}"
+                + (" (one case a line, not an array of cases)" if whole_file else "")]
     problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
                 for key in data if key not in CASE_FIELDS]
     if not (isinstance(data.get("id"), str) and data["id"].strip()):
@@ -1938,6 +1940,10 @@ def load_cases(path):
             reason = (f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
                       else "nested too deeply" if isinstance(exc, RecursionError) else exc)
             problems.append(f"{where}: invalid JSON: {reason}")
+            if raw.strip() in ("{", "["):  # what a pretty-printer writes first
+                problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a value "
+                                "spread over lines; the rest of the file was not read")
+                break
             continue
         problems += [f"{where}: {problem}" for problem in case_problems(data, check_memo)]
         case_id = data.get("id") if isinstance(data, dict) else None

@@ -82,6 +82,16 @@ class LoadCasesTest(unittest.TestCase):
         self.assertTrue(problems[5].startswith("F:5: unknown field 'tag'"))
         self.assertEqual(len(problems), 6)
 
+    def test_a_case_spread_over_lines_says_so_once(self):
+        spread = json.dumps(GOOD, indent=2) + "\n"
+        self.assertEqual(self.problems(spread), [
+            "F:1: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+            "F:1: a case is one line of JSON (JSON Lines), not a value spread over lines; the "
+            "rest of the file was not read"])
+        self.assertEqual(self.problems(json.dumps([GOOD]) + "\n"), [
+            "F:1: a case must be a JSON object, got array (one case a line, not an array of "
+            "cases)"])
+
     def test_duplicate_ids_name_both_lines(self):
         text = line(**GOOD) + "\n\n" + line(**GOOD) + "\n"
         self.assertEqual(self.problems(text), ["F:3: duplicate id 'c1' (first used on line 1)"])
