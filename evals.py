@@ -3361,7 +3361,9 @@ def _check_without_output(check):
     for part in quoted if isinstance(quoted, list) else ():
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
-    check["reason"] = reason
+    # A user's check writes its own reason (and its exception its own message): either can
+    # quote the output, and only the user knows which parts do.
+    check["reason"] = _OMITTED if check.get("type") == "python" else reason
     judge = check.get("judge")
     if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
         verdict = judge.get("verdict")

@@ -133,6 +133,18 @@ class StructuredReasonsTest(unittest.TestCase):
                          ["reason"], "found 'approval'")
 
 
+    def test_a_user_checks_reason_and_error_are_left_out_with_the_outputs(self):
+        # Its reason and its exception's message are the user's words: either can quote.
+        for function in ("mentions_order", "broken"):
+            check = {"type": "python", "function": f"tests.user_checks:{function}",
+                     **({"order": "A-1"} if function == "mentions_order" else {})}
+            result = evals.run_case(evals.Case("k", "q", (check,)), lambda prompt: "SECRET")
+            entry = evals.without_outputs({"id": "k", "status": result.status,
+                                           "error": result.error, "checks": result.checks})
+            self.assertEqual(entry["checks"][0]["reason"], evals._OMITTED)
+            self.assertEqual(entry["error"], evals._OMITTED if result.error else None)
+
+
 class UserCheckTest(unittest.TestCase):
     """{"type": "python", "function": "MODULE:FUNCTION", ...}: the user's own check."""
 
