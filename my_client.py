@@ -2833,8 +2833,10 @@ class JudgeReplay(_Replay):
         record = self._load().get(prompt_key(prompt))
         if record is None:
             raise LookupError(
-                "no recorded judge reply for this prompt (key %s) in %s; set EVALS_JUDGE_PROVIDER "
-                "to ask a judge model" % (prompt_key(prompt)[:16], self.path)
+                "no recorded judge reply for this prompt in %s: add a line {\"key\": \"%s\", "
+                "\"reply\": the judge's JSON verdict as a string}, or set EVALS_JUDGE_PROVIDER to "
+                "ask a judge model (EVALS_JUDGE_RECORD=%s records its replies)"
+                % (self.path, prompt_key(prompt), self.path)
             )
         return _replayed(record["reply"], record)
 

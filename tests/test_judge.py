@@ -675,8 +675,10 @@ class MyClientJudgeTest(unittest.TestCase):
         with self.env(EVALS_JUDGE_RECORDINGS=path), contextlib.redirect_stderr(err):
             self.assertEqual(my_client.judge("p1"), CLEAN)
             self.assertEqual(my_client.judge("p1").model, "replay")
-            with self.assertRaisesRegex(LookupError, "no recorded judge reply"):
+            with self.assertRaisesRegex(LookupError, "no recorded judge reply") as raised:
                 my_client.judge("p2")
+            # the whole key, as the line to add needs it
+            self.assertIn('{"key": "%s", ' % my_client.prompt_key("p2"), str(raised.exception))
             self.assertEqual(my_client.judge.judge_model(), "replay")
         self.assertEqual(err.getvalue().count("replaying recorded judge replies"), 1)
 
