@@ -5381,7 +5381,8 @@ def _print_checks(case, output, stdout, indent="  ", reasoning=None):
     results)."""
     status, results = evaluate(case, output, NO_JUDGE, reasoning)
     for result in results:
-        mark = "skip" if result.get("skipped") else "pass" if result["passed"] else "FAIL"
+        mark = ("skip" if result.get("skipped") else "ERROR" if result.get("error")
+                else "pass" if result["passed"] else "FAIL")
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
     return status, results
 
@@ -5393,13 +5394,14 @@ def _check_command(args, stdout, stderr):
         hint = _did_you_mean(args.case_id, [c.id for c in cases])
         raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
     if any(_needs_judge(c) for c in case.checks):
-        raise EvalsError(f"case {case.id!r} has a judge check; run it with evals.py --judge")
+        raise EvalsError(f"case {case.id!r} has a judge check, which `check` cannot ask; run "
+                         f"the case: python evals.py --id {case.id} --judge MODULE:FUNCTION")
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
     status, _ = _print_checks(case, output, stdout, indent="")
     stdout.write(f"{case.id}: {status}\n")
-    return EXIT_OK if status == "pass" else EXIT_REGRESSION
+    return {"pass": EXIT_OK, "error": EXIT_INVALID}.get(status, EXIT_REGRESSION)
 
 
 def _report_command(args, stdout, stderr):
@@ -5503,8 +5505,9 @@ _COMMANDS = {
                     "--check", "--max-words", "--regex", "--description", "add:--tag", "--cases",
                     "add:--baseline", "--contains-all", "--contains-any", "--not-contains")}),
     "check": (_check_command, "Score one output against one case's checks, for quick iteration "
-              "on a check: the output is read from standard input (or --output). Exit 0 when "
-              "every check passes, 1 when one fails, 2 for invalid input.",
+              "on a check: the output text is read from standard input (or --output); tool calls and "
+              "judge checks need a run. Exit 0 when every check passes, 1 when one fails, 2 "
+              "for invalid input or a check that could not be scored.",
               "example: echo 'Refunds need manager approval.' | python evals.py check "
               "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
     "report": (_report_command, "Write reports for a saved run record. The categories "

@@ -724,6 +724,19 @@ class CheckCommandTest(Workspace):
         code, _, _ = self.check("manager approval", "refund-limit", "--output", "no")
         self.assertEqual(code, 1)
 
+    def test_a_check_that_cannot_be_scored_exits_2_and_a_judge_check_names_the_run(self):
+        self.write_cases([
+            {"id": "own", "input": "x", "checks": [
+                {"type": "python", "function": "tests.user_checks:broken"}]},
+            {"id": "judged", "input": "x", "checks": [{"type": "judge", "rubric": "polite"}]}])
+        code, out, _ = self.check("text", "own")
+        self.assertEqual(code, 2, out)
+        self.assertEqual(out, "ERROR python: tests.user_checks:broken raised ValueError: the "
+                              "check itself is broken\nown: error\n")
+        code, out, err = self.check("text", "judged")
+        self.assertEqual(code, 2, out)
+        self.assertIn("run the case: python evals.py --id judged --judge MODULE:FUNCTION", err)
+
     def test_unknown_id_exits_2_with_a_suggestion(self):
         code, out, err = self.check("x", "refund-limt")
         self.assertEqual(code, 2)
