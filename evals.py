@@ -1212,7 +1212,8 @@ def _schema_errors(value, schema, path, quoted):
     if "const" in schema and not _json_equal(value, schema["const"]):
         errors.append(f"{path}: expected {_to_json(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        quoted.append(_to_json(value)[:40])
+        shown = _to_json(value)  # as written, unless it hides a control or format character
+        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
     if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:

@@ -140,6 +140,7 @@ class ConversationCaseFileTest(Folder):
             [{"role": "user", "content": ""}],
             [{"role": "user", "content": "Hi", "name": "ana"}],
             [{"role": "用户", "content": "Hi"}],
+            [{"role": "user\u200b", "content": "Hi"}],
             ["Hi"],
             [{"content": "Hi"}],
             {"role": "user", "content": "Hi"},
@@ -154,9 +155,10 @@ class ConversationCaseFileTest(Folder):
             "F:6: input[0].content: 0 characters, expected at least 1",
             "F:7: input[0]: unexpected key 'name'",
             'F:8: input[0].role: "用户" not one of ["system", "user", "assistant"]',
-            "F:9: input[0]: expected object, got string",
-            "F:10: input[0]: missing required key 'role'",
-            "F:11: field 'input' must be a string or a list of messages "
+            'F:9: input[0].role: "user\\u200b" not one of ["system", "user", "assistant"]',
+            "F:10: input[0]: expected object, got string",
+            "F:11: input[0]: missing required key 'role'",
+            "F:12: field 'input' must be a string or a list of messages "
             '({"role": ..., "content": ...})',
         ])
 
