@@ -2630,10 +2630,10 @@ def _run_in_threads(cases, call_model, options, limiter, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path, repeat=1):
-    """Recorded answers by case id (a mapping {id: str}, each with the `reasoning`,
-    `tool_calls` and `finish_reason` recorded) from a recordings JSONL file (one {"id",
-    "output"} a line, the output a str or a whole reply, see stored_output; "input" is
-    ignored) or a run record saved with outputs. With `repeat` > 1, a case a run record holds
+    """Recorded answers by case id (a mapping {id: str, None for a case that errored in a run
+    record}, each with the `reasoning`, `tool_calls` and `finish_reason` recorded) from a
+    recordings JSONL file (one {"id", "output"} a line, the output a str or a whole reply, see
+    stored_output; "input" is ignored) or a run record saved with outputs. With `repeat` > 1, a case a run record holds
     the calls of (its "attempts") maps to a tuple of them, call by call (None for one that
     errored), which replay_client answers in turn. Raises EvalsError naming file and line (or
     case) for anything else."""
@@ -2655,9 +2655,9 @@ def load_outputs(path, repeat=1):
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
     if record.get("outputs_included") is False:
         raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
-    entries = [e for e in record.get("cases") or []
+    entries = [e for e in record.get("cases") or []  # an errored case's output is None
                if isinstance(e, dict) and isinstance(e.get("id"), str)
-               and isinstance(e.get("output"), str)]
+               and isinstance(e.get("output"), (str, type(None)))]
     outputs = {}
     for entry in entries:
         calls = entry.get("attempts") if repeat > 1 else None
@@ -2793,6 +2793,8 @@ def replay_client(outputs, source="recorded outputs"):
             name = case.id if case else "?"
             raise LookupError(f"no recorded output for case {name!r} in {source}")
         output = outputs[case.id]
+        if output is None:
+            raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
         if isinstance(output, tuple):  # a repeated run's calls: the same one each time
             number = (current_attempt() or 0) % len(output)
             output = output[number]

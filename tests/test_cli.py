@@ -410,6 +410,15 @@ class CliTest(unittest.TestCase):
                            "--rescore", self.baseline], out, io.StringIO())
         self.assertEqual(code, 0)
         self.assertIn("3/3", out.getvalue())
+        record = self.record()  # a case that errored in that run has no output to re-score
+        record["cases"][0].update(status="error", output=None, error="timed out")
+        evals.write_json_atomic(self.path("errored.json"), record)
+        out = io.StringIO()
+        code = evals.main(["--cases", self.cases, "--baseline", self.baseline, "--no-save",
+                           "--rescore", self.path("errored.json")], out, io.StringIO())
+        self.assertEqual(code, 2)
+        self.assertIn("LookupError: case 'refund' errored in %s: no output to re-score"
+                      % self.path("errored.json"), out.getvalue())
 
     def test_concurrency_keeps_case_file_order(self):
         cases = [{"id": f"c{i}", "input": f"q{i}", "checks": [{"type": "max_words", "n": 3}]}
