@@ -4554,8 +4554,8 @@ _OPTIONS = {
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
-    "--omit-outputs": "leave model output text out of every file written (the judge cache "
-                      "too: the judge is called again)",
+    "--omit-outputs": "leave model output text out of every file written (a run neither reads "
+                      "nor writes the judge cache)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
