@@ -3386,6 +3386,9 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     Raises EvalsError naming the case or the record (`names`, e.g. file names) unless each case
     was run by exactly one record, all from the case file `case_file_sha256` (when given)."""
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
+    twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
+    if twice:
+        raise EvalsError(f"{twice} is given twice")
     ran = {}
     for name, record in zip(names, records):
         problem = record_problem(record)

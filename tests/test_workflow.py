@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import shutil
 import sys
 import tempfile
 import threading
@@ -383,10 +384,13 @@ class ShardMergeTest(Workspace):
     def test_doubled_shard_is_refused_naming_the_case(self):
         records = self.run_shards()
         code, _, err = self.merge(records[0], records[1], records[2], records[1])
+        self.assertEqual((code, err), (2, f"evals: {records[1]} is given twice\n"))
+        shutil.copy(records[1], self.path("copy.json"))
+        code, _, err = self.merge(records[0], records[1], records[2], self.path("copy.json"))
         self.assertEqual(code, 2)
         first = [i for i in SHARD_IDS if evals.shard_of(i, 3) == 1][0]
         self.assertIn("case %r was run by more than one shard: %s and %s"
-                      % (first, records[1], records[1]), err)
+                      % (first, records[1], self.path("copy.json")), err)
         self.assertFalse(os.path.exists(self.path("merged.json")))
 
     def test_previous_pass_rate_is_the_whole_suites_not_one_shards(self):
