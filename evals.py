@@ -4640,6 +4640,9 @@ def _parser(command):
             spec = _OPTIONS[name]
             group.add_argument(*name.split(":")[-1].split(), **(
                 dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
+    # A mistyped option gets its one line, not the 20-line usage argparse prints before it.
+    parser.error = lambda message: parser.exit(
+        2, f"{parser.prog}: error: {message} (--help lists the options)\n")
     return parser
 
 

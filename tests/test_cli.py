@@ -521,6 +521,16 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("exit codes: 0 nothing regressed", out.getvalue())
 
+    def test_a_usage_error_is_one_line_and_exit_2(self):
+        for argv, words in ((["--shard", "3/2"], "evals.py: error: argument --shard: expected "
+                             "K/N with 1 <= K <= N, e.g. 2/4, got '3/2'"),
+                            (["merge"], "evals.py merge: error: the following arguments are "
+                             "required: RECORD")):
+            err = io.StringIO()
+            self.assertEqual(evals.main(argv, io.StringIO(), err), 2)
+            self.assertEqual(err.getvalue(), f"{words} (--help lists the options)\n")
+        self.assertEqual(self.calls(), [])
+
     def help_of(self, *command):
         out = io.StringIO()
         old, sys.stdout = sys.stdout, out
