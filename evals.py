@@ -5097,7 +5097,10 @@ def _selection(args, cases, baseline):
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         return None, {}
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
-        raise EvalsError("no case matches the selection (--tag, --id, --failed)")
+        tags = sorted({tag for case in cases for tag in case.tags})
+        hint = (f"; the case file's tags: {', '.join(tags) or 'none'}" if args.tag else
+                _did_you_mean(args.id[0], [c.id for c in cases]).rstrip(".") if args.id else "")
+        raise EvalsError(f"no case matches the selection (--tag, --id, --failed){hint}")
     return selected, judge_only
 
 

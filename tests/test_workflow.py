@@ -180,7 +180,10 @@ class SelectionTest(Workspace):
         before = os.path.exists(self.baseline)
         code, out, err = self.run_cli("--tag", "nonexistent", "--no-history")
         self.assertEqual(code, 2)
-        self.assertIn("no case matches the selection", err)
+        self.assertEqual(err, "evals: no case matches the selection (--tag, --id, --failed); the "
+                              "case file's tags: billing, format, smoke\n")
+        code, out, err = self.run_cli("--id", "refund-larg", "--no-history")
+        self.assertIn("(--tag, --id, --failed); did you mean 'refund-large'?\n", err)
         self.assertEqual(self.calls(), [])
         self.assertEqual(os.path.exists(self.baseline), before)
 
