@@ -1088,7 +1088,7 @@ def check_bullet_count(output, min: Count = None, max: Count = None, numbered: B
 
 @register
 def check_letter_case(output, style: LetterCase):
-    """Every cased letter is in that `style` of case, and there is one."""
+    """Every cased letter is in the case `style` says (`upper` or `lower`), and there is one."""
     wrong = [c for c in output if (c.islower() if style == "upper" else c.isupper())]
     if not any(c.isupper() or c.islower() for c in output):
         return CheckResult(False, "the output has no letters")
