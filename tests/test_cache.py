@@ -471,11 +471,14 @@ class MainTests(unittest.TestCase):
             handle.write(json.dumps({"id": "a", "input": "A", "output": "x"}) + "\n")
         environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
         environ["EVALS_RECORDINGS"] = recordings
-        with mock.patch.dict(os.environ, environ, clear=True):
+        banner = io.StringIO()  # my_client says where its answers come from on sys.stderr
+        with mock.patch.dict(os.environ, environ, clear=True), \
+                contextlib.redirect_stderr(banner):
             out = io.StringIO()
             code = evals.main(["--cases", cases, "--client", "my_client:ask", "--no-save",
                                "--cache"], stdout=out, stderr=io.StringIO())
         self.assertEqual(code, 0, out.getvalue())
+        self.assertIn("replaying recorded outputs from " + recordings, banner.getvalue())
         self.assertIn("the cache (.evals/cache.sqlite) was not used: every reply was a recorded "
                       "one, replayed, and the cache keeps only live calls\n", out.getvalue())
         self.assertNotIn("came from the cache", out.getvalue())
