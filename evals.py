@@ -286,6 +286,13 @@ def _describe_error(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _raised(exc):
+    """(_describe_error(exc), its message as a quoted part): the message of a user's check or
+    a judge may quote the output; evals' own time-out (`abandoned`) quotes nothing."""
+    text = str(exc).strip()
+    return _describe_error(exc), () if getattr(exc, "abandoned", False) or not text else (text,)
+
+
 @functools.lru_cache(maxsize=None)  # a client and a judge from one file share its module
 def _module_from_file(real):
     """The module of the .py file at the real path `real`; raises what the import raises."""
@@ -1549,7 +1556,8 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
     try:
         reply = ask(prompt)
     except (Exception, SystemExit) as exc:  # a judge's sys.exit() is its case's error
-        return CheckResult(False, f"the judge call failed: {_describe_error(exc)}", (),
+        description, quoted = _raised(exc)
+        return CheckResult(False, f"the judge call failed: {description}", quoted,
                            "error", exchange)
     verdict, problem = parse_verdict(reply)
     if isinstance(reply, str):
@@ -1640,14 +1648,16 @@ def check_python(output, function: Function, **params):
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
-        return CheckResult(False, f"{function} raised {_describe_error(exc)}", flag="error")
+        description, quoted = _raised(exc)
+        return CheckResult(False, f"{function} raised {description}", quoted, "error")
     reason = None
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
         verdict, reason = verdict
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
                                   "bool or (bool, reason)", flag="error")
-    return CheckResult(verdict, reason or f"returned {verdict}")
+    # The user's words may quote the output: --omit-outputs hides them, evals' own stay.
+    return CheckResult(verdict, reason or f"returned {verdict}", (reason,) if reason else ())
 
 
 # ---- validating and running checks ----
@@ -3364,9 +3374,7 @@ def _check_without_output(check):
     for part in quoted if isinstance(quoted, list) else ():
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
-    # A user's check writes its own reason (and its exception its own message): either can
-    # quote the output, and only the user knows which parts do.
-    check["reason"] = _OMITTED if check.get("type") == "python" else reason
+    check["reason"] = reason
     judge = check.get("judge")
     if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
         verdict = judge.get("verdict")

@@ -559,6 +559,19 @@ class CliTest(unittest.TestCase):
         self.assertEqual((check["passed"], check["reason"]), (False, evals._OMITTED))
         self.assertEqual(check["judge"]["verdict"]["unsupported_claims"], [evals._OMITTED])
 
+    def test_omit_outputs_leaves_out_a_failed_judge_calls_message_but_not_evals_words(self):
+        wrong = "Approval is automatic, code SECRET-7731."
+        self.answers({"q1": wrong, "q2": "Friday."})
+        self.verdicts({})  # the judge raises KeyError(answer): its message quotes the output
+        code, out, err = self.run_cli("--omit-outputs", "--html", self.path("r.html"))
+        self.assertEqual(code, 2, out + err)
+        for name in ("last_run.json", "r.html"):
+            with open(self.path(name), encoding="utf-8") as handle:
+                self.assertNotIn("SECRET-7731", handle.read(), name)
+        words = "the judge call failed: KeyError: '[output omitted]'"
+        entry = self.record()["approval"]
+        self.assertEqual((entry["error"], entry["checks"][1]["reason"]), (words, words))
+
     def test_omit_outputs_leaves_out_an_invalid_verdict_that_quotes_the_output(self):
         wrong = "Approval is automatic, code SECRET-7731."
         self.answers({"q1": wrong, "q2": "Friday."})

@@ -133,16 +133,20 @@ class StructuredReasonsTest(unittest.TestCase):
                          ["reason"], "found 'approval'")
 
 
-    def test_a_user_checks_reason_and_error_are_left_out_with_the_outputs(self):
-        # Its reason and its exception's message are the user's words: either can quote.
-        for function in ("mentions_order", "broken"):
-            check = {"type": "python", "function": f"tests.user_checks:{function}",
-                     **({"order": "A-1"} if function == "mentions_order" else {})}
+    def test_a_user_checks_own_words_are_left_out_with_the_outputs(self):
+        # Its reason and its exception's message may quote the output; evals' words stay.
+        for function, params, words in (
+                ("mentions_order", {"order": "A-1"}, "'[output omitted]'"),
+                ("broken", {}, "tests.user_checks:broken raised ValueError: '[output omitted]'"),
+                ("not_a_verdict", {}, "tests.user_checks:not_a_verdict returned str, expected a "
+                                      "bool or (bool, reason)"),
+                ("is_short", {"limit": 3}, "returned False")):
+            check = {"type": "python", "function": f"tests.user_checks:{function}", **params}
             result = evals.run_case(evals.Case("k", "q", (check,)), lambda prompt: "SECRET")
             entry = evals.without_outputs({"id": "k", "status": result.status,
                                            "error": result.error, "checks": result.checks})
-            self.assertEqual(entry["checks"][0]["reason"], evals._OMITTED)
-            self.assertEqual(entry["error"], evals._OMITTED if result.error else None)
+            self.assertEqual(entry["checks"][0]["reason"], words)
+            self.assertEqual(entry["error"], words if result.error else None)
 
 
 class UserCheckTest(unittest.TestCase):
