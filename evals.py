@@ -2667,12 +2667,19 @@ def load_outputs(path, repeat=1):
         raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
     entries = [e for e in record.get("cases") or []  # an errored case's output is None
                if isinstance(e, dict) and isinstance(e.get("id"), str)
-               and isinstance(e.get("output"), (str, type(None)))]
+               and (isinstance(e.get("output"), str)
+                    or e.get("status") == "error" and e.get("output") is None)]
     outputs = {}
     for entry in entries:
         calls = entry.get("attempts") if repeat > 1 else None
         if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
             calls = None
+            if repeat > 1 and entry.get("change") == "not_run":
+                continue  # a shard's carried entry: no call of this run to replay
+            if repeat > 1:  # as for recordings: one output scored as N answers of the model
+                raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
+                                 f"--repeat {repeat} would score its output as {repeat} answers; "
+                                 "re-score a record of a repeated run, or drop --repeat")
         for number, row in enumerate([entry, *(calls or ())]):
             problem = row.get("output") is not None and _recorded_problem(row, entry=True)
             if problem:
@@ -3354,9 +3361,10 @@ def without_outputs(entry):
                           for c in entry[key]]
     if isinstance(entry.get("checks"), list):
         entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
-        errored = [c for c in entry["checks"] if isinstance(c, dict) and c.get("error")]
+        errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
+                   and isinstance(c.get("reason"), str) and c["reason"]]
         if entry.get("error") and errored:  # the case's error is its first errored check's
-            entry["error"] = errored[0]["reason"]
+            entry["error"] = errored[0]
     if isinstance(entry.get("attempts"), list):
         entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
     return entry

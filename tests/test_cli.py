@@ -419,6 +419,13 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("LookupError: case 'refund' errored in %s: no output to re-score"
                       % self.path("errored.json"), out.getvalue())
+        record["cases"][0].update(status="pass", error=None)  # no output, yet it did not err
+        del record["cases"][0]["output"]
+        evals.write_json_atomic(self.path("errored.json"), record)
+        out = io.StringIO()
+        evals.main(["--cases", self.cases, "--baseline", self.baseline, "--no-save",
+                    "--rescore", self.path("errored.json")], out, io.StringIO())
+        self.assertIn("LookupError: no recorded output for case 'refund'", out.getvalue())
 
     def test_concurrency_keeps_case_file_order(self):
         cases = [{"id": f"c{i}", "input": f"q{i}", "checks": [{"type": "max_words", "n": 3}]}

@@ -149,6 +149,14 @@ class StructuredReasonsTest(unittest.TestCase):
             self.assertEqual(entry["error"], words if result.error else None)
 
 
+    def test_a_hand_made_errored_check_keeps_the_cases_error(self):
+        for reason in (5, None, ""):
+            entry = evals.without_outputs({"id": "k", "status": "error", "error": "timed out",
+                                           "checks": [{"type": "python", "passed": False,
+                                                       "error": True, "reason": reason}]})
+            self.assertEqual(entry["error"], "timed out")
+
+
 class UserCheckTest(unittest.TestCase):
     """{"type": "python", "function": "MODULE:FUNCTION", ...}: the user's own check."""
 

@@ -536,6 +536,14 @@ class RepeatedRunCliTest(Workspace):
         evals.write_json_atomic(self.path("bad.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "bad.json: case 'k': tool call 1 must"):
             evals.load_outputs(self.path("bad.json"), repeat=10)
+        # a record of one call a case, replayed ten times, would count one output as ten
+        self.assertEqual(self.run_cli("--out", self.path("once.json"))[0], 0)
+        code, _, err = self.main("--cases", self.cases, "--baseline", self.path("run.json"),
+                                 "--rescore", self.path("once.json"), "--repeat", "10",
+                                 "--no-save")
+        self.assertEqual(code, 2)
+        self.assertIn("once.json: case 'k' was called once in that run, so --repeat 10 would "
+                      "score its output as 10 answers", err)
 
     def test_rescoring_recordings_with_repeat_is_refused(self):
         # a recordings file holds one output a case: replayed ten times it would count as ten
