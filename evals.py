@@ -5113,11 +5113,19 @@ def _selection(args, cases, baseline):
     if not selected and args.failed and not (args.tag or args.id or args.shard):
         return None, {}
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
-        tags = sorted({tag for case in cases for tag in case.tags})
-        hint = (f"; the case file's tags: {', '.join(tags) or 'none'}" if args.tag else
-                _did_you_mean(args.id[0], [c.id for c in cases]).rstrip(".") if args.id else "")
-        raise EvalsError(f"no case matches the selection (--tag, --id, --failed){hint}")
+        raise EvalsError("no case matches the selection (--tag, --id, --failed)"
+                         + _selection_hint(args, cases))
     return selected, judge_only
+
+
+def _selection_hint(args, cases):
+    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
+    tags = sorted({tag for case in cases for tag in case.tags})
+    if set(args.tag or ()) - set(tags):
+        return f"; the case file's tags: {', '.join(tags) or 'none'}"
+    ids = [c.id for c in cases]
+    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
+    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
 def _judge_for(args, cases):

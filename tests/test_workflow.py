@@ -182,8 +182,13 @@ class SelectionTest(Workspace):
         self.assertEqual(code, 2)
         self.assertEqual(err, "evals: no case matches the selection (--tag, --id, --failed); the "
                               "case file's tags: billing, format, smoke\n")
-        code, out, err = self.run_cli("--id", "refund-larg", "--no-history")
+        code, out, err = self.run_cli("--id", "nothing", "--id", "refund-larg", "--no-history")
         self.assertIn("(--tag, --id, --failed); did you mean 'refund-large'?\n", err)
+        # a tag and an id that both exist, a glob: nothing to suggest
+        for argv in (["--tag", "smoke", "--id", "refund-large"], ["--id", "refund-*x"]):
+            code, out, err = self.run_cli(*argv, "--no-history")
+            self.assertEqual(err, "evals: no case matches the selection (--tag, --id, "
+                                  "--failed)\n", argv)
         self.assertEqual(self.calls(), [])
         self.assertEqual(os.path.exists(self.baseline), before)
 
