@@ -517,6 +517,19 @@ _KEY_PATTERNS = re.compile(
     r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b)")
 
 
+# Query parameters that may hold a credential: never shown, nor part of a cache key.
+_SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` without a user, a password or a query parameter that may hold a key."""
+    parts = urllib.parse.urlsplit(url)
+    query = [(name, value) for name, value in urllib.parse.parse_qsl(parts.query, True)
+             if not _SECRET_PARAMS.search(name)]
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2],
+                          query=urllib.parse.urlencode(query)).geturl()
+
+
 def _scrub(text: str, secret: Optional[str]) -> str:
     """Remove the API key, and anything shaped like a key, from text; then cut it to its length
     limit (cutting first could leave part of a key that no longer matches)."""
@@ -562,7 +575,7 @@ class Settings(NamedTuple):
 
     def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
         return "Settings(provider=%r, model=%r, base_url=%r)" % (
-            self.provider, self.model, self.base_url)
+            self.provider, self.model, _without_credentials(self.base_url))
 
 
 def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
@@ -2195,8 +2208,6 @@ _CACHE_OFF = ("", "0", "false", "no", "off")
 _CACHE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, provider TEXT NOT NULL, "
     "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)")
-# Query parameters that may hold a credential: left out of the key, so a new key still hits.
-_SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
 # What the cache keeps of a Reply, besides its text.
 _CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model", "sent",
            "reasoning")
@@ -2225,11 +2236,7 @@ def _cache_key(provider: str, request: Request, attempt: int) -> str:
     query parameter that may hold a key), the JSON body with sorted keys (model, messages with
     the system prompt, temperature, token cap, tools, Ollama's num_ctx) and the repeat index.
     Headers are left out: they hold the key and, besides it, only constants."""
-    parts = urllib.parse.urlsplit(request.url)
-    query = [(name, value) for name, value in urllib.parse.parse_qsl(parts.query, True)
-             if not _SECRET_PARAMS.search(name)]
-    url = parts._replace(netloc=parts.netloc.rpartition("@")[2],
-                         query=urllib.parse.urlencode(query)).geturl()
+    url = _without_credentials(request.url)
     text = json.dumps([_CACHE_FORMAT, provider, url, request.body, attempt], sort_keys=True,
                       separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -2715,10 +2722,8 @@ def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Call
         client = factory()
         if isinstance(client, Client):
             s = client.settings
-            parts = urllib.parse.urlsplit(s.base_url)  # without user:password@, if any
-            url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
             sys.stderr.write("my_client: %s calls %s model %s at %s\n"
-                             % (role, s.provider, s.model, url))
+                             % (role, s.provider, s.model, _without_credentials(s.base_url)))
         return client
 
     return build

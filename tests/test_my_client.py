@@ -649,6 +649,9 @@ class ConfigTests(unittest.TestCase):
         client = my_client.make_client("openai", env=env, api_key="sk-live-OVERRIDE")
         self.assertEqual(repr(client.settings), "Settings(provider='openai', model='gpt-4o-mini', "
                          "base_url='https://api.openai.com/v1')")
+        env["EVALS_BASE_URL"] = "https://ana:hunter2@proxy.example/v1?api-key=sk-q&region=eu"
+        self.assertIn("base_url='https://proxy.example/v1?region=eu'",
+                      repr(my_client.make_client("openai", env=env).settings))
 
     def test_unknown_provider_lists_known(self):
         with self.assertRaises(my_client.ConfigError) as ctx:
