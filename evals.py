@@ -5401,7 +5401,10 @@ def _add_command(args, stdout, stderr):
     status, results = _print_checks(Case(args.id, text, tuple(checks)),
                                     Answer(output, calls, ended), stdout,
                                     reasoning=entry.get("reasoning"))
-    if status != "pass":
+    if status == "error":
+        stdout.write("warning: a check of the new case could not be scored on that output "
+                     "(ERROR above); fix it before the suite runs it\n")
+    elif status != "pass":
         stdout.write("the new case fails on that output, as it should: it catches this answer\n")
     elif any(r.get("skipped") for r in results):
         stdout.write("note: judge checks are not tried here (add calls no judge); run the "

@@ -630,6 +630,13 @@ class AddTest(Workspace):
         self.assertNotIn("warning", out)
         self.assertEqual(evals.load_cases(self.cases)[0][-1].id, "refund-5")
 
+        code, out, _ = self.add("--id", "refund-6", "--input", "q", "--output", "x", "--check",
+                                '{"type": "python", "function": "tests.user_checks:broken"}')
+        self.assertEqual(code, 0)
+        self.assertIn("ERROR python: tests.user_checks:broken raised ValueError", out)
+        self.assertIn("warning: a check of the new case could not be scored", out)
+        self.assertNotIn("catches this answer", out)
+
         before = self.read()
         code, _, err = self.add("--id", "refund-4", "--from-run", "nope", "--max-words", "2")
         self.assertEqual(code, 2)
