@@ -1951,7 +1951,7 @@ def load_cases(path):
             reason = (f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
                       else "nested too deeply" if isinstance(exc, RecursionError) else exc)
             problems.append(f"{where}: invalid JSON: {reason}")
-            if raw.strip() in ("{", "["):  # what a pretty-printer writes first
+            if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
                 problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a value "
                                 "spread over lines; the rest of the file was not read")
                 break
@@ -2969,9 +2969,8 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
         decision.counts, decision.rate = counts, rate
         return decision
 
-    def _replace(self, **fields):
-        return Decision(fields.get("change", self.change), fields.get("baseline", self.baseline),
-                        self.counts, self.rate)
+    def _replace(self, change=None, baseline=None):
+        return Decision(change or self.change, baseline or self.baseline, self.counts, self.rate)
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
@@ -3402,9 +3401,6 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     Raises EvalsError naming the case or the record (`names`, e.g. file names) unless each case
     was run by exactly one record, all from the case file `case_file_sha256` (when given)."""
     names = names or [f"record {n}" for n in range(1, len(records) + 1)]
-    twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
-    if twice:
-        raise EvalsError(f"{twice} is given twice")
     ran = {}
     for name, record in zip(names, records):
         problem = record_problem(record)
@@ -5311,6 +5307,10 @@ def _save_recordings(path, record, stderr):
 def _merge_command(args, stdout, stderr):
     _refuse_overwriting(args, {"--cases": args.cases,
                                **{f"RECORD {path}": path for path in args.records}})
+    real = [os.path.realpath(path) for path in args.records]
+    twice = next((path for n, path in enumerate(args.records) if real[n] in real[:n]), None)
+    if twice:
+        raise EvalsError(f"{twice} is given twice")
     cases, digest = load_cases(args.cases)
     records = [read_record(path) for path in args.records]
     merged = merge_records(records, [c.id for c in cases], args.records, digest)

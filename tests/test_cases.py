@@ -88,6 +88,10 @@ class LoadCasesTest(unittest.TestCase):
             "F:1: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
             "F:1: a case is one line of JSON (JSON Lines), not a value spread over lines; the "
             "rest of the file was not read"])
+        stray = json.dumps(GOOD) + "\n{\n" + json.dumps(GOOD) + "\n"  # read on: a duplicate
+        self.assertEqual(self.problems(stray), [
+            "F:2: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+            "F:3: duplicate id 'c1' (first used on line 1)"])
         self.assertEqual(self.problems(json.dumps([GOOD]) + "\n"), [
             "F:1: a case must be a JSON object, got array (one case a line, not an array of "
             "cases)"])

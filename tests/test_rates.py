@@ -230,6 +230,8 @@ class DecideRepeatedTest(unittest.TestCase):
         self.assertEqual(replaced, (decision.change, "fail"))
         self.assertEqual((replaced.counts, replaced.rate), (decision.counts, decision.rate))
         self.assertEqual(replaced.rate["result"], "regressed")
+        with self.assertRaises(TypeError):
+            decision._replace(chnage="fixed")
 
 
 # ---------------------------------------------------------------------------------------------
