@@ -502,7 +502,7 @@ def _is_word_char(char):
 
 
 def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False):
-    """Non-overlapping occurrences of `phrase` in `text` (with `first`, 0 or 1); whole_word
+    """Non-overlapping occurrences of `phrase` in `text` (with `first`, whether any); whole_word
     wants no word character joined to an end of the phrase that is one ("$100.", "e.g.")."""
     text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
     if not whole_word:
@@ -782,7 +782,9 @@ def _is_texts(value, allow_empty=False):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number: an int (any size: 10**400 has no float) or a finite float, not a bool."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            or isinstance(value, float) and math.isfinite(value))
 
 
 def Choice(*choices):
@@ -891,7 +893,8 @@ def _phrases_verdict(kind, values, found):
 def _phrase_check(kind, summary):
     """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
     def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-        found = [v for v in values if _count_phrase(output, v, ignore_case, whole_word, first=True)]
+        found = [value for value in values
+                 if _count_phrase(output, value, ignore_case, whole_word, first=True)]
         return _phrases_verdict(kind, tuple(values), tuple(found))
     check.__name__ = check.__qualname__ = f"check_{kind}"
     check.__doc__ = summary
@@ -1507,7 +1510,7 @@ def parse_verdict(reply):
         return None, problem
     problems = _schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
-        return None, "; ".join(problems)
+        return None, _truncated_list(problems, 3)
     return {key: value[key] for key in JUDGE_KEYS}, None
 
 
@@ -1611,8 +1614,10 @@ def check_max_cost_usd(reply, usd: Amount):
 USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
 
 
-# The function a `python` check names, imported once; raises ClientError.
-_user_check = functools.lru_cache(maxsize=None)(lambda spec: load_callable(spec, "function"))
+@functools.lru_cache(maxsize=None)
+def _user_check(spec):
+    """The function a `python` check names, imported once; raises ClientError."""
+    return load_callable(spec, "function")
 
 
 def Function(spec):
@@ -1756,7 +1761,7 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
         verdict = "does not hold" if not result.passed else "holds, but must not"
         result = result._replace(passed=not result.passed,
                                  reason=f"negated: {verdict}: {result.reason}")
-    return result if spec.whole or answer.finish_reason not in _ENDINGS else _ended(result, answer)
+    return result if spec.whole else _ended(result, answer)
 
 
 def _ended(result, answer):
@@ -2270,7 +2275,7 @@ def _reply_problem(whole):
         return problem
     if whole.get("finish_reason") not in FINISH_REASONS + (None,):
         return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{whole['finish_reason']!r} (normalise the provider's word, as my_client does)")
+                f"{json.dumps(whole['finish_reason'], default=repr)}")
     return None
 
 
@@ -2307,7 +2312,9 @@ def _whole_reply(output):
         parts["tool_calls"] = ()
     problem = _reply_problem(parts)
     if problem:
-        raise TypeError(f"the client returned a malformed reply: {problem}")
+        hint = " (normalise the provider's word, as my_client does)" if (
+            "'finish_reason'" in problem) else ""
+        raise TypeError(f"the client returned a malformed reply: {problem}{hint}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
@@ -2643,10 +2650,10 @@ def load_outputs(path, repeat=1):
     """Recorded answers by case id (a mapping {id: str, None for a case that errored in a run
     record}, each with the `reasoning`, `tool_calls` and `finish_reason` recorded) from a
     recordings JSONL file (one {"id", "output"} a line, the output a str or a whole reply, see
-    stored_output; "input" is ignored) or a run record saved with outputs. With `repeat` > 1, a case a run record holds
-    the calls of (its "attempts") maps to a tuple of them, call by call (None for one that
-    errored), which replay_client answers in turn. Raises EvalsError naming file and line (or
-    case) for anything else."""
+    stored_output; "input" is ignored) or a run record saved with outputs. With `repeat` > 1,
+    a case a run record holds the calls of (its "attempts") maps to a tuple of them, call by
+    call (None for one that errored), which replay_client answers in turn. Raises EvalsError
+    naming file and line (or case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
@@ -2969,8 +2976,14 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
         decision.counts, decision.rate = counts, rate
         return decision
 
-    def _replace(self, change=None, baseline=None):
-        return Decision(change or self.change, baseline or self.baseline, self.counts, self.rate)
+    counts = rate = None  # what _make, which skips __new__, leaves
+
+    def _replace(self, **fields):
+        unknown = set(fields) - set(self._fields)
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
+        return Decision(*(fields.get(name, value) for name, value in zip(self._fields, self)),
+                        self.counts, self.rate)
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
@@ -4880,7 +4893,7 @@ def _use_cache(args):
         raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
                          "contradict each other: the cache keeps every reply's text; choose one "
                          "(--no-cache turns EVALS_CACHE off)")
-    os.environ["EVALS_CACHE"] = "1" if on else "0"
+    os.environ["EVALS_CACHE"] = "1" if used else "0"
     return used
 
 
@@ -5544,9 +5557,9 @@ _COMMANDS = {
                     "--check", "--max-words", "--regex", "--description", "add:--tag", "--cases",
                     "add:--baseline", "--contains-all", "--contains-any", "--not-contains")}),
     "check": (_check_command, "Score one output against one case's checks, for quick iteration "
-              "on a check: the output text is read from standard input (or --output); tool calls and "
-              "judge checks need a run. Exit 0 when every check passes, 1 when one fails, 2 "
-              "for invalid input or a check that could not be scored.",
+              "on a check: the output text is read from standard input (or --output); tool "
+              "calls and judge checks need a run. Exit 0 when every check passes, 1 when one "
+              "fails, 2 for invalid input or a check that could not be scored.",
               "example: echo 'Refunds need manager approval.' | python evals.py check "
               "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
     "report": (_report_command, "Write reports for a saved run record. The categories "

@@ -780,6 +780,12 @@ class JsonSchemaTest(CheckTestCase):
         self.assertIn(reason, result.reason)
         return result
 
+    def test_an_integer_too_large_for_a_float_is_a_number(self):
+        schema = {"type": "integer", "minimum": 10 ** 400}
+        self.assertEqual(evals.validate_check({"type": "json_schema", "schema": schema}), [])
+        self.assertSchemaPasses(schema, "1" + "0" * 400)
+        self.assertSchemaFails(schema, "5", "$: 5 is not at least 1000")
+
     def test_type(self):
         self.assertSchemaPasses({"type": "object"}, "{}")
         self.assertSchemaFails({"type": "object"}, "[]", "$: expected object, got array")

@@ -230,8 +230,10 @@ class DecideRepeatedTest(unittest.TestCase):
         self.assertEqual(replaced, (decision.change, "fail"))
         self.assertEqual((replaced.counts, replaced.rate), (decision.counts, decision.rate))
         self.assertEqual(replaced.rate["result"], "regressed")
-        with self.assertRaises(TypeError):
+        with self.assertRaises(ValueError):
             decision._replace(chnage="fixed")
+        self.assertEqual(decision._replace(baseline=None), (decision.change, None))
+        self.assertIsNone(evals.Decision._make(["new", "pass"]).counts)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -292,14 +292,14 @@ class WholeReplyTest(unittest.TestCase):
             "a provider's own word": ({"text": "Hi", "finish_reason": "end_turn"},
                                       "the client returned a malformed reply: 'finish_reason' "
                                       "must be one of stop, length, tool_calls, content_filter, "
-                                      "refusal or null, got 'end_turn' (normalise the "
+                                      "refusal or null, got \"end_turn\" (normalise the "
                                       "provider's word, as my_client does)"),
             "an empty dict of tool calls": ({"text": "Hi", "tool_calls": {}},
                                             "'tool_calls' must be a list, got dict"),
             "an empty string of tool calls": ({"text": "Hi", "tool_calls": ""},
                                               "'tool_calls' must be a list, got str"),
             "the attribute's own word": (Attributes("Hi", finish_reason="MAX_TOKENS"),
-                                         "got 'MAX_TOKENS'"),
+                                         'got "MAX_TOKENS"'),
             "a malformed attribute": (Attributes("", tool_calls=["lookup_order"]),
                                       "tool call 1 must be an object"),
             "usage in a dict": ({"text": "Hi", "usage": {"input_tokens": -1}},
@@ -707,8 +707,7 @@ class RecordAndRecordingsTest(Folder):
                            "tool call 1 must be an object with a non-empty string 'name'"),
             "a raw word": ({"text": "", "finish_reason": "end_turn"},
                            "'finish_reason' must be one of stop, length, tool_calls, "
-                           "content_filter, refusal or null, got 'end_turn' (normalise the "
-                         "provider's word, as my_client does)"),
+                           "content_filter, refusal or null, got \"end_turn\""),
             "a list": (["x"], "expected {\"id\": str, \"output\": str or a whole reply}"),
         }
         for name, (output, words) in bad.items():
@@ -732,8 +731,7 @@ class RecordAndRecordingsTest(Folder):
         record["cases"][0].update(tool_calls=[LOOKUP], finish_reason="end_turn")
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': 'finish_reason' must be one of stop, length, tool_calls, "
-                         "content_filter, refusal or null, got 'end_turn' (normalise the "
-                         "provider's word, as my_client does)")
+                         "content_filter, refusal or null, got \"end_turn\"")
         record["cases"][0].update(finish_reason=None, baseline_tool_calls=[{"name": ""}])
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': 'baseline_tool_calls': tool call 1 must be an object "
