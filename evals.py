@@ -2268,15 +2268,16 @@ _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict
              '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
 
 
-def _reply_problem(whole):
+def _reply_problem(whole, hint=""):
     """What is wrong with the tool calls or finish reason of a reply, a recorded output or a
-    record entry (a dict holding them), as a message, or None."""
+    record entry (a dict holding them), as a message, or None; `hint` follows a finish reason's
+    problem."""
     problem = _tool_calls_problem(whole.get("tool_calls", []))
     if problem:
         return problem
     if whole.get("finish_reason") not in FINISH_REASONS + (None,):
         return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{json.dumps(whole['finish_reason'], default=repr)}")
+                f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
     return None
 
 
@@ -2311,11 +2312,9 @@ def _whole_reply(output):
         raise TypeError(_NO_REPLY.format(type(output).__name__))
     if parts["tool_calls"] is None:
         parts["tool_calls"] = ()
-    problem = _reply_problem(parts)
+    problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
-        hint = " (normalise the provider's word, as my_client does)" if (
-            "'finish_reason'" in problem) else ""
-        raise TypeError(f"the client returned a malformed reply: {problem}{hint}")
+        raise TypeError(f"the client returned a malformed reply: {problem}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
@@ -5486,10 +5485,10 @@ def _compare_command(args, stdout, stderr):
                  f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
                  f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
                  f"two-sided p = {result['p_two_sided']:.3g}")
-    lines.append(f"B is {'significantly worse' if result['worse'] else 'not significantly worse'}"
-                 f" than A at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
+    said = f"B is {'significantly worse' if result['worse'] else 'not significantly worse'} than A"
+    lines.append(f"{said} at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
     if args.html:
-        write_atomic(args.html, [_compare_html(result, a, lines)])
+        write_atomic(args.html, [_compare_html(result, a, lines, said)])
     _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
     stdout.write("\n".join(lines) + "\n" + listing)
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
@@ -5498,14 +5497,14 @@ def _compare_command(args, stdout, stderr):
     return EXIT_REGRESSION if result["worse"] else EXIT_OK
 
 
-def _compare_html(result, a, lines):
+def _compare_html(result, a, lines, said):
     """The comparison as an HTML page: render_html's, A's outputs beside B's, with the
-    statistics (`lines`, naming the files, the verdict last) under the headline."""
+    statistics (`lines`, naming the files, the verdict last) under the headline `said`."""
     record = dict(result["record"], sides=("A's output", "B's output"))
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
     worse = result["worse"]
     verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
-    title = "evals compare: " + lines[-1].partition(" at alpha")[0]
+    title = f"evals compare: {said}"
     stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
              + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
                        f"{_h(line)}</li>" for n, line in enumerate(lines))
