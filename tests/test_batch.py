@@ -24,6 +24,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -414,7 +415,7 @@ class SameRecordTests(BatchCase):
         history = os.path.join(self.dir, ".evals", "history.sqlite")
         os.makedirs(os.path.dirname(history))
         for status in ("pass", "fail", "pass"):  # "refund" is flaky in the history
-            evals.history_append(history, {
+            evals_extras.history_append(history, {
                 "started_at": "t", "finished_at": "t", "client": "c", "git_commit": None,
                 "case_file": {"sha256": "0"},
                 "cases": [{"id": "refund", "status": status, "change": "passing"}],

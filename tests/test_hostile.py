@@ -10,6 +10,7 @@ import unittest
 import unittest.mock
 
 import evals
+import evals_extras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -320,7 +321,7 @@ class StopsAndRacesTest(unittest.TestCase):
 
     def history_runs(self):
         path = os.path.join(self.dir, ".evals", "history.sqlite")
-        return len(evals.history_rows(path)) if os.path.exists(path) else 0
+        return len(evals_extras.history_rows(path)) if os.path.exists(path) else 0
 
     def test_an_interrupt_while_the_record_is_written_leaves_every_file_as_it_was(self):
         self.assertEqual(self.main(lambda prompt: "fine")[0], 0)

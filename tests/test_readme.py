@@ -9,7 +9,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = ("evals.py", "my_client.py", "cases.jsonl", "recordings.jsonl", "last_run.json")
+FILES = ("evals.py", "evals_extras.py", "my_client.py", "cases.jsonl", "recordings.jsonl", "last_run.json")
 
 
 def walkthrough_blocks():
