@@ -720,10 +720,6 @@ def _counted(count, unit, min=None, max=None, of=""):
     return CheckResult(True, f"{measured}, {wanted}")
 
 
-# Cached: a suite's phrase checks pass with the same reasons case after case, so a reason (and
-# its quotes) is built once, not per case: 5 us a case less re-scoring the benchmark's cases.
-# (The same cache on _counted saved 0.25 us a case and went.)
-@functools.lru_cache(maxsize=4096)
 def _phrases_verdict(kind, values, found):
     """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
     if kind == "contains_all":
@@ -803,7 +799,6 @@ def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool 
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
-@functools.lru_cache(maxsize=256)  # 0.4 us a regex check, 2.4 us summing flags and re.compile
 def _compile(pattern, flags=""):
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
@@ -812,52 +807,10 @@ def _regex_problem(pattern, flags=""):
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
-        nested = _nested_repeat(_compile(pattern, flags))
+        _compile(pattern, flags)
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
-    if nested:
-        return ("repeats a part that itself repeats with nothing required between the rounds "
-                "(as in (a+)+ or (\\w+\\s?)+): on text that almost matches, such a pattern "
-                "backtracks for minutes; repeat the inner part once (a+), or require a "
-                "separator ((\\w+\\s)+)")
     return None
-
-
-def _nested_repeat(compiled):
-    """Whether `compiled` repeats without limit a part whose only required piece is itself an
-    unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): re has no time limit to stop it."""
-    try:
-        from re import _parser as parser  # Python 3.11+
-    except ImportError:
-        import sre_parse as parser
-
-    def unlimited(op, value):
-        return str(op) in ("MAX_REPEAT", "MIN_REPEAT") and value[1] == parser.MAXREPEAT
-
-    def walk(items):  # every node, depth first
-        for op, value in items:
-            yield op, value
-            kind = str(op)
-            if kind.endswith("REPEAT"):
-                yield from walk(value[2])
-            elif kind == "SUBPATTERN":
-                yield from walk(value[-1])
-            elif kind == "BRANCH":
-                yield from walk([item for branch in value[1] for item in branch])
-
-    def core(items):  # what a match cannot skip: not optional, not zero-width
-        if len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
-            return core(items[0][1][-1])
-        return [(op, value) for op, value in items
-                if not (str(op) == "AT" or (str(op).endswith("REPEAT") and value[0] == 0))]
-
-    def risky(op, value):
-        if not (unlimited(op, value) and any(unlimited(*node) for node in walk(value[2]))):
-            return False
-        pieces = core(value[2])
-        return not pieces or (len(pieces) == 1 and unlimited(*pieces[0]))
-
-    return any(risky(*node) for node in walk(parser.parse(compiled.pattern, compiled.flags)))
 
 
 def _regex_rule(check):
@@ -959,30 +912,6 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
     return CheckResult(True, f"has keys {_quote_all(keys)}")
 
 
-# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
-# keyword with the kind of its value; the annotations are accepted and ignored.
-_SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_Number = _kind(_is_number, "must be a number")
-_Anything = _kind(lambda v: True, "")
-_SCHEMA_KEYWORDS = {
-    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
-                             if isinstance(v, list) else v in _SCHEMA_TYPES),
-                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
-    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
-    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
-    "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
-    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
-    "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
-    "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": _regex_problem,
-    **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
-}
-_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
-                  ("maximum", lambda v, b: v <= b, "at most"),
-                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
-
-
 def _json_equal(a, b, subset=False):
     # As JSON Schema compares: 1 equals 1.0, true does not equal 1, key order does not count.
     # With `subset`, an object of `a` may hold more keys than `b`'s, recursively (not in arrays).
@@ -996,108 +925,20 @@ def _json_equal(a, b, subset=False):
     return a == b
 
 
-def _schema_errors(value, schema, path, quoted):
-    """Problems of `value` against `schema` ("path: problem"), its quotes appended to `quoted`."""
-    if schema is True or schema == {}:
-        return []
-    if schema is False:
-        return [f"{path}: not allowed"]
-    actual = _json_type(value)
-    whole = actual == "number" and (isinstance(value, int) or value.is_integer())
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
-        return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
-    errors = []
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {_to_json(schema['const'])}")
-    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        shown = _to_json(value)  # as written, unless it hides a control or format character
-        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
-        errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
-    if actual == "number":
-        for key, holds, words in _NUMBER_BOUNDS:
-            if key in schema and not holds(value, schema[key]):
-                quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
-                errors.append(f"{path}: {quoted[-1]}")
-    for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
-                                  (list, "item", "minItems", "maxItems")):
-        if isinstance(value, kind) and (low in schema or high in schema):
-            counted = _counted(len(value), unit, schema.get(low), schema.get(high))
-            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
-    pattern = schema.get("pattern")
-    if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
-        quoted.append(_quote(value, 40))
-        errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            errors += _schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
-    if isinstance(value, dict):
-        errors += [f"{path}: missing required key {_quote(key)}"
-                   for key in schema.get("required", ()) if key not in value]
-        properties = schema.get("properties", {})
-        for key, item in value.items():
-            child = properties.get(key, schema.get("additionalProperties", True))
-            if child is False and key not in properties:
-                quoted.append(_quote(key))
-                errors.append(f"{path}: unexpected key {quoted[-1]}")
-            else:
-                errors += _schema_errors(item, child, f"{path}.{key}", quoted)
-    return errors
-
-
-def _schema_definition_problems(schema, path="schema"):
-    """Problems of a schema itself (list of str), its subschemas included."""
-    if isinstance(schema, bool):
-        return []
-    if not isinstance(schema, dict):
-        return [f"{path} must be an object or a boolean"]
-    problems = []
-    for key, value in schema.items():
-        kind = _SCHEMA_KEYWORDS.get(key)
-        if kind is None:
-            problems.append(f"{path}: unsupported keyword {key!r} (supported: "
-                            f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
-        elif kind(value):
-            problems.append(f"{path}.{key} {kind(value)}")
-    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
-                      ("minimum", "maximum")):
-        if not problems and low in schema and high in schema and schema[low] > schema[high]:
-            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} "
-                            f"{schema[high]}")
-    if isinstance(schema.get("properties"), dict):
-        for key, subschema in schema["properties"].items():
-            problems += _schema_definition_problems(subschema, f"{path}.properties.{key}")
-    for key in ("items", "additionalProperties"):
-        if key in schema:
-            problems += _schema_definition_problems(schema[key], f"{path}.{key}")
-    return problems
-
-
-def Schema(value):
-    """The kind of a JSON Schema: its problems, or None."""
-    return "; ".join(_schema_definition_problems(value)) or None
-
-
-@register
-def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
-    """JSON valid against `schema` (the JSON Schema subset listed in the README)."""
-    value, problem = _parse_json(output, allow_fence)
-    if problem:
-        return CheckResult(False, problem)
-    quoted = []
-    errors = _schema_errors(value, schema, "$", quoted)
-    if errors:
-        return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
-    return CheckResult(True, "matches the schema")
-
-
 # ---- the whole reply: tool calls and how it ended ----
 #
 # These checks see the Answer, not the text: the tools the model asked to call, in its order,
 # and why it stopped. A reply that only called tools has no text, and is scored on its calls.
 
 JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
+
+
+def JsonSchema(value):
+    """The kind of a JSON Schema parameter: its problems (evals_extras.py reads schemas)."""
+    try:
+        return _extras("a JSON Schema").Schema(value)
+    except EvalsError as exc:
+        return str(exc)
 FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
                       "must be a non-empty list of " + ", ".join(FINISH_REASONS))
 
@@ -1122,12 +963,13 @@ def _arguments_problem(call, arguments, schema, quoted):
         return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
-    errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
+    errors = [] if schema is None else _extras("a tool call's schema").schema_errors(
+        call["arguments"], schema, "$", quoted)
     return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
-def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: Schema = None,
+def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: JsonSchema = None,
                       min: Count = 1, max: Count = None):
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
@@ -1298,7 +1140,7 @@ def parse_verdict(reply):
     value, problem = _verdict_json(reply)
     if problem:
         return None, problem
-    problems = _schema_errors(value, _VERDICT_SCHEMA, "$", [])
+    problems = _extras("the judge").schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
         return None, _truncated_list(problems, 3)
     return {key: value[key] for key in JUDGE_KEYS}, None
@@ -1633,11 +1475,26 @@ def _field_problem(data, name, wanted):
 
 
 ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
-# A conversation's message, checked by the json_schema check's rules.
-_MESSAGE_SCHEMA = {"type": "object", "required": ["role", "content"],
-                   "additionalProperties": False,
-                   "properties": {"role": {"enum": list(ROLES)},
-                                  "content": {"type": "string", "minLength": 1}}}
+
+
+def _message_problems(message, where):
+    """Problems of a conversation's message: {"role": one of ROLES, "content": non-empty str}."""
+    if not isinstance(message, dict):
+        return [f"{where}: expected object, got {_json_type(message)}"]
+    problems = [f"{where}: missing required key {key!r}" for key in ("role", "content")
+                if key not in message]
+    problems += [f"{where}: unexpected key {_quote(key)}" for key in message
+                 if key not in ("role", "content")]
+    role, content = message.get("role", "user"), message.get("content", ".")
+    if role not in ROLES:
+        shown = _to_json(role)  # as written, unless it hides a control or format character
+        problems.append(f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
+                        f"not one of {_to_json(list(ROLES))}")
+    if not isinstance(content, str):
+        problems.append(f"{where}.content: expected string, got {_json_type(content)}")
+    elif not content:
+        problems.append(f"{where}.content: 0 characters, expected at least 1")
+    return problems
 
 
 def _input_problems(data):
@@ -1652,7 +1509,8 @@ def _input_problems(data):
                                               '({"role": ..., "content": ...})')]
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
-    problems = _schema_errors(value, {"items": _MESSAGE_SCHEMA}, "input", [])
+    problems = [problem for index, message in enumerate(value)
+                for problem in _message_problems(message, f"input[{index}]")]
     last = value[-1]
     if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
         problems.append(f"input: the last message must be the user's, the one the model "

@@ -32,11 +32,12 @@ __all__ = [
 from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Count, DEFAULT_ALPHA,
     DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
-    Text, _EXIT_CODES, _REPORTS, _alpha, _append_line, _bounds, _check_calls, _counted,
-    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _flaky_text, _gate_lines,
-    _headline, _history_path, _input_text, _is_number, _kind, _level, _line, _needs_judge,
-    _number, _paragraphs, _percent, _plural, _quote_all, _rate_change, _reasons,
-    _recording_rows, _refuse_overwriting, _reply_lines, _rows, _strict_json, _text,
+    Text, _EXIT_CODES, _REPORTS, _alpha, _append_line, _bounds, _check_calls, _compile,
+    _counted, _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _flaky_text,
+    _gate_lines, _headline, _history_path, _input_text, _is_number, _is_texts, _json_equal,
+    _json_type, _kind, _level, _line, _needs_judge, _number, _paragraphs, _parse_json,
+    _percent, _plural, _quote, _quote_all, _rate_change, _reasons, _recording_rows,
+    _refuse_overwriting, _regex_problem, _reply_lines, _rows, _strict_json, _text, _to_json,
     _tool_calls, _truncated_list, _visible, _words, _write_reports, append_case, case_reasons,
     completed, decide, evaluate, format_summary, load_baseline, load_cases, open_sqlite,
     read_record, record_problem, register, stored_output, summarize, without_outputs,
@@ -1578,4 +1579,145 @@ def check_language(output, code: Language):
     if detected == code:
         return CheckResult(True, f"language is {code!r}")
     return CheckResult(False, f"language looks like {detected!r}, expected {code!r}")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema: the json_schema check, and the schemas of tool calls
+# ---------------------------------------------------------------------------------------------
+
+# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
+# keyword with the kind of its value; the annotations are accepted and ignored.
+_SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+
+
+
+_Number = _kind(_is_number, "must be a number")
+
+
+
+_Anything = _kind(lambda v: True, "")
+
+
+
+_SCHEMA_KEYWORDS = {
+    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
+                             if isinstance(v, list) else v in _SCHEMA_TYPES),
+                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
+    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
+    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
+    "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
+    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
+    "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
+    "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
+    "maxItems": Count, "pattern": _regex_problem,
+    **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
+}
+
+
+
+_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
+                  ("maximum", lambda v, b: v <= b, "at most"),
+                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
+
+
+
+def schema_errors(value, schema, path, quoted):
+    """Problems of `value` against `schema` ("path: problem"), its quotes appended to `quoted`."""
+    if schema is True or schema == {}:
+        return []
+    if schema is False:
+        return [f"{path}: not allowed"]
+    actual = _json_type(value)
+    whole = actual == "number" and (isinstance(value, int) or value.is_integer())
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
+        return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
+    errors = []
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        errors.append(f"{path}: expected {_to_json(schema['const'])}")
+    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
+        shown = _to_json(value)  # as written, unless it hides a control or format character
+        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
+        errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
+    if actual == "number":
+        for key, holds, words in _NUMBER_BOUNDS:
+            if key in schema and not holds(value, schema[key]):
+                quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
+                errors.append(f"{path}: {quoted[-1]}")
+    for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
+                                  (list, "item", "minItems", "maxItems")):
+        if isinstance(value, kind) and (low in schema or high in schema):
+            counted = _counted(len(value), unit, schema.get(low), schema.get(high))
+            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
+        quoted.append(_quote(value, 40))
+        errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
+    if isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            errors += schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
+    if isinstance(value, dict):
+        errors += [f"{path}: missing required key {_quote(key)}"
+                   for key in schema.get("required", ()) if key not in value]
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            child = properties.get(key, schema.get("additionalProperties", True))
+            if child is False and key not in properties:
+                quoted.append(_quote(key))
+                errors.append(f"{path}: unexpected key {quoted[-1]}")
+            else:
+                errors += schema_errors(item, child, f"{path}.{key}", quoted)
+    return errors
+
+
+
+def _schema_definition_problems(schema, path="schema"):
+    """Problems of a schema itself (list of str), its subschemas included."""
+    if isinstance(schema, bool):
+        return []
+    if not isinstance(schema, dict):
+        return [f"{path} must be an object or a boolean"]
+    problems = []
+    for key, value in schema.items():
+        kind = _SCHEMA_KEYWORDS.get(key)
+        if kind is None:
+            problems.append(f"{path}: unsupported keyword {key!r} (supported: "
+                            f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
+        elif kind(value):
+            problems.append(f"{path}.{key} {kind(value)}")
+    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
+                      ("minimum", "maximum")):
+        if not problems and low in schema and high in schema and schema[low] > schema[high]:
+            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} "
+                            f"{schema[high]}")
+    if isinstance(schema.get("properties"), dict):
+        for key, subschema in schema["properties"].items():
+            problems += _schema_definition_problems(subschema, f"{path}.properties.{key}")
+    for key in ("items", "additionalProperties"):
+        if key in schema:
+            problems += _schema_definition_problems(schema[key], f"{path}.{key}")
+    return problems
+
+
+
+def Schema(value):
+    """The kind of a JSON Schema: its problems, or None."""
+    return "; ".join(_schema_definition_problems(value)) or None
+
+
+
+@register
+def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
+    """JSON valid against `schema` (the JSON Schema subset listed in the README)."""
+    value, problem = _parse_json(output, allow_fence)
+    if problem:
+        return CheckResult(False, problem)
+    quoted = []
+    errors = schema_errors(value, schema, "$", quoted)
+    if errors:
+        return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
+    return CheckResult(True, "matches the schema")
 
