@@ -3438,13 +3438,6 @@ _OPTIONS = {
                          f"level of the flaky test (default: {DEFAULT_ALPHA})"),
     "--min-pass-rate": dict(type=_fraction, metavar="P", help="fail (exit 1) when the pass "
                             "rate is below P, a fraction (0.95) or a percentage (95%%)"),
-    "--cache": "answer each call made before with the same request (model, parameters, input, "
-               "repeat index) from the cache of live calls, without calling the model, and "
-               "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
-               "setting EVALS_CACHE before loading it; my_client keeps the cache in "
-               "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
-               "empties it",
-    "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
@@ -3663,7 +3656,8 @@ def _run_command(args, stdout, stderr):
         judge=_judge_for(args, selected))
     if args.prices or args.budget:
         _extras().priced(options, args.prices, args.budget)
-    cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
+    extras = _extras()
+    cache = extras and extras.use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
     call_model, client_name = _client_for(args, selected, options)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -3674,8 +3668,8 @@ def _run_command(args, stdout, stderr):
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
-        call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
-                                              options, stderr)
+        call_model, collected = _extras().batch_client(args, selected, call_model, client_name,
+                                                       digest, options, stderr)
     stopped = []
     run = RunResult(_with_progress(selected, call_model, options, args.quiet, stderr, stopped),
                     _now(), None, client_name, args.cases, digest)
@@ -3709,161 +3703,7 @@ def _client_for(args, cases, options):
     return call_model, name
 
 
-# EVALS_CACHE's words (my_client reads the same).
-_CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
-                **dict.fromkeys(("", "0", "false", "no", "off"), False)}
-
-
-def _use_cache(args):
-    """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
-    EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
-    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client, and a
-    batch answers every call (--cache with either is refused)."""
-    raw = os.environ.get("EVALS_CACHE", "").strip().lower()
-    if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
-        raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
-    on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
-    used = on and not (args.rescore or args.batch or args.batch_resume)
-    if used and args.omit_outputs:  # the cache keeps each reply's text
-        raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
-                         "contradict each other: the cache keeps every reply's text; choose one "
-                         "(--no-cache turns EVALS_CACHE off)")
-    os.environ["EVALS_CACHE"] = "1" if used else "0"
-    return used
-
-
-def _cache_note(options):
-    """The line after the summary of a run that used the cache."""
-    path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
-    replies = "reply" if options.replies == 1 else "replies"
-    if options.replies and not options.cached and options.replayed == options.replies:
-        return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
-                "and the cache keeps only live calls\n")
-    return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
-            "--no-cache calls the model\n")
-
-
 # ---- --batch: every call of the run in one provider batch, then scored as a live run ----
-
-# Both providers bill a batch at 50% of their list prices: OpenAI
-# (https://platform.openai.com/docs/guides/batch, "50% cost discount") and Anthropic
-# (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing#pricing).
-BATCH_PRICE_FACTOR = 0.5
-# Variables that change nothing in a batch's answers: a run with other values resumes it.
-_BATCH_NEUTRAL = ("EVALS_BATCH_POLL_S",)
-
-
-def _batch_client(args, cases, call_model, client_name, digest, options, stderr):
-    """(the call_model of a --batch run, a function forgetting its batch once the run is
-    recorded): each call of `cases` (x --repeat) answered from one provider batch, submitted
-    now or collected (--batch-resume ID, or the batch saved in .evals/batches.json for this
-    selection, client and EVALS_* settings), priced at batch prices. The client offers
-    `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
-    {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
-    batch = getattr(call_model, "batch", None)
-    if not callable(batch):
-        raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
-                         "`batch` attribute, as my_client:ask has)")
-    calls = {_batch_call_id(case.id, r): [case.id, r] for case in cases
-             for r in range(_repeat(args))}
-    by_id = {case.id: case for case in cases}
-    settings = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
-    entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
-             "case_ids": [case.id for case in cases], "custom_ids": calls,
-             "settings_sha256": _sha256(json.dumps(settings))}
-    path = _beside_baseline(args, "batches.json")
-    batch_id = _saved_batch(path, entry, args.batch_resume, stderr)
-    ids = [batch_id] if batch_id else []
-
-    def submitted(new_id):
-        ids.append(new_id)
-        stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
-                     "leaves it running, and --batch with the same cases collects it\n")
-        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
-
-    try:
-        replies = batch([(key, by_id[case_id].input) for key, (case_id, _) in calls.items()],
-                        resume=batch_id, on_submitted=submitted)
-    except KeyboardInterrupt:
-        if ids:
-            stderr.write(f"evals: batch {ids[0]} goes on at the provider; --batch with the "
-                         f"same cases, or --batch-resume {ids[0]}, collects it\n")
-        raise
-    except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
-        raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
-                                               if ids and ids[0] != args.batch_resume
-                                               else "")) from None
-    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
-                      for model, price in (options.prices or PRICES).items()}
-    if ids:
-        stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
-                     f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
-    return _answered_from(replies), lambda: _save_batches(
-        path, [b for b in _saved_batches(path) if b.get("id") not in ids])
-
-
-def _saved_batches(path):
-    """The batches saved in `path`: [] when there is no such file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-    except FileNotFoundError:
-        return []
-    except ValueError as exc:
-        raise EvalsError(f"{path}: not JSON ({exc})") from None
-    batches = saved.get("batches") if isinstance(saved, dict) else None
-    if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
-        raise EvalsError(f'{path}: expected {{"batches": [...]}}')
-    return batches
-
-
-def _save_batches(path, batches):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_json_atomic(path, {"batches": batches})
-
-
-def _saved_batch(path, entry, wanted, stderr):
-    """The id of the batch to collect: `wanted` (refused when saved for other cases), else the
-    one saved for `entry`'s selection, client and settings (said), else None: submit one."""
-    same = ("client", "case_file_sha256", "custom_ids", "settings_sha256")
-    for saved in _saved_batches(path):
-        if wanted and saved.get("id") == wanted:
-            if any(saved.get(key) != entry[key] for key in same[1:3]):
-                raise EvalsError(f"--batch-resume {wanted}: that batch holds other cases (or "
-                                 f"another version of them; see {path}): select the same "
-                                 "cases, or submit a new batch with --batch")
-            return wanted
-        if not wanted and all(saved.get(key) == entry[key] for key in same):
-            stderr.write(f"evals: collecting batch {saved['id']}, submitted "
-                         f"{saved.get('submitted')} for these cases (saved in {path})\n")
-            return saved["id"]
-    if wanted:
-        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are "
-                     "matched to these cases by case id and repeat\n")
-    return wanted
-
-
-def _batch_call_id(case_id, repeat):
-    """A batch request's custom_id: the case's (a hash of its id, so that any id fits the
-    providers' 1-64 letters, digits, "-" and "_") and the repeat's."""
-    return f"c{_sha256(case_id)[:32]}-{repeat}"
-
-
-def _answered_from(replies):
-    """A call_model answering each call with the batch's reply to its case and repeat
-    (current_attempt()); an exception there is the call's error, a missing reply a LookupError."""
-    def answer(prompt):
-        reply = replies.get(_batch_call_id(current_case().id, current_attempt() or 0))
-        if reply is None:
-            raise LookupError("the batch holds no answer to this call")
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    answer.model = "replay"  # collected answers took no time of this run's: no latency
-    answer.accepts_conversations = True  # answers by case id; the batch sent the conversation
-    return answer
 
 
 def _warn_other_case_file(args, baseline, cases, stderr):
@@ -4002,7 +3842,7 @@ def _finish_run(args, record, selected, judge_only, baseline, options, stdout, s
     if history:
         history.read_flaky(args, record, stderr)
     stdout.write(format_summary(record, args.quiet)
-                 + (_cache_note(options) if "cached" in record["summary"] else ""))
+                 + (_extras().cache_note(options) if "cached" in record["summary"] else ""))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
