@@ -63,7 +63,7 @@ class DecideTest(unittest.TestCase):
         self.assertEqual(evals.decide("fail", before, accept=True), ("regressed", "fail"))
 
     def test_readme_documents_every_change(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "outcomes.md"), encoding="utf-8") as handle:
             readme = handle.read()
         table = readme[readme.index("| category | meaning |"):]
         table = table[:table.index("\n\n")]
@@ -232,7 +232,7 @@ class UserCheckTest(unittest.TestCase):
         self.assertIn("expected module:function", problems[3])
 
     def test_the_readme_example_runs(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "checks.md"), encoding="utf-8") as handle:
             readme = handle.read()
         section = readme[readme.index("### Your own checks"):]
         module = section[section.index("```python\n") + 10:section.index("```\n\nand name")]

@@ -164,7 +164,7 @@ class ConversationCaseFileTest(Folder):
         ])
 
     def test_the_readmes_conversation_case_is_valid(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "checks.md"), encoding="utf-8") as handle:
             readme = handle.read()
         section = readme[readme.index("### Conversations"):readme.index("## Checks")]
         (example,) = re.findall(r"```json\n(.*?)```", section, re.S)
