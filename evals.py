@@ -50,7 +50,7 @@ import time
 import types
 import unicodedata
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     # errors and data
