@@ -4,11 +4,10 @@
 Copy this file into your repository, write cases from real failures, and run it in CI:
 
     python evals.py                        # run cases.jsonl, compare with last_run.json
-    python evals.py --client app.llm:ask   # any callable str -> str
+    python evals.py --client app.llm:ask   # any callable str -> str answers each input
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
     python evals.py --list-checks          # the check vocabulary
-    python evals.py compare A.json B.json  # two run records (two models): is B worse?
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -19,16 +18,34 @@ A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call f
 scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
 and does not pass now is a regression until it passes again or `--accept` takes the new result;
 a case repeated (--repeat) in both regresses when its pass rate dropped significantly (Fisher's
-exact test at --alpha). `decide` holds the rules, the README's outcome table documents them.
+exact test at --alpha). `decide` holds the rules; docs/outcomes.md documents them.
 
 Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case), or a pass
 rate below --min-pass-rate; 2 invalid input (case file, baseline, options, client) or an errored
 case, which wins over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no
 baseline written).
 
-Python 3.9 or newer, standard library only. Sections, each calling only the ones above it:
-errors and data, text units, checks, cases, runner, outcomes and the baseline, reports, command
-line.
+The client contract: the harness calls `call_model(input)` (a str, or a conversation: a list of
+{"role", "content"}), adding `case=` (the Case) and `attempt=` (the repeat, from 0) only when
+the function's signature names them. It returns a str, or a mapping or object with `text` and
+any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`. It declares what else it
+can do as attributes: `accepts_conversations = True`, a `batch` method. It imports nothing from
+here.
+
+Sections, in pipeline order, each calling only the ones above it:
+  errors and data    exceptions, Case, CheckResult, Answer, atomic writes, loading callables
+  text units         words, phrases, paragraphs, JSON parsing: the rules every check shares
+  checks             the registry (`register`), each check one function, validate and score
+  cases              loading and validating the case file; selection (tags, ids, shards)
+  runner             calling the client (-j, timeouts, repeats), replaying recorded outputs
+  outcomes           statistics for repeats, `decide`, the baseline, the run record
+  reports            the text summary and GitHub annotations
+  command line       options, `main`
+evals_extras.py, beside this file, holds the optional parts (the judge, JSON Schema, the
+IFEval-style text checks, HTML / JUnit / Markdown reports, history, compare, merge, batches,
+budgets); `_extras` imports it when a case or an option needs it.
+
+evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import argparse
@@ -3891,50 +3908,22 @@ def _write_reports(args, record, previous, stdout):
 def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
-    cases run are updated (or added), every other row is kept as it was, fields and all. Rows
-    go through one at a time (a run's entries are on disk, in a _Spool): only the ids and where
-    each row starts are held."""
-    import tempfile
-
-    # Each id at the place of its first row, with where its last row starts (as a dict of rows
-    # would keep them).
-    old = {row["id"]: start for start, row in _recording_rows(path)} if os.path.exists(
-        path) else {}
-    fresh = {}  # id -> where this run's fields for it start in `updates`
-    with tempfile.TemporaryFile() as updates:
-        for entry in record["cases"]:
-            if entry.get("change") == "not_run" or entry["status"] == "error":
-                continue
-            fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
-                entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
-            if entry.get("reasoning") is not None:
-                fields["reasoning"] = entry["reasoning"]
-            if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
-                fields["model"] = entry["model"]
-            fresh[entry["id"]] = updates.tell()
-            updates.write(_json_line(fields))
-
-        def updated(row, fields):  # an older recording's reasoning is not this output's
-            return {**{k: v for k, v in row.items() if k != "reasoning"}, **fields}
-
-        def rows():
-            with open(path, "rb") if old else contextlib.nullcontext() as handle:
-                for case_id, start in old.items():
-                    handle.seek(start)
-                    row = _recording_row(handle.readline(), start)
-                    if case_id in fresh:
-                        updates.seek(fresh[case_id])
-                        row = updated(row, json.loads(updates.readline()))
-                    yield row
-            updates.seek(0)
-            for line in updates:
-                fields = json.loads(line)
-                if fields["id"] not in old:
-                    yield fields
-
-        write_jsonl_atomic(path, rows())
-    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
-                 f"({len(old) + sum(i not in old for i in fresh)} in all)\n")
+    cases run are updated (or added at the end), every other row is kept as it was."""
+    rows = {row["id"]: row for _, row in _recording_rows(path)} if os.path.exists(path) else {}
+    ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
+    for entry in ran:
+        fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
+            entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
+        if entry.get("reasoning") is not None:
+            fields["reasoning"] = entry["reasoning"]
+        if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
+            fields["model"] = entry["model"]
+        # An older recording's reasoning is not this output's; its other fields stay.
+        kept = {k: v for k, v in rows.get(entry["id"], {}).items() if k != "reasoning"}
+        rows[entry["id"]] = {**kept, **fields}
+    write_jsonl_atomic(path, rows.values())
+    stderr.write(f"evals: recorded {_plural(len(ran), 'output')} of this run in {path} "
+                 f"({len(rows)} in all)\n")
 
 
 # ---- other commands ----
