@@ -77,7 +77,7 @@ __all__ = [
     "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
     "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
     # cases
-    "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
+    "load_cases", "case_problems", "select_cases", "shard_of",
     # runner
     "current_case", "current_attempt", "can_retry_later", "Judge", "run_case", "run_cases",
     "each_result", "RunOptions", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
@@ -1535,15 +1535,8 @@ def _input_problems(data):
     return problems
 
 
-def _checks_problems(checks):
-    return [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
-            for problem in validate_check(check)]
-
-
-def case_problems(data, check_memo=None):
-    """Problems of one decoded case line (list of str), empty for a valid case. With
-    check_memo, a dict kept across lines, equal lists of checks are validated once and the
-    line's "checks" becomes one tuple they share."""
+def case_problems(data):
+    """Problems of one decoded case line (list of str), empty for a valid case."""
     if not isinstance(data, dict):
         whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
         return [f"a case must be a JSON object, got {_json_type(data)}"
@@ -1563,18 +1556,9 @@ def case_problems(data, check_memo=None):
     checks = data.get("checks")
     if not isinstance(checks, list) or not checks:
         problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
-    elif check_memo is None:
-        problems += _checks_problems(checks)
     else:
-        import marshal
-
-        # marshal (version 2: no back-references) keys a list in half the time repr takes
-        # (20,000 cases: 0.24 s instead of 0.51 s); equal bytes are equal JSON values.
-        key = marshal.dumps(checks, 2)
-        if key not in check_memo:
-            check_memo[key] = (tuple(checks), _checks_problems(checks))
-        data["checks"], check_problems = check_memo[key]
-        problems += check_problems
+        problems += [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
+                     for problem in validate_check(check)]
     if "description" in data and not isinstance(data["description"], str):
         problems.append("field 'description' must be a string")
     if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
@@ -1611,7 +1595,7 @@ def load_cases(path):
     import hashlib
 
     digest = hashlib.sha256()
-    cases, problems, first_line, check_memo, shared_tags = [], [], {}, {}, {}
+    cases, problems, first_line = [], [], {}
     for number, raw in _read_lines(path, digest):
         where = f"{path}:{number}"
         if raw is None:
@@ -1630,53 +1614,21 @@ def load_cases(path):
                                 "spread over lines; the rest of the file was not read")
                 break
             continue
-        problems += [f"{where}: {problem}" for problem in case_problems(data, check_memo)]
+        problems += [f"{where}: {problem}" for problem in case_problems(data)]
         case_id = data.get("id") if isinstance(data, dict) else None
         if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
             problems.append(f"{where}: duplicate id {case_id!r} "
                             f"(first used on line {first_line[case_id]})")
         if not problems:  # after a problem the file is refused: no case is needed
-            tags = tuple(data.get("tags", ()))  # shared: 20,000 cases, 3.8 MB less at the peak
             cases.append(Case(
-                id=data["id"], input=data["input"], checks=data["checks"],
-                description=data.get("description", ""), tags=shared_tags.setdefault(tags, tags),
+                id=data["id"], input=data["input"], checks=tuple(data["checks"]),
+                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
                 metadata=data.get("metadata"), path=str(path), line=number))
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
         raise CaseFileError(problems)
     return cases, digest.hexdigest()
-
-
-def _file_bytes(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return b""
-
-
-def append_case(path, case):
-    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`,
-    rewritten atomically (created if missing). Raises EvalsError for an invalid case or a used
-    id, CaseFileError for an invalid file; nothing is written then."""
-    problems = case_problems(case)
-    if problems:
-        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
-    data = _file_bytes(path)
-    existing = load_cases(path)[0] if data.strip() else []
-    clash = next((c for c in existing if c.id == case["id"]), None)
-    if clash is not None:
-        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
-    _append_line(path, case, data)
-
-
-def _append_line(path, row, data=None):
-    """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
-    data = _file_bytes(path) if data is None else data
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    write_atomic(path, data + _json_line(row))
 
 
 # ---- selection: tags, ids, what failed last time, shards ----

@@ -24,7 +24,7 @@ import threading
 import unicodedata
 
 __all__ = [
-    "Budget", "load_prices", "merge_records", "compare_records", "wilson_interval",
+    "Budget", "load_prices", "append_case", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "OPTIONS", "COMMANDS",
 ]
@@ -32,14 +32,14 @@ __all__ = [
 from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Count, DEFAULT_ALPHA,
     DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
-    Text, _EXIT_CODES, _REPORTS, _alpha, _append_line, _beside_baseline, _bounds, _check_calls,
-    _compile, _counted, _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items,
-    _flaky_text, _gate_lines, _headline, _history_path, _input_text, _is_number, _is_texts,
-    _json_equal, _json_type, _kind, _level, _line, _needs_judge, _now, _number, _paragraphs,
+    Text, _EXIT_CODES, _REPORTS, _alpha, _beside_baseline, _bounds, _check_calls, _compile,
+    _counted, _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _flaky_text,
+    _gate_lines, _headline, _history_path, _input_text, _is_number, _is_texts, _json_equal,
+    _json_line, _json_type, _kind, _level, _line, _needs_judge, _now, _number, _paragraphs,
     _parse_json, _percent, _plural, _quote, _quote_all, _rate_change, _reasons,
     _recording_rows, _refuse_overwriting, _regex_problem, _repeat, _reply_lines, _rows,
     _sha256, _strict_json, _text, _to_json, _tool_calls, _truncated_list, _visible, _words,
-    _write_reports, append_case, case_reasons, completed, decide, evaluate, format_summary,
+    _write_reports, case_problems, case_reasons, completed, decide, evaluate, format_summary,
     load_baseline, load_cases, open_sqlite, read_record, record_problem, register,
     stored_output, summarize, without_outputs, write_atomic, write_json_atomic, write_record,
 )
@@ -1903,4 +1903,42 @@ def cache_note(options):
                 "and the cache keeps only live calls\n")
     return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
             "--no-cache calls the model\n")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Appending cases: the add and review commands
+# ---------------------------------------------------------------------------------------------
+
+def _file_bytes(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return b""
+
+
+
+def append_case(path, case):
+    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`,
+    rewritten atomically (created if missing). Raises EvalsError for an invalid case or a used
+    id, CaseFileError for an invalid file; nothing is written then."""
+    problems = case_problems(case)
+    if problems:
+        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
+    data = _file_bytes(path)
+    existing = load_cases(path)[0] if data.strip() else []
+    clash = next((c for c in existing if c.id == case["id"]), None)
+    if clash is not None:
+        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
+    _append_line(path, case, data)
+
+
+
+def _append_line(path, row, data=None):
+    """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
+    data = _file_bytes(path) if data is None else data
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    write_atomic(path, data + _json_line(row))
 

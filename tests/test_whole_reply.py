@@ -174,10 +174,10 @@ class ConversationCaseFileTest(Folder):
 
     def test_add_validates_a_conversation_too(self):
         target = self.path("new.jsonl")
-        evals.append_case(target, {"id": "talk", "input": CONVERSATION,
+        evals_extras.append_case(target, {"id": "talk", "input": CONVERSATION,
                                    "checks": [{"type": "max_words", "n": 5}]})
         with self.assertRaisesRegex(evals.EvalsError, r'input\[0\].role: "tool" not one of'):
-            evals.append_case(target, {"id": "bad", "input": [{"role": "tool", "content": "x"}],
+            evals_extras.append_case(target, {"id": "bad", "input": [{"role": "tool", "content": "x"}],
                                        "checks": [{"type": "max_words", "n": 5}]})
         self.assertEqual(len(self.read_jsonl("new.jsonl")), 1)
 
