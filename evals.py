@@ -510,19 +510,12 @@ def open_sqlite(path, schema):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
-_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # a search costs 1/30 of translate on non-ASCII
 
 
-# Cached: a case's checks fold the same output again and again, suites the same phrases. A
-# 21,900-character output with 10 phrase checks: 134 us a case, 255 without (the benchmark's
-# five checks on short answers: 1.7 us a case, 2 %).
-@functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
-    """`text` as matching compares it (the README's rules: casefold, NFC, ASCII quotes)."""
+    """`text` as matching compares it (docs/checks.md: casefold, NFC, ASCII quotes)."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
-        text = text.casefold().replace("i\u0307", "i")
-        if not text.isascii() and _TYPOGRAPHIC.search(text):
-            text = text.translate(_QUOTES)
+        text = text.casefold().replace("i\u0307", "i").translate(_QUOTES)
     return unicodedata.normalize("NFC", text)
 
 

@@ -1718,7 +1718,7 @@ def Schema(value):
 
 @register
 def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
-    """JSON valid against `schema` (the JSON Schema subset listed in the README)."""
+    """JSON valid against `schema` (the JSON Schema subset listed in docs/checks.md)."""
     value, problem = _parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)

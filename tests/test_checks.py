@@ -10,6 +10,7 @@ import unittest
 from pathlib import Path
 
 import evals
+import evals_extras  # noqa: F401  (its checks are in the registry too)
 
 IFEVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "ifeval"
 
