@@ -1,25 +1,44 @@
 #!/usr/bin/env python3
-"""Benchmarks for evals.py: live-call throughput, offline re-scoring, CLI startup.
+"""Benchmarks for evals.py: live calls, offline re-scoring, CLI startup.
 
 Prints figures and a PASS/MISS summary; it is a script, not a unit test. Speed and memory are
-given as RATIOS against a minimal standard-library loop (or bare `python -c pass`) measured in
-the same run, so that a slow or busy machine moves both sides alike.
+given as RATIOS against a baseline measured in the same run (a plain standard-library loop, a
+bound computed from the server's log, or a bare `python -c pass`), so that a slow or busy
+machine moves both sides alike.
 
-    python benchmarks/bench.py                 # full run (N=500, 100,000 re-scored cases)
-    python benchmarks/bench.py --quick         # N=100, 20,000 re-scored cases
-    python benchmarks/bench.py --n 500 --latency 0.2 --concurrency 1,8,32 --rescore-cases 100000
-    python benchmarks/bench.py --skip throughput \\
-        --evals before=/tmp/old/evals.py --evals after=evals.py   # before/after, side by side
+    python benchmarks/bench.py                 # full run (N=1000, 100,000 re-scored cases)
+    python benchmarks/bench.py --quick         # N=200, 20,000 re-scored cases, 1 round
+    python benchmarks/bench.py --n 1000 --latency 0.2 --concurrency 1,8,32 --rounds 3
+    python benchmarks/bench.py --evals 15ff8ea=git:15ff8ea --evals start=git:8998a38 \\
+        --evals now=evals.py                   # before/after, side by side, in one run
 
---evals [LABEL=]PATH (repeatable; default: this repository's evals.py) names each copy of
-evals.py to measure; every part runs for every copy in the same run and prints them side by
-side. A plain path is labelled with its file name.
+--evals [LABEL=]PATH or [LABEL=]git:REV (repeatable; default: this repository's evals.py)
+names each copy of evals.py to measure; every part runs for every copy in the same run and
+prints them side by side. A plain path is labelled with its file name, a plain git:REV with
+REV. Each copy runs from a scratch folder holding only its evals.py, its evals_extras.py (the
+optional file beside the core; older copies have none) and a my_client.py. For a PATH they are
+taken from the path's folder, my_client.py from this repository when that folder has none; for
+git:REV they are extracted with `git show REV:FILE` from this repository, my_client.py too (an
+older my_client.py may import evals, which the scratch folder provides), this repository's
+my_client.py when the revision has none. The copy labelled `15ff8ea` is the reference of the
+re-scoring comparison below.
 
-1. Throughput: a loopback OpenAI-compatible server answers every chat completion after a fixed
-   latency; `python EVALS --client my_client:ask -j C` runs N cases against it through the
-   real adapter (EVALS_PROVIDER=openai), from the copy's folder when it holds a my_client.py,
-   else from this repository.  Wall time is compared with the physical limit
-   ceil(N / C) x latency.  Target at the highest concurrency: <= 1.10 x the limit.
+--rounds R (2; --quick: 1): each live and each re-scoring command runs R times, interleaved
+with the others (the order reversed every other round), and its fastest run counts: noise from
+the machine's other work only ever adds time. Every round's time is printed.
+
+1. Live calls: a loopback (127.0.0.1) OpenAI-compatible server answers every chat completion
+   after a fixed latency (0.2 s). `python EVALS --cases CASES --client my_client:ask -j C`
+   runs N cases (1,000) against it through the copy's adapter (EVALS_PROVIDER=openai) at each
+   concurrency C (8 and 32). The baseline is the PLAIN THREAD-POOL LOOP (PLAIN_LOOP, kept in
+   this file and run as its own script like evals): it reads the same case file and sends the
+   same N chat completions to the same server with concurrent.futures.ThreadPoolExecutor(C),
+   each worker thread keeping ONE connection alive (http.client, the library under
+   urllib.request), as my_client.py's adapter does; urllib.request alone would open a
+   connection per request. Both walls include the interpreter's start. Target at each C:
+   evals' wall / the loop's wall <= 1.05. Also printed: wall / the physical limit
+   ceil(N / C) x latency (target at the highest C: <= 1.10), the requests the server saw
+   (exactly N) and its peak of requests in flight.
 1b. Rate limited: the same server answers 20% of requests 429 with Retry-After 1 s (seeded
    by prompt and the n-th request carrying it, so every run meets the same refusals); 200
    cases at -j 16.  The bound is the highest of lower bounds taken from the server's log of
@@ -28,23 +47,26 @@ side. A plain path is labelled with its file name.
    the case file lets it start (floor(A / 16) x latency, A: the cases before it whose first
    request was answered), and ceil(answers / 16) x latency.  The longest chain alone is
    printed too.  Target: wall <= 1.3 x the bound; the server's peak of requests in flight
-   reaches 16 (a case waiting out a Retry-After holds no worker).
-2. Re-scoring: N generated cases with 5 checks each and their recorded outputs (written to
-   disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore recordings.jsonl
-   --out RECORD --no-history -q` scores them and writes its run record; the MINIMAL LOOP (a
-   short stdlib script kept in this file) reads the same two files, scores the same five check
-   kinds with plain code and streams a JSON Lines record (id, status, output, reasons of the
-   failed checks).  Both must count the same passed cases (MISMATCH is printed otherwise).
-   Wall time and peak RSS of each are measured in a fresh wrapper process (ru_maxrss of
-   RUSAGE_CHILDREN).  Targets, evals / loop: time <= 1.3 x, memory <= 1.5 x.  Absolute
-   targets: < 10 s and < 300 MB below 1,000,000 cases; peak RSS < 1024 MB at >= 1,000,000.
+   reaches 16.  One run per copy.
+2. Re-scoring: N generated cases (100,000) with 5 checks each and their recorded outputs
+   (written to disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore
+   recordings.jsonl --out RECORD --no-history -q` scores them and writes its run record; the
+   MINIMAL LOOP (a short stdlib script kept in this file) reads the same two files, scores the
+   same five check kinds with plain code and streams a JSON Lines record (id, status, output,
+   reasons of the failed checks).  Both must count the same passed cases (MISMATCH is printed
+   otherwise).  Wall time and peak RSS of each are measured in a fresh wrapper process
+   (ru_maxrss of RUSAGE_CHILDREN).  Targets, evals / loop: time <= 2.0 x, memory <= 2.0 x;
+   when a copy is labelled `15ff8ea`, each copy's time / its time is printed and every other
+   copy must be faster (< 1.0).  Absolute targets: < 10 s and < 300 MB below 1,000,000
+   cases; peak RSS < 1024 MB at >= 1,000,000.
 3. Startup: median wall time of `python EVALS --help` over 10 runs.  Target < 100 ms; when
    missed, the slowest imports of `python -X importtime` are listed.  Also `python -m evals
    --help` from cached bytecode.  And the startup RATIO: median of `python EVALS --version`
    over 10 runs against the median of `python -c pass` over 10 runs, the two interleaved.
    Target: <= 2.0 x.
 
-Standard library only; every subprocess runs with a time limit.
+Standard library only; every subprocess runs with a time limit, every loop is bounded, and
+the only server is on 127.0.0.1.
 """
 
 import argparse
@@ -69,12 +91,13 @@ KEY = "dummy"
 print = functools.partial(print, flush=True)  # noqa: A001 - figures appear as they are measured
 
 THROUGHPUT_TARGET = 1.10  # x the physical limit, at the highest concurrency
+LOOP_RATIO_TARGET = 1.05  # live wall time / the plain thread-pool loop's, at each concurrency
 RESCORE_SECONDS_TARGET = 10.0  # below RESCORE_LARGE cases
 RESCORE_MB_TARGET = 300.0  # below RESCORE_LARGE cases
 RESCORE_LARGE = 1000000
 RESCORE_LARGE_MB_TARGET = 1024.0  # at RESCORE_LARGE cases or more
-RESCORE_TIME_RATIO_TARGET = 1.3  # evals / minimal loop
-RESCORE_MEMORY_RATIO_TARGET = 1.5  # evals / minimal loop
+RESCORE_TIME_RATIO_TARGET = 2.0  # evals / minimal loop
+RESCORE_MEMORY_RATIO_TARGET = 2.0  # evals / minimal loop
 STARTUP_MS_TARGET = 100.0
 VERSION_RATIO_TARGET = 2.0  # python EVALS --version / python -c pass
 RATE_LIMITED_SHARE = 0.2  # of requests answered 429
@@ -263,8 +286,8 @@ def _verdict(ok):
     return "PASS" if ok else "MISS"
 
 
-def _ratio_text(value):
-    return "%.2f x" % value if value is not None else "n/a"
+def _ratio_text(value, places=2):
+    return "%.*f x" % (places, value) if value is not None else "n/a"
 
 
 def _ratio(numerator, denominator):
@@ -272,36 +295,122 @@ def _ratio(numerator, denominator):
 
 
 class Copy:
-    """One copy of evals.py to measure: a label and an absolute path."""
+    """One copy of evals.py to measure. `source` says where it comes from (a path, or
+    "git:REV" and the commit); `files` maps each file name of its scratch folder to where it
+    comes from: ("path", PATH) or ("git", COMMIT). `folder` is set by prepare()."""
 
-    def __init__(self, label, path):
+    def __init__(self, label, source, files):
         self.label = label
-        self.path = path
+        self.source = source
+        self.files = files
+        self.folder = None
 
     @property
-    def folder(self):
-        return os.path.dirname(self.path)
+    def path(self):
+        return os.path.join(self.folder, "evals.py")
+
+    def describe(self):
+        """Where each file of the scratch folder comes from, one per line."""
+        return ["%s <- %s" % (name, "git show %s:%s" % (where[:10], name) if kind == "git"
+                              else where)
+                for name, (kind, where) in sorted(self.files.items())]
+
+    def prepare(self, parent, index):
+        """Write the scratch folder: evals.py, evals_extras.py (when the copy has one) and
+        my_client.py, nothing else; every run of this copy starts there."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.label)
+        self.folder = os.path.join(parent, "copy-%d-%s" % (index, safe))
+        os.makedirs(self.folder)
+        for name, (kind, where) in self.files.items():
+            data = _git_show(where, name) if kind == "git" else _read_bytes(where)
+            with open(os.path.join(self.folder, name), "wb") as handle:
+                handle.write(data)
+
+
+def _read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _git(*args):
+    return subprocess.run(["git", "-C", ROOT] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=60)
+
+
+def _git_show(commit, name):
+    done = _git("show", "%s:%s" % (commit, name))
+    if done.returncode != 0:
+        raise RuntimeError("git show %s:%s failed: %s" % (
+            commit, name, done.stderr.decode("utf-8", "replace").strip()))
+    return done.stdout
+
+
+def _git_has(commit, name):
+    return _git("cat-file", "-e", "%s:%s" % (commit, name)).returncode == 0
+
+
+def _copy_files_from_path(path):
+    files = {"evals.py": ("path", path)}
+    folder = os.path.dirname(path)
+    if os.path.isfile(os.path.join(folder, "evals_extras.py")):
+        files["evals_extras.py"] = ("path", os.path.join(folder, "evals_extras.py"))
+    own_client = os.path.join(folder, "my_client.py")
+    files["my_client.py"] = ("path", own_client if os.path.isfile(own_client)
+                             else os.path.join(ROOT, "my_client.py"))
+    return files
+
+
+def _copy_files_from_git(revision):
+    """{file name: ("git", COMMIT) or ("path", this repository's my_client.py)}; the commit;
+    raises ValueError when the revision or its evals.py cannot be found."""
+    try:
+        done = _git("rev-parse", "--verify", "--quiet", revision + "^{commit}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ValueError("git cannot be run (%s)" % exc)
+    commit = done.stdout.decode("ascii", "replace").strip()
+    if done.returncode != 0 or not commit:
+        raise ValueError("no such git revision in %s" % ROOT)
+    if not _git_has(commit, "evals.py"):
+        raise ValueError("revision %s has no evals.py" % commit[:10])
+    files = {"evals.py": ("git", commit)}
+    if _git_has(commit, "evals_extras.py"):
+        files["evals_extras.py"] = ("git", commit)
+    files["my_client.py"] = (("git", commit) if _git_has(commit, "my_client.py")
+                             else ("path", os.path.join(ROOT, "my_client.py")))
+    return files, commit
 
 
 def parse_copies(values, parser):
-    """--evals values ("LABEL=PATH" or "PATH") as Copy objects; the repository's evals.py when
-    none is given. A plain path is labelled with its file name."""
+    """--evals values ("LABEL=PATH", "PATH", "LABEL=git:REV" or "git:REV") as Copy objects;
+    the repository's evals.py when none is given. A plain path is labelled with its file name,
+    a plain git:REV with REV."""
     copies = []
     for value in values or [EVALS]:
-        label, sep, path = value.partition("=")
-        if not sep or not label or "/" in label or os.sep in label:
-            label, path = "", value  # a plain path (which may itself contain "=")
-        path = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isfile(path):
-            parser.error("--evals %s: no such file" % value)
-        label = label or os.path.basename(path)
+        label, sep, spec = value.partition("=")
+        if not sep or not label or "/" in label or os.sep in label or label.startswith("git:"):
+            label, spec = "", value  # a plain path (which may itself contain "=") or git:REV
+        if spec.startswith("git:"):
+            revision = spec[len("git:"):]
+            try:
+                files, commit = _copy_files_from_git(revision)
+            except ValueError as exc:
+                parser.error("--evals %s: %s" % (value, exc))
+            label = label or revision
+            source = "git:%s (%s)" % (revision, commit[:10])
+        else:
+            path = os.path.abspath(os.path.expanduser(spec))
+            if not os.path.isfile(path):
+                parser.error("--evals %s: no such file" % value)
+            files = _copy_files_from_path(path)
+            label = label or os.path.basename(path)
+            source = path
         taken = {c.label for c in copies}
         if label in taken:
             number = 2
             while "%s (%d)" % (label, number) in taken:
                 number += 1
             label = "%s (%d)" % (label, number)
-        copies.append(Copy(label, path))
+        copies.append(Copy(label, source, files))
     return copies
 
 
@@ -323,68 +432,164 @@ def write_simple_cases(path, n):
             }) + "\n")
 
 
-def client_folder(copy):
-    """Where the throughput run of `copy` starts: its own folder when my_client.py is there
-    (the client is imported from the current directory), else this repository."""
-    if os.path.isfile(os.path.join(copy.folder, "my_client.py")):
-        return copy.folder
-    return ROOT
+# The yardstick for live calls: the plain thread-pool loop a user would write with the standard
+# library. It reads the same case file, sends the same N chat completions to the same server
+# with concurrent.futures.ThreadPoolExecutor(C), and checks each answer for "42". Like
+# my_client.py's adapter, each worker thread keeps ONE connection alive (http.client, the
+# library urllib.request runs on; urllib.request itself would open one connection per request)
+# and sends the same headers (Content-Type, Authorization: Bearer). No retries, no timeouts
+# beyond the socket's, no record. Usage: python plain_loop.py CASES BASE_URL C; the key is
+# read from OPENAI_API_KEY; prints {"total", "passed", "errors"} as JSON, exits 1 on an error.
+PLAIN_LOOP = r'''
+import concurrent.futures
+import http.client
+import json
+import os
+import sys
+import threading
+import urllib.parse
 
 
-def bench_throughput(copy, n, latency, levels, workdir):
+def main(cases_path, base_url, level):
+    with open(cases_path, encoding="utf-8") as handle:
+        prompts = [json.loads(line)["input"] for line in handle if line.strip()]
+    url = urllib.parse.urlsplit(base_url.rstrip("/") + "/chat/completions")
+    headers = {"Content-Type": "application/json",
+               "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
+    kept = threading.local()
+
+    def ask(prompt):
+        connection = getattr(kept, "connection", None)
+        if connection is None:
+            connection = kept.connection = http.client.HTTPConnection(
+                url.hostname, url.port, timeout=60)
+        body = json.dumps({"model": "gpt-4o-mini", "temperature": 0, "max_tokens": 1024,
+                           "messages": [{"role": "user", "content": prompt}]})
+        connection.request("POST", url.path, body=body.encode("utf-8"), headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError("HTTP %d: %r" % (response.status, data[:200]))
+        reply = json.loads(data)["choices"][0]["message"]["content"]
+        return "42" in reply
+
+    passed = errors = 0
+    with concurrent.futures.ThreadPoolExecutor(level) as pool:
+        for future in [pool.submit(ask, prompt) for prompt in prompts]:
+            try:
+                passed += future.result()
+            except Exception as exc:
+                errors += 1
+                print("error: %s" % exc, file=sys.stderr)
+    print(json.dumps({"total": len(prompts), "passed": passed, "errors": errors}))
+    return 1 if errors else 0
+
+
+sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+'''
+
+LOOP_LABEL = "plain loop"
+
+
+def _live_run(label, argv, env, env_shown, cwd, server, limit):
+    server.reset()
+    wall, done = _run(argv, env, cwd, limit)
+    count, peak = server.stats()
+    return {"label": label, "wall_s": wall, "requests": count, "peak_in_flight": peak,
+            "exit": done.returncode,
+            "stdout": done.stdout.decode("utf-8", "replace").strip(),
+            "stderr": done.stderr.decode("utf-8", "replace").strip(),
+            "command": "(cd %s && %s)" % (shlex.quote(cwd), _command_text(argv, env_shown))}
+
+
+def bench_throughput(copies, n, latency, levels, rounds, workdir):
+    """{level: {label: [run, ...]}} for the plain loop (LOOP_LABEL) and every copy, `rounds`
+    runs each at each level; within a round the runs are interleaved, the order reversed
+    every other round, so that noise on the machine falls on all of them alike."""
     cases = os.path.join(workdir, "throughput_cases.jsonl")
     write_simple_cases(cases, n)
-    cwd = client_folder(copy)
-    rows = []
+    loop_script = os.path.join(workdir, "plain_loop.py")
+    with open(loop_script, "w", encoding="utf-8") as handle:
+        handle.write(PLAIN_LOOP)
+    runs = {}
     with ChatServer(latency) as server:
         env_shown = {"EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
                      "EVALS_BASE_URL": server.url}
         env = _base_env(**env_shown)
         for level in levels:
-            argv = [sys.executable, copy.path, "--cases", cases, "--client", "my_client:ask",
-                    "-j", str(level), "--no-save", "--no-history", "-q"]
-            server.reset()
-            limit = math.ceil(n / level) * latency
-            wall, done = _run(argv, env, cwd, limit * 5 + 60)
-            count, peak = server.stats()
-            rows.append({
-                "concurrency": level, "wall_s": wall, "limit_s": limit, "ratio": wall / limit,
-                "requests": count, "peak_in_flight": peak, "exit": done.returncode,
-                "stdout": done.stdout.decode("utf-8", "replace").strip(),
-                "stderr": done.stderr.decode("utf-8", "replace").strip(),
-                "command": "(cd %s && %s)" % (shlex.quote(cwd), _command_text(argv, env_shown)),
-            })
-    return rows
+            limit = math.ceil(n / level) * latency * 5 + 60
+            runs[level] = {label: [] for label in [LOOP_LABEL] + [c.label for c in copies]}
+            commands = [(LOOP_LABEL, [sys.executable, loop_script, cases, server.url,
+                                      str(level)], workdir)]
+            commands += [(copy.label, [sys.executable, copy.path, "--cases", cases,
+                                       "--client", "my_client:ask", "-j", str(level),
+                                       "--no-save", "--no-history", "-q"], copy.folder)
+                         for copy in copies]
+            for round_number in range(rounds):
+                order = commands if round_number % 2 == 0 else commands[::-1]
+                for label, argv, cwd in order:
+                    shown = ({"OPENAI_API_KEY": KEY} if label == LOOP_LABEL else env_shown)
+                    runs[level][label].append(
+                        _live_run(label, argv, env, shown, cwd, server, limit))
+    return runs
 
 
-def part_throughput(copies, n, latency, levels, workdir, summary):
-    print("\n1. Live calls through my_client (OpenAI-compatible loopback server, "
-          "%d ms latency, N=%d)" % (latency * 1000, n))
+def part_throughput(copies, n, latency, levels, rounds, workdir, summary):
+    print("\n1. Live calls through my_client (OpenAI-compatible loopback server, %d ms "
+          "latency, N=%d), against the plain thread-pool loop; best of %d interleaved run(s)"
+          % (latency * 1000, n, rounds))
+    runs = bench_throughput(copies, n, latency, levels, rounds, workdir)
+    labels = [LOOP_LABEL] + [c.label for c in copies]
+    width = max(len(label) for label in labels)
+    for level in levels:
+        limit = math.ceil(n / level) * latency
+        loop_best = min(r["wall_s"] for r in runs[level][LOOP_LABEL])
+        print("   -j %d: the physical limit ceil(N/C) x latency is %.2f s" % (level, limit))
+        print("   %-*s %9s %9s %9s %9s %6s %5s  %s" % (
+            width, "", "wall s", "x loop", "x limit", "requests", "peak", "exit",
+            "every round's wall s" if rounds > 1 else ""))
+        for label in labels:
+            done = runs[level][label]
+            best = min(done, key=lambda r: r["wall_s"])
+            ratio = _ratio(best["wall_s"], loop_best)
+            print("   %-*s %9.2f %9s %9.3f %9s %6d %5s  %s" % (
+                width, label, best["wall_s"], "-" if label == LOOP_LABEL else "%.3f" % ratio,
+                best["wall_s"] / limit, "/".join(sorted({str(r["requests"]) for r in done})),
+                max(r["peak_in_flight"] for r in done),
+                "/".join(sorted({str(r["exit"]) for r in done})),
+                " ".join("%.2f" % r["wall_s"] for r in done) if rounds > 1 else ""))
+            for run in done:
+                if run["exit"] != 0 or run["requests"] != n:
+                    print("     %s: exit %s, %d requests; stdout: %s; stderr: %s" % (
+                        label, run["exit"], run["requests"], run["stdout"][-500:],
+                        run["stderr"][-500:]))
+            if label != LOOP_LABEL:
+                summary.append((label, "live -j %d <= %.2f x the plain loop" % (
+                    level, LOOP_RATIO_TARGET), _ratio_text(ratio, 3),
+                    ratio is not None and ratio <= LOOP_RATIO_TARGET))
+    print("   commands (the last level):")
+    for label in labels:
+        print("     %s: %s" % (label, runs[levels[-1]][label][0]["command"]))
+    print("     (the loop is PLAIN_LOOP in bench.py: ThreadPoolExecutor(C), one kept-alive "
+          "http.client connection per worker thread, as my_client's adapter keeps)")
+    top = max(levels)
     for copy in copies:
-        rows = bench_throughput(copy, n, latency, levels, workdir)
-        print("   [%s] %s" % (copy.label, copy.path))
-        print("   %-4s %9s %9s %7s %9s %9s %5s" % ("-j", "wall s", "limit s", "ratio",
-                                                  "requests", "peak", "exit"))
-        for row in rows:
-            print("   %-4d %9.2f %9.2f %7.3f %9d %9d %5d" % (
-                row["concurrency"], row["wall_s"], row["limit_s"], row["ratio"],
-                row["requests"], row["peak_in_flight"], row["exit"]))
-        print("   command: " + rows[-1]["command"])
-        for row in rows:
-            if row["exit"] != 0 or row["requests"] != n:
-                print("   -j %d: exit %d, %d requests; stdout: %s; stderr: %s" % (
-                    row["concurrency"], row["exit"], row["requests"], row["stdout"][-500:],
-                    row["stderr"][-500:]))
-        top = max(rows, key=lambda r: r["concurrency"])
-        summary.append((copy.label, "throughput -j %d <= %.2f x limit" % (
-            top["concurrency"], THROUGHPUT_TARGET), "%.3f x" % top["ratio"],
-            top["ratio"] <= THROUGHPUT_TARGET))
-        summary.append((copy.label, "server saw exactly N=%d requests per run" % n,
-                        ", ".join(str(r["requests"]) for r in rows),
-                        all(r["requests"] == n for r in rows)))
-        summary.append((copy.label, "every throughput run exits 0",
-                        ", ".join(str(r["exit"]) for r in rows),
-                        all(r["exit"] == 0 for r in rows)))
+        done = runs[top][copy.label]
+        best = min(r["wall_s"] for r in done) / (math.ceil(n / top) * latency)
+        summary.append((copy.label, "live -j %d <= %.2f x the physical limit" % (
+            top, THROUGHPUT_TARGET), "%.3f x" % best, best <= THROUGHPUT_TARGET))
+        every = [r for level in levels for r in runs[level][copy.label]]
+        summary.append((copy.label, "server saw exactly N=%d requests per live run" % n,
+                        ", ".join(sorted({str(r["requests"]) for r in every})),
+                        all(r["requests"] == n for r in every)))
+        summary.append((copy.label, "every live run exits 0",
+                        ", ".join(sorted({str(r["exit"]) for r in every})),
+                        all(r["exit"] == 0 for r in every)))
+    loop_runs = [r for level in levels for r in runs[level][LOOP_LABEL]]
+    summary.append((LOOP_LABEL, "every loop run: N=%d requests, exit 0" % n,
+                    ", ".join(sorted({"%d/%s" % (r["requests"], r["exit"])
+                                      for r in loop_runs})),
+                    all(r["requests"] == n and r["exit"] == 0 for r in loop_runs)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,7 +600,7 @@ def part_throughput(copies, n, latency, levels, workdir, summary):
 def bench_rate_limited(copy, n, latency, level, workdir, seed=11):
     cases = os.path.join(workdir, "rate_limited_cases.jsonl")
     write_simple_cases(cases, n)
-    cwd = client_folder(copy)
+    cwd = copy.folder
     with RateLimitedServer(latency, RATE_LIMITED_SHARE, RATE_LIMITED_RETRY_AFTER, seed) as server:
         # Attempts enough that no case runs out of them (0.2 ** 9 per case); the default
         # retry budget (60 s) is far above any chain here.
@@ -769,34 +974,69 @@ def _rescore_copy_report(copy, label, result, loop, n, summary):
                     result["exit"] == 0))
 
 
-def part_rescore(copies, n, workdir, summary):
-    print("\n2. Offline re-scoring: %d recorded cases x 5 checks, evals vs a minimal loop" % n)
+REFERENCE_LABEL = "15ff8ea"  # the copy every other copy's re-scoring time is compared with
+
+
+def _best(results):
+    """The fastest of one command's runs, with the lowest peak RSS of them all (a run's peak
+    barely moves; its time does, with the machine's other work)."""
+    best = dict(min(results, key=lambda r: r["wall_s"]))
+    best["peak_mb"] = min(r["peak_mb"] for r in results)
+    best["walls"] = [r["wall_s"] for r in results]
+    return best
+
+
+def part_rescore(copies, n, rounds, workdir, summary):
+    print("\n2. Offline re-scoring: %d recorded cases x 5 checks, evals vs a minimal loop; "
+          "best of %d interleaved run(s)" % (n, rounds))
     started = time.perf_counter()
     cases, recordings = write_rescore_files(workdir, n)
     print("   files: cases %.1f MB, recordings %.1f MB (written in %.1f s)" % (
         os.path.getsize(cases) / 1e6, os.path.getsize(recordings) / 1e6,
         time.perf_counter() - started))
-    loop = bench_rescore_loop(cases, recordings, workdir, n)
-    rows = [("minimal loop", loop)]
-    for copy in copies:
-        rows.append((copy.label, bench_rescore_evals(copy, cases, recordings, workdir, n)))
+    measured = {"minimal loop": []}
+    measured.update((copy.label, []) for copy in copies)
+    commands = [("minimal loop", lambda: bench_rescore_loop(cases, recordings, workdir, n))]
+    commands += [(copy.label, functools.partial(bench_rescore_evals, copy, cases, recordings,
+                                                workdir, n)) for copy in copies]
+    for round_number in range(rounds):
+        for label, measure_once in (commands if round_number % 2 == 0 else commands[::-1]):
+            measured[label].append(measure_once())
+    loop = _best(measured["minimal loop"])
+    rows = [("minimal loop", loop)] + [(copy.label, _best(measured[copy.label]))
+                                       for copy in copies]
+    reference = dict(rows).get(REFERENCE_LABEL) if REFERENCE_LABEL in measured else None
 
     width = max(len(label) for label, _r in rows)
-    print("   %-*s %9s %9s %7s %7s %9s %5s" % (width, "", "wall s", "peak MB", "time x",
-                                               "mem x", "passed", "exit"))
+    print("   %-*s %9s %9s %7s %7s %9s %9s %5s  %s" % (
+        width, "", "wall s", "peak MB", "time x", "mem x",
+        "x " + REFERENCE_LABEL if reference else "", "passed", "exit",
+        "every round's wall s" if rounds > 1 else ""))
     for label, result in rows:
         time_ratio = _ratio(result["wall_s"], loop["wall_s"])
         memory_ratio = _ratio(result["peak_mb"], loop["peak_mb"])
         result["time_ratio"], result["memory_ratio"] = time_ratio, memory_ratio
-        print("   %-*s %9.2f %9.1f %7.2f %7.2f %9s %5s" % (
+        result["reference_ratio"] = (_ratio(result["wall_s"], reference["wall_s"])
+                                     if reference and label != "minimal loop" else None)
+        print("   %-*s %9.2f %9.1f %7.2f %7.2f %9s %9s %5s  %s" % (
             width, label, result["wall_s"], result["peak_mb"], time_ratio or 0,
-            memory_ratio or 0, result["passed"], result["exit"]))
+            memory_ratio or 0, "%.2f" % result["reference_ratio"]
+            if result["reference_ratio"] is not None else "", result["passed"],
+            result["exit"], " ".join("%.2f" % w for w in result["walls"]) if rounds > 1
+            else ""))
+    if reference:
+        print("   (x %s: each copy's time / the time of the copy labelled %s)" % (
+            REFERENCE_LABEL, REFERENCE_LABEL))
     print("   loop:  " + loop["command"] + "   (the script is MINIMAL_LOOP in bench.py)")
     if loop["exit"] != 0 or loop["passed"] is None:
         print("   loop failed: stdout: %s; stderr: %s" % (loop["stdout"][-500:],
                                                           loop["stderr"][-500:]))
     for copy, (label, result) in zip(copies, rows[1:]):
         _rescore_copy_report(copy, label, result, loop, n, summary)
+        if reference and label != REFERENCE_LABEL:
+            ratio = result["reference_ratio"]
+            summary.append((label, "re-scoring faster than %s" % REFERENCE_LABEL,
+                            _ratio_text(ratio), ratio is not None and ratio < 1.0))
     _remove(cases)
     _remove(recordings)
 
@@ -976,38 +1216,51 @@ def part_version_ratio(copies, workdir, summary):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--evals", action="append", default=[], metavar="[LABEL=]PATH",
+    parser.add_argument("--evals", action="append", default=[], metavar="[LABEL=]PATH|git:REV",
                         help="a copy of evals.py to measure (repeatable; default: this "
-                             "repository's), e.g. --evals before=/tmp/old/evals.py")
-    parser.add_argument("--n", type=int, default=None, help="cases for the throughput runs (500)")
+                             "repository's), e.g. --evals before=/tmp/old/evals.py or "
+                             "--evals 15ff8ea=git:15ff8ea")
+    parser.add_argument("--n", type=int, default=None,
+                        help="cases for the live runs (1000; --quick: 200)")
     parser.add_argument("--latency", type=float, default=0.2, help="server latency, s (0.2)")
-    parser.add_argument("--concurrency", default="1,8,32", help="levels, comma-separated")
+    parser.add_argument("--concurrency", default="8,32", help="levels, comma-separated (8,32)")
     parser.add_argument("--rescore-cases", type=int, default=None,
-                        help="cases for the re-scoring run (100000)")
+                        help="cases for the re-scoring run (100000; --quick: 20000)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="interleaved runs of each live and re-scoring command, the best "
+                             "one counted (2; --quick: 1)")
     parser.add_argument("--quick", action="store_true",
-                        help="N=100 and 20,000 re-scored cases (targets still shown)")
+                        help="N=200, 20,000 re-scored cases, 1 round (targets still shown)")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["throughput", "429", "rescore", "startup", "help", "version"],
                         help="skip a part (startup: both --help and the --version ratio)")
     args = parser.parse_args(argv)
     copies = parse_copies(args.evals, parser)
-    n = args.n or (100 if args.quick else 500)
+    n = args.n or (200 if args.quick else 1000)
     rescore_n = args.rescore_cases or (20000 if args.quick else 100000)
+    rounds = args.rounds or (1 if args.quick else 2)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    if not levels or min(levels) < 1 or n < 1 or rescore_n < 1 or not 1 <= rounds <= 20:
+        parser.error("--concurrency, --n and --rescore-cases must be positive, --rounds 1-20")
     summary = []
 
     print("evals benchmarks: Python %s on %s, %d CPU(s)"
           % (sys.version.split()[0], sys.platform, os.cpu_count() or 0))
-    for copy in copies:
-        print("   [%s] %s" % (copy.label, copy.path))
     with tempfile.TemporaryDirectory(prefix="evals-bench-") as workdir:
+        # Each copy runs from a scratch folder holding only its evals.py, its evals_extras.py
+        # when it has one, and a my_client.py (its own, else this repository's).
+        for index, copy in enumerate(copies):
+            copy.prepare(workdir, index)
+            print("   [%s] %s" % (copy.label, copy.source))
+            for line in copy.describe():
+                print("       " + line)
         if "throughput" not in args.skip:
-            part_throughput(copies, n, args.latency, levels, workdir, summary)
+            part_throughput(copies, n, args.latency, levels, rounds, workdir, summary)
         if "429" not in args.skip:
             part_rate_limited(copies, RATE_LIMITED_CASES, args.latency,
                               RATE_LIMITED_CONCURRENCY, workdir, summary)
         if "rescore" not in args.skip:
-            part_rescore(copies, rescore_n, workdir, summary)
+            part_rescore(copies, rescore_n, rounds, workdir, summary)
         if "startup" not in args.skip and "help" not in args.skip:
             part_help_startup(copies, summary)
         if "startup" not in args.skip and "version" not in args.skip:
