@@ -515,7 +515,8 @@ _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'''
 def _fold(text, ignore_case):
     """`text` as matching compares it (docs/checks.md: casefold, NFC, ASCII quotes)."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
-        text = text.casefold().replace("i\u0307", "i").translate(_QUOTES)
+        text = text.casefold().replace("i\u0307", "i")
+        text = text if text.isascii() else text.translate(_QUOTES)
     return unicodedata.normalize("NFC", text)
 
 
@@ -525,10 +526,10 @@ def _is_word_char(char):
                            or unicodedata.category(char).startswith("M"))
 
 
-def _count_phrase(text, phrase, ignore_case=True, whole_word=False, first=False):
-    """Non-overlapping occurrences of `phrase` in `text` (with `first`, whether any); whole_word
-    wants no word character joined to an end of the phrase that is one ("$100.", "e.g.")."""
-    text, phrase = _fold(text, ignore_case), _fold(phrase, ignore_case)
+def _count_phrase(text, phrase, whole_word=False, first=False):
+    """Non-overlapping occurrences of `phrase` in `text`, both folded alike (_fold), or with
+    `first`, whether there is one; whole_word wants no word character joined to an end of the
+    phrase that is one ("$100.", "e.g.")."""
     if not whole_word:
         return phrase in text if first else text.count(phrase)
     guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
@@ -745,8 +746,9 @@ def _phrases_verdict(kind, values, found):
 def _phrase_check(kind, summary):
     """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
     def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+        folded = _fold(output, ignore_case)
         found = [value for value in values
-                 if _count_phrase(output, value, ignore_case, whole_word, first=True)]
+                 if _count_phrase(folded, _fold(value, ignore_case), whole_word, first=True)]
         return _phrases_verdict(kind, tuple(values), tuple(found))
     check.__name__ = check.__qualname__ = f"check_{kind}"
     check.__doc__ = summary
@@ -854,7 +856,7 @@ def check_regex(output, pattern: Text, flags: Flags = "", min_matches: Count = 1
 def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = None,
                        ignore_case: Bool = True, whole_word: Bool = True):
     """`phrase` occurs `min`..`max` times (whole words, case-insensitive by default)."""
-    count = _count_phrase(output, phrase, ignore_case, whole_word)
+    count = _count_phrase(_fold(output, ignore_case), _fold(phrase, ignore_case), whole_word)
     return _counted(count, "occurrence", min, max, f" of {_quote(phrase)}")
 
 
