@@ -2639,15 +2639,39 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
         return self.entries.get(case_id)
 
 
-def _counts_problem(entry):
-    """What is wrong with a record entry's passes and calls (or baseline_...), or None."""
+# ---- reading records ----
+
+# An entry's optional fields: null, or a value that passes the test.
+_ENTRY_FIELDS = (
+    ("latency_s", _is_number, "must be a number or null"),
+    ("cost_usd", _is_number, "must be a number or null"),
+    ("usage", lambda v: isinstance(v, dict) and all(
+        type(v.get(k, 0)) is int for k in ("input_tokens", "output_tokens")),
+     "must hold whole numbers of input and output tokens"),
+    ("sent", lambda v: isinstance(v, dict), "must be an object or null"),
+    ("reasoning", lambda v: isinstance(v, str), "must be a string or null"),
+    ("error", lambda v: isinstance(v, str), "must be a string or null"))
+
+
+def _entry_problem(entry):
+    """What is wrong with a record entry (a dict with a string id), or None."""
+    if entry.get("status") not in STATUSES:
+        return f"'status' must be one of {', '.join(STATUSES)}"
+    if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
+        return f"'baseline' must be one of {', '.join(STATUSES)} or null"
+    if entry.get("change", "new") not in CHANGES:
+        return f"'change' must be one of {', '.join(CHANGES)}"
+    for key, valid, message in _ENTRY_FIELDS:
+        if entry.get(key) is not None and not valid(entry[key]):
+            return f"{key!r} {message}"
     for prefix in ("", "baseline_"):
         passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
         if (passes, calls) != (None, None) and not (
                 type(passes) is int and type(calls) is int and 0 <= passes <= calls):
             return (f"{prefix + 'passes'!r} and {prefix + 'calls'!r} must be whole numbers with "
                     "0 <= passes <= calls")
-    return None
+    earned = "baseline_tool_calls" in entry and _tool_calls_problem(entry["baseline_tool_calls"])
+    return _reply_problem(entry) or earned and f"'baseline_tool_calls': {earned}" or None
 
 
 def record_problem(record):
@@ -2666,31 +2690,9 @@ def record_problem(record):
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        name = f"case {entry['id']!r}"
-        if entry.get("status") not in STATUSES:
-            return f"{name}: 'status' must be one of {', '.join(STATUSES)}"
-        if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
-            return f"{name}: 'baseline' must be one of {', '.join(STATUSES)} or null"
-        if entry.get("change", "new") not in CHANGES:
-            return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
-        for key in ("latency_s", "cost_usd"):
-            value = entry.get(key)
-            if value is not None and not _is_number(value):
-                return f"{name}: {key!r} must be a number or null"
-        usage = entry.get("usage")
-        if usage is not None and not (isinstance(usage, dict) and all(
-                type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
-            return f"{name}: 'usage' must hold whole numbers of input and output tokens"
-        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string"),
-                                ("error", str, "a string")):
-            if entry.get(key) is not None and not isinstance(entry[key], kind):
-                return f"{name}: {key!r} must be {what} or null"
-        earned = "baseline_tool_calls" in entry and _tool_calls_problem(
-            entry["baseline_tool_calls"])
-        problem = (_counts_problem(entry) or _reply_problem(entry)
-                   or earned and f"'baseline_tool_calls': {earned}")
+        problem = _entry_problem(entry)
         if problem:
-            return f"{name}: {problem}"
+            return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -2755,6 +2757,8 @@ def load_baseline(path):
     return Baseline(entries, stamp)
 
 
+# ---- making records ----
+
 def _git_commit(directory):
     import subprocess
 
@@ -2772,13 +2776,13 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-# The parts of a CaseResult an entry holds when present (not None; flaky when true, tool calls
-# when there are some), in the entry's order.
+# The parts of a CaseResult an entry holds when present (not None; flaky and tool calls only
+# when true), in the entry's order.
 _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flaky", "output",
                 "tool_calls", "finish_reason", "reasoning")
 
 
-def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
+def _entry(result, before, case, accept, include_outputs, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
     decision = decide(result.status, before, accept, calls, alpha)
@@ -2789,10 +2793,9 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
         # so that a pass after the error is a fix if the run before it failed
         entry["scored"] = _last_scored(before)
     if case is not None:
-        entry["input"], entry["description"], entry["tags"] = (
-            case.input, case.description, case.tags)
-    entry["latency_s"], entry["checks"] = result.latency_s, result.checks
-    for key in _ENTRY_PARTS:  # a loop, not a dict filtered: 0.6 us a case, not 1.3
+        entry.update(input=case.input, description=case.description, tags=case.tags)
+    entry.update(latency_s=result.latency_s, checks=result.checks)
+    for key in _ENTRY_PARTS:
         value = getattr(result, key)
         if value is not None and (value or key not in ("flaky", "tool_calls")):
             entry[key] = list(value) if key == "tool_calls" else value
@@ -2802,17 +2805,13 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
         entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
     if decision.rate is not None:
         entry["rate_test"] = decision.rate
-    if kept is not None and kept != result.status:
-        # The baseline outlives this run (a regression not accepted, an error): keep the
-        # output (and tool calls) that earned it, so a later report can show it beside the
-        # new one.
+    if kept not in (None, result.status):  # the baseline outlives this run: keep the output
+        # (and tool calls) that earned it, for a later report to show beside the new one
         earner = before if "baseline_output" in before else {
-            "baseline_output": before.get("output"),
-            "baseline_tool_calls": before.get("tool_calls"),
-        } if before.get("status") == kept else {}
-        for key in ("baseline_output", "baseline_tool_calls"):
-            if earner.get(key) is not None:
-                entry[key] = earner[key]
+            "baseline_output": before.get("output"), "baseline_tool_calls": before.get(
+                "tool_calls")} if before.get("status") == kept else {}
+        entry.update((key, earner[key]) for key in ("baseline_output", "baseline_tool_calls")
+                     if earner.get(key) is not None)
     return entry if include_outputs else without_outputs(entry)
 
 
@@ -2825,25 +2824,29 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
     are `removed`. alpha: the significance level of a repeated case's pass-rate test."""
     entries = [] if entries is None else entries
-    by_id = {case.id: case for case in cases or ()}
-    tally, ran = _Tally(), set()
-    for result in run.results:
-        entry = _entry(result, baseline.entries.get(result.id), by_id.get(result.id), accept,
-                       include_outputs, alpha)
-        entries.append(entry)
-        tally.add(entry)
-        ran.add(result.id)
-    known = set(all_case_ids) if all_case_ids is not None else ran
+    by_id, ran = {case.id: case for case in cases or ()}, set()
+
+    def run_entries():  # each stored as its case finishes, and summed: a spool holds none
+        for result in run.results:
+            entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
+                           include_outputs, alpha)
+            entries.append(entry)
+            ran.add(result.id)
+            yield entry
+
+    summary = summarize(run_entries())  # the baseline's figures below, once `ran` is known
+    known = ran if all_case_ids is None else set(all_case_ids)
     for case_id, before in baseline.entries.items():
-        if case_id not in ran and case_id in known:
-            carried = before if include_outputs else without_outputs(before)
-            entries.append(dict(carried, change="not_run"))
+        if case_id in known and case_id not in ran:
+            entries.append(dict(before if include_outputs else without_outputs(before),
+                                change="not_run"))
     removed = [case_id for case_id in baseline.entries if case_id not in known]
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    last = sum(e.get("status") == "pass" for e in before)
-    kept = sum(e.get("baseline") == "pass" for e in before)
+    summary.update(_against((sum(e.get("status") == "pass" for e in before), len(before)),
+                            (sum(e.get("baseline") == "pass" for e in before), len(before))),
+                   removed=len(removed))
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
@@ -2854,65 +2857,53 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
-        "summary": tally.summary(removed, (last, len(before)), (kept, len(before))),
+        "summary": summary,
         "removed": removed,
         "cases": entries,
     }
 
 
+def _against(previous, kept):
+    """The summary's figures of the baseline over the cases run: (passed, total) in its last
+    run (`previous`) and in the verdicts it keeps (`kept`)."""
+    figures = {}
+    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
+        figures.update({f"{name}_pass_rate": passed / of if of else None,
+                        f"{name}_passed": passed, f"{name}_total": of})
+    return figures
+
+
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary (dict, keys in the README) of a record's entries, those not run left out.
-    `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
-    and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
-    return _Tally(entries).summary(removed, previous, kept)
-
-
-class _Tally:
-    """A summary folded one entry at a time, so a run need not hold its entries to sum them."""
-
-    def __init__(self, entries=()):
-        self.status, self.change = collections.Counter(), collections.Counter()
-        self.latencies, self.flaky, self.tokens, self.costs = [], [], None, None
-        for entry in entries:
-            self.add(entry)
-
-    def add(self, entry):
-        status, change = entry.get("status"), entry.get("change")
-        if change == "not_run":
-            return
-        self.status[status] += 1
-        self.change[change] += 1
-        latency = entry.get("latency_s")  # None for a replay: not held, 1,000,000 of them
-        if latency is not None and status != "error" and entry.get("model") != "replay":
-            self.latencies.append(latency)
+    """The summary (dict, keys in the README) of a record's entries (any iterable, read once),
+    those not run left out. `previous` and `kept`: see _against. An error counts as not passed;
+    replays have no latency."""
+    status, change = collections.Counter(), collections.Counter()
+    latencies, flaky, tokens, cost = [], [], None, None
+    for entry in entries:
+        if entry.get("change") == "not_run":
+            continue
+        outcome, latency = entry.get("status"), entry.get("latency_s")
+        status[outcome] += 1
+        change[entry.get("change")] += 1
+        # None for a replay: not held, 1,000,000 of them
+        if latency is not None and outcome != "error" and entry.get("model") != "replay":
+            latencies.append(latency)
         if entry.get("flaky"):
-            self.flaky.append({"id": entry["id"], "passes": entry.get("passes"),
-                               "calls": entry.get("calls")})
-        usage, cost = entry.get("usage"), entry.get("cost_usd")
-        if isinstance(usage, dict):
-            self.tokens = [a + (usage.get(f"{side}_tokens") or 0) for a, side in
-                           zip(self.tokens or (0, 0), ("input", "output"))]
-        if isinstance(cost, (int, float)):
-            self.costs = (self.costs or 0) + cost
-
-    def summary(self, removed=(), previous=(0, 0), kept=(0, 0)):
-        """The summary dict (see summarize)."""
-        total, status = sum(self.status.values()), self.status
-        summary = {"total": total, "passed": status["pass"], "failed": status["fail"],
-                   "review": status["review"], "errored": status["error"],
-                   "pass_rate": status["pass"] / total if total else None}
-        for name, (passed, of) in (("previous", previous), ("baseline", kept)):
-            summary.update({f"{name}_pass_rate": passed / of if of else None,
-                            f"{name}_passed": passed, f"{name}_total": of})
-        summary.update((name, self.change[name])
-                       for name in ("regressed", "fixed", "still_failing", "passing", "new",
-                                    "lower_not_significant"))
-        summary.update(
-            removed=len(removed), flaky=self.flaky,
-            latency_s=latency_percentiles(self.latencies),
-            tokens=dict(zip(("input", "output"), self.tokens)) if self.tokens else None,
-            cost_usd=round(self.costs, 6) if self.costs is not None else None)
-        return summary
+            flaky.append({"id": entry["id"], "passes": entry.get("passes"),
+                          "calls": entry.get("calls")})
+        if isinstance(entry.get("usage"), dict):
+            tokens = [a + (entry["usage"].get(f"{side}_tokens") or 0)
+                      for a, side in zip(tokens or (0, 0), ("input", "output"))]
+        if isinstance(entry.get("cost_usd"), (int, float)):
+            cost = (cost or 0) + entry["cost_usd"]
+    total = sum(status.values())
+    return {"total": total, "passed": status["pass"], "failed": status["fail"],
+            "review": status["review"], "errored": status["error"],
+            "pass_rate": status["pass"] / total if total else None, **_against(previous, kept),
+            **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
+            "removed": len(removed), "flaky": flaky, "latency_s": latency_percentiles(latencies),
+            "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
+            "cost_usd": round(cost, 6) if cost is not None else None}
 
 
 def completed(record):
@@ -2932,6 +2923,9 @@ def completed(record):
     return dict(record, cases=cases, summary=summary)
 
 
+_OMITTED = "[omitted with the outputs]"
+
+
 def without_outputs(entry):
     """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
     tool call arguments (their names stay), judge prompts, replies or words (a judge check's
@@ -2944,7 +2938,8 @@ def without_outputs(entry):
             entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
                           for c in entry[key]]
     if isinstance(entry.get("checks"), list):
-        entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
+        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
+                           for c in entry["checks"]]
         errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
                    and isinstance(c.get("reason"), str) and c["reason"]]
         if entry.get("error") and errored:  # the case's error is its first errored check's
@@ -2954,15 +2949,10 @@ def without_outputs(entry):
     return entry
 
 
-_OMITTED = "[omitted with the outputs]"
-
-
 def _check_without_output(check):
-    if not isinstance(check, dict):
-        return check
     check = dict(check)
-    reason = check.get("reason") or ""
     quoted = check.pop("quoted", None)
+    reason = check.get("reason") or ""
     for part in quoted if isinstance(quoted, list) else ():
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
@@ -2980,53 +2970,45 @@ def _check_without_output(check):
     return check
 
 
-# ---- comparing two runs: the same cases, two models or prompts ----
-
-
 # ---- writing records ----
 
 class _Spool:
-    """Record entries kept in an unnamed temporary file instead of in memory: append() as
-    cases finish; iterating reads them back in order, each a new dict (one reading at a time);
-    blocks() gives their JSON text; where(changes) reads only the entries of those changes.
-    Measured re-scoring 100,000 cases: peak memory 356 MB held, 221 MB spooled."""
+    """Record entries kept in an unnamed temporary file instead of in memory (re-scoring
+    100,000 cases: peak memory 356 MB held, 221 MB spooled): append() as cases finish;
+    iterating reads them back in order, each a new dict; lines() gives their JSON text;
+    where(keys) reads only the entries whose (change, passed) is in `keys`."""
 
     def __init__(self):
         import tempfile
 
         # A 64 KB buffer: with the default 8 KB, the system calls cost 1.5 us a case more.
         self._file = tempfile.TemporaryFile(buffering=1 << 16)
-        self._changes, self._ends, self._keys = [], [0], {}
+        self._size, self._starts = 0, {}  # (change, passed): where each such entry starts
 
-    def __del__(self):
+    def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
 
-    def __len__(self):
-        return len(self._changes)
-
     def append(self, entry):
-        self._ends.append(self._ends[-1] + self._file.write(_json_line(entry)))
         # "new" and "passed" apart: a summary lists a new case only when it does not pass
         key = (entry.get("change"), entry.get("status") == "pass")
-        self._changes.append(self._keys.setdefault(key, key))  # one tuple per kind, not per case
+        self._starts.setdefault(key, []).append(self._size)
+        self._size += self._file.write(_json_line(entry))
 
-    def blocks(self):
-        """The entries' JSON text in str blocks of whole lines (64 KB or so), each ending "\\n"."""
+    def lines(self):
+        """The entries' JSON text, a str for each, in order."""
         self._file.flush()
         self._file.seek(0)
-        read = functools.partial(self._file.readlines, 1 << 16)
-        return (b"".join(lines).decode("utf-8") for lines in iter(read, []))
+        return (line[:-1].decode("utf-8") for line in self._file)
 
     def __iter__(self):
-        return (json.loads(line) for block in self.blocks() for line in block[:-1].split("\n"))
+        return map(json.loads, self.lines())
 
-    def where(self, changes):
-        """The entries (dicts, in order) whose (change, passed) is in `changes`."""
+    def where(self, keys):
+        """The entries (dicts, in order) whose (change, passed) is in `keys`."""
         self._file.flush()
-        for index, key in enumerate(self._changes):
-            if key in changes:
-                self._file.seek(self._ends[index])
-                yield json.loads(self._file.readline())
+        for start in sorted(s for key in keys for s in self._starts.get(key, ())):
+            self._file.seek(start)
+            yield json.loads(self._file.readline())
 
 
 def record_chunks(record):
@@ -3038,9 +3020,7 @@ def record_chunks(record):
             yield f" {_to_json(key)}: {_to_json(value)},\n"
     yield ' "cases": ['
     cases = record.get("cases", [])
-    # a spool's entries a block of lines at a time: 2 us a case less than line by line
-    texts = ((block[:-1].replace("\n", ",\n") for block in cases.blocks())
-             if isinstance(cases, _Spool) else map(_to_json, cases))
+    texts = cases.lines() if isinstance(cases, _Spool) else map(_to_json, cases)
     for number, text in enumerate(texts):
         yield (",\n" if number else "\n") + text
     yield "\n ]\n}\n"
@@ -3049,9 +3029,6 @@ def record_chunks(record):
 def write_record(path, record):
     """Write a run record to `path` atomically, laid out by record_chunks."""
     write_atomic(path, record_chunks(record))
-
-
-# ---- history: every run appended to a local SQLite database ---------------------------------
 
 
 # ---------------------------------------------------------------------------------------------
