@@ -2490,13 +2490,10 @@ def _level(value, name):
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
     """One-sided p-value (float) of Fisher's exact test that the pass rate is LOWER now: k_now
-    passes of n_now calls against k_before of n_before (ints). It is the probability, given the
-    k_before + k_now passes in all, that at least k_before of them fall in the baseline's
-    n_before calls if both runs share one pass rate: the hypergeometric upper tail (Fisher 1935;
-    Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's
-    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]],
-    alternative="greater"), which also gives 1.0 when a row or column is all zero. Computed in
-    integers (math.comb) and divided once, so exact to float rounding at any n.
+    passes of n_now calls against k_before of n_before (ints), the hypergeometric upper tail
+    (Fisher 1935; Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's fisher_exact([[
+    k_before, n_before - k_before], [k_now, n_now - k_now]], alternative="greater"), 1.0 too
+    when a row or column is all zero; in integers, divided once: exact to float rounding.
     Raises ValueError for non-integer counts or passes outside 0..calls."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
@@ -2508,20 +2505,17 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
     """Whether ANY drop can be significant at `alpha` with n_before and n_now calls (ints >= 0):
-    True when the most extreme drop, all n_before calls passing then all n_now failing, has
-    fisher_one_sided p <= alpha (that table has the smallest p, 1 / comb(n_before + n_now,
-    n_before)). False means "too few calls for any drop to be significant".
+    whether the most extreme one (all calls passing, then all failing) has p <= alpha.
     Raises ValueError for negative or non-integer counts or alpha outside (0, 1)."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
 
 def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
-    """How a repeated case's pass rate changed, k_before of n_before calls in the baseline to
-    k_now of n_now now (ints): RepeatChange(change, p_value), p_value from fisher_one_sided and
-    change one of REPEAT_CHANGES: "not_lower" (the rate did not drop, or a run has no calls),
-    "too_few_calls" (it dropped, but min_detectable is False: no drop could be significant),
-    "regressed" (it dropped and p <= alpha), "lower_not_significant" (it dropped, p > alpha).
+    """How a repeated case's pass rate changed, k_before of n_before calls to k_now of n_now:
+    RepeatChange(change, fisher_one_sided's p), change one of REPEAT_CHANGES: "not_lower" (or a
+    run has no calls), "too_few_calls" (a drop, but no drop could be significant: see
+    min_detectable), "regressed" (p <= alpha), "lower_not_significant" (p > alpha).
     Raises ValueError as fisher_one_sided, or for alpha outside (0, 1)."""
     p = fisher_one_sided(k_before, n_before, k_now, n_now)
     _level(alpha, "alpha")
@@ -2573,19 +2567,28 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("errored", kept, kept_counts)
     if kept is None:
         return Decision("new", status, counts)
+    following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
-        return _decide_rate(status, before, kept, kept_counts, counts, accept, alpha)
-    if status != "pass":
-        if kept == "pass":
-            return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
-        return Decision("still_failing", status, counts)
-    return Decision(_passing_or_fixed(kept, before), status, counts)
-
-
-def _passing_or_fixed(kept, before):
-    """A passing case's change: "passing" if its baseline and last scored run passed."""
+        # A lower rate keeps the baseline's verdict until --accept. The counts kept for the
+        # next run: this run's with --accept, the baseline's while the rate is significantly
+        # lower, else both pooled. Taking a run's counts only when its rate is not lower would
+        # keep the luckiest run's: a stable case would then be a false regression in a quarter
+        # of its runs at alpha 0.05.
+        test = repeat_change(*kept_counts, *counts, alpha)
+        rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
+                "alpha": alpha}
+        following = (counts if accept else kept_counts if test.change == "regressed"
+                     else _pooled(kept_counts, counts))
+        if test.change != "not_lower":
+            change = "regressed" if test.change == "regressed" else "lower_not_significant"
+            return Decision(change, status if accept else kept, following, rate)
+    elif status != "pass" and kept == "pass":
+        return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+    if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
+        return Decision("still_failing", status, following, rate)
     passed_last = _last_scored(before) not in ("fail", "review")
-    return "passing" if kept == "pass" and passed_last else "fixed"
+    return Decision("passing" if kept == "pass" and passed_last else "fixed", status, following,
+                    rate)
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -2601,28 +2604,6 @@ def _pooled(kept_counts, counts):
     if calls > most:
         passes, calls = (2 * passes * most + calls) // (2 * calls), most
     return passes, calls
-
-
-def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
-    """decide's rule for a case repeated in the baseline and now: a drop in its pass rate is
-    "regressed" when significant, else "lower_not_significant" (too few calls included); either
-    keeps the baseline's verdict until --accept. With no drop, the status names it (a case that
-    does not pass now with no lower rate, as a stricter --min-pass makes it, is still_failing).
-    The counts kept for the next run: this run's with --accept, the baseline's while the rate is
-    significantly lower, else both pooled (_pooled). Taking a run's counts only when its rate is
-    not lower would keep the luckiest run's: a stable case would then be a false regression in
-    a quarter of its runs at alpha 0.05."""
-    test = repeat_change(*kept_counts, *counts, alpha)
-    rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
-            "alpha": alpha}
-    following = (counts if accept else kept_counts if test.change == "regressed"
-                 else _pooled(kept_counts, counts))
-    if test.change != "not_lower":
-        change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return Decision(change, status if accept else kept, following, rate)
-    if status != "pass":
-        return Decision("still_failing", status, following, rate)
-    return Decision(_passing_or_fixed(kept, before), status, following, rate)
 
 
 def _last_scored(entry):
