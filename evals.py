@@ -3079,15 +3079,6 @@ def _listed(entries, changes):
     return listed
 
 
-def _number_text(value, spec):
-    return format(value, spec) if _is_number(value) else "?"
-
-
-def _calls_needed(alpha):
-    """The fewest calls in each of two runs with which a drop can be significant at `alpha`."""
-    return next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
-
-
 def _rate_change(entry):
     """A repeated case's pass rate (str): "3/3 -> 1/3 calls passed" and its test against the
     baseline, "1/3 calls passed" when there was none, "" for a case called once."""
@@ -3097,15 +3088,16 @@ def _rate_change(entry):
     before = test.get("before") if isinstance(test, dict) else None
     if not (isinstance(before, list) and len(before) == 2):
         return f"{passes}/{calls} calls passed"
-    alpha, result = test.get("alpha"), test.get("result")
-    p = f"p = {_number_text(test.get('p_value'), '.3g')}"
-    at = f"alpha {_number_text(alpha, 'g')}"
+    alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
+    p = f"p = {format(p_value, '.3g') if _is_number(p_value) else '?'}"
+    at = f"alpha {format(alpha, 'g') if _is_number(alpha) else '?'}"
     why = {"regressed": f"{p}, a significant drop at {at}",
            "lower_not_significant": f"{p}, lower, not significant at {at}",
-           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}"
-                            + (f": {_calls_needed(alpha)} calls in each run can show one"
-                               if _is_number(alpha) and 0 < alpha < 1 else ""),
+           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}",
            "not_lower": "not lower"}.get(result, p)
+    if result == "too_few_calls" and _is_number(alpha) and 0 < alpha < 1:
+        needed = next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
+        why += f": {needed} calls in each run can show one"
     return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
 
 
@@ -3161,6 +3153,12 @@ def _gate_lines(summary):
             "(--min-pass-rate)" + (": the run fails" if below else "")]
 
 
+# The cases a summary lists, in its order, with their labels: with quiet, the first two.
+_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
+                     ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
+                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
@@ -3174,12 +3172,11 @@ def format_summary(record, quiet=False):
     lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
              f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
     lines += _gate_lines(summary)
-    latency, tokens = summary.get("latency_s"), summary.get("tokens")
+    latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
         lines.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
                      f"max {latency['max']:.3f} s")
     if tokens:
-        cost = summary.get("cost_usd")
         lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
@@ -3187,22 +3184,19 @@ def format_summary(record, quiet=False):
     for item, why in _flaky_items(summary):
         flaky.setdefault(why, []).append(_flaky_text(item))
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"),
-                ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
-                ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
-    listed = _listed(record["cases"], [change for change, _ in sections[:2 if quiet else 6]])
-    for change, label in sections[:2] if quiet else sections:
+    sections = _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS
+    listed = _listed(record["cases"], [change for change, _ in sections])
+    for change, label in sections:
         entries = listed[change]
         if change == "errored":
             entries = _grouped_errors(entries, lines)
         for entry in entries:
-            status = " (needs review)" if entry["status"] == "review" else ""
-            lines.append(f"{label}: {_line(entry['id'])}{status}")
+            review = " (needs review)" if entry["status"] == "review" else ""
+            lines.append(f"{label}: {_line(entry['id'])}{review}")
             rate = _rate_change(entry)
-            lines += [f"    {rate}"] if rate else []
-            if change != "fixed":
-                lines.extend(f"    {_line(reason)}" for reason in _reasons(entry))
-                lines.extend(f"    {_line(line)}" for line in _reply_lines(entry, 200))
+            details = ([rate] if rate else []) + (
+                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200))
+            lines += [f"    {_line(text)}" for text in details]
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
@@ -3261,14 +3255,15 @@ def github_annotations(record):
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
-        if errored or change in ("regressed", "lower_not_significant"):
-            kind = ("Error: " if errored else "Regression: " if change == "regressed"
-                    else "Lower, not significant: ")
-            title = _gh_escape(kind + entry["id"], prop=True)
-            rate = [_rate_change(entry)] if _rate_change(entry) and not errored else []
-            message = _gh_escape("\n".join(rate + _reasons(entry)))  # an error has one reason
-            lines.append(f"::{'error' if change == 'regressed' and not errored else 'warning'} "
-                         f"title={title}::{message}\n")
+        if not (errored or change in ("regressed", "lower_not_significant")):
+            continue
+        kind = ("Error" if errored else "Regression" if change == "regressed"
+                else "Lower, not significant")
+        rate = "" if errored else _rate_change(entry)  # an error has one reason
+        message = "\n".join(([rate] if rate else []) + _reasons(entry))
+        command = "error" if change == "regressed" and not errored else "warning"
+        title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
+        lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     return "".join(lines)
 
 
