@@ -2890,8 +2890,7 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
 def completed(record):
     """`record` with each entry's change and the summary filled in where a hand-made or older
     record lacks them; entries that are not objects with a string id are left out. A record
-    made by make_record with its entries in a _Spool is complete: it is returned as it is, its
-    entries left on disk."""
+    make_record spooled is returned as it is, its entries left on disk."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
     cases = [e if isinstance(e.get("change"), str)
@@ -3028,8 +3027,7 @@ def _reasons(entry):
 def _reply_lines(entry, limit=None):
     """What a record entry's reply did besides its text, as reports show it below the text:
     "-> name({...})" for each tool call (arguments cut to `limit` characters), and
-    "[finish_reason: X]" when the answer did not end by itself (X not "stop", nor
-    "tool_calls" beside the calls)."""
+    "[finish_reason: X]" when the answer did not end by itself."""
     calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
@@ -3202,12 +3200,11 @@ def format_summary(record, quiet=False):
     return "\n".join(lines) + "\n"
 
 
-# ---- report files: JUnit XML, Markdown, HTML, GitHub Actions ----
+# ---- escaping, and GitHub Actions annotations ----
 #
-# Pure functions of a run record (the shape of last_run.json). Everything from a model or the
-# case file (ids, inputs, outputs, check reasons, errors) is untrusted: each renderer escapes
-# it for its format, and none prints output text when the record says outputs_included is false.
-
+# Everything from a model or the case file (ids, inputs, outputs, check reasons, errors) is
+# untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
+# prints output text when the record says outputs_included is false.
 
 # Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
 # line separators other than LF/CR, bidirectional overrides (text that reads differently from
@@ -3233,25 +3230,23 @@ def _line(value):
 
 
 def _rows(record):
-    """The (entry, change) of each case a `completed` record ran, in record order, read anew at
-    each call: from a _Spool, a report holds only the entries it keeps."""
+    """The (entry, change) of each case a `completed` record ran, in order, read anew at each
+    call (from a _Spool, a report holds only the entries it keeps)."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
 def _gh_escape(value, prop=False):
-    """Workflow-command data, spelled out as by _visible, on the command's line: % -> %25,
-    CR -> %0D, LF -> %0A; in a property value (`prop`) also : -> %3A and , -> %2C, so it can
-    neither end the properties (::) nor start another property (,)."""
+    """Workflow-command data, spelled out as by _visible, escaped as the runner unescapes it
+    (docs.github.com "Workflow commands"; actions/toolkit command.ts): in a property value
+    (`prop`) also : and , so it can neither end the properties (::) nor start another (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case or lower pass rate, not significant, "" when there are none.
-    Escaped as the runner unescapes them (docs.github.com "Workflow commands"; actions/toolkit
-    command.ts escapeData/escapeProperty), so no text from a model or a case can start a second
-    command: see _gh_escape."""
+    `::warning` per errored case or lower pass rate, not significant, "" when there are none;
+    escaped by _gh_escape, so no text from a model or a case can start a second command."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
