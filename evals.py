@@ -2454,13 +2454,10 @@ def _level(value, name):
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
     """One-sided p-value (float) of Fisher's exact test that the pass rate is LOWER now: k_now
-    passes of n_now calls against k_before of n_before (ints). It is the probability, given the
-    k_before + k_now passes in all, that at least k_before of them fall in the baseline's
-    n_before calls if both runs share one pass rate: the hypergeometric upper tail (Fisher 1935;
-    Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's
-    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]],
-    alternative="greater"), which also gives 1.0 when a row or column is all zero. Computed in
-    integers (math.comb) and divided once, so exact to float rounding at any n.
+    passes of n_now calls against k_before of n_before (ints), the hypergeometric upper tail
+    (Fisher 1935; Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's fisher_exact([[
+    k_before, n_before - k_before], [k_now, n_now - k_now]], alternative="greater"), 1.0 too
+    when a row or column is all zero; in integers, divided once: exact to float rounding.
     Raises ValueError for non-integer counts or passes outside 0..calls."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
@@ -2472,20 +2469,17 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
     """Whether ANY drop can be significant at `alpha` with n_before and n_now calls (ints >= 0):
-    True when the most extreme drop, all n_before calls passing then all n_now failing, has
-    fisher_one_sided p <= alpha (that table has the smallest p, 1 / comb(n_before + n_now,
-    n_before)). False means "too few calls for any drop to be significant".
+    whether the most extreme one (all calls passing, then all failing) has p <= alpha.
     Raises ValueError for negative or non-integer counts or alpha outside (0, 1)."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
 
 def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
-    """How a repeated case's pass rate changed, k_before of n_before calls in the baseline to
-    k_now of n_now now (ints): RepeatChange(change, p_value), p_value from fisher_one_sided and
-    change one of REPEAT_CHANGES: "not_lower" (the rate did not drop, or a run has no calls),
-    "too_few_calls" (it dropped, but min_detectable is False: no drop could be significant),
-    "regressed" (it dropped and p <= alpha), "lower_not_significant" (it dropped, p > alpha).
+    """How a repeated case's pass rate changed, k_before of n_before calls to k_now of n_now:
+    RepeatChange(change, fisher_one_sided's p), change one of REPEAT_CHANGES: "not_lower" (or a
+    run has no calls), "too_few_calls" (a drop, but no drop could be significant: see
+    min_detectable), "regressed" (p <= alpha), "lower_not_significant" (p > alpha).
     Raises ValueError as fisher_one_sided, or for alpha outside (0, 1)."""
     p = fisher_one_sided(k_before, n_before, k_now, n_now)
     _level(alpha, "alpha")
@@ -2537,19 +2531,28 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("errored", kept, kept_counts)
     if kept is None:
         return Decision("new", status, counts)
+    following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
-        return _decide_rate(status, before, kept, kept_counts, counts, accept, alpha)
-    if status != "pass":
-        if kept == "pass":
-            return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
-        return Decision("still_failing", status, counts)
-    return Decision(_passing_or_fixed(kept, before), status, counts)
-
-
-def _passing_or_fixed(kept, before):
-    """A passing case's change: "passing" if its baseline and last scored run passed."""
+        # A lower rate keeps the baseline's verdict until --accept. The counts kept for the
+        # next run: this run's with --accept, the baseline's while the rate is significantly
+        # lower, else both pooled. Taking a run's counts only when its rate is not lower would
+        # keep the luckiest run's: a stable case would then be a false regression in a quarter
+        # of its runs at alpha 0.05.
+        test = repeat_change(*kept_counts, *counts, alpha)
+        rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
+                "alpha": alpha}
+        following = (counts if accept else kept_counts if test.change == "regressed"
+                     else _pooled(kept_counts, counts))
+        if test.change != "not_lower":
+            change = "regressed" if test.change == "regressed" else "lower_not_significant"
+            return Decision(change, status if accept else kept, following, rate)
+    elif status != "pass" and kept == "pass":
+        return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+    if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
+        return Decision("still_failing", status, following, rate)
     passed_last = _last_scored(before) not in ("fail", "review")
-    return "passing" if kept == "pass" and passed_last else "fixed"
+    return Decision("passing" if kept == "pass" and passed_last else "fixed", status, following,
+                    rate)
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -2567,28 +2570,6 @@ def _pooled(kept_counts, counts):
     return passes, calls
 
 
-def _decide_rate(status, before, kept, kept_counts, counts, accept, alpha):
-    """decide's rule for a case repeated in the baseline and now: a drop in its pass rate is
-    "regressed" when significant, else "lower_not_significant" (too few calls included); either
-    keeps the baseline's verdict until --accept. With no drop, the status names it (a case that
-    does not pass now with no lower rate, as a stricter --min-pass makes it, is still_failing).
-    The counts kept for the next run: this run's with --accept, the baseline's while the rate is
-    significantly lower, else both pooled (_pooled). Taking a run's counts only when its rate is
-    not lower would keep the luckiest run's: a stable case would then be a false regression in
-    a quarter of its runs at alpha 0.05."""
-    test = repeat_change(*kept_counts, *counts, alpha)
-    rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
-            "alpha": alpha}
-    following = (counts if accept else kept_counts if test.change == "regressed"
-                 else _pooled(kept_counts, counts))
-    if test.change != "not_lower":
-        change = "regressed" if test.change == "regressed" else "lower_not_significant"
-        return Decision(change, status if accept else kept, following, rate)
-    if status != "pass":
-        return Decision("still_failing", status, following, rate)
-    return Decision(_passing_or_fixed(kept, before), status, following, rate)
-
-
 def _last_scored(entry):
     """The last scored status of a baseline entry: an errored run keeps the one before it."""
     return entry.get("scored", entry.get("status"))
@@ -2603,15 +2584,39 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
         return self.entries.get(case_id)
 
 
-def _counts_problem(entry):
-    """What is wrong with a record entry's passes and calls (or baseline_...), or None."""
+# ---- reading records ----
+
+# An entry's optional fields: null, or a value that passes the test.
+_ENTRY_FIELDS = (
+    ("latency_s", _is_number, "must be a number or null"),
+    ("cost_usd", _is_number, "must be a number or null"),
+    ("usage", lambda v: isinstance(v, dict) and all(
+        type(v.get(k, 0)) is int for k in ("input_tokens", "output_tokens")),
+     "must hold whole numbers of input and output tokens"),
+    ("sent", lambda v: isinstance(v, dict), "must be an object or null"),
+    ("reasoning", lambda v: isinstance(v, str), "must be a string or null"),
+    ("error", lambda v: isinstance(v, str), "must be a string or null"))
+
+
+def _entry_problem(entry):
+    """What is wrong with a record entry (a dict with a string id), or None."""
+    if entry.get("status") not in STATUSES:
+        return f"'status' must be one of {', '.join(STATUSES)}"
+    if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
+        return f"'baseline' must be one of {', '.join(STATUSES)} or null"
+    if entry.get("change", "new") not in CHANGES:
+        return f"'change' must be one of {', '.join(CHANGES)}"
+    for key, valid, message in _ENTRY_FIELDS:
+        if entry.get(key) is not None and not valid(entry[key]):
+            return f"{key!r} {message}"
     for prefix in ("", "baseline_"):
         passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
         if (passes, calls) != (None, None) and not (
                 type(passes) is int and type(calls) is int and 0 <= passes <= calls):
             return (f"{prefix + 'passes'!r} and {prefix + 'calls'!r} must be whole numbers with "
                     "0 <= passes <= calls")
-    return None
+    earned = "baseline_tool_calls" in entry and _tool_calls_problem(entry["baseline_tool_calls"])
+    return _reply_problem(entry) or earned and f"'baseline_tool_calls': {earned}" or None
 
 
 def record_problem(record):
@@ -2630,31 +2635,9 @@ def record_problem(record):
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        name = f"case {entry['id']!r}"
-        if entry.get("status") not in STATUSES:
-            return f"{name}: 'status' must be one of {', '.join(STATUSES)}"
-        if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
-            return f"{name}: 'baseline' must be one of {', '.join(STATUSES)} or null"
-        if entry.get("change", "new") not in CHANGES:
-            return f"{name}: 'change' must be one of {', '.join(CHANGES)}"
-        for key in ("latency_s", "cost_usd"):
-            value = entry.get(key)
-            if value is not None and not _is_number(value):
-                return f"{name}: {key!r} must be a number or null"
-        usage = entry.get("usage")
-        if usage is not None and not (isinstance(usage, dict) and all(
-                type(usage.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))):
-            return f"{name}: 'usage' must hold whole numbers of input and output tokens"
-        for key, kind, what in (("sent", dict, "an object"), ("reasoning", str, "a string"),
-                                ("error", str, "a string")):
-            if entry.get(key) is not None and not isinstance(entry[key], kind):
-                return f"{name}: {key!r} must be {what} or null"
-        earned = "baseline_tool_calls" in entry and _tool_calls_problem(
-            entry["baseline_tool_calls"])
-        problem = (_counts_problem(entry) or _reply_problem(entry)
-                   or earned and f"'baseline_tool_calls': {earned}")
+        problem = _entry_problem(entry)
         if problem:
-            return f"{name}: {problem}"
+            return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
@@ -2719,6 +2702,8 @@ def load_baseline(path):
     return Baseline(entries, stamp)
 
 
+# ---- making records ----
+
 def _git_commit(directory):
     import subprocess
 
@@ -2736,13 +2721,13 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-# The parts of a CaseResult an entry holds when present (not None; flaky when true, tool calls
-# when there are some), in the entry's order.
+# The parts of a CaseResult an entry holds when present (not None; flaky and tool calls only
+# when true), in the entry's order.
 _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flaky", "output",
                 "tool_calls", "finish_reason", "reasoning")
 
 
-def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
+def _entry(result, before, case, accept, include_outputs, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
     decision = decide(result.status, before, accept, calls, alpha)
@@ -2753,10 +2738,9 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
         # so that a pass after the error is a fix if the run before it failed
         entry["scored"] = _last_scored(before)
     if case is not None:
-        entry["input"], entry["description"], entry["tags"] = (
-            case.input, case.description, case.tags)
-    entry["latency_s"], entry["checks"] = result.latency_s, result.checks
-    for key in _ENTRY_PARTS:  # a loop, not a dict filtered: 0.6 us a case, not 1.3
+        entry.update(input=case.input, description=case.description, tags=case.tags)
+    entry.update(latency_s=result.latency_s, checks=result.checks)
+    for key in _ENTRY_PARTS:
         value = getattr(result, key)
         if value is not None and (value or key not in ("flaky", "tool_calls")):
             entry[key] = list(value) if key == "tool_calls" else value
@@ -2766,17 +2750,13 @@ def _entry(result, before, case, accept, include_outputs, alpha=DEFAULT_ALPHA):
         entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
     if decision.rate is not None:
         entry["rate_test"] = decision.rate
-    if kept is not None and kept != result.status:
-        # The baseline outlives this run (a regression not accepted, an error): keep the
-        # output (and tool calls) that earned it, so a later report can show it beside the
-        # new one.
+    if kept not in (None, result.status):  # the baseline outlives this run: keep the output
+        # (and tool calls) that earned it, for a later report to show beside the new one
         earner = before if "baseline_output" in before else {
-            "baseline_output": before.get("output"),
-            "baseline_tool_calls": before.get("tool_calls"),
-        } if before.get("status") == kept else {}
-        for key in ("baseline_output", "baseline_tool_calls"):
-            if earner.get(key) is not None:
-                entry[key] = earner[key]
+            "baseline_output": before.get("output"), "baseline_tool_calls": before.get(
+                "tool_calls")} if before.get("status") == kept else {}
+        entry.update((key, earner[key]) for key in ("baseline_output", "baseline_tool_calls")
+                     if earner.get(key) is not None)
     return entry if include_outputs else without_outputs(entry)
 
 
@@ -2789,25 +2769,29 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
     are `removed`. alpha: the significance level of a repeated case's pass-rate test."""
     entries = [] if entries is None else entries
-    by_id = {case.id: case for case in cases or ()}
-    tally, ran = _Tally(), set()
-    for result in run.results:
-        entry = _entry(result, baseline.entries.get(result.id), by_id.get(result.id), accept,
-                       include_outputs, alpha)
-        entries.append(entry)
-        tally.add(entry)
-        ran.add(result.id)
-    known = set(all_case_ids) if all_case_ids is not None else ran
+    by_id, ran = {case.id: case for case in cases or ()}, set()
+
+    def run_entries():  # each stored as its case finishes, and summed: a spool holds none
+        for result in run.results:
+            entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
+                           include_outputs, alpha)
+            entries.append(entry)
+            ran.add(result.id)
+            yield entry
+
+    summary = summarize(run_entries())  # the baseline's figures below, once `ran` is known
+    known = ran if all_case_ids is None else set(all_case_ids)
     for case_id, before in baseline.entries.items():
-        if case_id not in ran and case_id in known:
-            carried = before if include_outputs else without_outputs(before)
-            entries.append(dict(carried, change="not_run"))
+        if case_id in known and case_id not in ran:
+            entries.append(dict(before if include_outputs else without_outputs(before),
+                                change="not_run"))
     removed = [case_id for case_id in baseline.entries if case_id not in known]
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    last = sum(e.get("status") == "pass" for e in before)
-    kept = sum(e.get("baseline") == "pass" for e in before)
+    summary.update(_against((sum(e.get("status") == "pass" for e in before), len(before)),
+                            (sum(e.get("baseline") == "pass" for e in before), len(before))),
+                   removed=len(removed))
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
@@ -2818,72 +2802,59 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
                     "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
-        "summary": tally.summary(removed, (last, len(before)), (kept, len(before))),
+        "summary": summary,
         "removed": removed,
         "cases": entries,
     }
 
 
+def _against(previous, kept):
+    """The summary's figures of the baseline over the cases run: (passed, total) in its last
+    run (`previous`) and in the verdicts it keeps (`kept`)."""
+    figures = {}
+    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
+        figures.update({f"{name}_pass_rate": passed / of if of else None,
+                        f"{name}_passed": passed, f"{name}_total": of})
+    return figures
+
+
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary (dict, keys in the README) of a record's entries, those not run left out.
-    `previous` and `kept`: (passed, total) of the baseline over the same cases, in its last run
-    and in the verdicts it keeps. An error counts as not passed; replays have no latency."""
-    return _Tally(entries).summary(removed, previous, kept)
-
-
-class _Tally:
-    """A summary folded one entry at a time, so a run need not hold its entries to sum them."""
-
-    def __init__(self, entries=()):
-        self.status, self.change = collections.Counter(), collections.Counter()
-        self.latencies, self.flaky, self.tokens, self.costs = [], [], None, None
-        for entry in entries:
-            self.add(entry)
-
-    def add(self, entry):
-        status, change = entry.get("status"), entry.get("change")
-        if change == "not_run":
-            return
-        self.status[status] += 1
-        self.change[change] += 1
-        latency = entry.get("latency_s")  # None for a replay: not held, 1,000,000 of them
-        if latency is not None and status != "error" and entry.get("model") != "replay":
-            self.latencies.append(latency)
+    """The summary (dict, keys in the README) of a record's entries (any iterable, read once),
+    those not run left out. `previous` and `kept`: see _against. An error counts as not passed;
+    replays have no latency."""
+    status, change = collections.Counter(), collections.Counter()
+    latencies, flaky, tokens, cost = [], [], None, None
+    for entry in entries:
+        if entry.get("change") == "not_run":
+            continue
+        outcome, latency = entry.get("status"), entry.get("latency_s")
+        status[outcome] += 1
+        change[entry.get("change")] += 1
+        # None for a replay: not held, 1,000,000 of them
+        if latency is not None and outcome != "error" and entry.get("model") != "replay":
+            latencies.append(latency)
         if entry.get("flaky"):
-            self.flaky.append({"id": entry["id"], "passes": entry.get("passes"),
-                               "calls": entry.get("calls")})
-        usage, cost = entry.get("usage"), entry.get("cost_usd")
-        if isinstance(usage, dict):
-            self.tokens = [a + (usage.get(f"{side}_tokens") or 0) for a, side in
-                           zip(self.tokens or (0, 0), ("input", "output"))]
-        if isinstance(cost, (int, float)):
-            self.costs = (self.costs or 0) + cost
-
-    def summary(self, removed=(), previous=(0, 0), kept=(0, 0)):
-        """The summary dict (see summarize)."""
-        total, status = sum(self.status.values()), self.status
-        summary = {"total": total, "passed": status["pass"], "failed": status["fail"],
-                   "review": status["review"], "errored": status["error"],
-                   "pass_rate": status["pass"] / total if total else None}
-        for name, (passed, of) in (("previous", previous), ("baseline", kept)):
-            summary.update({f"{name}_pass_rate": passed / of if of else None,
-                            f"{name}_passed": passed, f"{name}_total": of})
-        summary.update((name, self.change[name])
-                       for name in ("regressed", "fixed", "still_failing", "passing", "new",
-                                    "lower_not_significant"))
-        summary.update(
-            removed=len(removed), flaky=self.flaky,
-            latency_s=latency_percentiles(self.latencies),
-            tokens=dict(zip(("input", "output"), self.tokens)) if self.tokens else None,
-            cost_usd=round(self.costs, 6) if self.costs is not None else None)
-        return summary
+            flaky.append({"id": entry["id"], "passes": entry.get("passes"),
+                          "calls": entry.get("calls")})
+        if isinstance(entry.get("usage"), dict):
+            tokens = [a + (entry["usage"].get(f"{side}_tokens") or 0)
+                      for a, side in zip(tokens or (0, 0), ("input", "output"))]
+        if isinstance(entry.get("cost_usd"), (int, float)):
+            cost = (cost or 0) + entry["cost_usd"]
+    total = sum(status.values())
+    return {"total": total, "passed": status["pass"], "failed": status["fail"],
+            "review": status["review"], "errored": status["error"],
+            "pass_rate": status["pass"] / total if total else None, **_against(previous, kept),
+            **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
+            "removed": len(removed), "flaky": flaky, "latency_s": latency_percentiles(latencies),
+            "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
+            "cost_usd": round(cost, 6) if cost is not None else None}
 
 
 def completed(record):
     """`record` with each entry's change and the summary filled in where a hand-made or older
     record lacks them; entries that are not objects with a string id are left out. A record
-    made by make_record with its entries in a _Spool is complete: it is returned as it is, its
-    entries left on disk."""
+    make_record spooled is returned as it is, its entries left on disk."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
     cases = [e if isinstance(e.get("change"), str)
@@ -2894,6 +2865,9 @@ def completed(record):
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
     return dict(record, cases=cases, summary=summary)
+
+
+_OMITTED = "[omitted with the outputs]"
 
 
 def without_outputs(entry):
@@ -2908,7 +2882,8 @@ def without_outputs(entry):
             entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
                           for c in entry[key]]
     if isinstance(entry.get("checks"), list):
-        entry["checks"] = [_check_without_output(c) for c in entry["checks"]]
+        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
+                           for c in entry["checks"]]
         errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
                    and isinstance(c.get("reason"), str) and c["reason"]]
         if entry.get("error") and errored:  # the case's error is its first errored check's
@@ -2918,15 +2893,10 @@ def without_outputs(entry):
     return entry
 
 
-_OMITTED = "[omitted with the outputs]"
-
-
 def _check_without_output(check):
-    if not isinstance(check, dict):
-        return check
     check = dict(check)
-    reason = check.get("reason") or ""
     quoted = check.pop("quoted", None)
+    reason = check.get("reason") or ""
     for part in quoted if isinstance(quoted, list) else ():
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
@@ -2944,53 +2914,46 @@ def _check_without_output(check):
     return check
 
 
-# ---- comparing two runs: the same cases, two models or prompts ----
-
-
 # ---- writing records ----
 
 class _Spool:
-    """Record entries kept in an unnamed temporary file instead of in memory: append() as
-    cases finish; iterating reads them back in order, each a new dict (one reading at a time);
-    blocks() gives their JSON text; where(changes) reads only the entries of those changes.
-    Measured re-scoring 100,000 cases: peak memory 356 MB held, 221 MB spooled."""
+    """Record entries kept in an unnamed temporary file instead of in memory (re-scoring
+    30,000 cases: peak memory 92 MB held, 59 MB spooled, 41 MB for the benchmark's minimal
+    loop): append() as cases finish; iterating reads them back in order, each a new dict;
+    lines() gives their JSON text; where(keys) reads only the entries whose (change, passed)
+    is in `keys` (25,000 failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
 
         # A 64 KB buffer: with the default 8 KB, the system calls cost 1.5 us a case more.
         self._file = tempfile.TemporaryFile(buffering=1 << 16)
-        self._changes, self._ends, self._keys = [], [0], {}
+        self._size, self._starts = 0, {}  # (change, passed): where each such entry starts
 
-    def __del__(self):
+    def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
 
-    def __len__(self):
-        return len(self._changes)
-
     def append(self, entry):
-        self._ends.append(self._ends[-1] + self._file.write(_json_line(entry)))
         # "new" and "passed" apart: a summary lists a new case only when it does not pass
         key = (entry.get("change"), entry.get("status") == "pass")
-        self._changes.append(self._keys.setdefault(key, key))  # one tuple per kind, not per case
+        self._starts.setdefault(key, []).append(self._size)
+        self._size += self._file.write(_json_line(entry))
 
-    def blocks(self):
-        """The entries' JSON text in str blocks of whole lines (64 KB or so), each ending "\\n"."""
+    def lines(self):
+        """The entries' JSON text, a str for each, in order."""
         self._file.flush()
         self._file.seek(0)
-        read = functools.partial(self._file.readlines, 1 << 16)
-        return (b"".join(lines).decode("utf-8") for lines in iter(read, []))
+        return (line[:-1].decode("utf-8") for line in self._file)
 
     def __iter__(self):
-        return (json.loads(line) for block in self.blocks() for line in block[:-1].split("\n"))
+        return map(json.loads, self.lines())
 
-    def where(self, changes):
-        """The entries (dicts, in order) whose (change, passed) is in `changes`."""
+    def where(self, keys):
+        """The entries (dicts, in order) whose (change, passed) is in `keys`."""
         self._file.flush()
-        for index, key in enumerate(self._changes):
-            if key in changes:
-                self._file.seek(self._ends[index])
-                yield json.loads(self._file.readline())
+        for start in sorted(s for key in keys for s in self._starts.get(key, ())):
+            self._file.seek(start)
+            yield json.loads(self._file.readline())
 
 
 def record_chunks(record):
@@ -3002,9 +2965,7 @@ def record_chunks(record):
             yield f" {_to_json(key)}: {_to_json(value)},\n"
     yield ' "cases": ['
     cases = record.get("cases", [])
-    # a spool's entries a block of lines at a time: 2 us a case less than line by line
-    texts = ((block[:-1].replace("\n", ",\n") for block in cases.blocks())
-             if isinstance(cases, _Spool) else map(_to_json, cases))
+    texts = cases.lines() if isinstance(cases, _Spool) else map(_to_json, cases)
     for number, text in enumerate(texts):
         yield (",\n" if number else "\n") + text
     yield "\n ]\n}\n"
@@ -3013,9 +2974,6 @@ def record_chunks(record):
 def write_record(path, record):
     """Write a run record to `path` atomically, laid out by record_chunks."""
     write_atomic(path, record_chunks(record))
-
-
-# ---- history: every run appended to a local SQLite database ---------------------------------
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3034,8 +2992,7 @@ def _reasons(entry):
 def _reply_lines(entry, limit=None):
     """What a record entry's reply did besides its text, as reports show it below the text:
     "-> name({...})" for each tool call (arguments cut to `limit` characters), and
-    "[finish_reason: X]" when the answer did not end by itself (X not "stop", nor
-    "tool_calls" beside the calls)."""
+    "[finish_reason: X]" when the answer did not end by itself."""
     calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
@@ -3085,15 +3042,6 @@ def _listed(entries, changes):
     return listed
 
 
-def _number_text(value, spec):
-    return format(value, spec) if _is_number(value) else "?"
-
-
-def _calls_needed(alpha):
-    """The fewest calls in each of two runs with which a drop can be significant at `alpha`."""
-    return next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
-
-
 def _rate_change(entry):
     """A repeated case's pass rate (str): "3/3 -> 1/3 calls passed" and its test against the
     baseline, "1/3 calls passed" when there was none, "" for a case called once."""
@@ -3103,15 +3051,16 @@ def _rate_change(entry):
     before = test.get("before") if isinstance(test, dict) else None
     if not (isinstance(before, list) and len(before) == 2):
         return f"{passes}/{calls} calls passed"
-    alpha, result = test.get("alpha"), test.get("result")
-    p = f"p = {_number_text(test.get('p_value'), '.3g')}"
-    at = f"alpha {_number_text(alpha, 'g')}"
+    alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
+    p = f"p = {format(p_value, '.3g') if _is_number(p_value) else '?'}"
+    at = f"alpha {format(alpha, 'g') if _is_number(alpha) else '?'}"
     why = {"regressed": f"{p}, a significant drop at {at}",
            "lower_not_significant": f"{p}, lower, not significant at {at}",
-           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}"
-                            + (f": {_calls_needed(alpha)} calls in each run can show one"
-                               if _is_number(alpha) and 0 < alpha < 1 else ""),
+           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}",
            "not_lower": "not lower"}.get(result, p)
+    if result == "too_few_calls" and _is_number(alpha) and 0 < alpha < 1:
+        needed = next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
+        why += f": {needed} calls in each run can show one"
     return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
 
 
@@ -3167,6 +3116,12 @@ def _gate_lines(summary):
             "(--min-pass-rate)" + (": the run fails" if below else "")]
 
 
+# The cases a summary lists, in its order, with their labels: with quiet, the first two.
+_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
+                     ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
+                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rate against the previous one, counts,
     then each regression, error, new failure, known failure and fix with its reasons.
@@ -3180,12 +3135,11 @@ def format_summary(record, quiet=False):
     lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
              f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
     lines += _gate_lines(summary)
-    latency, tokens = summary.get("latency_s"), summary.get("tokens")
+    latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
         lines.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
                      f"max {latency['max']:.3f} s")
     if tokens:
-        cost = summary.get("cost_usd")
         lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
@@ -3193,33 +3147,29 @@ def format_summary(record, quiet=False):
     for item, why in _flaky_items(summary):
         flaky.setdefault(why, []).append(_flaky_text(item))
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = (("regressed", "REGRESSED"), ("errored", "ERROR"),
-                ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
-                ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
-    listed = _listed(record["cases"], [change for change, _ in sections[:2 if quiet else 6]])
-    for change, label in sections[:2] if quiet else sections:
+    sections = _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS
+    listed = _listed(record["cases"], [change for change, _ in sections])
+    for change, label in sections:
         entries = listed[change]
         if change == "errored":
             entries = _grouped_errors(entries, lines)
         for entry in entries:
-            status = " (needs review)" if entry["status"] == "review" else ""
-            lines.append(f"{label}: {_line(entry['id'])}{status}")
+            review = " (needs review)" if entry["status"] == "review" else ""
+            lines.append(f"{label}: {_line(entry['id'])}{review}")
             rate = _rate_change(entry)
-            lines += [f"    {rate}"] if rate else []
-            if change != "fixed":
-                lines.extend(f"    {_line(reason)}" for reason in _reasons(entry))
-                lines.extend(f"    {_line(line)}" for line in _reply_lines(entry, 200))
+            details = ([rate] if rate else []) + (
+                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200))
+            lines += [f"    {_line(text)}" for text in details]
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
 
 
-# ---- report files: JUnit XML, Markdown, HTML, GitHub Actions ----
+# ---- escaping, and GitHub Actions annotations ----
 #
-# Pure functions of a run record (the shape of last_run.json). Everything from a model or the
-# case file (ids, inputs, outputs, check reasons, errors) is untrusted: each renderer escapes
-# it for its format, and none prints output text when the record says outputs_included is false.
-
+# Everything from a model or the case file (ids, inputs, outputs, check reasons, errors) is
+# untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
+# prints output text when the record says outputs_included is false.
 
 # Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
 # line separators other than LF/CR, bidirectional overrides (text that reads differently from
@@ -3245,36 +3195,35 @@ def _line(value):
 
 
 def _rows(record):
-    """The (entry, change) of each case a `completed` record ran, in record order, read anew at
-    each call: from a _Spool, a report holds only the entries it keeps."""
+    """The (entry, change) of each case a `completed` record ran, in order, read anew at each
+    call (from a _Spool, a report holds only the entries it keeps)."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
 def _gh_escape(value, prop=False):
-    """Workflow-command data, spelled out as by _visible, on the command's line: % -> %25,
-    CR -> %0D, LF -> %0A; in a property value (`prop`) also : -> %3A and , -> %2C, so it can
-    neither end the properties (::) nor start another property (,)."""
+    """Workflow-command data, spelled out as by _visible, escaped as the runner unescapes it
+    (docs.github.com "Workflow commands"; actions/toolkit command.ts): in a property value
+    (`prop`) also : and , so it can neither end the properties (::) nor start another (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case or lower pass rate, not significant, "" when there are none.
-    Escaped as the runner unescapes them (docs.github.com "Workflow commands"; actions/toolkit
-    command.ts escapeData/escapeProperty), so no text from a model or a case can start a second
-    command: see _gh_escape."""
+    `::warning` per errored case or lower pass rate, not significant, "" when there are none;
+    escaped by _gh_escape, so no text from a model or a case can start a second command."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
-        if errored or change in ("regressed", "lower_not_significant"):
-            kind = ("Error: " if errored else "Regression: " if change == "regressed"
-                    else "Lower, not significant: ")
-            title = _gh_escape(kind + entry["id"], prop=True)
-            rate = [_rate_change(entry)] if _rate_change(entry) and not errored else []
-            message = _gh_escape("\n".join(rate + _reasons(entry)))  # an error has one reason
-            lines.append(f"::{'error' if change == 'regressed' and not errored else 'warning'} "
-                         f"title={title}::{message}\n")
+        if not (errored or change in ("regressed", "lower_not_significant")):
+            continue
+        kind = ("Error" if errored else "Regression" if change == "regressed"
+                else "Lower, not significant")
+        rate = "" if errored else _rate_change(entry)  # an error has one reason
+        message = "\n".join(([rate] if rate else []) + _reasons(entry))
+        command = "error" if change == "regressed" and not errored else "warning"
+        title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
+        lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     return "".join(lines)
 
 
