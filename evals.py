@@ -2793,9 +2793,10 @@ def _offline_client(repeat, stderr):
                           "EVALS_PROVIDER (openai, anthropic, gemini, ollama; see my_client.py) "
                           "to call a model, and python evals.py --record FILE records its "
                           "outputs for offline runs (EVALS_RECORDINGS=FILE replays them)")
+    outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    return replay_client(load_outputs(path, repeat), path, _RECORD_HINT.format(path))
+    return replay_client(outputs, path, _RECORD_HINT.format(path))
 
 
 def replay_judge(path, stderr=None):
