@@ -2660,13 +2660,15 @@ def _recorded_problem(row, entry=False):
 
 
 def _recorded(row, entry=False):
-    """The answer a valid recordings row, or a run record `entry`, holds."""
+    """The answer a valid recordings row (with the "model" it names, if any), or a run record
+    `entry`, holds."""
     output = row["output"]
     whole = output if isinstance(output, dict) else row if entry else {}
-    if whole is not output and row.get("reasoning") is None and not (
+    model = None if entry else row.get("model")
+    if whole is not output and row.get("reasoning") is None and model is None and not (
             whole.get("tool_calls") or whole.get("finish_reason")):
         return output  # a plain answer is a plain str: the runner reads it fastest
-    return _Reply(whole.get("text", output), reasoning=row.get("reasoning"),
+    return _Reply(whole.get("text", output), model, reasoning=row.get("reasoning"),
                   tool_calls=_tool_calls(whole.get("tool_calls")),
                   finish_reason=whole.get("finish_reason"))
 
