@@ -2858,11 +2858,12 @@ def _judge_recordings(path):
     return rows
 
 
-def _load_judge(spec):
+def _load_judge(spec, stderr=None):
     """The judge callable `spec` names (ClientError); my_client's judge with no judge provider
     configured is replay_judge of EVALS_JUDGE_RECORDINGS (default judge_recordings.jsonl)."""
     if _offline(spec, "judge", "EVALS_JUDGE_PROVIDER", "EVALS_PROVIDER"):
-        return replay_judge(os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS)
+        return replay_judge(os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS,
+                            stderr)
     return load_callable(spec, "--judge")
 
 
@@ -4857,7 +4858,7 @@ def _run_command(args, stdout, stderr):
         concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         prices=_load_prices(args.prices) if args.prices else None,
-        judge=_judge_for(args, selected), budget=Budget(args.budget) if args.budget else None)
+        judge=_judge_for(args, selected, stderr), budget=Budget(args.budget) if args.budget else None)
     cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
@@ -5170,14 +5171,14 @@ def _selection_hint(args, cases):
     return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
-def _judge_for(args, cases):
+def _judge_for(args, cases, stderr):
     """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
     if args.no_judge:
         return NO_JUDGE
     if args.judge:
         # The cache keeps each judge reply's text, which can quote the output.
         cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
-        return Judge(_load_judge(args.judge), name=args.judge, cache_path=cache,
+        return Judge(_load_judge(args.judge, stderr), name=args.judge, cache_path=cache,
                      timeout=args.timeout)
     needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
     if needs:

@@ -198,6 +198,22 @@ class OfflineDefaultTest(unittest.TestCase):
         self.assertNotIn("replaying", err)
         self.assertEqual(code, 2, out + err)  # no key: each case is an error, not a replay
 
+    def test_my_client_judge_without_a_provider_is_replayed_by_the_harness(self):
+        verdict = json.dumps({"missing_requirements": [], "forbidden_claims_found": [],
+                              "unsupported_claims": [], "reason": "Fine.",
+                              "confidence": "high"})
+        check = {"type": "judge", "rubric": "greets"}
+        self.write("cases.jsonl", [{"id": "greet", "input": "hello", "checks": [check]}])
+        prompt = evals.judge_prompt("hello", "Hi!", {"rubric": "greets"})
+        key = __import__("hashlib").sha256(prompt.encode("utf-8")).hexdigest()
+        os.environ["EVALS_JUDGE_RECORDINGS"] = self.write(
+            "judged.jsonl", [{"id": "greet", "key": key, "reply": verdict}])
+        code, out, err = self.main("--judge", "my_client:judge")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("pass rate 100.0% (1/1)", out)
+        self.assertIn("replaying recorded judge replies from " + os.environ[
+            "EVALS_JUDGE_RECORDINGS"], err)
+
 
 def echo(prompt):
     return prompt
