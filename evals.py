@@ -2798,7 +2798,14 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    return replay_client(outputs, path, _RECORD_HINT.format(path))
+    replay = replay_client(outputs, path, _RECORD_HINT.format(path))
+
+    def batch(*_args, **_kwargs):
+        raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
+                          "anthropic; see my_client.py)")
+
+    replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
+    return replay
 
 
 def replay_judge(path, stderr=None):

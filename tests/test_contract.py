@@ -186,6 +186,11 @@ class OfflineDefaultTest(unittest.TestCase):
         self.assertEqual(code, 2, out + err)
         self.assertIn("--repeat 3", err)
 
+    def test_batch_needs_a_provider(self):
+        code, out, err = self.main("--batch")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--batch: EVALS_PROVIDER is not set: a batch needs a provider", err)
+
     def test_another_client_or_a_provider_is_not_replayed(self):
         os.environ["EVALS_CLIENT"] = "tests.test_contract:echo"
         code, out, err = self.main()
