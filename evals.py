@@ -331,11 +331,8 @@ def _asking(func):
         inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
     if not named:
         return lambda arg, case, attempt: func(arg)
-    if named == ["case"]:
-        return lambda arg, case, attempt: func(arg, case=case)
-    if named == ["attempt"]:
-        return lambda arg, case, attempt: func(arg, attempt=attempt)
-    return lambda arg, case, attempt: func(arg, case=case, attempt=attempt)
+    return lambda arg, case, attempt: func(arg, **{name: value for name, value in zip(
+        ("case", "attempt"), (case, attempt)) if name in named})
 
 
 _judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
@@ -2196,7 +2193,8 @@ class _Reply(str):
 
 
 def _judge_cache(path):
-    """{key: row} of a judge cache file, skipping the lines that do not parse."""
+    """{key: row} of a judge cache or judge recordings file, skipping the lines that do not
+    parse."""
     cache = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -2810,24 +2808,25 @@ def _offline_client(repeat, stderr):
 
 def replay_judge(path, stderr=None):
     """A judge answering each prompt with the reply recorded for it in `path` (JSONL, one
-    {"key": sha256 of the prompt, "reply": str} a line; "model" optional, other keys
-    ignored), read at its first call, which says on `stderr` (default sys.stderr) that no
-    judge model is called. A prompt with no recording raises LookupError (the case is an
-    error, never a pass); a missing file FileNotFoundError, a malformed line ValueError."""
+    {"key": sha256 of the prompt, "reply": str} a line; "model" optional, other keys and lines
+    ignored), read at its first call, which says on `stderr` (default sys.stderr) that no judge
+    model is called. A prompt with no recording raises LookupError (the case is an error,
+    never a pass), as does a missing file."""
     loaded, lock = [], threading.Lock()
 
-    def replies():
+    def judge(prompt):
         with lock:
             if not loaded:
                 (stderr or sys.stderr).write(
                     "evals: no judge provider configured (EVALS_JUDGE_PROVIDER and "
                     f"EVALS_PROVIDER unset): replaying recorded judge replies from {path}, no "
                     "judge model is called\n")
-                loaded.append(_judge_recordings(path))
-            return loaded[0]
-
-    def judge(prompt):
-        row = replies().get(_sha256(prompt))
+                loaded.append(_judge_cache(path) if os.path.isfile(path) else None)
+        if loaded[0] is None:
+            raise LookupError(f"judge recordings file {path} not found (set EVALS_JUDGE_PROVIDER "
+                              f"to call a judge model; EVALS_JUDGE_RECORD={path} records its "
+                              "replies)")
+        row = loaded[0].get(_sha256(prompt))
         if row is None:
             raise LookupError(
                 f"no recorded judge reply for this prompt in {path}: add a line {{\"key\": "
@@ -2838,31 +2837,6 @@ def replay_judge(path, stderr=None):
 
     judge.judge_model = "replay"  # part of the judge cache's key, as my_client's says
     return judge
-
-
-def _judge_recordings(path):
-    """{sha256 of a prompt: row} of a judge recordings file (the last line of a key wins)."""
-    rows = {}
-    try:
-        handle = open(path, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"judge recordings file {path} not found (set "
-                                "EVALS_JUDGE_PROVIDER to call a judge model; EVALS_JUDGE_RECORD="
-                                f"{path} records its replies)") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
-            if not (isinstance(row, dict) and isinstance(row.get("key"), str)
-                    and isinstance(row.get("reply"), str)):
-                raise ValueError(f'{path}:{number}: expected {{"key": sha256 of the prompt, '
-                                 '"reply": str}')
-            rows[row["key"]] = row
-    return rows
 
 
 def _load_judge(spec, stderr=None):
