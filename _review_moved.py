@@ -232,6 +232,15 @@ def _show_capture(number: int, total: int, row: Dict[str, Any], stdout: Any) -> 
                      + "\n")
 
 
+def _append_case(path: str, case: Dict[str, Any]) -> None:
+    """append_case, from the optional file since the reshape moved it there (from evals before)."""
+    try:
+        from evals_extras import append_case
+    except ImportError:
+        from evals import append_case
+    append_case(path, case)
+
+
 def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
     """Review one capture: "added" or "skipped"; raises _EndOfInput (and on [q]uit)."""
     import evals
@@ -267,7 +276,7 @@ def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
             stdout.write("not appended\n")
             continue
         try:
-            evals.append_case(cases_path, case)
+            _append_case(cases_path, case)
         except evals.EvalsError as exc:
             stdout.write(f"not appended: {exc}\n")
             continue

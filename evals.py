@@ -4,11 +4,10 @@
 Copy this file into your repository, write cases from real failures, and run it in CI:
 
     python evals.py                        # run cases.jsonl, compare with last_run.json
-    python evals.py --client app.llm:ask   # any callable str -> str
+    python evals.py --client app.llm:ask   # any callable str -> str answers each input
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
     python evals.py --list-checks          # the check vocabulary
-    python evals.py compare A.json B.json  # two run records (two models): is B worse?
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -19,16 +18,34 @@ A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call f
 scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
 and does not pass now is a regression until it passes again or `--accept` takes the new result;
 a case repeated (--repeat) in both regresses when its pass rate dropped significantly (Fisher's
-exact test at --alpha). `decide` holds the rules, the README's outcome table documents them.
+exact test at --alpha). `decide` holds the rules; docs/outcomes.md documents them.
 
 Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case), or a pass
 rate below --min-pass-rate; 2 invalid input (case file, baseline, options, client) or an errored
 case, which wins over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no
 baseline written).
 
-Python 3.9 or newer, standard library only. Sections, each calling only the ones above it:
-errors and data, text units, checks, cases, runner, outcomes and the baseline, reports, command
-line.
+The client contract: the harness calls `call_model(input)` (a str, or a conversation: a list of
+{"role", "content"}), adding `case=` (the Case) and `attempt=` (the repeat, from 0) only when
+the function's signature names them. It returns a str, or a mapping or object with `text` and
+any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`. It declares what else it
+can do as attributes: `accepts_conversations = True`, a `batch` method. It imports nothing from
+here.
+
+Sections, in pipeline order, each calling only the ones above it:
+  errors and data    exceptions, Case, CheckResult, Answer, atomic writes, loading callables
+  text units         words, phrases, paragraphs, JSON parsing: the rules every check shares
+  checks             the registry (`register`), each check one function, validate and score
+  cases              loading and validating the case file; selection (tags, ids, shards)
+  runner             calling the client (-j, timeouts, repeats), replaying recorded outputs
+  outcomes           statistics for repeats, `decide`, the baseline, the run record
+  reports            the text summary and GitHub annotations
+  command line       options, `main`
+evals_extras.py, beside this file, holds the optional parts (the judge, JSON Schema, the
+IFEval-style text checks, HTML / JUnit / Markdown reports, history, compare, merge, batches,
+budgets); `_extras` imports it when a case or an option needs it.
+
+evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import argparse
@@ -47,7 +64,7 @@ import time
 import types
 import unicodedata
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     # errors and data
@@ -57,24 +74,22 @@ __all__ = [
     "CHECKS", "register", "validate_check", "run_check", "evaluate", "judge_prompt",
     "parse_verdict", "verdict_status", "JUDGE_KEYS", "NO_JUDGE",
     # cases
-    "load_cases", "case_problems", "append_case", "select_cases", "shard_of",
+    "load_cases", "case_problems", "select_cases", "shard_of",
     # runner
     "Judge", "replay_judge", "run_case", "run_cases",
-    "each_result", "RunOptions", "Budget", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
+    "each_result", "RunOptions", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
     "Interrupted", "latency_percentiles", "load_client", "load_outputs", "replay_client",
     "refuse_conversations", "stored_output",
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
-    "make_record", "merge_records", "summarize", "case_status", "JudgeRequired",
+    "make_record", "summarize", "case_status", "JudgeRequired",
     "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "open_sqlite", "history_append",
-    "history_flaky", "history_rows",
-    "Decision", "compare_records", "FLAKY_GLITCH_RATE",
-    # statistics for repeated cases and comparisons
-    "fisher_one_sided", "wilson_interval", "mcnemar_exact", "min_detectable", "repeat_change",
+    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "open_sqlite", "Decision",
+    # statistics for repeated cases
+    "fisher_one_sided", "min_detectable", "repeat_change",
     "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
     # reports and command line
-    "format_summary", "render_junit", "render_markdown", "render_html", "github_annotations",
+    "format_summary", "github_annotations",
     "main",
 ]
 
@@ -83,7 +98,6 @@ DEFAULT_BASELINE = "last_run.json"
 DEFAULT_CLIENT = "my_client:ask"
 RECORD_FORMAT = "evals-run"
 RECORD_VERSION = 1
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +306,22 @@ def _module_from_file(real):
     return module
 
 
+def _extras(needed_for=None):
+    """The optional file evals_extras.py (a module), imported on first use: the one way the core
+    reaches it. None when it is missing and `needed_for` is None; with `needed_for` (what needs
+    it, e.g. "--html" or "check 'judge'"), a missing file raises EvalsError (exit 2)."""
+    try:
+        import evals_extras
+    except ModuleNotFoundError as exc:
+        if exc.name != "evals_extras" or needed_for is None:
+            if exc.name != "evals_extras":
+                raise
+            return None
+        raise EvalsError(f"{needed_for} needs evals_extras.py: copy it beside evals.py "
+                         f"({os.path.dirname(os.path.abspath(__file__))})") from None
+    return evals_extras
+
+
 def load_callable(spec, option="--client"):
     """The callable "module:function" or "path/to/file.py:function" (the current folder is
     importable); raises ClientError naming `option` when it cannot be imported or called."""
@@ -467,7 +497,6 @@ def open_sqlite(path, schema):
             time.sleep(0.05)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Text units: the definitions every check shares (words, sentences, paragraphs, matching)
 # ---------------------------------------------------------------------------------------------
@@ -475,19 +504,12 @@ def open_sqlite(path, schema):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
-_TYPOGRAPHIC = re.compile("[\u2018-\u201f]")  # a search costs 1/30 of translate on non-ASCII
 
 
-# Cached: a case's checks fold the same output again and again, suites the same phrases. A
-# 21,900-character output with 10 phrase checks: 134 us a case, 255 without (the benchmark's
-# five checks on short answers: 1.7 us a case, 2 %).
-@functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
-    """`text` as matching compares it (the README's rules: casefold, NFC, ASCII quotes)."""
+    """`text` as matching compares it (docs/checks.md: casefold, NFC, ASCII quotes)."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
-        text = text.casefold().replace("i\u0307", "i")
-        if not text.isascii() and _TYPOGRAPHIC.search(text):
-            text = text.translate(_QUOTES)
+        text = text.casefold().replace("i\u0307", "i").translate(_QUOTES)
     return unicodedata.normalize("NFC", text)
 
 
@@ -521,178 +543,10 @@ def _words(text, split="whitespace"):
     return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
 
 
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k a.m p.m no fig inc ltd co corp approx "
-    "dept est jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
-# Capitalised words punkt takes as starting a sentence after an abbreviation or an initial.
-_SENT_STARTERS = frozenset(
-    "a an the this that these those it its he she they we i you there here in on at for with as "
-    "if but and or so also then however after before when while what why how where who my our "
-    "your his her their some many most all each one no not yes".split()
-)
-# Sentence boundaries the way nltk's pre-trained English punkt model decides them: a candidate
-# is ".", "?" or "!" followed by white space and another token, or by closing punctuation.
-_SENT_CANDIDATE = re.compile(r"""\S*[.?!](?=(?P<after>[?!)";}\]*:@'({\[]|\s+(?P<next>\S+)))""")
-_SENT_CLOSING = re.compile(r"""["')\]}]+?(?:\s+|(?=--)|$)""")
-
-
-def _ends_sentence(word, following):
-    """Whether `word` ends a sentence before the token `following` (None: a closing mark)."""
-    token = re.search(r"""[^?!)";}\]*:@'({\[]*$""", word).group()  # its last token
-    if word[-1] in "?!" or token in ("", "."):
-        return True
-    if token.endswith(".."):  # an ellipsis ends a sentence before a capital
-        return bool(following) and following[0].isupper()
-    if following is None:
-        return True
-    first = following[0]
-    starter = re.sub(r"\W+$", "", following).lower() in _SENT_STARTERS
-    if token[:-1].lower().split("-")[-1] in _ABBREVIATIONS:
-        return first.isupper() and starter
-    initial = re.fullmatch(r"[^\W\d]\.", token)
-    number = re.fullmatch(r"-?[.,]?\d[\d,.\-]*\.?", token)
-    if (initial or number) and (first.islower() or first in ";:,.!?"):
-        return False
-    return starter if initial and first.isupper() else True
-
-
-def _split_sentences(text):
-    """Sentences of `text` (list of str), as nltk's English punkt splits them: line breaks
-    alone never end one, and closing quotes and brackets stay with the sentence they close."""
-    end = len(text.rstrip())
-    pieces, start = [], 0
-    for match in _SENT_CANDIDATE.finditer(text):
-        if _ends_sentence(match.group(), match.group("next")):
-            stop = match.start("next") if match.group("next") else match.end()
-            closing = _SENT_CLOSING.match(text, stop, end)
-            pieces.append(text[start:stop + len(closing.group().rstrip()) if closing else stop])
-            start = closing.end() if closing else stop
-    pieces.append(text[start:end])
-    return [piece.strip() for piece in pieces if piece.strip()]
-
-
 def _paragraphs(text, separator=None):
     """Non-empty paragraphs: pieces between blank lines, or between `separator` strings."""
     pieces = text.split(separator) if separator else re.split(r"\n[ \t\r]*\n", text)
     return [piece.strip() for piece in pieces if piece.strip()]
-
-
-# Language: scripts by Unicode block. A script that one language here writes gives that
-# language; a script that several share (Latin, Cyrillic, Devanagari, Arabic) gives its group,
-# named by the code in this table, and stop words and telltale letters choose in the group.
-_SCRIPT_RANGES = (
-    (0x0041, 0x024F, "en"), (0x1E00, 0x1EFF, "en"), (0x0400, 0x052F, "ru"),
-    (0x0900, 0x097F, "hi"), (0x0600, 0x06FF, "ar"), (0x0750, 0x077F, "ar"),
-    (0xFB50, 0xFDFF, "ar"), (0xFE70, 0xFEFF, "ar"), (0x0980, 0x09FF, "bn"),
-    (0x0A00, 0x0A7F, "pa"), (0x0A80, 0x0AFF, "gu"), (0x0B80, 0x0BFF, "ta"),
-    (0x0C00, 0x0C7F, "te"), (0x0C80, 0x0CFF, "kn"), (0x0D00, 0x0D7F, "ml"),
-    (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0xFB1D, 0xFB4F, "he"),
-    (0x0370, 0x03FF, "el"), (0x1F00, 0x1FFF, "el"), (0x3040, 0x30FF, "ja"),
-    (0x31F0, 0x31FF, "ja"), (0xFF66, 0xFF9F, "ja"), (0xAC00, 0xD7AF, "ko"),
-    (0x1100, 0x11FF, "ko"), (0x3130, 0x318F, "ko"), (0x4E00, 0x9FFF, "zh"),
-    (0x3400, 0x4DBF, "zh"), (0xF900, 0xFAFF, "zh"),
-)
-# The most common words of each language of a shared script (lower case).
-_LANG_STOPWORDS = {
-    "en": "the of and to a in is that it for you was with on as are be this have not by or "
-          "from at your can will an",
-    "de": "der die und das ist nicht ich sie es zu den mit ein eine auf für von sich auch dem "
-          "des im wird werden kann oder wenn noch",
-    "fr": "de la le les et des est une un du pas que en pour dans qui sur au avec ce cette il "
-          "vous ne sont être par plus d qu ou",
-    "es": "de la el que y los las en un una por con para es del se no como al su este esta "
-          "ser lo más sin pero muy hay también dos",
-    "pt": "de o a que e os as em um uma do da não para com é por se dos das ao no na seu sua "
-          "ser mais sem mas muito há também ou eu este",
-    "it": "di il la che e un una per non con del della sono è gli le si anche da in al nel "
-          "questo essere più i ma ha o",
-    "nl": "de het een en van is dat niet ik op te zijn met voor er maar u deze die worden kan "
-          "naar ook aan uit bij als wat om",
-    "fi": "ja on ei se että hän oli ovat mutta kuin tai myös tämä niin mitä voi olla ole kun "
-          "jos sen",
-    "sv": "och att det som är en på för med inte av jag till har den ett kan du om vara eller "
-          "så",
-    "pl": "i w nie na że się z do to jest jak co ale po tak dla lub jego są może od przez być",
-    "vi": "và của là có không được cho những các một trong người với này để đã khi thì",
-    "sw": "na ya wa kwa ni za la katika kuwa hii au cha kama hiyo yako tu si hakuna pia",
-    "ru": "и в не на что с по это как для он из а то но мы вы они так быть все его от",
-    "bg": "и на за да се е са от не с че в по ще това как като той тя ли има",
-    "uk": "і в не на що з це як для він та але ми ви вони також й до бути від",
-    "hi": "है और का की के में से को नहीं यह हैं कि पर भी एक या करें इस कर लिए गया",
-    "mr": "आहे आणि व या हे नाही करा किंवा आहेत तो ती ते आपण तुम्ही साठी झाले होते केले",
-    "ne": "छ र को मा यो हो छैन भएको लागि पनि हुन्छ गर्न छन् तपाईं वा हुँदैन गर्नुहोस् होस भने",
-    "ar": "في من على إلى أن التي الذي هذا هذه لا ما عن مع كان هو و",
-    "fa": "و در به از که این را با است برای آن یک می شود نمی هم من",
-    "ur": "کے میں کی ہے اور سے کو یہ نہیں ہیں کا نے پر بھی",
-}
-# Letters and letter sequences that point at one language of its script, or at a few ("_"
-# is a word's start or end).
-_LANG_LETTERS = {
-    "en": "th ght _wh ing_ ly_", "de": "ß ü ä ö sch ung_ tz", "fr": "ç eau eux_ ez_ oir é è ê",
-    "es": "ñ ción cion í á ó", "pt": "ã õ ç lh nh á ó ê", "it": "zion gli zz cch ità_ ì ò ù è",
-    "nl": "ij oe sch", "fi": "ä ö ää ssa_ nen_ kk", "sv": "å ä ö", "pl": "ą ę ł ń ś ź ż cz sz rz",
-    "vi": "ă đ ơ ư ạ ả ấ ầ ẩ ẫ ậ ắ ằ ẳ ẵ ặ ẹ ẻ ẽ ế ề ể ễ ệ ỉ ị ọ ỏ ố ồ ổ ỗ ộ ớ ờ ở ỡ ợ ụ ủ "
-          "ứ ừ ử ữ ự ỳ ỵ ỷ ỹ ã",
-    "sw": "_ku _mw _ny", "ru": "ы э ё ъе ь", "bg": "ъ ност_", "uk": "і ї є ґ ь",
-    "mr": "ळ च्या", "ne": "हरु हरू नुहोस नु_ तपाई तपाइ",
-    "ar": "ة ي ك ى أ إ", "fa": "ژ پ چ گ ی ک", "ur": "ٹ ڈ ڑ ں ے ہ ھ پ چ گ ی ک",
-}
-
-
-def _languages_of(table):
-    """{item: [codes that list it]} for {code: items}."""
-    index = {}
-    for code, items in table.items():
-        for item in items:
-            index.setdefault(item, []).append(code)
-    return index
-
-
-def _script(char):
-    """The _SCRIPT_RANGES code of the block `char` is in, or None."""
-    code = ord(char)
-    return next((script for low, high, script in _SCRIPT_RANGES if low <= code <= high), None)
-
-
-_WORD_LANGS = _languages_of({code: words.split() for code, words in _LANG_STOPWORDS.items()})
-_HINT_LANGS = _languages_of({code: hints.split() for code, hints in _LANG_LETTERS.items()})
-_SCRIPT_LANGS = _languages_of({code: [_script(words[0])]
-                               for code, words in _LANG_STOPWORDS.items()})
-# The codes _detect_language can return (besides "und").
-_DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIPT_RANGES}))
-
-
-def _detect_language(text):
-    """ISO 639-1 code of the main language of `text` (str), or "und" (like langdetect).
-
-    The script with the most letters (kana, hangul and CJK count 3) decides; in a shared one,
-    the most stop words and telltales (1/k each if k languages share it), else the next script.
-    """
-    folded = unicodedata.normalize("NFC", text).lower()
-    counts, spaces = collections.Counter(), {}
-    for char, n in collections.Counter(folded).items():
-        if char.isalpha():
-            script = _script(char)
-            counts[script] += 3 * n if script in ("ja", "ko", "zh") else n
-        elif not unicodedata.category(char).startswith("M"):  # marks belong to words
-            spaces[ord(char)] = " "
-    words = folded.translate(spaces).split()
-    joined, scores = "_%s_" % "_".join(words), collections.Counter()
-    evidence = [(n, _WORD_LANGS.get(word, ())) for word, n in collections.Counter(words).items()]
-    evidence += [(joined.count(hint), codes) for hint, codes in _HINT_LANGS.items()]
-    for found, codes in evidence:
-        for code in codes:
-            scores[code] += found / len(codes)
-    counts.pop(None, None)
-    for script, _ in counts.most_common():
-        group = _SCRIPT_LANGS.get(script)
-        if not group:
-            return "ja" if script == "zh" and counts["ja"] else script
-        best = max(group, key=scores.__getitem__)
-        if scores[best] > 0:
-            return best
-    return "und"
 
 
 def _unfence(text):
@@ -748,7 +602,6 @@ def _parse_json(output, allow_fence=False):
         return None, f"not valid JSON: {exc}{hint}"
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Checks: each one function, declared by its signature, (output, **params) -> CheckResult
 # ---------------------------------------------------------------------------------------------
@@ -765,6 +618,9 @@ Param = collections.namedtuple("Param", "kind required default")
 CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
+# The check types evals_extras.py registers: a case using one needs that file.
+_EXTRA_CHECKS = ("sentence_count", "paragraph_count", "bullet_count", "letter_case",
+                 "uppercase_word_count", "language", "judge", "max_cost_usd")
 
 
 def _kind(test, message):
@@ -800,7 +656,6 @@ _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.V
 Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
-LetterCase = Choice("upper", "lower")
 Confidence = Choice("high", "medium")
 _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
@@ -869,10 +724,6 @@ def _counted(count, unit, min=None, max=None, of=""):
     return CheckResult(True, f"{measured}, {wanted}")
 
 
-# Cached: a suite's phrase checks pass with the same reasons case after case, so a reason (and
-# its quotes) is built once, not per case: 5 us a case less re-scoring the benchmark's cases.
-# (The same cache on _counted saved 0.25 us a case and went.)
-@functools.lru_cache(maxsize=4096)
 def _phrases_verdict(kind, values, found):
     """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
     if kind == "contains_all":
@@ -952,7 +803,6 @@ def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool 
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
-@functools.lru_cache(maxsize=256)  # 0.4 us a regex check, 2.4 us summing flags and re.compile
 def _compile(pattern, flags=""):
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
@@ -961,52 +811,10 @@ def _regex_problem(pattern, flags=""):
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
-        nested = _nested_repeat(_compile(pattern, flags))
+        _compile(pattern, flags)
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
-    if nested:
-        return ("repeats a part that itself repeats with nothing required between the rounds "
-                "(as in (a+)+ or (\\w+\\s?)+): on text that almost matches, such a pattern "
-                "backtracks for minutes; repeat the inner part once (a+), or require a "
-                "separator ((\\w+\\s)+)")
     return None
-
-
-def _nested_repeat(compiled):
-    """Whether `compiled` repeats without limit a part whose only required piece is itself an
-    unlimited repeat ("(a+)+", "(\\w+\\s?)+", "(a*)*"): re has no time limit to stop it."""
-    try:
-        from re import _parser as parser  # Python 3.11+
-    except ImportError:
-        import sre_parse as parser
-
-    def unlimited(op, value):
-        return str(op) in ("MAX_REPEAT", "MIN_REPEAT") and value[1] == parser.MAXREPEAT
-
-    def walk(items):  # every node, depth first
-        for op, value in items:
-            yield op, value
-            kind = str(op)
-            if kind.endswith("REPEAT"):
-                yield from walk(value[2])
-            elif kind == "SUBPATTERN":
-                yield from walk(value[-1])
-            elif kind == "BRANCH":
-                yield from walk([item for branch in value[1] for item in branch])
-
-    def core(items):  # what a match cannot skip: not optional, not zero-width
-        if len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
-            return core(items[0][1][-1])
-        return [(op, value) for op, value in items
-                if not (str(op) == "AT" or (str(op).endswith("REPEAT") and value[0] == 0))]
-
-    def risky(op, value):
-        if not (unlimited(op, value) and any(unlimited(*node) for node in walk(value[2]))):
-            return False
-        pieces = core(value[2])
-        return not pieces or (len(pieces) == 1 and unlimited(*pieces[0]))
-
-    return any(risky(*node) for node in walk(parser.parse(compiled.pattern, compiled.flags)))
 
 
 def _regex_rule(check):
@@ -1064,66 +872,10 @@ def check_char_count(output, min: Count = None, max: Count = None):
 
 
 @register(rule=_bounds())
-def check_sentence_count(output, min: Count = None, max: Count = None):
-    """`min`..`max` sentences (`.` `!` `?` end one, not after abbreviations or initials; an
-    approximation of nltk's punkt)."""
-    return _counted(len(_split_sentences(output)), "sentence", min, max)
-
-
-@register(rule=_bounds())
-def check_paragraph_count(output, min: Count = None, max: Count = None, separator: Text = None):
-    """`min`..`max` non-empty paragraphs, split on blank lines or on `separator`."""
-    return _counted(len(_paragraphs(output, separator)), "paragraph", min, max)
-
-
-@register(rule=_bounds())
 def check_line_count(output, min: Count = None, max: Count = None):
     """`min`..`max` non-blank lines."""
     count = sum(1 for line in output.splitlines() if line.strip())
     return _counted(count, "non-blank line", min, max)
-
-
-@register(rule=_bounds())
-def check_bullet_count(output, min: Count = None, max: Count = None, numbered: Bool = False):
-    """`min`..`max` lines starting `- `, `* `, `+ ` (and `1. ` / `1) ` when `numbered`)."""
-    marker = r"(?:[-*+]|\d+[.)])" if numbered else r"[-*+]"
-    count = len(re.findall(rf"^[ \t]*{marker}[ \t]+\S", output, re.MULTILINE))
-    return _counted(count, "bullet item", min, max)
-
-
-@register
-def check_letter_case(output, style: LetterCase):
-    """Every cased letter is in the case `style` says (`upper` or `lower`), and there is one."""
-    wrong = [c for c in output if (c.islower() if style == "upper" else c.isupper())]
-    if not any(c.isupper() or c.islower() for c in output):
-        return CheckResult(False, "the output has no letters")
-    if wrong:
-        got = _quote_all(list(dict.fromkeys(wrong))[:10])  # 'e', 'l', 'o': 'elo' reads as a word
-        return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}",
-                           (got,))
-    return CheckResult(True, f"all letters are {style} case")
-
-
-@register(rule=_bounds())
-def check_uppercase_word_count(output, min: Count = None, max: Count = None):
-    """`min`..`max` words written entirely in capitals ("NASA", "NOT")."""
-    count = sum(1 for word in _words(output, "alphanumeric") if word.isupper())
-    return _counted(count, "all-capitals word", min, max)
-
-
-# Only the codes _detect_language can return: a code it can never tell would always fail.
-Language = _kind(lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of "
-                 + " ".join(_DETECTABLE))
-
-
-@register
-def check_language(output, code: Language):
-    """The main language is `code` (ISO 639-1; a stdlib estimate from the script and stop
-    words)."""
-    detected = _detect_language(output)
-    if detected == code:
-        return CheckResult(True, f"language is {code!r}")
-    return CheckResult(False, f"language looks like {detected!r}, expected {code!r}")
 
 
 # ---- JSON ----
@@ -1164,30 +916,6 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
     return CheckResult(True, f"has keys {_quote_all(keys)}")
 
 
-# JSON Schema subset (keyword semantics of JSON Schema draft 2020-12, json-schema.org): each
-# keyword with the kind of its value; the annotations are accepted and ignored.
-_SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_Number = _kind(_is_number, "must be a number")
-_Anything = _kind(lambda v: True, "")
-_SCHEMA_KEYWORDS = {
-    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
-                             if isinstance(v, list) else v in _SCHEMA_TYPES),
-                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
-    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
-    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
-    "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
-    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
-    "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
-    "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": _regex_problem,
-    **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
-}
-_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
-                  ("maximum", lambda v, b: v <= b, "at most"),
-                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
-
-
 def _json_equal(a, b, subset=False):
     # As JSON Schema compares: 1 equals 1.0, true does not equal 1, key order does not count.
     # With `subset`, an object of `a` may hold more keys than `b`'s, recursively (not in arrays).
@@ -1201,108 +929,20 @@ def _json_equal(a, b, subset=False):
     return a == b
 
 
-def _schema_errors(value, schema, path, quoted):
-    """Problems of `value` against `schema` ("path: problem"), its quotes appended to `quoted`."""
-    if schema is True or schema == {}:
-        return []
-    if schema is False:
-        return [f"{path}: not allowed"]
-    actual = _json_type(value)
-    whole = actual == "number" and (isinstance(value, int) or value.is_integer())
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
-        return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
-    errors = []
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {_to_json(schema['const'])}")
-    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        shown = _to_json(value)  # as written, unless it hides a control or format character
-        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
-        errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
-    if actual == "number":
-        for key, holds, words in _NUMBER_BOUNDS:
-            if key in schema and not holds(value, schema[key]):
-                quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
-                errors.append(f"{path}: {quoted[-1]}")
-    for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
-                                  (list, "item", "minItems", "maxItems")):
-        if isinstance(value, kind) and (low in schema or high in schema):
-            counted = _counted(len(value), unit, schema.get(low), schema.get(high))
-            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
-    pattern = schema.get("pattern")
-    if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
-        quoted.append(_quote(value, 40))
-        errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            errors += _schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
-    if isinstance(value, dict):
-        errors += [f"{path}: missing required key {_quote(key)}"
-                   for key in schema.get("required", ()) if key not in value]
-        properties = schema.get("properties", {})
-        for key, item in value.items():
-            child = properties.get(key, schema.get("additionalProperties", True))
-            if child is False and key not in properties:
-                quoted.append(_quote(key))
-                errors.append(f"{path}: unexpected key {quoted[-1]}")
-            else:
-                errors += _schema_errors(item, child, f"{path}.{key}", quoted)
-    return errors
-
-
-def _schema_definition_problems(schema, path="schema"):
-    """Problems of a schema itself (list of str), its subschemas included."""
-    if isinstance(schema, bool):
-        return []
-    if not isinstance(schema, dict):
-        return [f"{path} must be an object or a boolean"]
-    problems = []
-    for key, value in schema.items():
-        kind = _SCHEMA_KEYWORDS.get(key)
-        if kind is None:
-            problems.append(f"{path}: unsupported keyword {key!r} (supported: "
-                            f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
-        elif kind(value):
-            problems.append(f"{path}.{key} {kind(value)}")
-    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
-                      ("minimum", "maximum")):
-        if not problems and low in schema and high in schema and schema[low] > schema[high]:
-            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} "
-                            f"{schema[high]}")
-    if isinstance(schema.get("properties"), dict):
-        for key, subschema in schema["properties"].items():
-            problems += _schema_definition_problems(subschema, f"{path}.properties.{key}")
-    for key in ("items", "additionalProperties"):
-        if key in schema:
-            problems += _schema_definition_problems(schema[key], f"{path}.{key}")
-    return problems
-
-
-def Schema(value):
-    """The kind of a JSON Schema: its problems, or None."""
-    return "; ".join(_schema_definition_problems(value)) or None
-
-
-@register
-def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
-    """JSON valid against `schema` (the JSON Schema subset listed in the README)."""
-    value, problem = _parse_json(output, allow_fence)
-    if problem:
-        return CheckResult(False, problem)
-    quoted = []
-    errors = _schema_errors(value, schema, "$", quoted)
-    if errors:
-        return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
-    return CheckResult(True, "matches the schema")
-
-
 # ---- the whole reply: tool calls and how it ended ----
 #
 # These checks see the Answer, not the text: the tools the model asked to call, in its order,
 # and why it stopped. A reply that only called tools has no text, and is scored on its calls.
 
 JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
+
+
+def JsonSchema(value):
+    """The kind of a JSON Schema parameter: its problems (evals_extras.py reads schemas)."""
+    try:
+        return _extras("a JSON Schema").Schema(value)
+    except EvalsError as exc:
+        return str(exc)
 FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
                       "must be a non-empty list of " + ", ".join(FINISH_REASONS))
 
@@ -1327,12 +967,13 @@ def _arguments_problem(call, arguments, schema, quoted):
         return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
-    errors = _schema_errors(call["arguments"], schema, "$", quoted) if schema is not None else []
+    errors = [] if schema is None else _extras("a tool call's schema").schema_errors(
+        call["arguments"], schema, "$", quoted)
     return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
-def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: Schema = None,
+def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: JsonSchema = None,
                       min: Count = 1, max: Count = None):
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
@@ -1503,7 +1144,7 @@ def parse_verdict(reply):
     value, problem = _verdict_json(reply)
     if problem:
         return None, problem
-    problems = _schema_errors(value, _VERDICT_SCHEMA, "$", [])
+    problems = _extras("the judge").schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
         return None, _truncated_list(problems, 3)
     return {key: value[key] for key in JUDGE_KEYS}, None
@@ -1671,6 +1312,11 @@ def validate_check(check):
     kind = check.get("type")
     if not isinstance(kind, str):
         return ["has no 'type' (a string naming the check)"]
+    if kind not in CHECKS and kind in _EXTRA_CHECKS:
+        try:
+            _extras(f"check {kind!r}")  # registers its checks
+        except EvalsError as exc:
+            return [str(exc)]
     spec = CHECKS.get(kind)
     if spec is None:
         return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
@@ -1830,7 +1476,6 @@ def _judged(case, check, text, answer, judge, results, reasoning=None):
     return _score(CHECKS[check["type"]], check, text, answer, judge, case.input, reasoning)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Cases: loading and validating the JSONL case file, all problems at once
 # ---------------------------------------------------------------------------------------------
@@ -1847,11 +1492,26 @@ def _field_problem(data, name, wanted):
 
 
 ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
-# A conversation's message, checked by the json_schema check's rules.
-_MESSAGE_SCHEMA = {"type": "object", "required": ["role", "content"],
-                   "additionalProperties": False,
-                   "properties": {"role": {"enum": list(ROLES)},
-                                  "content": {"type": "string", "minLength": 1}}}
+
+
+def _message_problems(message, where):
+    """Problems of a conversation's message: {"role": one of ROLES, "content": non-empty str}."""
+    if not isinstance(message, dict):
+        return [f"{where}: expected object, got {_json_type(message)}"]
+    problems = [f"{where}: missing required key {key!r}" for key in ("role", "content")
+                if key not in message]
+    problems += [f"{where}: unexpected key {_quote(key)}" for key in message
+                 if key not in ("role", "content")]
+    role, content = message.get("role", "user"), message.get("content", ".")
+    if role not in ROLES:
+        shown = _to_json(role)  # as written, unless it hides a control or format character
+        problems.append(f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
+                        f"not one of {_to_json(list(ROLES))}")
+    if not isinstance(content, str):
+        problems.append(f"{where}.content: expected string, got {_json_type(content)}")
+    elif not content:
+        problems.append(f"{where}.content: 0 characters, expected at least 1")
+    return problems
 
 
 def _input_problems(data):
@@ -1866,7 +1526,8 @@ def _input_problems(data):
                                               '({"role": ..., "content": ...})')]
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
-    problems = _schema_errors(value, {"items": _MESSAGE_SCHEMA}, "input", [])
+    problems = [problem for index, message in enumerate(value)
+                for problem in _message_problems(message, f"input[{index}]")]
     last = value[-1]
     if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
         problems.append(f"input: the last message must be the user's, the one the model "
@@ -1874,15 +1535,8 @@ def _input_problems(data):
     return problems
 
 
-def _checks_problems(checks):
-    return [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
-            for problem in validate_check(check)]
-
-
-def case_problems(data, check_memo=None):
-    """Problems of one decoded case line (list of str), empty for a valid case. With
-    check_memo, a dict kept across lines, equal lists of checks are validated once and the
-    line's "checks" becomes one tuple they share."""
+def case_problems(data):
+    """Problems of one decoded case line (list of str), empty for a valid case."""
     if not isinstance(data, dict):
         whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
         return [f"a case must be a JSON object, got {_json_type(data)}"
@@ -1902,18 +1556,9 @@ def case_problems(data, check_memo=None):
     checks = data.get("checks")
     if not isinstance(checks, list) or not checks:
         problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
-    elif check_memo is None:
-        problems += _checks_problems(checks)
     else:
-        import marshal
-
-        # marshal (version 2: no back-references) keys a list in half the time repr takes
-        # (20,000 cases: 0.24 s instead of 0.51 s); equal bytes are equal JSON values.
-        key = marshal.dumps(checks, 2)
-        if key not in check_memo:
-            check_memo[key] = (tuple(checks), _checks_problems(checks))
-        data["checks"], check_problems = check_memo[key]
-        problems += check_problems
+        problems += [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
+                     for problem in validate_check(check)]
     if "description" in data and not isinstance(data["description"], str):
         problems.append("field 'description' must be a string")
     if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
@@ -1950,7 +1595,7 @@ def load_cases(path):
     import hashlib
 
     digest = hashlib.sha256()
-    cases, problems, first_line, check_memo, shared_tags = [], [], {}, {}, {}
+    cases, problems, first_line = [], [], {}
     for number, raw in _read_lines(path, digest):
         where = f"{path}:{number}"
         if raw is None:
@@ -1969,53 +1614,21 @@ def load_cases(path):
                                 "spread over lines; the rest of the file was not read")
                 break
             continue
-        problems += [f"{where}: {problem}" for problem in case_problems(data, check_memo)]
+        problems += [f"{where}: {problem}" for problem in case_problems(data)]
         case_id = data.get("id") if isinstance(data, dict) else None
         if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
             problems.append(f"{where}: duplicate id {case_id!r} "
                             f"(first used on line {first_line[case_id]})")
         if not problems:  # after a problem the file is refused: no case is needed
-            tags = tuple(data.get("tags", ()))  # shared: 20,000 cases, 3.8 MB less at the peak
             cases.append(Case(
-                id=data["id"], input=data["input"], checks=data["checks"],
-                description=data.get("description", ""), tags=shared_tags.setdefault(tags, tags),
+                id=data["id"], input=data["input"], checks=tuple(data["checks"]),
+                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
                 metadata=data.get("metadata"), path=str(path), line=number))
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
         raise CaseFileError(problems)
     return cases, digest.hexdigest()
-
-
-def _file_bytes(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return b""
-
-
-def append_case(path, case):
-    """Validate `case` (a dict in the case-file schema) and append it to the case file at `path`,
-    rewritten atomically (created if missing). Raises EvalsError for an invalid case or a used
-    id, CaseFileError for an invalid file; nothing is written then."""
-    problems = case_problems(case)
-    if problems:
-        raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
-    data = _file_bytes(path)
-    existing = load_cases(path)[0] if data.strip() else []
-    clash = next((c for c in existing if c.id == case["id"]), None)
-    if clash is not None:
-        raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
-    _append_line(path, case, data)
-
-
-def _append_line(path, row, data=None):
-    """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
-    data = _file_bytes(path) if data is None else data
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    write_atomic(path, data + _json_line(row))
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
@@ -2037,7 +1650,6 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
             and (not ids or any(fnmatch.fnmatchcase(case.id, p) for p in ids))
             and (failed_in is None or (failed_in.get(case.id) or {}).get("status") != "pass")
             and (shard is None or shard_of(case.id, shard[1]) == shard[0] - 1)]
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2081,47 +1693,6 @@ def call_cost(model, usage, prices=None):
 
 class BudgetExceeded(Exception):
     """The next call could take the run past its budget; the case is an error, not a call."""
-
-
-class Budget:
-    """A spending limit in US dollars shared by all calls of a run (thread-safe). reserve()
-    estimates the next call as the dearest so far and raises BudgetExceeded if spent, in-flight
-    estimates and it would pass the limit. Calls go one at a time until one is priced."""
-
-    def __init__(self, limit_usd):
-        self.limit = limit_usd
-        self.spent = 0.0
-        self.unpriced = 0
-        self._reserved = 0.0
-        self._in_flight = 0
-        self._largest = None
-        self._changed = threading.Condition()
-
-    def reserve(self):
-        with self._changed:
-            while self._in_flight and self._largest is None:
-                self._changed.wait()
-            estimate = self._largest or 0.0
-            if self.spent + self._reserved + estimate > self.limit:
-                raise BudgetExceeded(
-                    f"budget ${self.limit:.4f} would be exceeded: ${self.spent:.4f} spent, "
-                    f"the next call is estimated at ${estimate:.4f}; not called")
-            self._reserved += estimate
-            self._in_flight += 1
-            return estimate
-
-    def settle(self, estimate, cost, answered=True):
-        """Record a finished call's cost in dollars; None, when it `answered`, is `unpriced`."""
-        with self._changed:
-            self._reserved -= estimate
-            self._in_flight -= 1
-            if cost is not None:
-                self.spent += cost
-                self._largest = max(self._largest or 0.0, cost)
-            elif answered:  # the limit cannot be enforced for it: stop serialising calls
-                self.unpriced += 1
-                self._largest = self._largest or 0.0
-            self._changed.notify_all()
 
 
 class RateLimiter:
@@ -2858,7 +2429,6 @@ def latency_percentiles(latencies):
             for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))}
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Outcomes and the baseline: one decision per case, one record, the history
 # ---------------------------------------------------------------------------------------------
@@ -2908,42 +2478,6 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
     tail = sum(math.comb(passes, x) * math.comb(calls - passes, n_before - x)
                for x in range(k_before, min(passes, n_before) + 1))
     return tail / math.comb(calls, n_before)
-
-
-def wilson_interval(k, n, confidence=0.95):
-    """(low, high): the Wilson score interval (Wilson 1927) for a pass rate of k passes in n
-    calls (ints), two-sided at `confidence` (a float strictly between 0 and 1); z is the normal
-    quantile from statistics.NormalDist. As SciPy's binomtest(k, n).proportion_ci(
-    method="wilson"), Newcombe (1998)'s formula. n == 0 gives (0.0, 1.0): nothing is known.
-    Raises ValueError for counts out of range or a confidence outside (0, 1)."""
-    import statistics  # here, not at the top: only repeated runs and `compare` need it
-    _counts(k, n, "wilson_interval")
-    _level(confidence, "confidence")
-    if n == 0:
-        return 0.0, 1.0
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-    center = (k + z * z / 2) / (n + z * z)
-    half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
-    return (0.0 if k == 0 else center - half), (1.0 if k == n else center + half)
-
-
-def mcnemar_exact(b, c, alternative="two-sided"):
-    """Exact McNemar test (McNemar 1947) on paired outcomes of the same cases in runs A and B:
-    `b` cases passed in A and failed in B, `c` failed in A and passed in B (ints >= 0; cases
-    with the same outcome in both carry no information). Under "no difference" b is
-    Binomial(b + c, 0.5). alternative="two-sided": min(1, 2 * P(X <= min(b, c))), as SciPy's
-    binomtest(b, b + c, 0.5).pvalue; "worse" (B is worse than A): P(X >= b), as binomtest(...,
-    alternative="greater"). No discordant pair (b + c == 0) gives 1.0.
-    Returns the p-value (float); raises ValueError for negative or non-integer counts or an
-    unknown alternative."""
-    _counts(0, b, "mcnemar_exact b")
-    _counts(0, c, "mcnemar_exact c")
-    n = b + c
-    if alternative == "two-sided":
-        return min(1.0, 2 * sum(math.comb(n, x) for x in range(min(b, c) + 1)) / 2 ** n)
-    if alternative == "worse":
-        return sum(math.comb(n, x) for x in range(b, n + 1)) / 2 ** n
-    raise ValueError(f"alternative must be 'two-sided' or 'worse', got {alternative!r}")
 
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
@@ -3420,114 +2954,7 @@ def _check_without_output(check):
     return check
 
 
-def merge_records(records, case_ids, names=None, case_file_sha256=None):
-    """Shard run records (dicts) combined into one, in the order of `case_ids`; the summary
-    recomputed, provenance the first record's with the earliest start and latest finish.
-    Raises EvalsError naming the case or the record (`names`, e.g. file names) unless each case
-    was run by exactly one record, all from the case file `case_file_sha256` (when given)."""
-    names = names or [f"record {n}" for n in range(1, len(records) + 1)]
-    ran = {}
-    for name, record in zip(names, records):
-        problem = record_problem(record)
-        if problem:
-            raise EvalsError(f"{name}: {problem}")
-        digest = record.get("case_file", {}).get("sha256")
-        if case_file_sha256 and digest != case_file_sha256:
-            raise EvalsError(f"{name}: ran another version of the case file (sha256 "
-                             f"{str(digest)[:12]}, the case file now is {case_file_sha256[:12]})")
-        for entry in record["cases"]:
-            if entry.get("change") == "not_run":
-                continue  # a shard carries the cases it did not run
-            if entry["id"] in ran:
-                raise EvalsError(f"case {entry['id']!r} was run by more than one shard: "
-                                 f"{ran[entry['id']][0]} and {name}")
-            ran[entry["id"]] = name, entry
-    missing = [case_id for case_id in case_ids if case_id not in ran]
-    if missing:
-        raise EvalsError(f"{len(missing)} case(s) were run by no shard: "
-                         f"{_truncated_list(missing, 10, ', ')}; is a shard's record missing?")
-    entries = [ran[case_id][1] for case_id in case_ids]
-    removed = sorted({i for r in records for i in r.get("removed", [])})
-    started = [r["started_at"] for r in records if r.get("started_at")]
-    finished = [r["finished_at"] for r in records if r.get("finished_at")]
-
-    def total(key):  # over the shards' summaries (a hand-made record may lack one, or times)
-        return sum(r.get("summary", {}).get(key) or 0 for r in records)
-
-    previous = (total("previous_passed"), total("previous_total"))
-    kept = (total("baseline_passed"), total("baseline_total"))
-    summary = summarize(entries, removed, previous, kept)
-    # What each shard's run added to its summary: the history's flaky cases, cached replies
-    shown = [r.get("summary") for r in records if isinstance(r.get("summary"), dict)]
-    if any(isinstance(s.get("flaky_history"), list) for s in shown):
-        flaky = {f["id"]: f for s in shown for f in s.get("flaky_history") or ()
-                 if isinstance(f, dict) and f.get("id") in ran}
-        summary["flaky_history"] = [flaky[case_id] for case_id in case_ids if case_id in flaky]
-    if any("cached" in s for s in shown):
-        summary["cached"] = total("cached")
-    return dict(records[0], started_at=min(started, default=None),
-                finished_at=max(finished, default=None), cases=entries,
-                removed=removed, accepted=any(r.get("accepted") for r in records),
-                summary=summary)
-
-
 # ---- comparing two runs: the same cases, two models or prompts ----
-
-def _passed_majority(entry):
-    """Whether an entry passed in the paired test: for a repeated case, most of its calls."""
-    calls = entry.get("calls")
-    if type(calls) is int and calls > 1:
-        return 2 * entry.get("passes", 0) > calls
-    return entry.get("status") == "pass"
-
-
-def _compared_entry(a, b, alpha):
-    """B's entry with its change against A's as decide gives it (A's status and calls as the
-    baseline); a case A did not score is new."""
-    counts = (b["passes"], b["calls"]) if type(b.get("calls")) is int else None
-    before = None if a is None or a.get("status") == "error" else {
-        "baseline": a["status"], "status": a["status"],
-        **({"baseline_passes": a["passes"], "baseline_calls": a["calls"]}
-           if type(a.get("calls")) is int else {})}
-    decision = decide(b["status"], before, False, counts, alpha)
-    entry = {k: v for k, v in b.items() if k not in (
-        "baseline_passes", "baseline_calls", "rate_test", "baseline_output", "scored")}
-    entry.update(change=decision.change, baseline=before and before["baseline"])
-    if decision.rate is not None:
-        entry["rate_test"] = decision.rate
-    return entry
-
-
-def compare_records(a, b, alpha=DEFAULT_ALPHA):
-    """Run record `b` against run record `a` (dicts, as read_record returns them), e.g. two
-    models on the same cases: a dict with "alpha"; "a" and "b", each {"passed", "total",
-    "pass_rate", "wilson_95": [low, high]} over the cases it ran; "paired" (cases both scored),
-    "a_only_passed" and "b_only_passed" (McNemar's discordant pairs; a repeated case counts as
-    passed when most of its calls passed), "p_worse" (one-sided: B is worse) and
-    "p_two_sided" from mcnemar_exact, "worse" (p_worse <= alpha); "only_in_a", "only_in_b" (ids);
-    and "record": B's record with each case's change against A (`decide`, at alpha) and its
-    summary. Raises EvalsError when no case was scored in both."""
-    ran = [{e["id"]: e for e in r["cases"] if e.get("change") != "not_run"} for r in (a, b)]
-    result = {"alpha": alpha}
-    for name, entries in zip("ab", ran):
-        passed = sum(e.get("status") == "pass" for e in entries.values())
-        result[name] = {"passed": passed, "total": len(entries),
-                        "pass_rate": passed / len(entries) if entries else None,
-                        "wilson_95": list(wilson_interval(passed, len(entries)))}
-    pairs = [(ran[0][i], e) for i, e in ran[1].items() if i in ran[0]
-             and "error" not in (ran[0][i].get("status"), e.get("status"))]
-    if not pairs:
-        raise EvalsError("no case was scored in both records: nothing to compare")
-    a_only = sum(_passed_majority(x) and not _passed_majority(y) for x, y in pairs)
-    b_only = sum(_passed_majority(y) and not _passed_majority(x) for x, y in pairs)
-    p_worse = mcnemar_exact(a_only, b_only, "worse")
-    entries = [_compared_entry(ran[0].get(i), e, alpha) for i, e in ran[1].items()]
-    result.update(paired=len(pairs), a_only_passed=a_only, b_only_passed=b_only,
-                  p_worse=p_worse, p_two_sided=mcnemar_exact(a_only, b_only),
-                  worse=p_worse <= alpha, only_in_a=[i for i in ran[0] if i not in ran[1]],
-                  only_in_b=[i for i in ran[1] if i not in ran[0]],
-                  record=dict(b, cases=entries, removed=[], summary=summarize(entries)))
-    return result
 
 
 # ---- writing records ----
@@ -3599,110 +3026,6 @@ def write_record(path, record):
 
 
 # ---- history: every run appended to a local SQLite database ---------------------------------
-
-_HISTORY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT, finished_at TEXT, client TEXT,
-    git_commit TEXT, case_file_sha256 TEXT, total INTEGER, passed INTEGER, pass_rate REAL,
-    regressed INTEGER);
-CREATE TABLE IF NOT EXISTS results (
-    run_id INTEGER NOT NULL REFERENCES runs(id), case_id TEXT NOT NULL, status TEXT NOT NULL,
-    reasons TEXT, latency_s REAL, PRIMARY KEY (run_id, case_id));
-CREATE INDEX IF NOT EXISTS results_by_case ON results(case_id, run_id);
-"""
-
-
-def _history(path):
-    """An open connection to the SQLite history at `path`, created if missing, closed after."""
-    import sqlite3  # here, not at the top: most runs of `--help` or `check` never need it
-
-    connection = open_sqlite(path, _HISTORY_SCHEMA)
-    connection.row_factory = sqlite3.Row
-    return contextlib.closing(connection)
-
-
-def history_append(path, record):
-    """Append a run record's verdicts to the SQLite history at `path`; returns the run's id.
-    One transaction per run (BEGIN IMMEDIATE): concurrent runs serialise their writes and a
-    reader never sees half a run."""
-    summary = record["summary"]
-    with _history(path) as connection:
-        with connection:  # commits, or rolls back whatever was raised
-            connection.execute("BEGIN IMMEDIATE")
-            run_id = connection.execute(
-                "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256,"
-                " total, passed, pass_rate, regressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record["started_at"], record["finished_at"], record["client"],
-                 record["git_commit"], record["case_file"]["sha256"], summary["total"],
-                 summary["passed"], summary["pass_rate"], summary["regressed"])).lastrowid
-            connection.executemany(
-                "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
-                "VALUES (?, ?, ?, ?, ?)",
-                ((run_id, e["id"], e["status"],
-                  # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
-                  # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
-                  .encode("utf-8", "backslashreplace").decode("utf-8"),
-                  e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
-    return run_id
-
-
-# "Always passes" in the flaky test: fails in at most 1 run of 100 (a glitch), and the same
-# for "always fails". One failure in 5 runs already rejects it at alpha 0.05; in 6 to 35 runs it
-# takes two.
-FLAKY_GLITCH_RATE = 0.01
-
-
-def _binomial_tail(n, rate, k):
-    """P(X >= k) for X ~ Binomial(n, rate)."""
-    return sum(math.comb(n, x) * rate ** x * (1 - rate) ** (n - x) for x in range(k, n + 1))
-
-
-def history_flaky(path, case_ids, window=10, current=None, alpha=DEFAULT_ALPHA):
-    """Cases (of `case_ids`, in that order) that the history shows to be flaky, each
-    {"id", "passes", "runs"} over its own last `window` scored runs, with `current` ({case id:
-    status}, a run not yet appended) as the latest; errors are not verdicts and are skipped.
-
-    Flaky: both one-sided binomial tests reject at `alpha`, "always passes" (a fail rate of at
-    most FLAKY_GLITCH_RATE: P(at least this many failures) <= alpha) and "always fails" (the
-    same for passes), and the verdict changed at least twice (one change that stayed is a
-    regression or a fix, not flakiness)."""
-    seen = collections.defaultdict(list)
-    with _history(path) as connection:
-        for case_id, status in connection.execute(
-                "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
-                "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
-                "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,)):
-            seen[case_id].append(status == "pass")
-    for case_id, status in (current or {}).items():
-        if status != "error":
-            seen[case_id] = seen[case_id][1 - window:] + [status == "pass"]
-    flaky = []
-    for case_id in case_ids:
-        passed = seen[case_id]
-        runs, passes = len(passed), sum(passed)
-        changes = sum(a != b for a, b in zip(passed, passed[1:]))
-        if changes >= 2 and all(_binomial_tail(runs, FLAKY_GLITCH_RATE, count) <= alpha
-                                for count in (passes, runs - passes)):
-            flaky.append({"id": case_id, "passes": passes, "runs": runs})
-    return flaky
-
-
-def history_rows(path, case_id=None, limit=20):
-    """Recent history, newest first, as dicts: per run {"run", "started_at", "git_commit",
-    "passed", "total", "pass_rate", "regressed"}, or one case's verdicts {"run", "started_at",
-    "git_commit", "status", "reasons", "latency_s"}."""
-    with _history(path) as connection:
-        if case_id is None:
-            rows = connection.execute(
-                "SELECT id AS run, started_at, git_commit, passed, total, pass_rate, regressed "
-                "FROM runs ORDER BY id DESC LIMIT ?", (limit,))
-        else:
-            rows = connection.execute(
-                "SELECT runs.id AS run, started_at, git_commit, status, reasons, latency_s "
-                "FROM results JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
-                "ORDER BY runs.id DESC LIMIT ?", (case_id, limit))
-        return [dict(row) for row in rows]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3908,37 +3231,11 @@ def format_summary(record, quiet=False):
 # it for its format, and none prints output text when the record says outputs_included is false.
 
 
-_EXCERPT_CHARS = 400  # output quoted per case in Markdown
-_MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
-# Words per side before the HTML diff compares lines: difflib over 20,000 words a side took
-# 18 s by words, 0.4 s by lines.
-_DIFF_TOKEN_LIMIT = 6000
-
-# Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
-# U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
-_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
 # line separators other than LF/CR, bidirectional overrides (text that reads differently from
 # what it is), lone surrogates (not encodable as UTF-8) and the two non-characters.
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
                         "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-# Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
-_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
-_FAILING = ("fail", "review")
-# The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title,
-# which rows (entry, change) it holds).
-_SECTIONS = {
-    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now",
-                  lambda e, c: c == "regressed"),
-    "errored": ("Errored", "Errored: the call failed, nothing was scored",
-                lambda e, c: c == "errored" or e.get("status") == "error"),
-    "lower": ("Lower, not significant", "Lower pass rate, not significant: listed, not a "
-              "regression", lambda e, c: c == "lower_not_significant"),
-    "failing": ("New and other failures", "Other failures",
-                lambda e, c: c not in ("regressed", "errored", "lower_not_significant")
-                and e.get("status") in _FAILING),
-    "fixed": ("Fixed", "Fixed", lambda e, c: c == "fixed" and e.get("status") == "pass"),
-}
 
 
 def _text(value):
@@ -3957,460 +3254,10 @@ def _line(value):
     return _visible(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _xml_text(value):
-    """Text an XML 1.0 document can hold: forbidden characters removed."""
-    return _XML_FORBIDDEN.sub("", _text(value))
-
-
-def _outputs_shown(record):
-    return record.get("outputs_included", True) is not False
-
-
-def _output_of(entry, record, key="output"):
-    """The entry's model text `key` (its output), or None when absent or outputs are omitted."""
-    output = entry.get(key)
-    return output if isinstance(output, str) and _outputs_shown(record) else None
-
-
-def _reply_of(entry, record):
-    """The entry's output and _reply_lines as the reports show it; None if absent or omitted."""
-    output = _output_of(entry, record)
-    if output is None:
-        return None
-    return "\n".join(([output] if output else []) + _reply_lines(entry))
-
-
 def _rows(record):
     """The (entry, change) of each case a `completed` record ran, in record order, read anew at
     each call: from a _Spool, a report holds only the entries it keeps."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
-
-
-def _sections(record):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over _rows."""
-    held = {key: [] for key in _SECTIONS}
-    for row in _rows(record):
-        for key, (_, _, holds) in _SECTIONS.items():
-            if holds(*row):
-                held[key].append(row)
-    return [(key, md, html, held[key]) for key, (md, html, _) in _SECTIONS.items()]
-
-
-def _seconds(value):
-    return value if _is_number(value) else 0.0
-
-
-def _parse_time(value):
-    import datetime
-
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
-
-
-def _case_file_path(record):
-    case_file = record.get("case_file")
-    return case_file.get("path") if isinstance(case_file, dict) else None
-
-
-def render_junit(record):
-    """The run as JUnit XML (str): a <testcase name=ID time=LATENCY> per case run (as pytest
-    leaves out deselected tests), its <failure type="regression" | "failure" | "review"> or
-    <error> with the reasons, its output in <system-out>. timestamp: the start in UTC without
-    an offset (the Ant JUnit schema); time: the run's wall clock, else the latencies' sum.
-    Characters XML 1.0 forbids are removed."""
-    import datetime
-    import xml.etree.ElementTree as ET
-
-    record = completed(record)
-    root = ET.Element("testsuites", name="evals")
-    suite = ET.SubElement(root, "testsuite", name="evals")
-    _junit_properties(suite, {**{name: record.get(name) for name in (
-        "harness_version", "client", "git_commit")}, "case_file": _case_file_path(record)})
-    history = record["summary"].get("flaky_history")
-    history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
-        history, list) else set()
-    seconds = 0.0
-    for entry, change in _rows(record):
-        seconds += _seconds(entry.get("latency_s"))
-        _junit_case(suite, entry, change, record, history)
-    started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
-    if started and finished and finished > started:  # else (same second) the latencies' sum
-        seconds = (finished - started).total_seconds()
-    counts = {name: str(len(suite.findall(path))) for name, path in (
-        ("tests", "testcase"), ("failures", "testcase/failure"), ("errors", "testcase/error"))}
-    for element in (root, suite):
-        element.attrib.update(counts, skipped="0", time=f"{seconds:.3f}")
-    if started:
-        stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-        suite.set("timestamp", stamp.isoformat(timespec="seconds"))
-    ET.indent(root)
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            + ET.tostring(root, encoding="unicode") + "\n")
-
-
-def _junit_case(suite, entry, change, record, flaky_history):
-    """Add a record entry's <testcase>, with its <error> or <failure>, to the JUnit `suite`."""
-    import xml.etree.ElementTree as ET
-
-    testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
-                             time=f"{_seconds(entry.get('latency_s')):.3f}")
-    rate = _rate_change(entry)
-    rate = [_xml_text(rate)] if rate else []
-    # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
-    # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
-    # pass nor a failure
-    flaky = entry.get("flaky") or entry["id"] in flaky_history
-    _junit_properties(testcase, {"pass_rate": rate[0] if rate else None,
-                                 "flaky": "true" if flaky else None})
-    reasons = [_xml_text(r) for r in _reasons(entry)]
-    if entry.get("status") == "error":
-        kind, sep, _ = reasons[0].partition(":")
-        ET.SubElement(testcase, "error", message=reasons[0],
-                      type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
-    # a repeated case whose rate dropped significantly may still pass by --min-pass
-    elif entry.get("status") in _FAILING or change == "regressed":
-        kind = ("review" if entry.get("status") == "review"
-                else "regression" if change == "regressed" else "failure")
-        baseline = {"regressed": ["passed in the baseline, fails now"],
-                    "still_failing": ["failed in the baseline too"],
-                    "new": ["new case (not in the baseline)"]}.get(change, [])
-        baseline = [] if rate else baseline  # a repeated case: its rate says it
-        ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
-                      type=kind).text = "\n".join(reasons + rate + baseline)
-    output = _reply_of(entry, record)
-    if output is not None:
-        ET.SubElement(testcase, "system-out").text = _xml_text(output)
-
-
-def _junit_properties(parent, values):
-    """Add the {name: value} that are not None to `parent` as its JUnit <properties>."""
-    import xml.etree.ElementTree as ET
-
-    values = {name: value for name, value in values.items() if value is not None}
-    if values:
-        element = ET.SubElement(parent, "properties")
-        for name, value in values.items():
-            ET.SubElement(element, "property", name=name, value=_xml_text(value))
-
-
-def _md_inline(value, limit):
-    """Untrusted text for a Markdown line: one line, at most `limit` characters, every
-    CommonMark/GFM punctuation character backslash-escaped, then &, <, > as entities, so no
-    markup, link, tag or comment can form."""
-    text = " ".join(_visible(value).split())
-    if len(text) > limit:
-        text = text[:limit - 1].rstrip() + "…"
-    text = _MD_PUNCTUATION.sub(r"\\\1", text)
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _md_fenced(value):
-    """Untrusted text as a fenced code block whose fence is longer than any run of backticks
-    in it, so no line of the text can close the block; nothing inside is rendered."""
-    text = _visible(value)
-    if len(text) > _EXCERPT_CHARS:
-        text = (text[:_EXCERPT_CHARS].rstrip()
-                + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)")
-    longest = max((len(run) for run in re.findall("`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
-
-
-def _md_cases(key, rows, record):
-    """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
-    if key == "fixed":
-        return [f"- {_md_inline(e['id'], 200)}" + (f": {_md_inline(_rate_change(e), 300)}"
-                                                   if _rate_change(e) else "")
-                for e, _ in rows] + [""]
-    lines = []
-    for entry, change in rows:
-        label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
-        lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
-        lines += [f"- {_md_inline(_rate_change(entry), 300)}"] if _rate_change(entry) else []
-        lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
-        if key == "errored":
-            continue
-        output = _reply_of(entry, record)
-        if output is not None:
-            lines += [_md_fenced(output), ""]
-        elif not _outputs_shown(record):
-            lines += ["*(output omitted)*", ""]
-    return lines
-
-
-def render_markdown(record, previous=None):
-    """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
-    a headline, a table of counts, then the regressed, errored, other failing and fixed cases
-    (at most 50 per section) with reasons and an excerpt of the output, escaped as _md_inline
-    and _md_fenced say. `previous` is unused (the record's changes decide); it is accepted for
-    symmetry with render_html."""
-    record = completed(record)
-    numbers = record["summary"]
-    tone, _, text = _headline(numbers)
-    head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
-    rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
-            f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
-    counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
-    counts += ("lower_not_significant",) * bool(numbers.get("lower_not_significant"))
-    rate += "".join(f"  \n{_md_inline(line, 300)}" for line in _gate_lines(numbers))
-    lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts).replace("_", " ") + " |",
-             "|---:" * len(counts) + "|",
-             "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
-    for key, title, _, group in _sections(record):
-        if group:
-            lines += [f"### {title} ({len(group)})", ""]
-            lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
-        if len(group) > _MD_CASES_PER_SECTION:
-            lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
-    flaky = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
-             for item, why in _flaky_items(numbers)]
-    lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""] if flaky else []
-    removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
-    if removed:
-        lines += ["Removed from the case file: " + ", ".join(removed), ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _h(value):
-    """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
-    import html as _html
-
-    return _html.escape(_visible(value), quote=True)
-
-
-def _diff_tokens(text):
-    words = re.findall(r"\S+\s*|\s+", text)
-    return words if len(words) <= _DIFF_TOKEN_LIMIT else text.splitlines(keepends=True)
-
-
-def _word_diff(old, new):
-    """(old_html, new_html): both texts HTML-escaped, with the words only in `old` in <del>
-    and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
-    import difflib
-
-    a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
-    left, right = [], []
-    # Compared without their trailing white space, so "email." at the end of one text and
-    # "email.\n" before a new line in the other are the same word.
-    matcher = difflib.SequenceMatcher(None, [t.rstrip() or t for t in a],
-                                      [t.rstrip() or t for t in b], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        removed, added = _h("".join(a[i1:i2])), _h("".join(b[j1:j2]))
-        if tag != "equal":
-            removed = f"<del>{removed}</del>" if removed else ""
-            added = f"<ins>{added}</ins>" if added else ""
-        left.append(removed)
-        right.append(added)
-    return "".join(left), "".join(right)
-
-
-# A section's or a verdict's class sets --tone: the colour of its card's edge, badge, tile count
-# or verdict.
-_HTML_STYLE = """
-:root{--fg:#1f2328;--muted:#59636e;--line:#d0d7de;--bg:#f6f8fa;--red:#cf222e;--amber:#9a6700;
---green:#1a7f37;--blue:#0969da}
-.regressed,.failing,.bad{--tone:var(--red)}.errored,.lower,.warn{--tone:var(--amber)}
-.fixed,.good{--tone:var(--green)}.flaky{--tone:var(--blue)}
-*{box-sizing:border-box}body{margin:0;background:#fff;color:var(--fg);
-font:15px/1.5 -apple-system,"Segoe UI",system-ui,Roboto,"Helvetica Neue",Arial,sans-serif}
-main{max-width:1240px;margin:0 auto;padding:20px 16px 40px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;padding-bottom:4px;
-border-bottom:1px solid var(--line)}
-.meta,.muted{color:var(--muted);font-size:13px}.meta span{margin-right:14px;display:inline-block}
-.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(104px,1fr));gap:8px;margin:16px 0}
-.tile{border:1px solid var(--line);border-radius:6px;padding:6px 10px;background:var(--bg);
-font-size:14px;overflow-wrap:anywhere}
-.tile b{display:block;font-size:22px;line-height:1.2;color:var(--tone)}
-.case{border:1px solid var(--line);border-left:4px solid var(--tone,var(--line));
-border-radius:6px;margin:12px 0;padding:10px 14px;background:#fff}
-.case>summary{font-size:16px;margin:0;font-weight:600;cursor:pointer}
-.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
-.badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
-margin-left:6px;border:1px solid currentColor;vertical-align:1px;color:var(--tone)}
-h4{font-size:13px;margin:12px 0 4px;color:var(--muted);text-transform:uppercase;
-letter-spacing:.04em}
-pre{margin:0;padding:8px 10px;background:var(--bg);border:1px solid var(--line);border-radius:6px;
-white-space:pre-wrap;overflow-wrap:anywhere;max-height:28em;overflow:auto;
-font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-.checks{list-style:none;padding:0;margin:0}.checks li{padding:2px 0 2px 22px;position:relative;
-overflow-wrap:anywhere}.checks li::before{position:absolute;left:2px;font-weight:700}
-.checks li.fail::before{content:"\\2717";color:var(--red)}.checks li.pass{color:var(--muted)}
-.checks li.pass::before{content:"\\2713";color:var(--green)}
-.checks code{font-size:12px;background:var(--bg);padding:1px 4px;border-radius:4px}
-.sides{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px}
-del{background:#ffebe9;color:#82071e;text-decoration:line-through}
-ins{background:#dafbe1;color:#116329;text-decoration:none}
-.none{font-style:italic;color:var(--muted)}
-table{border-collapse:collapse;width:100%;font-size:14px}td,th{text-align:left;padding:4px 8px;
-border-bottom:1px solid var(--line);overflow-wrap:anywhere}th{color:var(--muted);font-weight:600}
-details.list>summary{cursor:pointer;font-weight:600;margin:8px 0}
-.verdict{display:inline-block;font-size:13px;font-weight:700;color:#fff;border-radius:4px;
-padding:1px 8px;margin-right:8px;vertical-align:3px;letter-spacing:.03em;background:var(--tone)}
-@media (max-width:760px){.sides{grid-template-columns:minmax(0,1fr);gap:0}
-main{padding:14px 10px 32px}h1{font-size:19px}.case{padding:8px 10px}
-.tiles{grid-template-columns:repeat(4,minmax(0,1fr));gap:6px}
-.tile{padding:4px 8px;font-size:12px}.tile b{font-size:19px}}
-"""
-_NONE = '<span class="none">({})</span>'  # a placeholder where there is no text to show
-
-
-def _duration(seconds):
-    """A case's latency as the HTML report shows it: "not measured" for a replayed or re-scored
-    answer, which has none (not "0 ms")."""
-    if not _is_number(seconds):
-        return "not measured"
-    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
-
-
-def _html_outputs(entry, before, record):
-    """The baseline's output and this run's side by side, their differences marked (str)."""
-    old, new = _reply_of(before, record), _reply_of(entry, record)
-    if not _outputs_shown(record):
-        old_html = new_html = _NONE.format("output omitted")
-    elif old is not None and new is not None:
-        old_html, new_html = _word_diff(old, new)
-    else:
-        old_html = _h(old) if old is not None else _NONE.format("no baseline output recorded")
-        new_html = _h(new) if new is not None else _NONE.format(
-            "no output: the call failed" if entry.get("status") == "error"
-            else "no output recorded")
-    labels = record.get("sides") or ("Baseline output", "This run")  # `compare`: A and B
-    return (f'<div class="sides"><div><h4>{_h(labels[0])}</h4><pre>{old_html}</pre></div>'
-            f'<div><h4>{_h(labels[1])}</h4><pre>{new_html}</pre></div></div>')
-
-
-def _html_case(entry, change, key, record, previous):
-    """One case of section `key` as an HTML card (str)."""
-    status = _text(entry.get("status"))
-    before = (previous or {}).get(entry["id"])
-    before = before if isinstance(before, dict) else {}
-    title = [f'<span class="id">{_h(entry["id"])}</span>']
-    if change != "passing":
-        label = {"lower_not_significant": "lower, not significant"}.get(change, change)
-        title.append(f'<span class="badge {key}">{label.replace("_", " ")}</span>')
-    if status == "review":
-        title.append('<span class="badge failing">review</span>')
-    if entry.get("flaky"):
-        title.append('<span class="badge flaky">flaky</span>')
-    base = _text(before.get("baseline"))
-    facts = [f"baseline {_h(base)}"] if base else []
-    facts += [f"now {_h(status)}", _duration(entry.get("latency_s"))]
-    if entry.get("model"):
-        facts.append(_h(entry["model"]))
-    if entry.get("finish_reason"):
-        facts.append(f"finish_reason {_h(entry['finish_reason'])}")
-    if isinstance(entry.get("sent"), dict):
-        facts.append("sent " + _h(json.dumps(entry["sent"], ensure_ascii=False)))
-    attempts = entry.get("attempts")
-    if _rate_change(entry):
-        facts.append(_h(_rate_change(entry)))
-    elif isinstance(attempts, list) and attempts:
-        passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
-        facts.append(f"{passed}/{len(attempts)} calls passed")
-    body = [f'<div class="muted">{" · ".join(facts)}</div>']
-    if entry.get("description"):
-        body.append(f'<p class="muted">{_h(entry["description"])}</p>')
-    if entry.get("input") is not None:
-        body.append(f'<h4>Input</h4><pre>{_h(_input_text(entry["input"]))}</pre>')
-    if status == "error":
-        body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
-    checks = "".join(
-        f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
-        f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}{_h(_check_calls(c))}</li>'
-        for c in entry.get("checks") or [] if isinstance(c, dict))
-    if status == "review" and not checks:
-        checks = '<li class="fail">needs review</li>'
-    if checks:
-        body.append(f'<h4>Checks</h4><ul class="checks">{checks}</ul>')
-    body.append(_html_outputs(entry, before, record))
-    reasoning = _output_of(entry, record, "reasoning")
-    if reasoning is not None:
-        body.append(f'<details class="list"><summary>Reasoning</summary><pre>{_h(reasoning)}'
-                    '</pre></details>')
-    opened = "" if key == "fixed" else " open"
-    return (f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
-            + "".join(body) + "</details>")
-
-
-def _html_top(record, heading=None):
-    """The page's head and headline: verdict, pass rate, provenance and count tiles (lines);
-    heading as render_html takes it, default the run's own."""
-    numbers = record["summary"]
-    counts = dict(numbers, failed=numbers["failed"] + numbers["review"])
-    tone, word, text = _headline(numbers)
-    verdict, title, under = heading or ((tone, word), f"evals: {text}", [])
-    # tile: its tone, shown when its count is not 0 (always for "passed")
-    tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
-             "passed": "good", "total": ""}
-    if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
-        tones["lower, not significant"] = "warn"
-        counts["lower, not significant"] = numbers["lower_not_significant"]
-    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
-    meta += [_h(line) for line in _gate_lines(numbers)]
-    facts = {"started": record.get("started_at"), "client": record.get("client"),
-             "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
-             "cases": _case_file_path(record)}
-    meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
-    if not _outputs_shown(record):
-        meta.append("outputs omitted")
-    return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            '<meta http-equiv="Content-Security-Policy" '
-            "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
-            f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
-            f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
-            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
-            '<div class="tiles">' + "".join(
-                f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
-                f"<b>{counts[label]}</b>{label}</div>" for label, tone in tones.items())
-            + "</div>"] + list(under)
-
-
-def render_html(record, previous=None, heading=None):
-    """The diff between the baseline run and this run as ONE self-contained HTML page (str).
-    previous: the baseline's entries by id (their outputs are the "Baseline output" column), {}
-    or None. Failing cases come first, open, with input, checks and both outputs side by side
-    (words only in one in <del>/<ins>); fixed and passing cases follow, collapsed. Inline CSS,
-    no script, a Content-Security-Policy (default-src 'none'); untrusted text escaped by _h.
-    heading: (verdict (tone, word), title, HTML lines under the headline) in place of the run's
-    own, as `compare` gives it."""
-    record = completed(record)
-    out = _html_top(record, heading)
-    sections = _sections(record)
-    for key, _, heading, group in sections:
-        if group:
-            out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
-            out.extend(_html_case(e, c, key, record, previous) for e, c in group)
-            out.append("</section>")
-    passing = [  # a table row a case, not its entry: a spooled record's stay on disk
-        f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
-        f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-        f'<td>{_duration(e.get("latency_s"))}</td></tr>' for e, c in _rows(record)
-        if e.get("status") == "pass" and not any(h(e, c) for *_, h in _SECTIONS.values())]
-    if passing:
-        out.append('<section id="passing"><details class="list">'
-                   f'<summary>Passing ({len(passing)})</summary>'
-                   "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
-                   f"{''.join(passing)}</table></details></section>")
-    flaky = [f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
-             for item, why in _flaky_items(record["summary"])]
-    if flaky:
-        out.append(f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
-                   f"<th>evidence</th></tr>{''.join(flaky)}</table></section>")
-    removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
-    if removed:
-        out.append("<section><h2>Removed from the case file</h2><p>"
-                   + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
-                   + "</p></section>")
-    if not passing and not any(group for *_, group in sections):  # every case run is in one
-        out.append('<p class="none">No case was run.</p>')
-    out.append("</main></body></html>\n")
-    return "\n".join(out)
 
 
 def _gh_escape(value, prop=False):
@@ -4439,7 +3286,6 @@ def github_annotations(record):
             lines.append(f"::{'error' if change == 'regressed' and not errored else 'warning'} "
                          f"title={title}::{message}\n")
     return "".join(lines)
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -4560,106 +3406,27 @@ _OPTIONS = {
                      help="call each case N times; see --min-pass (default: 1)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
                        "needs (default: a majority, 2 of 3)"),
-    "--repeat-flaky": dict(type=_number(int, 2), metavar="N", help="run only the cases the "
-                           "history marks flaky, N calls each, to measure their pass rates"),
     "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
                     help="significance level of the pass-rate tests: a repeated case regresses "
                          "when its rate dropped with p <= A (Fisher's exact test); also the "
                          f"level of the flaky test (default: {DEFAULT_ALPHA})"),
     "--min-pass-rate": dict(type=_fraction, metavar="P", help="fail (exit 1) when the pass "
                             "rate is below P, a fraction (0.95) or a percentage (95%%)"),
-    "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
-                     "estimated cost would pass this many dollars; cases not called are errors"),
-    "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
-                     "million tokens, added to the built-in table"),
-    "--cache": "answer each call made before with the same request (model, parameters, input, "
-               "repeat index) from the cache of live calls, without calling the model, and "
-               "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
-               "setting EVALS_CACHE before loading it; my_client keeps the cache in "
-               "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
-               "empties it",
-    "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
-    "--batch": "send every call through the provider's batch API (OpenAI Batch, Anthropic "
-               "Message Batches: half the price, answers within 24 hours), wait for it, then "
-               "score as a live run; Ctrl-C leaves the batch running and --batch with the same "
-               "cases collects it",
-    "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
-                           "--batch run submitted (see .evals/batches.json)"),
-    "--judge": dict(metavar="MODULE:FUNCTION",
-                    help="callable str -> str that answers the prompts of `judge` checks; its "
-                         "replies are cached in .evals/judge_cache.jsonl beside the baseline "
-                         "(not with --omit-outputs)"),
-    "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
-                  "cases with only judge checks are not run",
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
     "--omit-outputs": "leave model output text out of every file written (a run neither reads "
                       "nor writes the judge cache)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
-    "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
-    "--markdown": dict(metavar="FILE", help="write a Markdown report"),
-    "--html": dict(metavar="FILE",
-                   help="write a self-contained HTML report of the diff with the baseline"),
     "--github": "print GitHub Actions annotations for regressions and append the Markdown "
                 "report to $GITHUB_STEP_SUMMARY",
-    "--history": dict(metavar="FILE", help="SQLite history to append to and read (default: "
-                      ".evals/history.sqlite beside the baseline)"),
-    "--no-history": "do not append to the history",
-    "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
-                     "reads it from standard input without this)"),
-    "add:--output": dict(metavar="TEXT", help="the model output to score the new checks on "
-                         "(default with --from-run: that case's output in the run record)"),
-    "add:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the run record "
-                           f"--from-run reads (default: {DEFAULT_BASELINE})"),
-    "history:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the baseline "
-                               "whose folder holds the default history (default: "
-                               f"{DEFAULT_BASELINE})"),
-    "records": dict(nargs="+", metavar="RECORD", help="shard run records (JSON)"),
-    "merge:--out": dict(default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})"),
-    "history:case_id": dict(nargs="?", metavar="CASE_ID",
-                            help="show this case's verdicts and reasons run by run"),
-    "--limit": dict(type=_number(int, 1), default=20, metavar="N",
-                    help="rows to show (default: 20)"),
-    "add:--id": dict(required=True, help="the new case's id (unique)"),
-    "--input": dict(help="the prompt"),
-    "--from-run": dict(metavar="CASE_ID", help="take the input (and the output, to score) from "
-                       "this case in the baseline record"),
-    "--recordings": dict(metavar="FILE", help="also append that output to this recordings file "
-                         "(e.g. recordings.jsonl), so the offline replay has an answer for the "
-                         "new case"),
-    "--check": dict(action="append", default=[], metavar="JSON",
-                    help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)'),
-    "--max-words": dict(type=int, metavar="N", help="a max_words check"),
-    "--regex": dict(metavar="PATTERN", help="a regex check"),
-    "--description": dict(help="why this case exists"),
-    "add:--tag": dict(action="append", default=[], metavar="TAG",
-                      help="a tag of the new case (repeatable)"),
-    **{f"--{kind.replace('_', '-')}": dict(action="append", default=[], metavar="TEXT",
-                                           help=f"{meaning} phrase (repeatable; one {kind} check)")
-       for kind, meaning in (("contains_all", "required"), ("contains_any", "acceptable"),
-                             ("not_contains", "forbidden"))},
-    "check:case_id": dict(metavar="CASE_ID"),
-    "run_record": dict(metavar="RECORD", help="the run record (e.g. merged_run.json)"),
-    "report:--baseline": dict(metavar="FILE",
-                              help="the older run record whose outputs are shown side by side"),
-    "compare:record_a": dict(metavar="A", help="the run record to compare with (e.g. the "
-                             "current model's)"),
-    "compare:record_b": dict(metavar="B", help="the run record compared (e.g. the new model's)"),
-    "compare:--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
-                            help="significance level: B is significantly worse when McNemar's "
-                                 "one-sided p <= A; also the level of each repeated case's "
-                                 f"test (default: {DEFAULT_ALPHA})"),
-    "compare:--html": dict(metavar="FILE", help="write the comparison as a self-contained HTML "
-                           "page, A's outputs beside B's"),
 }
 
 
-def _parser(command):
-    """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS. Its
-    paragraphs are wrapped, except examples and those with their own line breaks (lists), which
-    are kept as written so they paste as they are."""
+def _parser(command, extras):
+    """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS and,
+    when `extras` (the optional module) is there, its COMMANDS and OPTIONS. An option of the
+    extras is None when they are missing, and a usage error naming it says what to copy."""
     import textwrap
 
     def wrap(text):
@@ -4667,19 +3434,31 @@ def _parser(command):
             p if "\n" in p or p.startswith("example:") else textwrap.fill(p, 79)
             for p in text.split("\n\n"))
 
-    _, description, epilog, groups = _COMMANDS[command]
+    commands = {**_COMMANDS, **(extras.COMMANDS if extras else {})}
+    options = {**_OPTIONS, **(extras.OPTIONS if extras else {})}
+    _, description, epilog, groups = commands[command]
     parser = argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
                                      description=wrap(description), epilog=wrap(epilog),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    missing = []
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
         for name in names:
-            spec = _OPTIONS[name]
+            if name not in options:
+                missing.append(name)
+                parser.set_defaults(**{name.lstrip("-").replace("-", "_"): None})
+                continue
+            spec = options[name]
             group.add_argument(*name.split(":")[-1].split(), **(
                 dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
-    # A mistyped option gets its one line, not the 20-line usage argparse prints before it.
-    parser.error = lambda message: parser.exit(
-        2, f"{parser.prog}: error: {message} (--help lists the options)\n")
+
+    def error(message):  # one line naming --help, not the 20-line usage argparse prints first
+        needed = next((name for name in missing if f" {name}" in message), None)
+        if needed:
+            message = f"{needed} needs evals_extras.py: copy it beside evals.py"
+        parser.exit(2, f"{parser.prog}: error: {message} (--help lists the options)\n")
+
+    parser.error = error
     return parser
 
 
@@ -4687,21 +3466,30 @@ def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
     argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
-    command (merge, history, add, check, report, compare) runs it, anything else runs the
-    cases.
+    command (merge, history, add, check, report, compare, review: evals_extras.py's) runs it,
+    anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = argv[0] if argv and argv[0] in _COMMANDS else ""
+    command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
+    if argv[:1] == ["--version"]:  # answered before the optional file is looked for
+        stdout.write(f"evals {__version__}\n")
+        return EXIT_OK
+    try:
+        extras = _extras(f"`evals.py {command}`" if command else None)
+    except EvalsError as exc:
+        stderr.write(f"evals: {exc}\n")
+        return EXIT_INVALID
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
-            args = _parser(command).parse_args(argv[1:] if command else argv)
+            args = _parser(command, extras).parse_args(argv[1:] if command else argv)
         except SystemExit as exc:  # --help, --version or a usage error, already printed
             return EXIT_OK if exc.code == 0 else EXIT_INVALID
+    run = (extras.COMMANDS if command else _COMMANDS)[command][0]
     try:
         with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
-            return _COMMANDS[command][0](args, stdout, stderr)
+            return run(args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
@@ -4817,6 +3605,7 @@ def _refuse_overwriting(args, read, written=None):
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
+        _extras()  # its checks too, when it is there
         stdout.write(_check_table())
         return EXIT_OK
     cases, digest = load_cases(args.cases)
@@ -4838,9 +3627,11 @@ def _run_command(args, stdout, stderr):
     options = RunOptions(
         concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
         min_pass=args.min_pass, rate_limit=args.rate_limit,
-        prices=_load_prices(args.prices) if args.prices else None,
-        judge=_judge_for(args, selected, stderr), budget=Budget(args.budget) if args.budget else None)
-    cache = _use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
+        judge=_judge_for(args, selected, stderr))
+    if args.prices or args.budget:
+        _extras().priced(options, args.prices, args.budget)
+    extras = _extras()
+    cache = extras and extras.use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -4851,8 +3642,8 @@ def _run_command(args, stdout, stderr):
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
-        call_model, collected = _batch_client(args, selected, call_model, client_name, digest,
-                                              options, stderr)
+        call_model, collected = _extras().batch_client(args, selected, call_model, client_name,
+                                                       digest, options, stderr)
     stopped = []
     run = RunResult(_with_progress(selected, call_model, options, args.quiet, stderr, stopped),
                     _now(), None, client_name, args.cases, digest)
@@ -4889,161 +3680,7 @@ def _client_for(args, cases, options, stderr):
     return call_model, name
 
 
-# EVALS_CACHE's words (my_client reads the same).
-_CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
-                **dict.fromkeys(("", "0", "false", "no", "off"), False)}
-
-
-def _use_cache(args):
-    """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
-    EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
-    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client, and a
-    batch answers every call (--cache with either is refused)."""
-    raw = os.environ.get("EVALS_CACHE", "").strip().lower()
-    if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
-        raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
-    on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
-    used = on and not (args.rescore or args.batch or args.batch_resume)
-    if used and args.omit_outputs:  # the cache keeps each reply's text
-        raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
-                         "contradict each other: the cache keeps every reply's text; choose one "
-                         "(--no-cache turns EVALS_CACHE off)")
-    os.environ["EVALS_CACHE"] = "1" if used else "0"
-    return used
-
-
-def _cache_note(options):
-    """The line after the summary of a run that used the cache."""
-    path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
-    replies = "reply" if options.replies == 1 else "replies"
-    if options.replies and not options.cached and options.replayed == options.replies:
-        return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
-                "and the cache keeps only live calls\n")
-    return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
-            "--no-cache calls the model\n")
-
-
 # ---- --batch: every call of the run in one provider batch, then scored as a live run ----
-
-# Both providers bill a batch at 50% of their list prices: OpenAI
-# (https://platform.openai.com/docs/guides/batch, "50% cost discount") and Anthropic
-# (https://docs.anthropic.com/en/docs/build-with-claude/batch-processing#pricing).
-BATCH_PRICE_FACTOR = 0.5
-# Variables that change nothing in a batch's answers: a run with other values resumes it.
-_BATCH_NEUTRAL = ("EVALS_BATCH_POLL_S",)
-
-
-def _batch_client(args, cases, call_model, client_name, digest, options, stderr):
-    """(the call_model of a --batch run, a function forgetting its batch once the run is
-    recorded): each call of `cases` (x --repeat) answered from one provider batch, submitted
-    now or collected (--batch-resume ID, or the batch saved in .evals/batches.json for this
-    selection, client and EVALS_* settings), priced at batch prices. The client offers
-    `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
-    {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
-    batch = getattr(call_model, "batch", None)
-    if not callable(batch):
-        raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
-                         "`batch` attribute, as my_client:ask has)")
-    calls = {_batch_call_id(case.id, r): [case.id, r] for case in cases
-             for r in range(_repeat(args))}
-    by_id = {case.id: case for case in cases}
-    settings = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
-    entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
-             "case_ids": [case.id for case in cases], "custom_ids": calls,
-             "settings_sha256": _sha256(json.dumps(settings))}
-    path = _beside_baseline(args, "batches.json")
-    batch_id = _saved_batch(path, entry, args.batch_resume, stderr)
-    ids = [batch_id] if batch_id else []
-
-    def submitted(new_id):
-        ids.append(new_id)
-        stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
-                     "leaves it running, and --batch with the same cases collects it\n")
-        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
-
-    try:
-        replies = batch([(key, by_id[case_id].input) for key, (case_id, _) in calls.items()],
-                        resume=batch_id, on_submitted=submitted)
-    except KeyboardInterrupt:
-        if ids:
-            stderr.write(f"evals: batch {ids[0]} goes on at the provider; --batch with the "
-                         f"same cases, or --batch-resume {ids[0]}, collects it\n")
-        raise
-    except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
-        raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
-                                               if ids and ids[0] != args.batch_resume
-                                               else "")) from None
-    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
-                      for model, price in (options.prices or PRICES).items()}
-    if ids:
-        stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
-                     f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
-    return _answered_from(replies), lambda: _save_batches(
-        path, [b for b in _saved_batches(path) if b.get("id") not in ids])
-
-
-def _saved_batches(path):
-    """The batches saved in `path`: [] when there is no such file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-    except FileNotFoundError:
-        return []
-    except ValueError as exc:
-        raise EvalsError(f"{path}: not JSON ({exc})") from None
-    batches = saved.get("batches") if isinstance(saved, dict) else None
-    if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
-        raise EvalsError(f'{path}: expected {{"batches": [...]}}')
-    return batches
-
-
-def _save_batches(path, batches):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_json_atomic(path, {"batches": batches})
-
-
-def _saved_batch(path, entry, wanted, stderr):
-    """The id of the batch to collect: `wanted` (refused when saved for other cases), else the
-    one saved for `entry`'s selection, client and settings (said), else None: submit one."""
-    same = ("client", "case_file_sha256", "custom_ids", "settings_sha256")
-    for saved in _saved_batches(path):
-        if wanted and saved.get("id") == wanted:
-            if any(saved.get(key) != entry[key] for key in same[1:3]):
-                raise EvalsError(f"--batch-resume {wanted}: that batch holds other cases (or "
-                                 f"another version of them; see {path}): select the same "
-                                 "cases, or submit a new batch with --batch")
-            return wanted
-        if not wanted and all(saved.get(key) == entry[key] for key in same):
-            stderr.write(f"evals: collecting batch {saved['id']}, submitted "
-                         f"{saved.get('submitted')} for these cases (saved in {path})\n")
-            return saved["id"]
-    if wanted:
-        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are "
-                     "matched to these cases by case id and repeat\n")
-    return wanted
-
-
-def _batch_call_id(case_id, repeat):
-    """A batch request's custom_id: the case's (a hash of its id, so that any id fits the
-    providers' 1-64 letters, digits, "-" and "_") and the repeat's."""
-    return f"c{_sha256(case_id)[:32]}-{repeat}"
-
-
-def _answered_from(replies):
-    """A call_model answering each call with the batch's reply to its case and repeat
-    (`attempt`); an exception there is the call's error, a missing reply a LookupError."""
-    def answer(prompt, *, case, attempt):
-        reply = replies.get(_batch_call_id(case.id, attempt))
-        if reply is None:
-            raise LookupError("the batch holds no answer to this call")
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    answer.model = "replay"  # collected answers took no time of this run's: no latency
-    answer.accepts_conversations = True  # answers by case id; the batch sent the conversation
-    return answer
 
 
 def _warn_other_case_file(args, baseline, cases, stderr):
@@ -5092,22 +3729,6 @@ def _refuse_contradictions(args):
         collections.deque(_recording_rows(args.record), 0)
 
 
-def _load_prices(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
-    if not isinstance(data, dict):
-        raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
-    for model, pair in data.items():
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(_is_number(price) and price >= 0 for price in pair)):
-            raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
-                             "million tokens")
-    return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
-
-
 def _needs_judge(check):
     return CHECKS[check["type"]].needs_judge
 
@@ -5119,16 +3740,7 @@ def _selection(args, cases, baseline):
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
     if args.repeat_flaky:
-        import sqlite3
-
-        path, flaky = _history_path(args), []  # no history yet: no case is flaky
-        if os.path.exists(path):
-            try:
-                flaky = history_flaky(path, [c.id for c in selected], alpha=args.alpha)
-            except sqlite3.Error as exc:
-                raise EvalsError(f"--repeat-flaky: cannot read the history {path}: "
-                                 f"{exc}") from None
-        selected = [c for c in selected if c.id in {item["id"] for item in flaky}]
+        selected = _extras().flaky_cases(args, selected)
         if not selected and not args.shard:  # a shard still writes its (empty) record
             return None, {}
     judge_only = {c.id: c for c in selected
@@ -5202,15 +3814,12 @@ def _finish_run(args, record, selected, judge_only, baseline, options, stdout, s
         stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
                      "call(s) (the model is not in the price table or reported no usage); "
                      "they were not counted\n")
-    history = not (args.no_history or args.no_save)
+    # The history is the optional file's: without it, a run keeps none (and says nothing).
+    history = not (args.no_history or args.no_save) and _extras()
     if history:
-        ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
-        flaky = _use_history(args, "read", stderr, lambda path: history_flaky(
-            path, list(ran), current=ran, alpha=args.alpha))
-        if flaky is not None:
-            record["summary"]["flaky_history"] = flaky
+        history.read_flaky(args, record, stderr)
     stdout.write(format_summary(record, args.quiet)
-                 + (_cache_note(options) if "cached" in record["summary"] else ""))
+                 + (_extras().cache_note(options) if "cached" in record["summary"] else ""))
     if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
@@ -5236,301 +3845,56 @@ def _finish_run(args, record, selected, judge_only, baseline, options, stdout, s
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
     if history:
-        _use_history(args, "updated", stderr, lambda path: history_append(path, record))
+        history.append_run(args, record, stderr)
     _write_reports(args, record, baseline.entries, stdout)
 
 
-def _use_history(args, done, stderr, use):
-    """use(the history's path); a history that cannot be read or written is a warning, never a
-    reason to lose the run record (then None)."""
-    import sqlite3
-
-    path = _history_path(args)
-    try:
-        return use(path)
-    except (sqlite3.Error, OSError) as exc:
-        stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips "
-                     "it)\n")
-
-
 def _write_reports(args, record, previous, stdout):
-    """The report files and GitHub output asked for; `previous`: the baseline's entries, which
-    the HTML report shows with the output that earned their baseline (a regression's last
-    passing answer; none when the record omits outputs)."""
-    writers = ((args.json, lambda: record_chunks(record)),
-               (args.junit, lambda: [render_junit(record)]),
-               (args.markdown, lambda: [render_markdown(record)]),
-               (args.html, lambda: [render_html(record, {
-                   case_id: _earned(entry) for case_id, entry in previous.items()})]))
-    for path, render in writers:
-        if path:
-            write_atomic(path, render())
+    """The record (--json), the report files of the optional file (JUnit, Markdown, HTML) and
+    the GitHub output asked for; `previous`: the baseline's entries (the HTML report shows the
+    output that earned a regression its baseline)."""
+    if args.json:
+        write_atomic(args.json, record_chunks(record))
+    extras = _extras()
+    if extras:
+        extras.write_reports(args, record, previous)
     if args.github:
         stdout.write(github_annotations(record))
         if os.environ.get("GITHUB_STEP_SUMMARY"):
+            summary = (extras.render_markdown(record) if extras
+                       else f"```\n{format_summary(record)}```\n")
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-                handle.write(render_markdown(record) + "\n")
-
-
-def _earned(entry):
-    """A baseline entry as the reply that earned its baseline: the output (and tool calls) it
-    kept from an earlier run when this one did not replace it, else its own."""
-    if "baseline_output" not in entry:
-        return entry
-    return dict(entry, output=entry["baseline_output"], finish_reason=None,
-                tool_calls=entry.get("baseline_tool_calls"))
-
-
+                handle.write(summary + "\n")
 def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
-    cases run are updated (or added), every other row is kept as it was, fields and all. Rows
-    go through one at a time (a run's entries are on disk, in a _Spool): only the ids and where
-    each row starts are held."""
-    import tempfile
-
-    # Each id at the place of its first row, with where its last row starts (as a dict of rows
-    # would keep them).
-    old = {row["id"]: start for start, row in _recording_rows(path)} if os.path.exists(
-        path) else {}
-    fresh = {}  # id -> where this run's fields for it start in `updates`
-    with tempfile.TemporaryFile() as updates:
-        for entry in record["cases"]:
-            if entry.get("change") == "not_run" or entry["status"] == "error":
-                continue
-            fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
-                entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
-            if entry.get("reasoning") is not None:
-                fields["reasoning"] = entry["reasoning"]
-            if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
-                fields["model"] = entry["model"]
-            fresh[entry["id"]] = updates.tell()
-            updates.write(_json_line(fields))
-
-        def updated(row, fields):  # an older recording's reasoning is not this output's
-            return {**{k: v for k, v in row.items() if k != "reasoning"}, **fields}
-
-        def rows():
-            with open(path, "rb") if old else contextlib.nullcontext() as handle:
-                for case_id, start in old.items():
-                    handle.seek(start)
-                    row = _recording_row(handle.readline(), start)
-                    if case_id in fresh:
-                        updates.seek(fresh[case_id])
-                        row = updated(row, json.loads(updates.readline()))
-                    yield row
-            updates.seek(0)
-            for line in updates:
-                fields = json.loads(line)
-                if fields["id"] not in old:
-                    yield fields
-
-        write_jsonl_atomic(path, rows())
-    stderr.write(f"evals: recorded {_plural(len(fresh), 'output')} of this run in {path} "
-                 f"({len(old) + sum(i not in old for i in fresh)} in all)\n")
+    cases run are updated (or added at the end), every other row is kept as it was."""
+    rows = {row["id"]: row for _, row in _recording_rows(path)} if os.path.exists(path) else {}
+    ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
+    for entry in ran:
+        fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
+            entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
+        if entry.get("reasoning") is not None:
+            fields["reasoning"] = entry["reasoning"]
+        if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
+            fields["model"] = entry["model"]
+        # An older recording's reasoning is not this output's; its other fields stay.
+        kept = {k: v for k, v in rows.get(entry["id"], {}).items() if k != "reasoning"}
+        rows[entry["id"]] = {**kept, **fields}
+    write_jsonl_atomic(path, rows.values())
+    stderr.write(f"evals: recorded {_plural(len(ran), 'output')} of this run in {path} "
+                 f"({len(rows)} in all)\n")
 
 
 # ---- other commands ----
 
-def _merge_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"--cases": args.cases,
-                               **{f"RECORD {path}": path for path in args.records}})
-    real = [os.path.realpath(path) for path in args.records]
-    twice = next((path for n, path in enumerate(args.records) if real[n] in real[:n]), None)
-    if twice:
-        raise EvalsError(f"{twice} is given twice")
-    cases, digest = load_cases(args.cases)
-    records = [read_record(path) for path in args.records]
-    merged = merge_records(records, [c.id for c in cases], args.records, digest)
-    if args.min_pass_rate is not None:
-        merged["summary"]["min_pass_rate"] = args.min_pass_rate
-    write_record(args.out, merged)
-    stdout.write(f"merged {len(records)} records into {args.out}\n")
-    stdout.write(format_summary(merged, args.quiet))
-    return _exit_code(merged["summary"], args.strict, merged.get("accepted"))
-
-
-def _history_command(args, stdout, stderr):
-    path = _history_path(args)
-    if not os.path.exists(path):
-        raise EvalsError(f"{path}: no history yet (it is written by every run)")
-    rows = history_rows(path, args.case_id, args.limit)
-    if args.case_id and not rows:
-        raise EvalsError(f"no history for case {args.case_id!r}")
-    stdout.write(f"{'run':<9}  {'started':<25}  {'commit':<10}  "
-                 + ("status  reasons\n" if args.case_id else "result\n"))
-    for row in rows:
-        start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
-        if args.case_id:
-            reasons = "; ".join(_line(r) for r in (row["reasons"] or "").split("\n") if r)
-            stdout.write(f"{start}  {row['status']:<6}  {reasons}\n")
-        else:
-            stdout.write(f"{start}  {row['passed']}/{row['total']} passed "
-                         f"({_percent(row['pass_rate'])}), {row['regressed']} regressed\n")
-    return EXIT_OK
-
-
-def _added_checks(args):
-    """The checks given to `add`: --check JSON, then the shortcut options."""
-    checks = []
-    for number, text in enumerate(args.check, 1):
-        try:
-            checks.append(_strict_json(text, unique_keys=True))
-        except ValueError as exc:
-            raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    checks += [{"type": kind, "values": getattr(args, kind)}
-               for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
-    checks += [{"type": kind, key: value} for kind, key, value in (
-        ("max_words", "n", args.max_words), ("regex", "pattern", args.regex)) if value is not None]
-    if not checks:
-        raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
-                         "--max-words, ...)")
-    return checks
-
-
-def _add_command(args, stdout, stderr):
-    checks = _added_checks(args)
-    entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
-    if entry is None and not os.path.exists(args.baseline):
-        raise EvalsError(f"{args.baseline}: no run record there to take {args.from_run!r} from "
-                         "(run python evals.py first, or give --baseline FILE)")
-    if entry is None:
-        raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
-    text = entry.get("input") if args.input is None else args.input
-    output = entry.get("output") if args.output is None else args.output
-    # The recorded answer is the whole reply: its tool calls and ending are scored too.
-    whole = {} if args.output is not None else entry
-    calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
-    if text is None:
-        raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; give "
-                         "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
-    if args.recordings and output is None:
-        raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
-    if args.recordings and os.path.exists(args.recordings):
-        # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
-        # broken by a line appended after its closing brace.
-        if args.id in {row["id"] for _, row in _recording_rows(args.recordings)}:
-            raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
-    append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
-                             **({"description": args.description}
-                                if args.description is not None else {}),
-                             **({"tags": args.tag} if args.tag else {})})
-    stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
-    if args.recordings:
-        _append_line(args.recordings, {"id": args.id, "input": text,
-                                       "output": stored_output(output, calls, ended)})
-        stdout.write(f"recorded its output in {args.recordings}, so the offline replay scores "
-                     "it\n")
-    if output is None:
-        if args.from_run:
-            stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
-                         "or saved with --omit-outputs); the new checks were not tried on it\n")
-        return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)),
-                                    Answer(output, calls, ended), stdout,
-                                    reasoning=entry.get("reasoning"))
-    if status == "error":
-        stdout.write("warning: a check of the new case could not be scored on that output "
-                     "(ERROR above); fix it before the suite runs it\n")
-    elif status != "pass":
-        stdout.write("the new case fails on that output, as it should: it catches this answer\n")
-    elif any(r.get("skipped") for r in results):
-        stdout.write("note: judge checks are not tried here (add calls no judge); run the "
-                     "suite with --judge to see how they score this answer\n")
-    else:
-        stdout.write("warning: the new case PASSES on that output, so it would not catch "
-                     "this answer; tighten its checks\n")
-    return EXIT_OK
-
-
-def _print_checks(case, output, stdout, indent="  ", reasoning=None):
-    """Score `case` on `output` (no judge) and print each check's verdict; returns (status,
-    results)."""
-    status, results = evaluate(case, output, NO_JUDGE, reasoning)
-    for result in results:
-        mark = ("skip" if result.get("skipped") else "ERROR" if result.get("error")
-                else "pass" if result["passed"] else "FAIL")
-        stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
-    return status, results
-
-
-def _check_command(args, stdout, stderr):
-    cases, _ = load_cases(args.cases)
-    case = next((c for c in cases if c.id == args.case_id), None)
-    if case is None:
-        hint = _did_you_mean(args.case_id, [c.id for c in cases])
-        raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
-    if any(_needs_judge(c) for c in case.checks):
-        raise EvalsError(f"case {case.id!r} has a judge check, which `check` cannot ask; run "
-                         f"the case: python evals.py --id {case.id} --judge MODULE:FUNCTION")
-    if args.output is None and sys.stdin.isatty():
-        stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
-    output = args.output if args.output is not None else sys.stdin.read()
-    status, _ = _print_checks(case, output, stdout, indent="")
-    stdout.write(f"{case.id}: {status}\n")
-    return {"pass": EXIT_OK, "error": EXIT_INVALID}.get(status, EXIT_REGRESSION)
-
-
-def _report_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"RECORD": args.run_record, "--baseline": args.baseline})
-    record = completed(read_record(args.run_record))  # a hand-made record may have no summary
-    if args.baseline and not os.path.exists(args.baseline):
-        raise EvalsError(f"--baseline {args.baseline}: no such file")
-    previous = load_baseline(args.baseline).entries if args.baseline else {}
-    if args.omit_outputs:
-        record = dict(record, outputs_included=False,
-                      cases=[without_outputs(e) for e in record["cases"]])
-    _write_reports(args, record, previous, stdout)
-    stdout.write(format_summary(record, args.quiet))
-    return EXIT_OK
-
-
-def _compare_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"A": args.record_a, "B": args.record_b}, {"--html": args.html})
-    a, b = read_record(args.record_a), read_record(args.record_b)
-    result = compare_records(a, b, args.alpha)
-    lines = []  # both pass rates with their Wilson 95% intervals, the paired test, the verdict
-    for name, path in (("A", args.record_a), ("B", args.record_b)):
-        side = result[name.lower()]
-        low, high = side["wilson_95"]
-        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
-                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
-                     f"{_percent(low)} to {_percent(high)}")
-    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
-                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
-                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
-                 f"two-sided p = {result['p_two_sided']:.3g}")
-    said = f"B is {'significantly worse' if result['worse'] else 'not significantly worse'} than A"
-    lines.append(f"{said} at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
-    if args.html:
-        write_atomic(args.html, [_compare_html(result, a, lines, said)])
-    _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
-    stdout.write("\n".join(lines) + "\n" + listing)
-    for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
-        if ids and not args.quiet:
-            stdout.write(f"only in {name}: {', '.join(map(_line, ids))}\n")
-    return EXIT_REGRESSION if result["worse"] else EXIT_OK
-
-
-def _compare_html(result, a, lines, said):
-    """The comparison as an HTML page: render_html's, A's outputs beside B's, with the
-    statistics (`lines`, naming the files, the verdict last) under the headline `said`."""
-    record = dict(result["record"], sides=("A's output", "B's output"))
-    previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
-    worse = result["worse"]
-    verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
-    title = f"evals compare: {said}"
-    stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
-             + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
-                       f"{_h(line)}</li>" for n, line in enumerate(lines))
-             + "</ul></section>"]
-    return render_html(record, previous, (verdict, title, stats))
-
 
 _REPORTS = ("--omit-outputs", "--json", "--junit", "--markdown", "--html", "--github")
+# What a copy of evals.py without evals_extras.py cannot do: refused with a message naming it.
+_EXTRA_COMMANDS = ("merge", "history", "add", "check", "report", "compare", "review")
 
 # Each command: (function, description, epilog, {group title or None: option names}); ""
-# runs the cases.
+# runs the cases. evals_extras.COMMANDS holds the others, and OPTIONS their options.
 _COMMANDS = {
     "": (_run_command, "Run a JSONL file of cases through a model, score deterministic checks, "
          "and compare with the previous run (the baseline) to catch regressions.\n\n"
@@ -5541,7 +3905,9 @@ _COMMANDS = {
          "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
          "  python evals.py report RECORD       write reports for a saved run record\n"
          "  python evals.py compare A B         compare two run records (two models, prompts)\n"
-         "  python my_client.py review          turn captured calls into cases",
+         "  python evals.py review              turn captured calls into cases\n"
+         "These commands, and the options for the judge, reports, history, prices, budgets\n"
+         "and batches, need evals_extras.py beside evals.py.",
          _EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl offline "
          "until a provider is configured (see my_client.py).", {
              None: ("--version",),
@@ -5554,48 +3920,8 @@ _COMMANDS = {
                              "--batch-resume", "--judge", "--no-judge"),
              "pass rates and gates": ("--alpha", "--min-pass-rate"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
-    "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
-              "record and one diff, as if the suite had run in one job. Every case of the case "
-              "file must have been run by exactly one shard.", _EXIT_CODES,
-              {None: ("records", "--cases", "merge:--out", "--strict", "--min-pass-rate",
-                      "-q --quiet")}),
-    "history": (_history_command, "Show recent runs from the local SQLite history, or one "
-                "case's verdicts over time (newest first).", None,
-                {None: ("history:case_id", "history:--baseline", "--history", "--limit")}),
-    "add": (_add_command, "Append a validated case to the case file (atomically; an existing "
-            "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
-            "that case from the last run and shows how the new checks score its output.",
-            "example: python evals.py add --id refund-approval-2 --from-run "
-            "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
-            "--not-contains 'instant refund'",
-            {None: ("add:--id", "--input", "--from-run", "add:--output", "--recordings",
-                    "--check", "--max-words", "--regex", "--description", "add:--tag", "--cases",
-                    "add:--baseline", "--contains-all", "--contains-any", "--not-contains")}),
-    "check": (_check_command, "Score one output against one case's checks, for quick iteration "
-              "on a check: the output text is read from standard input (or --output); tool "
-              "calls and judge checks need a run. Exit 0 when every check passes, 1 when one "
-              "fails, 2 for invalid input or a check that could not be scored.",
-              "example: echo 'Refunds need manager approval.' | python evals.py check "
-              "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
-    "report": (_report_command, "Write reports for a saved run record. The categories "
-               "(regressed, fixed, ...) are the record's own, from the baseline it was compared "
-               "with when it ran; --baseline names that older record to show its outputs beside "
-               "the new ones (e.g. the last_run.json of the main branch).", None,
-               {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")}),
-    "compare": (_compare_command, "Compare two run records of the same cases, e.g. two models "
-                "or two prompts: B against A, case by case with the same rules as a run against "
-                "its baseline (a repeated case: Fisher's exact test on its pass rates), each "
-                "record's pass rate with a Wilson 95% interval, and McNemar's exact test over "
-                "the cases scored in both (a repeated case counts as passed when most of its "
-                "calls passed).",
-                "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
-                "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
-                "is not a run record, no case scored in both).\n\n"
-                "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
-                "--html compare.html",
-                {None: ("compare:record_a", "compare:record_b", "compare:--alpha",
-                        "compare:--html", "-q --quiet")}),
 }
+
 
 if __name__ == "__main__":
     # A module that does `import evals` (the optional file) gets the running one, not a copy.

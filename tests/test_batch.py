@@ -24,6 +24,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -376,9 +377,9 @@ class SameRecordTests(BatchCase):
 
     def test_each_repeat_gets_the_answer_to_its_own_request(self):
         case = evals.Case("c", "q", ({"type": "contains_any", "values": ["yes"]},))
-        replies = {evals._batch_call_id("c", 0): "yes", evals._batch_call_id("c", 1): "no",
-                   evals._batch_call_id("c", 2): ValueError("refused")}
-        result = evals.run_case(case, evals._answered_from(replies), evals.RunOptions(repeat=4))
+        replies = {evals_extras._batch_call_id("c", 0): "yes", evals_extras._batch_call_id("c", 1): "no",
+                   evals_extras._batch_call_id("c", 2): ValueError("refused")}
+        result = evals.run_case(case, evals_extras._answered_from(replies), evals.RunOptions(repeat=4))
         self.assertEqual([(a["status"], a["output"], a["error"]) for a in result.attempts],
                          [("pass", "yes", None), ("fail", "no", None),
                           ("error", None, "ValueError: refused"),
@@ -414,7 +415,7 @@ class SameRecordTests(BatchCase):
         history = os.path.join(self.dir, ".evals", "history.sqlite")
         os.makedirs(os.path.dirname(history))
         for status in ("pass", "fail", "pass"):  # "refund" is flaky in the history
-            evals.history_append(history, {
+            evals_extras.history_append(history, {
                 "started_at": "t", "finished_at": "t", "client": "c", "git_commit": None,
                 "case_file": {"sha256": "0"},
                 "cases": [{"id": "refund", "status": status, "change": "passing"}],
@@ -444,7 +445,7 @@ class ResumeTests(BatchCase):
         digest = evals.load_cases(self.cases)[1]
         self.assertEqual((saved["id"], saved["case_file_sha256"], saved["case_ids"]),
                          ("batch_1", digest, [c["id"] for c in CASES]))
-        self.assertEqual(saved["custom_ids"], {evals._batch_call_id(c["id"], 0): [c["id"], 0]
+        self.assertEqual(saved["custom_ids"], {evals_extras._batch_call_id(c["id"], 0): [c["id"], 0]
                                                for c in CASES})
         self.assertTrue(all(len(key) <= 64 for key in saved["custom_ids"]))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "record.json")))

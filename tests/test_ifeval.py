@@ -16,6 +16,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import evals  # noqa: E402
+import evals_extras  # noqa: E402
 
 
 def _load(name):
@@ -136,7 +137,7 @@ class StdlibStandInTest(unittest.TestCase):
     """The punkt and langdetect stand-ins the five non-textual types rely on."""
 
     def test_sentences_like_punkt(self):
-        split = evals._split_sentences
+        split = evals_extras._split_sentences
         self.assertEqual(len(split("Mr. Smith went to Washington. He stayed 3.5 days.")), 2)
         self.assertEqual(len(split('She asked "why?" and left. Then, e.g. at noon, he came.')), 3)
         self.assertEqual(len(split("A heading\n\nwith no period, then text.")), 1)
@@ -160,8 +161,8 @@ class StdlibStandInTest(unittest.TestCase):
         }
         for code, text in samples.items():
             with self.subTest(code):
-                self.assertEqual(evals._detect_language(text), code)
-        self.assertEqual(evals._detect_language("12345 !!"), "und")
+                self.assertEqual(evals_extras._detect_language(text), code)
+        self.assertEqual(evals_extras._detect_language("12345 !!"), "und")
 
 
 class AgreementTest(unittest.TestCase):

@@ -12,6 +12,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 from tests._loopback import LoopbackServer
 
@@ -733,14 +734,14 @@ class SkippedIsNotFailedTest(unittest.TestCase):
         summary = evals.format_summary(self.record)
         self.assertNotIn("judge:", summary)
         self.assertNotIn("judge-only", summary)
-        for text in (evals.render_junit(self.record), evals.render_markdown(self.record),
-                     evals.render_html(self.record)):
+        for text in (evals_extras.render_junit(self.record), evals_extras.render_markdown(self.record),
+                     evals_extras.render_html(self.record)):
             self.assertNotIn("judge: skipped", text)
-        self.assertNotIn('class="fail"><code>judge', evals.render_html(self.record))
+        self.assertNotIn('class="fail"><code>judge', evals_extras.render_html(self.record))
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "history.sqlite")
-            evals.history_append(path, self.record)
-            (row,) = evals.history_rows(path, "gated")
+            evals_extras.history_append(path, self.record)
+            (row,) = evals_extras.history_rows(path, "gated")
         self.assertEqual(row["reasons"], "max_words: 10 words, expected at most 2")
 
     def test_add_does_not_call_a_judge(self):
@@ -826,7 +827,7 @@ class RefundJudgeExampleTest(unittest.TestCase):
 class ShippedSuiteTest(unittest.TestCase):
     def test_python_evals_py_needs_no_judge(self):
         with tempfile.TemporaryDirectory() as scratch:
-            for name in ("evals.py", "my_client.py", "cases.jsonl", "recordings.jsonl",
+            for name in ("evals.py", "evals_extras.py", "my_client.py", "cases.jsonl", "recordings.jsonl",
                          "last_run.json"):
                 with open(os.path.join(ROOT, name), "rb") as src, \
                         open(os.path.join(scratch, name), "wb") as dst:

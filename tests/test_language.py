@@ -14,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 import evals
+import evals_extras
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,11 +40,11 @@ OVERALL_FLOOR = {"translations": 0.99, "lorem": 0.95}
 class DetectableTest(unittest.TestCase):
 
     def test_every_ifeval_language_and_the_others(self):
-        self.assertEqual(list(evals._DETECTABLE), sorted(evals._DETECTABLE))
-        self.assertEqual(set(evals._DETECTABLE), set(accuracy.LANGUAGES))
+        self.assertEqual(list(evals_extras._DETECTABLE), sorted(evals_extras._DETECTABLE))
+        self.assertEqual(set(evals_extras._DETECTABLE), set(accuracy.LANGUAGES))
 
     def test_check_accepts_every_detectable_code(self):
-        for code in evals._DETECTABLE:
+        for code in evals_extras._DETECTABLE:
             with self.subTest(code):
                 self.assertEqual(evals.validate_check({"type": "language", "code": code}), [])
 
@@ -73,7 +74,7 @@ class DetectableTest(unittest.TestCase):
         self.assertIn("must be an ISO 639-1 code", problems[0])
 
     def test_no_evidence_in_a_shared_script_gives_the_next_script(self):
-        detect = evals._detect_language
+        detect = evals_extras._detect_language
         self.assertEqual(detect("“ ” は無効な形式の値です。 YYYY-MM-DD HH:MM[:ss[.uuuuuu]]"), "ja")
         self.assertEqual(detect("如果您使用的是 标签或包含“Referrer-Policy: no-referrer”的HTTP"), "zh")
         self.assertEqual(detect("etchings"), "und")
@@ -87,7 +88,7 @@ class DetectableTest(unittest.TestCase):
 class AccuracyTest(unittest.TestCase):
 
     def check_source(self, source):
-        result = accuracy.measure(evals._detect_language, source, count=40, seed=1)
+        result = accuracy.measure(evals_extras._detect_language, source, count=40, seed=1)
         correct = sum(c for c, _, _, _ in result.values())
         total = sum(t for _, t, _, _ in result.values())
         self.assertGreaterEqual(correct / total, OVERALL_FLOOR[source])

@@ -72,7 +72,7 @@ class SmokeSuiteTest(unittest.TestCase):
         self.assertIn("0 regressed, 0 fixed", done.stdout)
 
     def test_the_readme_shows_the_offline_command_and_its_summary(self):
-        readme = read(os.path.join(ROOT, "README.md"))
+        readme = read(os.path.join(ROOT, "docs", "local-model.md"))
         section = readme[readme.index("## Try it with a real model, no key needed"):]
         section = section[:section.index("\n## ", 1)]
         command = ("python evals.py --cases examples/local-model/cases.jsonl "

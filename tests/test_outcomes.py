@@ -12,6 +12,7 @@ import tempfile
 import unittest
 
 import evals
+import evals_extras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OK_CASE = evals.Case(id="k", input="q", checks=({"type": "contains_all", "values": ["ok"]},))
@@ -62,7 +63,7 @@ class DecideTest(unittest.TestCase):
         self.assertEqual(evals.decide("fail", before, accept=True), ("regressed", "fail"))
 
     def test_readme_documents_every_change(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "outcomes.md"), encoding="utf-8") as handle:
             readme = handle.read()
         table = readme[readme.index("| category | meaning |"):]
         table = table[:table.index("\n\n")]
@@ -77,8 +78,8 @@ class OneDecisionEverywhereTest(unittest.TestCase):
         self.assertEqual(record["cases"][0]["change"], "fixed")
         self.assertEqual(record["summary"]["fixed"], 1)
         self.assertIn("FIXED: k", evals.format_summary(record))
-        self.assertIn("### Fixed (1)", evals.render_markdown(record))
-        self.assertIn('<span class="badge fixed">fixed</span>', evals.render_html(record))
+        self.assertIn("### Fixed (1)", evals_extras.render_markdown(record))
+        self.assertIn('<span class="badge fixed">fixed</span>', evals_extras.render_html(record))
 
     def test_pass_rate_counts_errors_as_not_passed_everywhere(self):
         record = record_for([], evals.CaseResult("k", "pass", output="ok", checks=[]),
@@ -87,20 +88,20 @@ class OneDecisionEverywhereTest(unittest.TestCase):
         bare = dict(record)
         del bare["summary"]  # a hand-made record: the reports compute the same summary
         self.assertEqual(evals.completed(bare)["summary"]["pass_rate"], 0.5)
-        for text in (evals.format_summary(record), evals.render_markdown(bare),
-                     evals.render_html(bare)):
+        for text in (evals.format_summary(record), evals_extras.render_markdown(bare),
+                     evals_extras.render_html(bare)):
             self.assertIn("50.0%", text)
 
     def test_merge_recomputes_the_same_summary(self):
         record = record_for([], evals.CaseResult("k", "fail", output="no", checks=[]))
-        merged = evals.merge_records([record], ["k"])
+        merged = evals_extras.merge_records([record], ["k"])
         self.assertEqual(merged["summary"], record["summary"])
 
     def test_merge_takes_any_record_read_record_accepts(self):
         bare = {"format": "evals-run", "version": 1,
                 "cases": [{"id": "k", "status": "fail", "baseline": "fail"}]}
         self.assertIsNone(evals.record_problem(bare))  # no summary, no times: still a record
-        merged = evals.merge_records([bare], ["k"])
+        merged = evals_extras.merge_records([bare], ["k"])
         self.assertEqual((merged["summary"]["failed"], merged["summary"]["previous_total"]),
                          (1, 0))
 
@@ -231,7 +232,7 @@ class UserCheckTest(unittest.TestCase):
         self.assertIn("expected module:function", problems[3])
 
     def test_the_readme_example_runs(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "checks.md"), encoding="utf-8") as handle:
             readme = handle.read()
         section = readme[readme.index("### Your own checks"):]
         module = section[section.index("```python\n") + 10:section.index("```\n\nand name")]

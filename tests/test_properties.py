@@ -14,6 +14,7 @@ import time
 import unittest
 
 import evals
+import evals_extras
 from tests.test_checks import VALID_EXAMPLES
 
 try:
@@ -142,7 +143,7 @@ class PropertyTest(unittest.TestCase):
                 case = {"id": case_id, "input": text, "tags": tags,
                         "checks": [VALID_EXAMPLES["max_words"]]}
                 try:
-                    evals.append_case(path, case)
+                    evals_extras.append_case(path, case)
                 except evals.EvalsError as exc:  # refused whole (e.g. half a character)
                     self.assertIn("not valid", str(exc))
                     continue

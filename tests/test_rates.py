@@ -18,6 +18,7 @@ import unittest.mock
 import xml.etree.ElementTree as ET
 
 import evals
+import evals_extras
 
 # answers.json: {input: answer or [answers, in turn]}; counts.json: calls so far per input.
 CLIENT = '''
@@ -404,7 +405,7 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("2 lower, not significant", quiet)  # never hidden, even in -q
 
     def test_markdown(self):
-        md = evals.render_markdown(self.record)
+        md = evals_extras.render_markdown(self.record)
         self.assertIn("### Lower, not significant (2)", md)
         self.assertIn("- 3/3 \\-&gt; 1/3 calls passed", md)
         self.assertIn("| lower not significant |", md)
@@ -414,7 +415,7 @@ class ReportsTest(unittest.TestCase):
         self.assertIn("contains\\_all\\: missing\\: 'ok' \\(1/3 calls passed\\)", md)
 
     def test_html(self):
-        page = evals.render_html(self.record, {})
+        page = evals_extras.render_html(self.record, {})
         self.assertIn('<section id="lower">', page)
         self.assertIn('<span class="badge lower">lower, not significant</span>', page)
         self.assertIn("3/3 -&gt; 1/3 calls passed (p = 0.2, lower, not significant", page)
@@ -427,15 +428,15 @@ class ReportsTest(unittest.TestCase):
     def test_a_passing_repeated_case_shows_its_rate_too(self):
         record = run_record(["ok"], run_record(["ok", "no", "ok"]))
         self.assertIn("<td>passing · 2/3 -&gt; 3/3 calls passed (not lower)</td>",
-                      evals.render_html(record, {}))
-        root = ET.fromstring(evals.render_junit(record))
+                      evals_extras.render_html(record, {}))
+        root = ET.fromstring(evals_extras.render_junit(record))
         self.assertEqual([p.get("value") for p in root.iter("property")
                           if p.get("name") == "pass_rate"],
                          ["2/3 -> 3/3 calls passed (not lower)"])
         self.assertIsNone(root.find(".//failure"))
 
     def test_junit(self):
-        root = ET.fromstring(evals.render_junit(self.record))
+        root = ET.fromstring(evals_extras.render_junit(self.record))
         cases = {c.get("name"): c for c in root.iter("testcase")}
         self.assertEqual(cases["r"].find("failure").get("type"), "regression")
         properties = {p.get("name"): p.get("value") for p in cases["k"].iter("property")}
@@ -448,7 +449,7 @@ class ReportsTest(unittest.TestCase):
         record = run_record(["ok"] * 11 + ["no"] * 9, run_record(["ok"], repeat=20), repeat=20)
         self.assertEqual((record["cases"][0]["status"], record["cases"][0]["change"]),
                          ("pass", "regressed"))
-        root = ET.fromstring(evals.render_junit(record))
+        root = ET.fromstring(evals_extras.render_junit(record))
         self.assertEqual(len(list(root.iter("failure"))), 1)
         self.assertEqual((root.get("failures"), root.find("testsuite").get("failures")),
                          ("1", "1"))
@@ -456,7 +457,7 @@ class ReportsTest(unittest.TestCase):
     def test_junit_marks_a_case_the_history_finds_flaky_too(self):
         record = run_record(["ok"], repeat=1)
         record["summary"]["flaky_history"] = [{"id": "k", "passes": 2, "runs": 3}]
-        root = ET.fromstring(evals.render_junit(record))
+        root = ET.fromstring(evals_extras.render_junit(record))
         self.assertEqual([(p.get("name"), p.get("value")) for p in
                           root.find("testsuite/testcase").iter("property")], [("flaky", "true")])
 
@@ -474,8 +475,8 @@ class ReportsTest(unittest.TestCase):
         record = {"format": "evals-run", "version": 1, "cases": [entry]}
         self.assertIn("3/3 -> 2/3 calls passed (p = ?)", evals.format_summary(
             evals.completed(record)))
-        evals.render_html(record)
-        evals.render_markdown(record)
+        evals_extras.render_html(record)
+        evals_extras.render_markdown(record)
 
     def test_a_hand_edited_error_or_quote_is_refused_or_rendered_not_a_crash(self):
         entry = {"id": "x", "status": "error", "baseline": "pass", "error": ["not", "text"]}
@@ -583,13 +584,13 @@ class FlakyHistoryTest(unittest.TestCase):
         for number in range(max(map(len, verdicts.values()))):
             cases = [{"id": i, "status": {"p": "pass", "f": "fail", "e": "error"}[v[number]],
                       "change": "passing"} for i, v in verdicts.items() if number < len(v)]
-            evals.history_append(self.db, {
+            evals_extras.history_append(self.db, {
                 "started_at": "t", "finished_at": "t", "client": "c", "git_commit": None,
                 "case_file": {"sha256": "0"}, "cases": cases,
                 "summary": {"total": 1, "passed": 0, "pass_rate": 0, "regressed": 0}})
 
     def flaky(self, *ids, **options):
-        return evals.history_flaky(self.db, list(ids), **options)
+        return evals_extras.history_flaky(self.db, list(ids), **options)
 
     def test_the_test_and_its_level(self):
         self.runs(flip="pfp", glitch="ppppfpppp", step="pppppfffff", twice="pfppfppppp",
@@ -601,7 +602,7 @@ class FlakyHistoryTest(unittest.TestCase):
         # at 0.01.
         self.assertEqual(self.flaky("flip", alpha=0.01), [])
         # one glitch in 9 runs: P = 0.0865, "always passes" stands
-        self.assertAlmostEqual(evals._binomial_tail(9, evals.FLAKY_GLITCH_RATE, 1),
+        self.assertAlmostEqual(evals_extras._binomial_tail(9, evals_extras.FLAKY_GLITCH_RATE, 1),
                                1 - 0.99 ** 9, delta=1e-12)
 
     def test_the_run_not_yet_appended_counts_and_the_window_slides(self):
@@ -808,7 +809,7 @@ class CompareTest(Workspace):
         # majority is not.
         b = self.record("b.json", "--repeat", "3", "--min-pass", "1", k=["ok", "no", "no"],
                         m=["ok", "no", "no"])
-        result = evals.compare_records(evals.read_record(a), evals.read_record(b))
+        result = evals_extras.compare_records(evals.read_record(a), evals.read_record(b))
         self.assertEqual((result["paired"], result["a_only_passed"], result["b_only_passed"]),
                          (2, 2, 0))
         self.assertEqual(result["b"]["passed"], 2)  # the statuses
@@ -821,7 +822,7 @@ class CompareTest(Workspace):
         self.write_cases(*[ok_case(i) for i in self.IDS[:9]], ok_case("extra"))
         self.IDS = self.IDS[:9] + ["extra"]
         b = self.record("b.json", c1="!raise")
-        result = evals.compare_records(evals.read_record(a), evals.read_record(b))
+        result = evals_extras.compare_records(evals.read_record(a), evals.read_record(b))
         self.assertEqual(result["paired"], 7)  # c2..c8: c0 and c1 errored once, c9 and extra
         self.assertEqual((result["only_in_a"], result["only_in_b"]), (["c9"], ["extra"]))
         changes = {e["id"]: e["change"] for e in result["record"]["cases"]}

@@ -9,7 +9,8 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = ("evals.py", "my_client.py", "cases.jsonl", "recordings.jsonl", "last_run.json")
+FILES = ("evals.py", "evals_extras.py", "my_client.py", "cases.jsonl", "recordings.jsonl",
+         "last_run.json")
 
 
 def walkthrough_blocks():
@@ -18,6 +19,12 @@ def walkthrough_blocks():
         readme = handle.read()
     section = readme[readme.index("## See a regression"):readme.index("## Cases")]
     return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+class SizeTest(unittest.TestCase):
+    def test_the_readme_fits_a_first_read(self):
+        """The README is a door (at most 12,000 bytes); the rest is in docs/."""
+        self.assertLessEqual(os.path.getsize(os.path.join(ROOT, "README.md")), 12000)
 
 
 @unittest.skipUnless(shutil.which("git") and shutil.which("bash"), "needs git and bash")

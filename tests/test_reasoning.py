@@ -7,6 +7,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 from tests.test_workflow import Workspace
 
 # answers.json beside the module: {input: answer}; an object {"text", "reasoning", "sent"} is
@@ -166,7 +167,7 @@ class ReasoningTest(Workspace):
         self.assertIn("sent {&quot;temperature&quot;: null, &quot;max_completion_tokens&quot;: "
                       "1024}", page)
         # A record that says it holds no outputs shows no reasoning, whatever it carries.
-        hidden = evals.render_html(dict(self.load("last_run.json"), outputs_included=False))
+        hidden = evals_extras.render_html(dict(self.load("last_run.json"), outputs_included=False))
         self.assertNotIn("alert(1)", hidden)
 
     def test_add_from_run_tries_a_reasoning_check_on_the_runs_reasoning(self):

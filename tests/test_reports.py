@@ -14,6 +14,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 import evals
+import evals_extras
 
 # Model output that tries every way out of its box: HTML and attribute injection, Markdown
 # markup and fences, table cells, workflow commands on a new line, an encoded newline, an
@@ -124,7 +125,7 @@ OUTPUT_MARKERS = ("blender", "refunded", "alert(1)", "set-output", "word word", 
 class JUnitTest(unittest.TestCase):
     def setUp(self):
         self.record, _ = sample()
-        self.xml = evals.render_junit(self.record)
+        self.xml = evals_extras.render_junit(self.record)
         self.root = ET.fromstring(self.xml.encode("utf-8"))
         self.cases = {c.get("name"): c for c in self.root.iter("testcase")}
 
@@ -187,7 +188,7 @@ class JUnitTest(unittest.TestCase):
     def test_outputs_omitted(self):
         record, _ = sample(outputs_included=False)
         record["cases"][0]["output"] = "LEAKED OUTPUT"  # even if one slipped into the record
-        text = evals.render_junit(record)
+        text = evals_extras.render_junit(record)
         self.assertNotIn("system-out", text)
         self.assertNotIn("LEAKED", text)
 
@@ -195,7 +196,7 @@ class JUnitTest(unittest.TestCase):
         record = {"cases": [{"id": "a", "status": "fail", "baseline": "pass", "checks": [
             check("equals", False, "differs")], "latency_s": 1.5},
             {"id": "b", "status": "pass", "baseline": "pass", "checks": [], "latency_s": None}]}
-        root = ET.fromstring(evals.render_junit(record))
+        root = ET.fromstring(evals_extras.render_junit(record))
         suite = root.find("testsuite")
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("time")),
                          ("2", "1", "1.500"))
@@ -237,7 +238,7 @@ def outside_fences(markdown):
 class MarkdownTest(unittest.TestCase):
     def setUp(self):
         self.record, self.previous = sample()
-        self.md = evals.render_markdown(self.record, self.previous)
+        self.md = evals_extras.render_markdown(self.record, self.previous)
 
     def test_headline_and_counts(self):
         first = self.md.split("\n")[0]
@@ -285,7 +286,7 @@ class MarkdownTest(unittest.TestCase):
     def test_outputs_omitted(self):
         record, previous = sample(outputs_included=False)
         record["cases"][0]["output"] = "LEAKED OUTPUT"
-        text = evals.render_markdown(record, previous)
+        text = evals_extras.render_markdown(record, previous)
         self.assertIn("(output omitted)", text)
         self.assertNotIn("LEAKED", text)
         for marker in OUTPUT_MARKERS:
@@ -295,12 +296,12 @@ class MarkdownTest(unittest.TestCase):
         # the excerpt is of the spelled-out text (a control is 4 characters, CRLF is 1), so
         # the count is of that text too, never negative
         for output, left_out in (("\x1b" * 150, 200), ("a\r\n" * 300, 200)):
-            text = evals.render_markdown(make_record([entry("long", "fail", "new", output)]))
+            text = evals_extras.render_markdown(make_record([entry("long", "fail", "new", output)]))
             self.assertIn(f"\n… ({left_out} more characters)\n", text)
 
     def test_all_green(self):
         record = make_record([entry("a", "pass", "passing", "ok")])
-        text = evals.render_markdown(record, {"a": {"id": "a", "status": "pass",
+        text = evals_extras.render_markdown(record, {"a": {"id": "a", "status": "pass",
                                                    "baseline": "pass"}})
         self.assertTrue(text.startswith("## ✅ evals: no regressions\n"))
         self.assertNotIn("###", text)
@@ -327,7 +328,7 @@ ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", 
 class HtmlTest(unittest.TestCase):
     def setUp(self):
         self.record, self.previous = sample()
-        self.page = evals.render_html(self.record, self.previous)
+        self.page = evals_extras.render_html(self.record, self.previous)
         self.parsed = TagCollector()
         self.parsed.feed(self.page)
         self.text = "".join(self.parsed.text)
@@ -338,7 +339,7 @@ class HtmlTest(unittest.TestCase):
         # the only URL is the hostile output's, shown as escaped text
         self.assertEqual(self.page.count("http"), self.page.count("http-equiv") + 1)
         self.assertIn("&lt;a href=&quot;https://evil.example&quot;&gt;", self.page)
-        clean = evals.render_html(make_record([entry("a", "pass", "passing", "ok")]), {})
+        clean = evals_extras.render_html(make_record([entry("a", "pass", "passing", "ok")]), {})
         self.assertNotIn("http", clean.replace("http-equiv", ""))
         for reference in ("src=", "href=", "url(", "@import", "<link", "<img"):
             self.assertNotIn(reference, clean)
@@ -391,7 +392,7 @@ class HtmlTest(unittest.TestCase):
         record, previous = sample(outputs_included=False)
         record["cases"][0]["output"] = "LEAKED OUTPUT"
         previous["refund"]["output"] = "LEAKED PREVIOUS"
-        page = evals.render_html(record, previous)
+        page = evals_extras.render_html(record, previous)
         self.assertIn("(output omitted)", page)
         self.assertNotIn("LEAKED", page)
         for marker in OUTPUT_MARKERS:
@@ -403,7 +404,7 @@ class HtmlTest(unittest.TestCase):
                                     flaky=True, attempts=[
                                         {"status": "pass", "output": "ATTEMPT-OUTPUT"},
                                         {"status": "fail", "output": "now"}])])
-        page = evals.render_html(record, {})
+        page = evals_extras.render_html(record, {})
         self.assertNotIn("ATTEMPT-OUTPUT", page)
         self.assertIn("1/2 calls passed", page)
         self.assertIn(">flaky<", page)
@@ -414,7 +415,7 @@ class HtmlTest(unittest.TestCase):
         record = make_record([entry("replayed", "pass", "passing", "ok", latency_s=None),
                               entry("live", "pass", "passing", "ok", latency_s=0.25),
                               entry("rescored", "fail", "new", "no", latency_s=None)])
-        page = evals.render_html(record, {})
+        page = evals_extras.render_html(record, {})
         self.assertIn('"id">replayed</td><td>passing</td><td>not measured</td>', page)
         self.assertIn('"id">live</td><td>passing</td><td>250 ms</td>', page)
         self.assertIn('<div class="muted">now fail · not measured</div>', page)
@@ -429,12 +430,12 @@ class HtmlTest(unittest.TestCase):
                  "PASS", "no regressions (1 failing)")):
             record = make_record(cases)
             self.assertIn(f'<h1><span class="verdict {tone}">{word}</span>evals: {text}</h1>',
-                          evals.render_html(record, {}))
-            self.assertIn(f" evals: {text}\n", evals.render_markdown(record))
+                          evals_extras.render_html(record, {}))
+            self.assertIn(f" evals: {text}\n", evals_extras.render_markdown(record))
 
     def test_no_baseline(self):
         record = make_record([entry("a", "fail", "new", "text")])
-        page = evals.render_html(record, {})
+        page = evals_extras.render_html(record, {})
         self.assertIn("(no baseline output recorded)", page)
         self.assertNotIn("<ins>", page)
 
@@ -556,7 +557,7 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(code, 1)
         previous = {e["id"]: e for e in before["cases"]}
 
-        root = ET.fromstring(evals.render_junit(record))
+        root = ET.fromstring(evals_extras.render_junit(record))
         suite = root.find("testsuite")
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("errors")),
                          ("2", "1", "0"))
@@ -564,13 +565,13 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(failure.get("type"), "regression")
         self.assertIn("manager approval", failure.get("message"))
 
-        page = evals.render_html(record, previous)
+        page = evals_extras.render_html(record, previous)
         self.assertNotIn("<script", page)
         self.assertIn("need manager approval", page)
         self.assertIn("<del>", page)
         self.assertIn("<ins>", page)
 
-        markdown = evals.render_markdown(record, previous)
+        markdown = evals_extras.render_markdown(record, previous)
         self.assertIn("1 regression", markdown.split("\n")[0])
 
         lines = evals.github_annotations(record).splitlines()
@@ -614,7 +615,7 @@ class SpooledRecordTest(unittest.TestCase):
     def test_every_report_is_the_same_from_the_spool(self):
         spooled, listed = self.record(120, True), self.record(120, False)
         self.assertIsInstance(spooled["cases"], evals._Spool)
-        for render in (evals.render_junit, evals.render_markdown, evals.render_html,
+        for render in (evals_extras.render_junit, evals_extras.render_markdown, evals_extras.render_html,
                        evals.github_annotations, evals.format_summary):
             with self.subTest(render=render.__name__):
                 self.assertEqual(render(spooled), render(listed))
@@ -633,7 +634,7 @@ class SpooledRecordTest(unittest.TestCase):
         import tracemalloc
 
         record = self.record(4000, True)  # 4000 entries of 2 KB: 8 MB if held
-        for render in (evals.render_markdown, evals.render_html, evals.github_annotations):
+        for render in (evals_extras.render_markdown, evals_extras.render_html, evals.github_annotations):
             with self.subTest(render=render.__name__):
                 tracemalloc.start()
                 try:

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 from tests._loopback import LoopbackServer
 from tests.test_conversations_tools import (ANTHROPIC_TOOL_USE, CONVERSATION, GEMINI_FUNCTION_CALL,
@@ -162,7 +163,7 @@ class ConversationCaseFileTest(Folder):
         ])
 
     def test_the_readmes_conversation_case_is_valid(self):
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(ROOT, "docs", "checks.md"), encoding="utf-8") as handle:
             readme = handle.read()
         section = readme[readme.index("### Conversations"):readme.index("## Checks")]
         (example,) = re.findall(r"```json\n(.*?)```", section, re.S)
@@ -172,10 +173,10 @@ class ConversationCaseFileTest(Folder):
 
     def test_add_validates_a_conversation_too(self):
         target = self.path("new.jsonl")
-        evals.append_case(target, {"id": "talk", "input": CONVERSATION,
+        evals_extras.append_case(target, {"id": "talk", "input": CONVERSATION,
                                    "checks": [{"type": "max_words", "n": 5}]})
         with self.assertRaisesRegex(evals.EvalsError, r'input\[0\].role: "tool" not one of'):
-            evals.append_case(target, {"id": "bad", "input": [{"role": "tool", "content": "x"}],
+            evals_extras.append_case(target, {"id": "bad", "input": [{"role": "tool", "content": "x"}],
                                        "checks": [{"type": "max_words", "n": 5}]})
         self.assertEqual(len(self.read_jsonl("new.jsonl")), 1)
 
@@ -770,7 +771,7 @@ class RecordAndRecordingsTest(Folder):
                            self.path("last_run.json"), "--history", history, "--id", "talk",
                            "--client", self.path("client.py") + ":ask"], out, err)
         self.assertEqual(code, 0, err.getvalue())
-        [row] = evals.history_rows(history, "talk")
+        [row] = evals_extras.history_rows(history, "talk")
         self.assertEqual(row["status"], "fail")
         self.assertIn('lookup_order({"order_id": "A-1001 \\ud83d"}) does not hold', row["reasons"])
 
@@ -885,17 +886,17 @@ class ReportsTest(unittest.TestCase):
 
     def test_junit_markdown_and_html_show_them_escaped(self):
         record = self.record()
-        root = ET.fromstring(evals.render_junit(record))
+        root = ET.fromstring(evals_extras.render_junit(record))
         out = {case.get("name"): case.find("system-out").text for case in root.iter("testcase")}
         self.assertTrue(out["talk"].startswith("Let me check <i>that</i>.\n-> lookup_order("))
         self.assertTrue(out["talk"].endswith(
             '\n-> issue_refund({"order_id": "A-1001", "amount_usd": 150})'))
         self.assertEqual(out["cut"], "Refunds over\n[finish_reason: length]")
-        markdown = evals.render_markdown(record)
+        markdown = evals_extras.render_markdown(record)
         self.assertIn('```text\nLet me check <i>that</i>.\n-> lookup_order({"order_id": "Sure! ',
                       markdown.replace("````", "```"))
         self.assertIn("```text\nRefunds over\n[finish_reason: length]\n```", markdown)
-        page = evals.render_html(record, {})
+        page = evals_extras.render_html(record, {})
         self.assertNotIn("<script>", page)
         self.assertNotIn("<i>that", page)
         self.assertIn("<pre>system: Be &lt;b&gt;brief&lt;/b&gt;.\nuser: Where is\n  my order?"
@@ -909,8 +910,8 @@ class ReportsTest(unittest.TestCase):
         record = self.record(outputs_included=False)
         self.assertIn("-> lookup_order([arguments omitted])",
                       evals.format_summary(record))
-        for text in (evals.render_junit(record), evals.render_markdown(record),
-                     evals.render_html(record, {}), evals.format_summary(record)):
+        for text in (evals_extras.render_junit(record), evals_extras.render_markdown(record),
+                     evals_extras.render_html(record, {}), evals.format_summary(record)):
             self.assertNotIn("A-1001", text)
             self.assertNotIn("Sure!", text)
 
@@ -1072,7 +1073,7 @@ class SupportBotExampleTest(unittest.TestCase):
         self.addCleanup(tmp.cleanup)
         self.dir = os.path.join(tmp.name, "examples", "support-bot")
         os.makedirs(self.dir)
-        for name in ("evals.py", "my_client.py"):
+        for name in ("evals.py", "evals_extras.py", "my_client.py"):
             shutil.copy(os.path.join(ROOT, name), tmp.name)
         for name in ("cases.jsonl", "recordings.jsonl", "tools.json", "README.md"):
             shutil.copy(os.path.join(EXAMPLE, name), self.dir)

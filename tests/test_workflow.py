@@ -20,6 +20,7 @@ import unittest.mock
 import xml.etree.ElementTree as ET
 
 import evals
+import evals_extras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
@@ -377,7 +378,7 @@ class ShardMergeTest(Workspace):
         ran = [entry["id"] for entry in record["cases"]]
         lost = [f"lost-{n}" for n in range(12)]
         with self.assertRaises(evals.EvalsError) as caught:
-            evals.merge_records([record], ran + lost)
+            evals_extras.merge_records([record], ran + lost)
         self.assertEqual(str(caught.exception), "12 case(s) were run by no shard: "
                          + ", ".join(lost[:10]) + " (+2 more); is a shard's record missing?")
 
@@ -481,7 +482,7 @@ class HistoryTest(Workspace):
         _, out, _ = self.run_cli()
         self.assertNotIn("both outcomes in recent runs", out)
         self.run_cli("--no-history")
-        self.assertEqual(len(evals.history_rows(self.db)), 2)
+        self.assertEqual(len(evals_extras.history_rows(self.db)), 2)
 
     def test_history_without_a_database_exits_2(self):
         code, _, err = self.main("history", "--baseline", self.baseline)
@@ -883,7 +884,7 @@ class BudgetTest(unittest.TestCase):
             calls.append(prompt)
             return Priced("ok", "gpt-4o-mini-2024-07-18", dict(self.USAGE))
 
-        budget = evals.Budget(0.0032)
+        budget = evals_extras.Budget(0.0032)
         results = evals.run_cases(self.cases(7), call, evals.RunOptions(budget=budget))
         # 4 calls cost 0.003; a 5th would make 0.00375 > 0.0032.
         self.assertEqual(calls, ["q0", "q1", "q2", "q3"])
@@ -903,7 +904,7 @@ class BudgetTest(unittest.TestCase):
             calls.append(prompt)
             return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
 
-        budget = evals.Budget(0.0032)
+        budget = evals_extras.Budget(0.0032)
         results = evals.run_cases(self.cases(12), call,
                                   evals.RunOptions(budget=budget, concurrency=4))
         self.assertLessEqual(budget.spent, 0.0032)
@@ -918,7 +919,7 @@ class BudgetTest(unittest.TestCase):
                 time.sleep(1)
             return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
 
-        budget = evals.Budget(0.002)
+        budget = evals_extras.Budget(0.002)
         results = evals.run_cases(self.cases(3), call,
                                   evals.RunOptions(timeout=0.2, budget=budget))
         self.assertEqual([r.status for r in results], ["pass", "error", "error"])
@@ -932,10 +933,10 @@ class BudgetTest(unittest.TestCase):
 
         # b0's three calls spend $0.00225 and b1's first $0.00075: the budget stops there.
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(repeat=3, budget=evals.Budget(0.003)))
+                                  evals.RunOptions(repeat=3, budget=evals_extras.Budget(0.003)))
         self.assertEqual([r.status for r in results], ["pass", "error", "error"])
         self.assertIn("BudgetExceeded", results[2].error)
-        strict = evals.RunOptions(repeat=3, min_pass=3, budget=evals.Budget(0.003))
+        strict = evals.RunOptions(repeat=3, min_pass=3, budget=evals_extras.Budget(0.003))
         self.assertEqual([r.status for r in evals.run_cases(self.cases(3), call, strict)],
                          ["pass", "error", "error"])
 
@@ -950,7 +951,7 @@ class BudgetTest(unittest.TestCase):
                 release.wait(5)
             return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
 
-        budget = evals.Budget(0.001)
+        budget = evals_extras.Budget(0.001)
         results = evals.run_cases(self.cases(4), call, evals.RunOptions(
             concurrency=3, timeout=0.3, budget=budget))
         self.assertLessEqual(budget.spent, 0.001)
@@ -961,7 +962,7 @@ class BudgetTest(unittest.TestCase):
             return Priced("ok", "some-local-model", dict(self.USAGE))
 
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(budget=evals.Budget(0.000001)))
+                                  evals.RunOptions(budget=evals_extras.Budget(0.000001)))
         self.assertEqual([r.status for r in results], ["pass"] * 3)
         self.assertIsNone(results[0].cost_usd)
 
@@ -976,7 +977,7 @@ class BudgetTest(unittest.TestCase):
                 barrier.wait()
             return Priced("ok", "some-local-model", dict(self.USAGE))
 
-        budget = evals.Budget(1.0)
+        budget = evals_extras.Budget(1.0)
         results = evals.run_cases(self.cases(3), call,
                                   evals.RunOptions(concurrency=3, budget=budget))
         self.assertEqual([r.status for r in results], ["pass"] * 3)
