@@ -52,10 +52,7 @@ import argparse
 import collections
 import collections.abc
 import contextlib
-import contextvars
 import functools
-import heapq
-import itertools
 import json
 import math
 import os
@@ -79,7 +76,7 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "select_cases", "shard_of",
     # runner
-    "current_case", "current_attempt", "can_retry_later", "Judge", "run_case", "run_cases",
+    "Judge", "replay_judge", "run_case", "run_cases",
     "each_result", "RunOptions", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
     "Interrupted", "latency_percentiles", "load_client", "load_outputs", "replay_client",
     "refuse_conversations", "stored_output",
@@ -234,25 +231,6 @@ def _tool_calls(calls):
                  for call in calls or ())
 
 
-_CURRENT_CASE = contextvars.ContextVar("evals_current_case", default=None)
-
-
-def current_case():
-    """The Case being answered or scored in the calling thread (None outside a run), for an
-    adapter, judge or check that needs more than its text (a replay keyed by case id)."""
-    return _CURRENT_CASE.get()
-
-
-_CURRENT_ATTEMPT = contextvars.ContextVar("evals_current_attempt", default=None)
-
-
-def current_attempt():
-    """The 0-based repeat index (int) of the call being made in the calling thread (--repeat
-    3: 0, 1, 2; None outside a run), for an adapter that keeps one answer per repeat (my_client's
-    cache of live calls)."""
-    return _CURRENT_ATTEMPT.get()
-
-
 def case_status(checks):
     """A case's status from its check dicts: "error" if one could not be scored, else "fail"
     if one failed, else "review" if a judge was unsure, else "pass" (skipped ones count not)."""
@@ -368,17 +346,34 @@ def load_callable(spec, option="--client"):
     return func
 
 
-def _call(func, case, attempt=None):
-    """func() with current_case() set to `case` and current_attempt() to `attempt`: ("output",
-    value) or ("error", exc)."""
-    token, attempt_token = _CURRENT_CASE.set(case), _CURRENT_ATTEMPT.set(attempt)
+def _asking(func):
+    """`func` as call(arg, case, attempt): it is passed `case=` (the Case) and `attempt=` (the
+    0-based repeat index) as keyword arguments only when its signature names such a parameter
+    (read once, here); any other callable gets `arg` alone. The harness's one way to tell a
+    client, or a judge, what it knows."""
+    import inspect
+
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): called with arg alone
+        params = {}
+    named = [name for name in ("case", "attempt") if name in params and params[name].kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    if not named:
+        return lambda arg, case, attempt: func(arg)
+    return lambda arg, case, attempt: func(arg, **{name: value for name, value in zip(
+        ("case", "attempt"), (case, attempt)) if name in named})
+
+
+_judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
+
+
+def _call(func):
+    """func(): ("output", value) or ("error", exc)."""
     try:
         return "output", func()
     except BaseException as exc:  # noqa: B902 - reported as the case's error
         return "error", exc
-    finally:
-        _CURRENT_ATTEMPT.reset(attempt_token)
-        _CURRENT_CASE.reset(token)
 
 
 def _start_caller():
@@ -388,8 +383,8 @@ def _start_caller():
     jobs, answers = queue.Queue(), queue.Queue()
 
     def serve():
-        for func, case, attempt in iter(jobs.get, None):
-            answers.put(_call(func, case, attempt))
+        for func in iter(jobs.get, None):
+            answers.put(_call(func))
 
     threading.Thread(target=serve, name="evals-caller", daemon=True).start()
     return jobs, answers
@@ -406,15 +401,14 @@ def _release_caller():
         caller[0].put(None)
 
 
-def _within(func, timeout, case=None):
-    """func() for `case` within `timeout` s (None: no limit), or TimeoutError.abandoned."""
-    case, attempt = case or current_case(), current_attempt()
+def _within(func, timeout):
+    """func() within `timeout` s (None: no limit), or TimeoutError.abandoned."""
     if timeout is None:
-        kind, value = _call(func, case, attempt)
+        kind, value = _call(func)
     else:
         jobs, answers = getattr(_CALLERS, "caller", None) or _start_caller()
         _CALLERS.caller = None  # a caller whose call times out is not used again
-        jobs.put((func, case, attempt))
+        jobs.put(func)
         try:
             kind, value = answers.get(timeout=timeout)
         except queue.Empty:
@@ -1428,33 +1422,46 @@ def _ended(result, answer):
 _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
 
-def evaluate(case, output, judge=None, reasoning=None):
+def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     """Score every check of `case` on `output` (str, or an Answer): (status, list of check
     dicts in case order).
 
-    judge: a callable (prompt str -> reply str, or a Judge); NO_JUDGE skips the checks that need
+    judge: a callable (prompt str -> reply str, or a Judge), passed `case=` and `attempt=`
+    (the repeat index) when its signature names them; NO_JUDGE skips the checks that need
     one, None makes them errors. After a deterministic check failed they are skipped, unasked.
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
     answer = output if isinstance(output, Answer) else Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
-    token = _CURRENT_CASE.set(case)  # for a judge or a user's check that asks
-    try:
-        results, judged = [], []
-        for check in case.checks:
-            spec = CHECKS[check["type"]]
-            if spec.needs_judge:
-                judged.append(len(results))
-                results.append(None)
-            else:
-                results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
-                                       spec.name))
-        for index in judged:  # after the deterministic checks, which decide whether to ask
-            check = case.checks[index]
-            results[index] = _judged(case, check, text, answer, judge, results,
-                                     reasoning).as_dict(check["type"])
-    finally:
-        _CURRENT_CASE.reset(token)
+    results, judged = [], []
+    for check in case.checks:
+        spec = CHECKS[check["type"]]
+        if spec.needs_judge:
+            judged.append(len(results))
+            results.append(None)
+        else:
+            results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
+                                   spec.name))
+    if judged and judge is not None and judge is not NO_JUDGE:
+        judge = _told(judge, case, attempt)
+    for index in judged:  # after the deterministic checks, which decide whether to ask
+        check = case.checks[index]
+        results[index] = _judged(case, check, text, answer, judge, results,
+                                 reasoning).as_dict(check["type"])
     return case_status(results), results
+
+
+def _told(judge, case, attempt):
+    """`judge` as prompt -> reply for `case` and `attempt` (see _asking), keeping its name."""
+    try:
+        call = _judge_asking(judge)
+    except TypeError:  # an unhashable callable: its signature read for this case
+        call = _asking(judge)
+
+    def ask(prompt):
+        return call(prompt, case, attempt)
+
+    ask.name = getattr(judge, "name", None) or _callable_name(judge)
+    return ask
 
 
 def _judged(case, check, text, answer, judge, results, reasoning=None):
@@ -1721,7 +1728,7 @@ class RunOptions:
     repeat); rate_limit, calls started per second or None; budget, a Budget or None; prices,
     the price table (default PRICES); judge, the callable for `judge` checks or None. A run
     counts its replies (str returned) in `replies`, in `cached` those with `cached` True
-    (an adapter's cache answered them), and in `replayed` those with `replayed` True."""
+    (an adapter's cache answered them), and in `replayed` the recorded ones."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
                  budget=None, prices=None, judge=None):
@@ -1732,13 +1739,13 @@ class RunOptions:
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
 
-    def count_reply(self, reply):
-        """Count a reply of the client, and whether it is `cached` and `replayed`."""
-        plain = type(reply) is str  # neither cached nor replayed: no attribute to look up
+    def count_reply(self, reply, replayed=False):
+        """Count a reply of the client, whether it is `cached` and whether it was `replayed`."""
+        plain = type(reply) is str  # not cached: no attribute to look up
         with self._counting:
             self.replies += 1
             self.cached += not plain and bool(_attribute(reply, "cached", bool))
-            self.replayed += not plain and bool(_attribute(reply, "replayed", bool))
+            self.replayed += bool(replayed)
 
     @property
     def needed(self):
@@ -1759,7 +1766,8 @@ class _Reply(str):
 
 
 def _judge_cache(path):
-    """{key: row} of a judge cache file, skipping the lines that do not parse."""
+    """{key: row} of a judge cache or judge recordings file, skipping the lines that do not
+    parse."""
     cache = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -1775,10 +1783,12 @@ class Judge:
     """The judge of a run: a callable (prompt str -> str), its name (default "module:function")
     and an optional reply cache, cache_path: JSONL, one {"key", "name", "model", "reply", "ts"}
     a line, keyed by sha256 of the name, the callable's `judge_model` (a str or a function
-    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls."""
+    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls. The
+    callable is passed `case=` and `attempt=` when its signature names them."""
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
+        self._ask = _asking(func)
         self.name = name or _callable_name(func)
         self.cache_path = cache_path
         self.timeout = timeout
@@ -1792,14 +1802,14 @@ class Judge:
         identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
         return _sha256(f"{identity}\n{prompt}")
 
-    def __call__(self, prompt):
+    def __call__(self, prompt, case=None, attempt=0):
         """The reply (a str with `model` and `cached`), cached or asked within `timeout`;
         raises what the judge raises, TypeError for a non-str reply."""
         key = self.key(prompt) if self.cache_path else None
         hit = self._cache.get(key)  # none without a cache
         if hit is not None:
             return _Reply(hit["reply"], hit.get("model"), cached=True)
-        answer = _within(lambda: self.func(prompt), self.timeout)
+        answer = _within(lambda: self._ask(prompt, case, attempt), self.timeout)
         with self._lock:
             self.calls += 1
         if not isinstance(answer, str):
@@ -1900,71 +1910,17 @@ def _whole_reply(output):
                     "sent": parts["sent"], "replayed": bool(_attribute(output, "replayed", bool))}
 
 
-# ---- a call waiting out a server's Retry-After gives its worker to another case ----
+# ---- the runner: each case's calls, in a pool of worker threads ----
 
-_TAKES_BACK = contextvars.ContextVar("evals_takes_back", default=None)
-
-
-def can_retry_later(func):
-    """True while `func` is the client the runner calls for the current case (not a function
-    that calls it, nor a judge) and the runner can take the call back. Then, rather than sleep
-    between attempts (a server's Retry-After, a backoff), `func` may raise an exception with
-    `retry_after` (seconds) and `resume` (a callable taking no argument: the next attempt,
-    which returns the answer or raises as the call would): the worker runs other cases, and
-    `resume()` is called once `retry_after` has passed. my_client's RetryLater is one."""
-    return func is not None and _TAKES_BACK.get() is func
-
-
-class _Job:
-    """A case part-way through its calls: index (its place in the run), case, results (of its
-    calls so far), and the call put back to wait: resume (callable), spent (seconds the call
-    has taken: its attempts and the waits asked), not_before (time.monotonic())."""
-
-    __slots__ = ("index", "case", "results", "resume", "spent", "not_before")
-
-    def __init__(self, index, case):
-        self.index, self.case, self.results = index, case, []
-        self.resume, self.spent, self.not_before = None, 0.0, 0.0
-
-
-class _CallLater(Exception):
-    """The job's call waits out a server's Retry-After; its worker takes other work."""
-
-
-def _model_call(job, call_model, timeout):
-    """call_model(job.case.input), or the resumption of the call the job put back, within what
-    is left of `timeout` s (its attempts and asked waits count, time in the queue does not)."""
-    case, resume, spent = job.case, job.resume, job.spent
+def _model_call(call, case, attempt, timeout):
+    """The client's answer to `case` (call: see _asking) within `timeout` s (None: no limit)."""
     # A conversation is copied for each call: a client may append its reply to the list.
     prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
-    started = time.perf_counter()
-
-    def taken_back():
-        token = _TAKES_BACK.set(call_model)
-        try:
-            return resume() if resume else call_model(prompt)
-        finally:
-            _TAKES_BACK.reset(token)
-
-    try:
-        return _within(taken_back, timeout and timeout - spent, case)
-    except Exception as exc:
-        wait, later = _attribute(exc, "retry_after", (int, float)), getattr(exc, "resume", None)
-        if not (_is_number(wait) and callable(later)):  # infinity: a wait no run can keep
-            if spent and getattr(exc, "abandoned", False):  # what was left of it ran out
-                exc.args = (f"no answer within {timeout:g} s",)
-            raise
-        wait = max(0.0, wait)
-        job.spent = spent + time.perf_counter() - started + wait
-        if timeout is not None and job.spent >= timeout:  # the wait alone would overrun it
-            raise TimeoutError(f"no answer within {timeout:g} s: {exc}") from None
-        job.resume, job.not_before = later, time.monotonic() + wait
-        raise _CallLater from None
+    return _within(lambda: call(prompt, case, attempt), timeout)
 
 
-def _attempt(job, call_model, options, limiter):
-    """One call of the job's case and its scoring, as a CaseResult."""
-    case = job.case
+def _attempt(case, attempt, call, options, limiter):
+    """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult."""
     if options.refused:  # every other call would be refused the same way, and counted
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
@@ -1972,10 +1928,10 @@ def _attempt(job, call_model, options, limiter):
     try:
         if limiter:
             limiter.wait()
-        started = time.perf_counter() - job.spent  # a call put back ran before
+        started = time.perf_counter()
         try:
-            output = _model_call(job, call_model, options.timeout)
-        except (KeyboardInterrupt, _CallLater):
+            output = _model_call(call, case, attempt, options.timeout)
+        except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
             if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
@@ -1990,13 +1946,13 @@ def _attempt(job, call_model, options, limiter):
             answer, reply = _whole_reply(output)
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
-        replayed = getattr(call_model, "model", None) == "replay" or reply["replayed"]
-        options.count_reply(output)
+        replayed = call.replays or reply["replayed"]
+        options.count_reply(output, replayed)
         if replayed:
             latency = None  # a recorded answer took no model time
         cost, answered = call_cost(reply["model"], reply["usage"], options.prices), True
         answer = Answer(answer.text, answer.tool_calls, answer.finish_reason, latency, cost)
-        status, checks = evaluate(case, answer, options.judge, reply["reasoning"])
+        status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
                           latency_s=latency, usage=reply["usage"], model=reply["model"],
@@ -2055,34 +2011,31 @@ def _checks_counted(checks, scored):
 
 def run_case(case, call_model, options=None, limiter=None):
     """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
-    A raise (but KeyboardInterrupt), a timeout or a return that is not a reply (see
-    _whole_reply: a str, a str subclass, or a dict with "text") is an unscored `error`. The
-    reply's tool calls and finish reason are scored with its text; its `usage`
+    `call_model` is passed `case=` and `attempt=` (the 0-based repeat index) when its
+    signature names them. A raise (but KeyboardInterrupt), a timeout or a return that is not a
+    reply (see _whole_reply: a str, a str subclass, or a dict with "text") is an unscored
+    `error`. The reply's tool calls and finish reason are scored with its text; its `usage`
     ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
-    options = options or RunOptions()
-    job = _Job(0, case)
-    while (result := _advance(job, call_model, options, limiter)) is None:
-        time.sleep(max(0.0, job.not_before - time.monotonic()))  # nothing else to run meanwhile
-    return result
+    return _run_one(case, _client_call(call_model), options or RunOptions(), limiter)
 
 
-def _advance(job, call_model, options, limiter):
-    """Make the job's calls (options.repeat): its case's CaseResult, or None when a call waits
-    out a server's Retry-After (until job.not_before)."""
-    while len(job.results) < options.repeat:
-        attempt = _CURRENT_ATTEMPT.set(len(job.results))  # for the client and the judge
+def _client_call(call_model):
+    """call_model as _asking makes it, knowing whether it answers with recorded outputs."""
+    call = _asking(call_model)
+    call.replays = getattr(call_model, "model", None) == "replay"
+    return call
+
+
+def _run_one(case, call, options, limiter):
+    """The CaseResult of `case`'s calls (options.repeat)."""
+    results = []
+    for attempt in range(options.repeat):
         try:
-            job.results.append(_attempt(job, call_model, options, limiter))
-        except _CallLater:
-            return None
+            results.append(_attempt(case, attempt, call, options, limiter))
         except BudgetExceeded as exc:
-            job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
+            results.append(CaseResult(case.id, "error", error=_describe_error(exc)))
             break
-        finally:
-            _CURRENT_ATTEMPT.reset(attempt)
-        job.resume, job.spent = None, 0.0
-    attempts = job.results
-    return attempts[0] if options.repeat == 1 else _combine_attempts(attempts, options)
+    return results[0] if options.repeat == 1 else _combine_attempts(results, options)
 
 
 def run_cases(cases, call_model, options=None, on_result=None):
@@ -2126,11 +2079,11 @@ def each_result(cases, call_model, options=None, on_result=None):
     options.refused = None  # a refused key stops this run's calls, not a later run's
     options.replies = options.cached = options.replayed = 0
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
-    stop = threading.Event()
+    call, stop = _client_call(call_model), threading.Event()
     if options.concurrency <= 1:
-        finished = _work(_Queue(cases, stop), call_model, options, limiter)
+        finished = _work(_taker(cases, stop), call, options, limiter)
     else:
-        finished = _run_in_threads(cases, call_model, options, limiter, stop)
+        finished = _run_in_threads(cases, call, options, limiter, stop)
     waiting, turn = {}, 0
     try:
         for index, result in finished:
@@ -2147,63 +2100,35 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
-class _Queue:
-    """A run's work, shared by its workers: the cases not started, in case-file order, and the
-    jobs put back to wait out a server's Retry-After (a heap by not_before; due ones go first).
-    take() waits for work: a _Job, or None once every job is done or `stop` is set."""
+def _taker(cases, stop):
+    """take(): the next (index, case) not started, in case-file order, for any worker thread;
+    None once every case is taken or `stop` is set."""
+    fresh, lock = enumerate(cases), threading.Lock()
 
-    def __init__(self, cases, stop):
-        self._fresh, self._stop = enumerate(cases), stop
-        self._later, self._order = [], itertools.count()
-        self._busy = 0  # jobs taken, not yet done or put back: they may come back
-        # `with` on the lock itself: Condition's own __enter__ is Python, 1 us a case more
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+    def take():
+        with lock:
+            return None if stop.is_set() else next(fresh, None)
 
-    def take(self):
-        with self._lock:
-            while not self._stop.is_set():
-                due = self._later[0][0] - time.monotonic() if self._later else None
-                if due is not None and due <= 0:
-                    self._busy += 1
-                    return heapq.heappop(self._later)[2]
-                fresh = next(self._fresh, None)
-                if fresh is not None:
-                    self._busy += 1
-                    return _Job(*fresh)
-                if due is None and not self._busy:
-                    return None
-                self._changed.wait(min(due or 0.2, 0.2))  # 0.2 s: `stop` is not notified
-        return None
-
-    def done(self, job, put_back=False):
-        """`job` is done, or (put_back) waits until its not_before."""
-        with self._lock:
-            self._busy -= 1
-            if put_back:
-                heapq.heappush(self._later, (job.not_before, next(self._order), job))
-            self._changed.notify_all()
+    return take
 
 
-def _work(work, call_model, options, limiter, guarded=()):
-    """Yield (index, CaseResult) of each case this worker finishes, taking jobs from `work`
-    (a _Queue) until none is left; an exception of `guarded` is the case's error."""
-    for job in iter(work.take, None):
+def _work(take, call, options, limiter, guarded=()):
+    """Yield (index, CaseResult) of each case this worker takes and runs; an exception of
+    `guarded` is the case's error."""
+    for index, case in iter(take, None):
         try:
-            result = _advance(job, call_model, options, limiter)
+            result = _run_one(case, call, options, limiter)
         except guarded as exc:  # noqa: B902 - never lose a case to a worker crash
-            result = CaseResult(job.case.id, "error", error=_describe_error(exc))
-        work.done(job, put_back=result is None)
-        if result is not None:
-            yield job.index, result
+            result = CaseResult(case.id, "error", error=_describe_error(exc))
+        yield index, result
 
 
-def _run_in_threads(cases, call_model, options, limiter, stop):
+def _run_in_threads(cases, call, options, limiter, stop):
     """Yield (index, CaseResult) as cases finish in `options.concurrency` worker threads."""
-    work, done = _Queue(cases, stop), queue.SimpleQueue()
+    take, done = _taker(cases, stop), queue.SimpleQueue()
 
     def worker():
-        for finished in _work(work, call_model, options, limiter, BaseException):
+        for finished in _work(take, call, options, limiter, BaseException):
             done.put(finished)
         _release_caller()
 
@@ -2306,13 +2231,15 @@ def _recorded_problem(row, entry=False):
 
 
 def _recorded(row, entry=False):
-    """The answer a valid recordings row, or a run record `entry`, holds."""
+    """The answer a valid recordings row (with the "model" it names, if any), or a run record
+    `entry`, holds."""
     output = row["output"]
     whole = output if isinstance(output, dict) else row if entry else {}
-    if whole is not output and row.get("reasoning") is None and not (
+    model = None if entry else row.get("model")
+    if whole is not output and row.get("reasoning") is None and model is None and not (
             whole.get("tool_calls") or whole.get("finish_reason")):
         return output  # a plain answer is a plain str: the runner reads it fastest
-    return _Reply(whole.get("text", output), reasoning=row.get("reasoning"),
+    return _Reply(whole.get("text", output), model, reasoning=row.get("reasoning"),
                   tool_calls=_tool_calls(whole.get("tool_calls")),
                   finish_reason=whole.get("finish_reason"))
 
@@ -2381,19 +2308,19 @@ class _Recordings(collections.abc.Mapping):
         return _recorded(_recording_row(line, start, checked=True))
 
 
-def replay_client(outputs, source="recorded outputs"):
-    """A call_model that answers each case with its recorded output; a missing one is an error."""
+def replay_client(outputs, source="recorded outputs", hint=""):
+    """A call_model that answers each case (by its id) with its recorded output; a missing one
+    is an error, its message ending with `hint`."""
 
-    def replay(prompt):
-        case = current_case()
+    def replay(prompt, *, case=None, attempt=0):
         if case is None or case.id not in outputs:
             name = case.id if case else "?"
-            raise LookupError(f"no recorded output for case {name!r} in {source}")
+            raise LookupError(f"no recorded output for case {name!r} in {source}{hint}")
         output = outputs[case.id]
         if output is None:
             raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
         if isinstance(output, tuple):  # a repeated run's calls: the same one each time
-            number = (current_attempt() or 0) % len(output)
+            number = attempt % len(output)
             output = output[number]
             if output is None:
                 raise LookupError(f"call {number + 1} of case {case.id!r} errored in {source}")
@@ -2407,6 +2334,91 @@ def replay_client(outputs, source="recorded outputs"):
 def load_client(spec):
     """The callable named by "module:function" or "path/to/file.py:function" (ClientError)."""
     return load_callable(spec, "--client")
+
+
+# ---- the offline default: my_client with no provider configured is replayed, not called ----
+
+DEFAULT_RECORDINGS = "recordings.jsonl"
+DEFAULT_JUDGE_RECORDINGS = "judge_recordings.jsonl"
+_RECORD_HINT = (" (record one from a model: set EVALS_PROVIDER, then run python evals.py "
+                "--record {})")
+
+
+def _offline(spec, function, *variables):
+    """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask")
+    and the first of the provider `variables` set is unset, empty or "replay": then there is
+    no model to call, and the harness replays what was recorded."""
+    module, _, name = spec.rpartition(":")
+    if name != function or os.path.basename(module) not in ("my_client", "my_client.py"):
+        return False
+    provider = next((os.environ[v] for v in variables if os.environ.get(v, "").strip()), "")
+    return provider.strip().lower() in ("", "replay")
+
+
+def _offline_client(repeat, stderr):
+    """replay_client of EVALS_RECORDINGS (default recordings.jsonl), said once on `stderr`;
+    ClientError when there is no such file."""
+    path = os.environ.get("EVALS_RECORDINGS") or DEFAULT_RECORDINGS
+    why = ("EVALS_PROVIDER=replay" if os.environ.get("EVALS_PROVIDER", "").strip()
+           else "EVALS_PROVIDER is not set")
+    if not os.path.isfile(path):
+        raise ClientError(f"{why} and there is no recordings file {path} to replay: set "
+                          "EVALS_PROVIDER (openai, anthropic, gemini, ollama; see my_client.py) "
+                          "to call a model, and python evals.py --record FILE records its "
+                          "outputs for offline runs (EVALS_RECORDINGS=FILE replays them)")
+    outputs = load_outputs(path, repeat)
+    stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
+                 "(set EVALS_PROVIDER or --client to call one)\n")
+    replay = replay_client(outputs, path, _RECORD_HINT.format(path))
+
+    def batch(*_args, **_kwargs):
+        raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
+                          "anthropic; see my_client.py)")
+
+    replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
+    return replay
+
+
+def replay_judge(path, stderr=None):
+    """A judge answering each prompt with the reply recorded for it in `path` (JSONL, one
+    {"key": sha256 of the prompt, "reply": str} a line; "model" optional, other keys and lines
+    ignored), read at its first call, which says on `stderr` (default sys.stderr) that no judge
+    model is called. A prompt with no recording raises LookupError (the case is an error,
+    never a pass), as does a missing file."""
+    loaded, lock = [], threading.Lock()
+
+    def judge(prompt):
+        with lock:
+            if not loaded:
+                (stderr or sys.stderr).write(
+                    "evals: no judge provider configured (EVALS_JUDGE_PROVIDER and "
+                    f"EVALS_PROVIDER unset): replaying recorded judge replies from {path}, no "
+                    "judge model is called\n")
+                loaded.append(_judge_cache(path) if os.path.isfile(path) else None)
+        if loaded[0] is None:
+            raise LookupError(f"judge recordings file {path} not found (set EVALS_JUDGE_PROVIDER "
+                              f"to call a judge model; EVALS_JUDGE_RECORD={path} records its "
+                              "replies)")
+        row = loaded[0].get(_sha256(prompt))
+        if row is None:
+            raise LookupError(
+                f"no recorded judge reply for this prompt in {path}: add a line {{\"key\": "
+                f"\"{_sha256(prompt)}\", \"reply\": the judge's JSON verdict as a string}}, or "
+                "set EVALS_JUDGE_PROVIDER to ask a judge model (EVALS_JUDGE_RECORD="
+                f"{path} records its replies)")
+        return _Reply(row["reply"], row.get("model") or "replay")
+
+    judge.judge_model = "replay"  # part of the judge cache's key, as my_client's says
+    return judge
+
+
+def _load_judge(spec, stderr=None):
+    """The judge callable `spec` names (ClientError); my_client's judge with no judge provider
+    configured is replay_judge of EVALS_JUDGE_RECORDINGS (default judge_recordings.jsonl)."""
+    if _offline(spec, "judge", "EVALS_JUDGE_PROVIDER", "EVALS_PROVIDER"):
+        return replay_judge(os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS,
+                            stderr)
+    return load_callable(spec, "--judge")
 
 
 def latency_percentiles(latencies):
@@ -3566,12 +3578,12 @@ def _run_command(args, stdout, stderr):
     options = RunOptions(
         concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
         min_pass=args.min_pass, rate_limit=args.rate_limit,
-        judge=_judge_for(args, selected))
+        judge=_judge_for(args, selected, stderr))
     if args.prices or args.budget:
         _extras().priced(options, args.prices, args.budget)
     extras = _extras()
     cache = extras and extras.use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
-    call_model, client_name = _client_for(args, selected, options)
+    call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
         scope = f"{len(selected)} of {total}" if len(selected) != total else total
@@ -3604,14 +3616,17 @@ def _run_command(args, stdout, stderr):
     return _exit_code(record["summary"], args.strict, args.accept)
 
 
-def _client_for(args, cases, options):
-    """(call_model, its name): the recordings replayed (--rescore), else the client to load."""
+def _client_for(args, cases, options, stderr):
+    """(call_model, its name): the recordings replayed (--rescore), else the client to load:
+    --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
+    the replay of EVALS_RECORDINGS (see _offline_client)."""
     if args.rescore:
         name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
     else:
         name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = load_client(name)
+        call_model = (_offline_client(options.repeat, stderr)
+                      if _offline(name, "ask", "EVALS_PROVIDER") else load_client(name))
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
@@ -3700,14 +3715,14 @@ def _selection_hint(args, cases):
     return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
-def _judge_for(args, cases):
+def _judge_for(args, cases, stderr):
     """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
     if args.no_judge:
         return NO_JUDGE
     if args.judge:
         # The cache keeps each judge reply's text, which can quote the output.
         cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
-        return Judge(load_callable(args.judge, "--judge"), name=args.judge, cache_path=cache,
+        return Judge(_load_judge(args.judge, stderr), name=args.judge, cache_path=cache,
                      timeout=args.timeout)
     needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
     if needs:
@@ -3860,7 +3875,7 @@ _COMMANDS = {
 
 
 if __name__ == "__main__":
-    # Adapters `import evals` to reach current_case(); make that the running module, not a copy.
+    # A module that does `import evals` (the optional file) gets the running one, not a copy.
     sys.modules.setdefault("evals", sys.modules[__name__])
     try:
         code = main()

@@ -1,8 +1,17 @@
 """my_client: the model client that ``python evals.py`` calls, one prompt at a time.
 
-``ask(prompt) -> Reply`` is the entry point.  With no provider configured it
-replays recorded outputs offline, so the eval suite runs with no network and no
-key.  Set ``EVALS_PROVIDER`` to call a real model instead.
+``ask(prompt, *, attempt=0) -> Reply`` is the entry point.  Set
+``EVALS_PROVIDER`` to call a real model.  With no provider configured,
+``python evals.py`` replays ``recordings.jsonl`` itself and does not call this
+module at all (``ask`` called then raises :class:`ConfigError`).
+
+The contract with evals.py runs one way: this module imports nothing from
+evals, and evals imports nothing from it.  evals calls ``ask(prompt)`` and, as
+``ask``'s signature names ``attempt``, passes the 0-based repeat index as that
+keyword argument (the cache keeps one reply per repeat); a client whose
+signature names ``case`` gets the case too.  What a client can do beyond one
+call it declares as attributes evals reads: ``accepts_conversations``, and
+``batch`` (provider batches).
 
 A prompt is a ``str`` (one user message) or a conversation: a list of
 ``{"role": "system" | "user" | "assistant", "content": str}``, sent in each
@@ -16,7 +25,7 @@ consecutive messages of one role as one turn's parts).
 
 Usage::
 
-    # offline (default): replay recordings.jsonl
+    # offline (default): evals.py replays recordings.jsonl, this module is not called
     python evals.py
 
     # live, against a provider
@@ -38,9 +47,10 @@ call and are never printed, logged or put into an exception message):
 
 ======================  ======================================================
 ``EVALS_PROVIDER``      ``openai`` | ``anthropic`` | ``gemini`` | ``ollama``.
-                        Unset, empty or ``replay``: offline replay.
-``EVALS_RECORDINGS``    replay file, default ``recordings.jsonl`` (relative to
-                        the current directory).
+                        Unset, empty or ``replay``: no provider; evals.py
+                        replays ``EVALS_RECORDINGS`` (default
+                        ``recordings.jsonl``) itself, and ``ask`` raises
+                        ConfigError.
 ``EVALS_MODEL``         model name.  Defaults: openai ``gpt-4o-mini``,
                         anthropic ``claude-haiku-4-5``, gemini
                         ``gemini-2.5-flash``, ollama ``llama3.2``.
@@ -176,15 +186,10 @@ Errors:
   ``EVALS_OLLAMA_NUM_CTX``.  An error text is never returned as if it were
   model output.
 * ``TypeError``: a prompt that is neither a str nor a conversation.
-* :class:`ConfigError` (a ``ValueError``): unknown provider, missing key,
+* :class:`ConfigError` (a ``ValueError``): no provider configured (evals.py
+  replays recordings itself then), unknown provider, missing key,
   unparseable number in an ``EVALS_*`` variable, an ``EVALS_TOOLS`` file that
   is not a list of tools.
-* ``LookupError``: replay has no recording for the case.  ``ValueError``: the
-  recordings file is malformed (message names ``file:line``).  A recording's
-  ``output`` is a string or a whole reply ``{"text", "tool_calls",
-  "finish_reason"}``, which replays as those attributes; its ``input`` a
-  string or a conversation (matched as equal JSON).
-  ``FileNotFoundError``: the recordings file does not exist.
 
 Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
 read timeouts, connection resets and dropped connections are retried, up to
@@ -201,16 +206,9 @@ own error message is surfaced), 429s that mean "out of quota / spend limit" or
 a used-up daily quota (retrying cannot help), connection refused and DNS
 failures (almost always a wrong URL or a server that is not running), and
 anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
-``false`` overrides the status, as the official SDKs let it.
-
-Waiting without holding a worker: when the harness says it can take the call
-back (evals' ``can_retry_later(client)``: true only while it calls this very
-client, ``ask`` or a client object, for a case), a wait between attempts is not
-slept: the call raises :class:`RetryLater` with ``retry_after`` (seconds) and
-``resume()`` (the next attempt), and the harness runs other cases meanwhile.
-The attempts and the retry budget go on from where the call stopped.  Called
-any other way (directly, from a function of yours, as the judge) the client
-sleeps as above.
+``false`` overrides the status, as the official SDKs let it.  The waits are
+slept in the calling thread, as any caller of an HTTP API does (under
+``python evals.py -j N`` the other workers go on meanwhile).
 
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
@@ -218,15 +216,15 @@ one the server closed while idle is replaced before the next request.  Through
 a proxy from the environment (``HTTPS_PROXY``, ``NO_PROXY``) each call opens
 its own connection.  ``close_connections()`` closes the calling thread's.
 
-Thread safety: clients keep no mutable state per call; the replay file is
-loaded once under a lock.  ``ask`` may be called from many threads.
+Thread safety: clients keep no mutable state per call.  ``ask`` may be called
+from many threads.
 
 Cache (``EVALS_CACHE=1``, or ``python evals.py --cache``): each answer of a
 live client is kept in ``EVALS_CACHE_PATH``, keyed by a sha256 of the
 provider, the request URL (without a user, password or key-like query
 parameter), the JSON body as configured (model, messages and system prompt,
 temperature, token cap, tools, ``num_ctx``) and the repeat index of the call
-(``evals.current_attempt()``, 0 outside a run): ``--repeat 3`` keeps three
+(the ``attempt`` keyword evals passes, default 0): ``--repeat 3`` keeps three
 replies per case.  A call whose key is there returns that reply, with its
 usage (so a run's cost is reported as it was), ``cached`` and ``replayed``
 True and ``attempts`` 0, and makes no request and needs no key.  Errors are
@@ -243,14 +241,14 @@ temperature 0 (with the same exceptions) and without ``EVALS_SYSTEM_PROMPT``:
 
 =========================== =================================================
 ``EVALS_JUDGE_PROVIDER``    provider of the judge; unset: ``EVALS_PROVIDER``;
-                            neither (or ``replay``): replay recorded replies.
+                            neither (or ``replay``): no judge provider;
+                            evals.py replays recorded replies itself
+                            (``EVALS_JUDGE_RECORDINGS``, default
+                            ``judge_recordings.jsonl``: ``{"key": sha256
+                            of the prompt, "reply": str}`` a line).
 ``EVALS_JUDGE_MODEL``       judge model; unset: ``EVALS_MODEL`` when the judge
                             uses the app's provider, else that provider's
                             default.  ``EVALS_JUDGE_BASE_URL`` likewise.
-``EVALS_JUDGE_RECORDINGS``  replay file, default ``judge_recordings.jsonl``:
-                            ``{"key": sha256 of the prompt, "reply": str}``
-                            a line.  A prompt with no recording raises
-                            LookupError (the case is an error, never a pass).
 ``EVALS_JUDGE_RECORD``      file to append every live judge reply to, in the
                             replay format (record once, replay in CI).
 ``EVALS_JUDGE_TEMPERATURE`` as ``EVALS_TEMPERATURE``, for the judge.
@@ -261,8 +259,8 @@ judge's prompt holds the case's input and the output it grades: with a live
 judge provider both are sent to that provider.
 
 Capture (in your running app): ``capture`` wraps your own model function and
-appends each call to ``.evals/captures.jsonl`` so that bad answers can be
-reviewed into cases with ``python my_client.py review``::
+appends each call to ``.evals/captures.jsonl``, so that bad answers can be
+reviewed into cases::
 
     @my_client.capture(tags=["support"], redact=[r"\\b\\d{16}\\b"])
     def answer(question): ...
@@ -295,24 +293,21 @@ __all__ = [
     "reply_dict",
     "ProviderError",
     "ConfigError",
-    "RetryLater",
     "ask",
     "make_client",
     "Client",
-    "ReplayClient",
     "PROVIDERS",
     "DEFAULT_MODELS",
     "DEFAULT_BASE_URLS",
     "judge",
     "make_judge",
-    "JudgeReplay",
     "prompt_key",
     "capture",
     "close_connections",
 ]
 
 PROVIDERS = ("openai", "anthropic", "gemini", "ollama")
-_REPLAY_NAMES = ("", "replay")  # provider unset, empty or "replay": replay recordings offline
+_REPLAY_NAMES = ("", "replay")  # provider unset, empty or "replay": evals.py replays, not us
 
 DEFAULT_MODELS = {
     "openai": "gpt-4o-mini",
@@ -346,7 +341,6 @@ DEFAULT_TEMPERATURE = 0.0
 # longer prompt without an error, so the harness sets one that does not vary with the machine.
 OLLAMA_DEFAULT_NUM_CTX = 8192
 _TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")  # EVALS_MAX_TOKENS_FIELD's values
-DEFAULT_RECORDINGS = "recordings.jsonl"
 
 # The statuses the official SDKs retry (408, 409 "lock timeouts", 429, 5xx: ``_should_retry`` in
 # https://github.com/openai/openai-python/blob/main/src/openai/_base_client.py and
@@ -469,41 +463,6 @@ class ProviderError(Exception):
         self.attempts = attempts
         self.detail = _one_line(message)
         super().__init__("%s: %s" % (provider, self.detail))
-
-
-class RetryLater(Exception):
-    """A call paused between attempts: the harness, not this client, waits out ``retry_after``.
-
-    Raised only when the harness running the call said it can take the call back (evals'
-    ``can_retry_later(client)``: the client is the callable it called for the case); every other
-    caller gets the usual sleeping retries.  The harness gives the worker to another case and,
-    once ``retry_after`` seconds have passed, calls ``resume()``: the next attempt, which
-    returns the :class:`Reply` or raises as the call would (this again included).  The attempt
-    count and the retry budget go on from where the call paused (EVALS_MAX_ATTEMPTS,
-    EVALS_MAX_RETRY_WAIT count the waits asked, not how late the harness came back).
-
-    Attributes:
-        retry_after (float): seconds to wait: the server's Retry-After, or the backoff.
-        resume (callable): no arguments; makes the next attempt.
-        attempts (int): HTTP attempts made so far.
-        status (int or None): the HTTP status of the attempt that failed, if any.
-    """
-
-    def __init__(self, message: str, retry_after: float, resume: Callable[[], "Reply"],
-                 attempts: int, status: Optional[int] = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.resume = resume
-        self.attempts = attempts
-        self.status = status
-
-
-class _Paused(Exception):
-    """_retrying's wait between attempts, handed to the harness (see RetryLater)."""
-
-    def __init__(self, failure: "_Failed", delay: float, attempt: int, waited: float) -> None:
-        super().__init__(failure.what)
-        self.failure, self.delay, self.attempt, self.waited = failure, delay, attempt, waited
 
 
 class ConfigError(ValueError):
@@ -1034,19 +993,17 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
 
 def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str],
               sleep_fn: Optional[Callable[[float], Any]] = None,
-              rand_fn: Optional[Callable[[], float]] = None, later: bool = False,
-              resumed: Tuple[int, float] = (0, 0.0)) -> Tuple[Any, int]:
+              rand_fn: Optional[Callable[[], float]] = None) -> Tuple[Any, int]:
     """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
-    policy allows.  ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up
-    per call so that tests can patch them); ``later``: raise _Paused instead of sleeping
-    between attempts; ``resumed``: (attempts made, seconds waited) of the call a _Paused
-    paused.
+    policy allows, sleeping between attempts (a server's Retry-After, else a backoff).
+    ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call so that
+    tests can patch them).
 
     Raises:
         ProviderError: the only place a failed request raises it, so every message is scrubbed
             of ``secret`` and carries the last HTTP status and the attempts made.
     """
-    attempt, waited = resumed
+    attempt, waited = 0, 0.0
     while True:
         attempt += 1
         try:
@@ -1057,8 +1014,6 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
             if delay is None:
                 raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
                                     status=failure.status, attempts=attempt) from None
-            if delay > 0 and later:
-                raise _Paused(failure, delay, attempt, waited + delay) from None
         if delay > 0:
             (sleep_fn or sleep)(delay)
         waited += delay
@@ -1722,9 +1677,10 @@ class Client:
         s = self.settings
         return "Client(provider=%r, model=%r, base_url=%r)" % (s.provider, s.model, s.base_url)
 
-    def __call__(self, prompt: Prompt) -> Reply:
+    def __call__(self, prompt: Prompt, *, attempt: int = 0) -> Reply:
         """Send ``prompt`` (a str, or a conversation: a list of ``{"role", "content"}``)
-        and return the answer as a :class:`Reply`.
+        and return the answer as a :class:`Reply`.  ``attempt``: the repeat index of the call
+        (evals passes it), part of the cache key, so that ``--repeat 3`` keeps three replies.
 
         A default the model refuses (see :func:`_refusal`) costs one more
         request: the call is made again without it.  With EVALS_CACHE on, a
@@ -1738,24 +1694,11 @@ class Client:
                 a response with no answer in it).
             TypeError: a prompt that is neither a str nor a conversation.
         """
-        return self._call_as(prompt, self)
-
-    def _call_as(self, prompt: Prompt, caller: Any) -> Reply:
-        """The answer to ``prompt``, from the cache or asked, as called through ``caller`` (the
-        callable the harness called: this client or ``ask``)."""
-        slot, cached = _from_cache(self, prompt)
+        slot, cached = _from_cache(self, prompt, attempt)
         if cached is not None:
             return cached
-        return self._answer(prompt, _read_key(self.settings), caller, slot)
-
-    def _answer(self, prompt: Prompt, key: Optional[str], caller: Any, slot: Any,
-                spent: int = 0, resumed: Tuple[int, float] = (0, 0.0)) -> Reply:
-        """The call of ``caller`` (the callable the harness called: this client or ``ask``),
-        from ``spent`` attempts of refused defaults and ``resumed`` (see _retrying) on; the
-        answer is kept in the cache at ``slot`` (see _from_cache; None: off)."""
-        s = self.settings
+        s, key, spent = self.settings, _read_key(self.settings), 0
         build, parse = _ADAPTERS[s.provider]
-        later = bool(_from_harness("can_retry_later", caller))
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             data = json.dumps(request.body).encode("utf-8")
@@ -1764,15 +1707,8 @@ class Client:
             try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
                 parsed, attempts = _retrying(
                     lambda: parse(_attempt(request.url, headers, data, s.timeout), request.sent),
-                    s, key, self._sleep, self._rand, later, resumed)
+                    s, key, self._sleep, self._rand)
                 break
-            except _Paused as pause:
-                state = (spent, (pause.attempt, pause.waited))
-                raise RetryLater(
-                    "%s: %s; attempt %d after %gs" % (s.provider, _scrub(pause.failure.what, key),
-                                                      pause.attempt + 1, pause.delay),
-                    pause.delay, lambda: self._answer(prompt, key, caller, slot, *state),
-                    spent + pause.attempt, pause.failure.status) from None
             except ProviderError as error:
                 error.attempts += spent
                 refusal = _refusal(s, request.sent, error)
@@ -1780,7 +1716,6 @@ class Client:
                     raise
                 _adapt(s, *refusal)
                 spent = error.attempts
-                resumed = (0, 0.0)
         return _into_cache(slot, _reply(parsed, s, request.sent, spent + attempts))
 
     def batch(self, requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
@@ -2197,7 +2132,7 @@ _BATCH_APIS = {
 # Re-running a suite after editing only a check should not call the model again: with the cache
 # on (EVALS_CACHE=1; ``python evals.py --cache`` sets it) each reply of a live client is kept in
 # a SQLite file, keyed by everything that decides it, and a call whose key is there makes no
-# request.  One reply is kept per repeat of a case (evals' ``current_attempt()``), so
+# request.  One reply is kept per repeat of a case (the ``attempt`` evals passes), so
 # ``--repeat 3`` still samples three answers, and re-samples none of them next run.
 
 DEFAULT_CACHE = os.path.join(".evals", "cache.sqlite")
@@ -2244,7 +2179,7 @@ def _cache_key(provider: str, request: Request, attempt: int) -> str:
 
 def _cache_db(path: str) -> Any:
     """The calling thread's connection to the cache at ``path``, created if missing: readable by
-    its owner only (it holds model answers), in WAL mode like evals' history, so that runs
+    its owner only (it holds model answers), in WAL mode, so that runs
     at once read while another writes and wait (30 s at most) for each other's writes."""
     import sqlite3
 
@@ -2253,12 +2188,20 @@ def _cache_db(path: str) -> Any:
     connection = connections.get(path)
     if connection is not None and os.path.exists(path):
         return connection
-    harness = _harness_modules()
-    if not harness:
-        raise sqlite3.OperationalError("the cache needs evals.py importable (its open_sqlite)")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    connection = harness[0].open_sqlite(path, _CACHE_SCHEMA)
+    deadline = time.monotonic() + 30
+    while True:  # two runs creating the file at once may be told "locked" switching to WAL
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(_CACHE_SCHEMA)
+            break
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     connections[path] = connection
     return connection
 
@@ -2275,8 +2218,10 @@ def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
     sys.stderr.flush()
 
 
-def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
-    """(where to keep the reply: (path, key, provider, repeat index), the cached reply or None);
+def _from_cache(client: "Client", prompt: Prompt,
+                attempt: int = 0) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
+    """(where to keep the reply: (path, key, provider, repeat index ``attempt``), the cached
+    reply or None);
     (None, None) when the cache is off for ``client`` (a judge's client, or EVALS_CACHE off in
     its environment).
 
@@ -2290,7 +2235,6 @@ def _from_cache(client: "Client", prompt: Prompt) -> Tuple[Optional[Tuple[Any, .
         return None, None
     import sqlite3
 
-    attempt = _from_harness("current_attempt") or 0
     request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
     slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
     try:
@@ -2365,243 +2309,6 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
 
 
 # --------------------------------------------------------------------------
-# Offline replay
-# --------------------------------------------------------------------------
-
-
-def _harness_modules(load: bool = True) -> List[Any]:
-    """The modules that may be the harness running this call: ``evals``, and ``__main__``;
-    with ``load``, ``evals`` is imported when neither is loaded.
-
-    When the harness runs as ``python evals.py`` its module is ``__main__``,
-    not ``evals``; a fresh ``import evals`` would get a second copy with its
-    own (empty) context variables, so ``__main__`` is asked too when it is
-    the harness.
-    """
-    candidates = []
-    loaded = sys.modules.get("evals")
-    if loaded is not None:
-        candidates.append(loaded)
-    main = sys.modules.get("__main__")
-    if main is not None and callable(getattr(main, "current_case", None)):
-        candidates.append(main)
-    if load and not candidates and "evals" not in sys.modules:
-        try:
-            import evals  # noqa: F401  (lazy: the harness imports this module)
-
-            candidates.append(sys.modules.get("evals", evals))
-        except Exception:  # no harness importable: a replay falls back to matching by input
-            return []
-    return candidates
-
-
-def _from_harness(name: str, *args: Any, load: bool = False) -> Any:
-    """The first answer but None and False of the harness's ``name(*args)``: evals'
-    ``current_case()``, ``current_attempt()`` (the repeat index, for the cache key) or
-    ``can_retry_later(client)`` (then a wait between attempts raises RetryLater, not sleeps).
-    None when no harness answers; ``load``: see _harness_modules (a harness not loaded runs
-    no call, so only a replay looking up its case loads one)."""
-    for module in _harness_modules(load):
-        asked = getattr(module, name, None)
-        answer = asked(*args) if callable(asked) else None
-        if answer is not None and answer is not False:
-            return answer
-    return None
-
-
-def _jsonl_rows(path: str, missing: str) -> Any:
-    """Yield ("FILE:LINE", decoded value) for each non-blank line of a JSON Lines file.
-
-    Raises FileNotFoundError with the message `missing`, and ValueError naming FILE:LINE for
-    a line that is not JSON.
-    """
-    try:
-        handle = open(path, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise FileNotFoundError(missing) from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = "%s:%d" % (path, number)
-            try:
-                yield where, json.loads(line)
-            except ValueError as exc:
-                raise ValueError("%s: not valid JSON (%s)" % (where, exc)) from None
-
-
-_notice_lock = threading.Lock()  # notices of the app's and the judge's replays, a line at a time
-
-
-class _Replay:
-    """Answers recorded in a JSON Lines file, indexed once by the subclass's ``_index_rows``:
-    lazily, under a lock, so calls from many threads share one load.  The first call says on
-    stderr that answers are replayed (once, even when the file is missing), so an offline run
-    is never mistaken for a live one."""
-
-    def __init__(self, path: str, reason: str, replaying: str, missing: str) -> None:
-        """``replaying`` says what is replayed, instead of what, for the notice; ``missing`` is
-        the FileNotFoundError message, saying how to get the file.  Both format ``%(path)s``."""
-        self.path = path
-        self.reason = reason
-        self._replaying = replaying % {"path": path}
-        self._missing = missing % {"path": path}
-        self._lock = threading.Lock()
-        self._index = None  # type: Any
-        self._noticed = False
-        self.load_count = 0
-
-    def __repr__(self) -> str:
-        return "%s(path=%r)" % (type(self).__name__, self.path)
-
-    def _load(self) -> Any:
-        with self._lock:
-            if not self._noticed:
-                self._noticed = True
-                with _notice_lock:
-                    print("my_client: %s; replaying %s" % (self.reason, self._replaying), file=sys.stderr, flush=True)
-            if self._index is None:
-                self._index = self._index_rows(_jsonl_rows(self.path, self._missing))
-                self.load_count += 1
-            return self._index
-
-
-def _replayed(output: Any, record: Dict[str, Any]) -> Reply:
-    """A recorded answer as a Reply, with the reasoning recorded beside it (scored as live).
-    ``output`` is the text, or a whole reply ``{"text", "tool_calls", "finish_reason"}``."""
-    reasoning = record.get("reasoning")
-    whole = output if isinstance(output, dict) else {"text": output}
-    return Reply(whole["text"], usage=None, model=str(record.get("model") or "replay"),
-                 attempts=0, replayed=True,
-                 reasoning=reasoning if isinstance(reasoning, str) else None,
-                 finish_reason=whole.get("finish_reason"),
-                 tool_calls=[{"name": call["name"], "arguments": call.get("arguments", {})}
-                             for call in whole.get("tool_calls") or []])
-
-
-# The normalised finish reasons (the module docstring's table), all a recording may hold.
-_FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
-
-
-def _output_problem(output: Any) -> Optional[str]:
-    """What is wrong with a recording's ``output`` (None: nothing): a str, or a whole reply
-    ``{"text": str, "tool_calls": [{"name": str, "arguments": dict|str, "id"}],
-    "finish_reason": a normalised word or null}`` (tool_calls and finish_reason optional) and
-    no other key: the rule ``evals.py --rescore`` reads the same file by, so that a misspelt
-    key is refused rather than replayed as a reply without it."""
-    if isinstance(output, str):
-        return None
-    if not isinstance(output, dict) or not isinstance(output.get("text"), str):
-        return "missing string field 'output' (or an object with a string 'text')"
-    unknown = [key for key in output if key not in ("text", "tool_calls", "finish_reason")]
-    if unknown:
-        return ("'output' has an unknown key %r (a whole reply has text, tool_calls and "
-                "finish_reason)" % unknown[0])
-    calls = output.get("tool_calls", [])
-    if not isinstance(calls, list) or not all(
-            isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]
-            and isinstance(call.get("arguments", {}), (dict, str))
-            and set(call) <= {"name", "arguments", "id"} for call in calls):
-        return ("'output.tool_calls' must be a list of {\"name\": non-empty str, "
-                "\"arguments\": object}")
-    if output.get("finish_reason") not in _FINISH_REASONS + (None,):
-        return "'output.finish_reason' must be one of %s or null, got %s" % (
-            ", ".join(_FINISH_REASONS), json.dumps(output["finish_reason"]))
-    return None
-
-
-def _input_key(value: Any) -> Any:
-    """How a recording's input is found: a str as itself, a conversation by its JSON (so two
-    equal conversations match); None for anything else."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ("conversation", json.dumps(value, sort_keys=True, ensure_ascii=False))
-    return None
-
-
-class ReplayClient(_Replay):
-    """Offline client returning recorded outputs from a JSONL file.
-
-    Each line: ``{"id": "<case id>", "input": "<prompt>" | [messages], "output": "<text>"}``
-    (``model`` and ``reasoning`` optional); ``output`` may also be a whole reply ``{"text",
-    "tool_calls", "finish_reason"}``, restored as the Reply's attributes.  The file is loaded
-    once, lazily and thread-safely.  Lookup is by the running case's id
-    (``evals.current_case().id``), then by the prompt (a conversation: equal as JSON).  For a
-    duplicated id the last line wins (re-recording appends).
-    """
-
-    accepts_conversations = True
-
-    def __init__(self, path: str, reason: str = "no provider configured (EVALS_PROVIDER unset)") -> None:
-        super().__init__(path, reason, "recorded outputs from %(path)s, no model is called",
-                         "recordings file %(path)s not found (record one from a model: set "
-                         "EVALS_PROVIDER, then run python evals.py --record %(path)s)")
-
-    def _index_rows(self, rows: Any) -> Tuple[Dict[str, Dict[str, Any]], Dict[Any, List[Dict[str, Any]]]]:
-        """(records by case id, records by input key); a record with no id is found by input
-        only."""
-        by_id = {}  # type: Dict[str, Dict[str, Any]]
-        anonymous = []  # type: List[Dict[str, Any]]
-        for where, record in rows:
-            if not isinstance(record, dict):
-                raise ValueError("%s: expected a JSON object, got %s" % (where, type(record).__name__))
-            problem = _output_problem(record.get("output"))
-            if problem:
-                raise ValueError("%s: %s" % (where, problem))
-            if record.get("id") is None and _input_key(record.get("input")) is None:
-                raise ValueError("%s: needs an 'id' or an 'input' field" % where)
-            if record.get("id") is None:
-                anonymous.append(record)
-            else:
-                by_id[str(record["id"])] = record
-        by_input = {}  # type: Dict[Any, List[Dict[str, Any]]]
-        for record in list(by_id.values()) + anonymous:
-            key = _input_key(record.get("input"))
-            if key is not None:
-                by_input.setdefault(key, []).append(record)
-        return by_id, by_input
-
-    def _by_prompt(self, by_input: Dict[Any, List[Dict[str, Any]]], prompt: Prompt) -> Optional[Dict[str, Any]]:
-        matches = by_input.get(_input_key(prompt)) or []
-        outputs = {json.dumps(m["output"], sort_keys=True) for m in matches}
-        if len(outputs) > 1:
-            ids = ", ".join(repr(str(m.get("id"))) for m in matches)
-            raise LookupError(
-                "ambiguous recording in %s: cases %s share this input but have different outputs; "
-                "run through evals.py so the case id is known" % (self.path, ids)
-            )
-        return matches[0] if matches else None
-
-    def __call__(self, prompt: Prompt) -> Reply:
-        """Return the recorded output for the running case (or this prompt) as a Reply.
-
-        Raises:
-            LookupError: no recording for the case, or an ambiguous input match.
-            ValueError: malformed recordings file (message names file:line).
-            FileNotFoundError: the recordings file does not exist.
-        """
-        by_id, by_input = self._load()
-        if _from_harness("current_attempt"):  # a repeat would count the one answer again
-            raise LookupError("%s holds one answer per case; a repeated call of it would only "
-                              "count that answer again: --repeat needs a live model (set "
-                              "EVALS_PROVIDER)" % self.path)
-        case_id = getattr(_from_harness("current_case", load=True), "id", None)
-        record = by_id.get(str(case_id)) if case_id is not None else None
-        if record is None:
-            record = self._by_prompt(by_input, prompt)
-        if record is None:
-            what = "case %r" % str(case_id) if case_id is not None else "prompt %r" % _truncate(
-                prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False), 80)
-            raise LookupError(
-                "no recorded output for %s in %s (record one from a model: set EVALS_PROVIDER, "
-                "then run python evals.py --record %s)"
-                % (what, self.path, self.path)
-            )
-        return _replayed(record["output"], record)
-
-
-# --------------------------------------------------------------------------
 # Factory and entry point
 # --------------------------------------------------------------------------
 
@@ -2619,7 +2326,6 @@ _OVERRIDES = frozenset(
         "timeout",
         "max_attempts",
         "max_retry_wait",
-        "recordings",
         "sleep",
         "rand",
         "env",
@@ -2633,8 +2339,7 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
 
     Args:
         provider: ``"openai"``, ``"anthropic"``, ``"gemini"``, ``"ollama"``,
-            ``"replay"``, or None to read ``EVALS_PROVIDER`` (unset or empty
-            means replay).
+            or None to read ``EVALS_PROVIDER``.
         **overrides: take precedence over the environment: ``model`` (str),
             ``base_url`` (str), ``api_key`` (str; otherwise the key variable is
             read on every call), ``system_prompt`` (str), ``tools`` (a list of
@@ -2643,13 +2348,13 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             ``max_tokens_field`` (``"max_tokens"`` or ``"max_completion_tokens"``),
             ``temperature`` (float or None to omit), ``num_ctx`` (int, Ollama),
             ``timeout`` (seconds per attempt), ``max_attempts`` (int),
-            ``max_retry_wait`` (seconds),
-            ``recordings`` (replay file path), ``sleep`` (callable taking
+            ``max_retry_wait`` (seconds), ``sleep`` (callable taking
             seconds), ``rand`` (callable returning a float in [0, 1)), ``env``
             (mapping used instead of ``os.environ``).
 
     Raises:
-        ConfigError: unknown provider (lists the known ones), an unparseable
+        ConfigError: no provider (EVALS_PROVIDER unset, empty or ``replay``: evals.py
+            replays recordings itself), unknown provider (lists the known ones), an unparseable
             number or a tools file that is not a list of tools.  A missing key
             is reported on the first call.
         TypeError: unknown override name.
@@ -2667,18 +2372,18 @@ def _make_client(provider: Optional[str], overrides: Dict[str, Any],
     env = os.environ if env is None else env
     sleep_fn = overrides.pop("sleep", None)
     rand_fn = overrides.pop("rand", None)
-    recordings = overrides.pop("recordings", None)
     from_env = provider is None
     name = (env.get("EVALS_PROVIDER", "") if from_env else provider).strip().lower()
     if name in _REPLAY_NAMES:
-        path = recordings or env.get("EVALS_RECORDINGS") or DEFAULT_RECORDINGS
-        reason = "no provider configured (EVALS_PROVIDER unset)" if name == "" else "EVALS_PROVIDER=replay"
-        return ReplayClient(path, reason=reason)
+        raise ConfigError(
+            "no model provider configured (%s): set EVALS_PROVIDER to one of %s to call a model; "
+            "python evals.py replays recorded outputs by itself, with no client"
+            % ("EVALS_PROVIDER=replay" if name else "EVALS_PROVIDER is not set", ", ".join(PROVIDERS)))
     if name not in PROVIDERS:
         source = "EVALS_PROVIDER=%r" % name if from_env else "provider %r" % name
         raise ConfigError(
-            "unknown %s; known providers: %s (unset EVALS_PROVIDER to replay recordings offline)"
-            % (source, ", ".join(PROVIDERS))
+            "unknown %s; known providers: %s (unset EVALS_PROVIDER for evals.py to replay "
+            "recordings offline)" % (source, ", ".join(PROVIDERS))
         )
     settings = _resolve_settings(name, env, overrides, temperature_var)
     return Client(settings, sleep_fn=sleep_fn, rand_fn=rand_fn)
@@ -2686,7 +2391,6 @@ def _make_client(provider: Optional[str], overrides: Dict[str, Any],
 
 _ENV_VARS = (
     "EVALS_PROVIDER",
-    "EVALS_RECORDINGS",
     "EVALS_MODEL",
     "EVALS_BASE_URL",
     "EVALS_SYSTEM_PROMPT",
@@ -2705,8 +2409,8 @@ _clients_lock = threading.Lock()
 
 def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[str, ...],
             factory: Callable[[], Callable[[str], Reply]]) -> Callable[[str], Reply]:
-    # One client per configuration (keys excluded: they are read on every call), so a replay
-    # file is loaded once and its stderr notice printed once.
+    # One client per configuration (keys excluded: they are read on every call), so that its
+    # stderr notice is printed once.
     config = tuple(os.environ.get(name) for name in names) + (os.getcwd(),)
     with _clients_lock:
         client = cache.get(config)
@@ -2716,8 +2420,8 @@ def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[s
 
 
 def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Callable[[], Any]:
-    """`factory`, saying once on stderr which provider, model and URL a live client calls (a
-    replay says so itself), so a run's log shows what it talked to."""
+    """`factory`, saying once on stderr which provider, model and URL a live client calls, so
+    a run's log shows what it talked to."""
     def build() -> Callable[[str], Reply]:
         client = factory()
         if isinstance(client, Client):
@@ -2733,13 +2437,16 @@ def _env_client() -> Callable[[str], Reply]:
     return _cached(_clients, _ENV_VARS, _announced(make_client, "ask"))
 
 
-def ask(prompt: Prompt) -> Reply:
+def ask(prompt: Prompt, *, attempt: int = 0) -> Reply:
     """Answer ``prompt`` (a str, or a conversation: a list of ``{"role": "system" | "user" |
     "assistant", "content": str}``) with the model configured in the environment.
 
-    This is what ``python evals.py`` calls, once per case, possibly from
-    several threads at once.  With ``EVALS_PROVIDER`` unset it replays
-    ``recordings.jsonl`` (or ``EVALS_RECORDINGS``) offline.
+    This is what ``python evals.py`` calls, once per case and repeat, possibly
+    from several threads at once; it passes ``attempt``, the 0-based repeat
+    index (``--repeat 3``: 0, 1, 2), because this signature names it: the
+    cache of live calls keeps one reply per repeat.  With ``EVALS_PROVIDER``
+    unset, evals.py replays ``recordings.jsonl`` itself and never calls this;
+    called then, it raises ConfigError.
 
     Returns:
         Reply: the answer (a ``str``: its text part) with ``tool_calls``,
@@ -2747,13 +2454,9 @@ def ask(prompt: Prompt) -> Reply:
         ``attempts``, ``reasoning`` and ``sent`` attributes.
 
     Raises:
-        ConfigError, ProviderError, LookupError, ValueError, FileNotFoundError:
-        see the module docstring.
+        ConfigError, ProviderError, TypeError: see the module docstring.
     """
-    client = _env_client()
-    if isinstance(client, Client):  # the harness takes back a call of `ask`, not of the client
-        return client._call_as(prompt, ask)
-    return client(prompt)
+    return _env_client()(prompt, attempt=attempt)
 
 
 ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
@@ -2762,13 +2465,8 @@ ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes c
 def _ask_batch(requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
                on_submitted: Optional[Callable[[str], Any]] = None) -> Mapping[str, Any]:
     """``ask.batch``: :meth:`Client.batch` of the client configured in the environment (what
-    ``python evals.py --batch`` calls).  Raises ConfigError when that is a replay."""
-    client = _env_client()
-    if not isinstance(client, Client):
-        raise ConfigError("batch calls support %s; EVALS_PROVIDER is %s"
-                          % (" and ".join(_BATCH_APIS), os.environ.get("EVALS_PROVIDER")
-                             or "unset (offline replay)"))
-    return client.batch(requests, resume, on_submitted)
+    ``python evals.py --batch`` calls).  Raises ConfigError when no provider is configured."""
+    return _env_client().batch(requests, resume, on_submitted)
 
 
 ask.batch = _ask_batch  # type: ignore[attr-defined]
@@ -2778,13 +2476,11 @@ ask.batch = _ask_batch  # type: ignore[attr-defined]
 # Judge: the model that grades evals.py's `judge` checks
 # --------------------------------------------------------------------------
 
-DEFAULT_JUDGE_RECORDINGS = "judge_recordings.jsonl"
 _JUDGE_ENV_VARS = (
     "EVALS_JUDGE_PROVIDER",
     "EVALS_JUDGE_MODEL",
     "EVALS_JUDGE_BASE_URL",
     "EVALS_JUDGE_TEMPERATURE",
-    "EVALS_JUDGE_RECORDINGS",
     "EVALS_JUDGE_RECORD",
 ) + _ENV_VARS
 
@@ -2810,42 +2506,6 @@ def _append_bytes(path: str, data: bytes) -> None:
         os.close(handle)
 
 
-class JudgeReplay(_Replay):
-    """Offline judge: recorded replies from a JSONL file, keyed by the prompt's sha256.
-
-    Each line: ``{"key": prompt_key(prompt), "reply": "<the judge's text>"}``;
-    ``model`` is optional and other fields (``id``, ``note``) are ignored.  A
-    prompt with no recording raises LookupError: an unrecorded verdict is an
-    error, never a pass.
-    """
-
-    def __init__(self, path: str, reason: str = "no judge provider configured") -> None:
-        super().__init__(path, reason, "recorded judge replies from %(path)s, no judge model is called",
-                         "judge recordings file %(path)s not found (set EVALS_JUDGE_PROVIDER to call "
-                         "a judge model; EVALS_JUDGE_RECORD=%(path)s records its replies)")
-
-    def _index_rows(self, rows: Any) -> Dict[str, Dict[str, Any]]:
-        replies = {}  # type: Dict[str, Dict[str, Any]]
-        for where, record in rows:
-            if not (isinstance(record, dict) and isinstance(record.get("key"), str)
-                    and isinstance(record.get("reply"), str)):
-                raise ValueError('%s: expected {"key": sha256 of the prompt, "reply": str}' % where)
-            replies[record["key"]] = record
-        return replies
-
-    def __call__(self, prompt: str) -> Reply:
-        """The recorded reply to ``prompt``; LookupError when there is none."""
-        record = self._load().get(prompt_key(prompt))
-        if record is None:
-            raise LookupError(
-                "no recorded judge reply for this prompt in %s: add a line {\"key\": \"%s\", "
-                "\"reply\": the judge's JSON verdict as a string}, or set EVALS_JUDGE_PROVIDER to "
-                "ask a judge model (EVALS_JUDGE_RECORD=%s records its replies)"
-                % (self.path, prompt_key(prompt), self.path)
-            )
-        return _replayed(record["reply"], record)
-
-
 def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tuple[str, Optional[str], Optional[str]]:
     """(provider or "", model, base_url) of the judge: EVALS_JUDGE_* first, then EVALS_*.
 
@@ -2865,20 +2525,19 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     """Build a judge client ``judge(prompt) -> Reply`` (temperature 0, no system prompt, no
     tools).
 
-    provider None reads ``EVALS_JUDGE_PROVIDER``, then ``EVALS_PROVIDER``;
-    none (or ``replay``) replays ``EVALS_JUDGE_RECORDINGS`` (default
-    ``judge_recordings.jsonl``).  Overrides are those of :func:`make_client`;
-    ``recordings`` names the judge recordings file.
+    provider None reads ``EVALS_JUDGE_PROVIDER``, then ``EVALS_PROVIDER``; none (or
+    ``replay``) is a ConfigError: evals.py replays recorded judge replies itself.  Overrides
+    are those of :func:`make_client`.
     """
     env = overrides.pop("env", None)
     env = os.environ if env is None else env
     name, model, base_url = _judge_config(env, provider)
     if name in _REPLAY_NAMES:
-        path = overrides.get("recordings") or env.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS
-        reason = ("no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER unset)"
-                  if name == "" else "judge provider replay")
-        return JudgeReplay(path, reason=reason)
-    overrides.pop("recordings", None)
+        raise ConfigError(
+            "no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER %s): set "
+            "EVALS_JUDGE_PROVIDER to one of %s to call a judge model; python evals.py replays "
+            "recorded judge replies by itself" % ("unset" if name == "" else "say replay",
+                                                  ", ".join(PROVIDERS)))
     overrides.setdefault("model", model)
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
@@ -2909,10 +2568,10 @@ def judge(prompt: str) -> Reply:
     model and URL only for the app's own provider), temperature 0
     (``EVALS_JUDGE_TEMPERATURE`` to change; ``none`` omits it).  Keys,
     timeouts and retries are the provider's ``EVALS_*`` settings.  With no
-    provider it replays ``judge_recordings.jsonl`` (``EVALS_JUDGE_RECORDINGS``)
-    by the prompt's sha256 and says so once on stderr; a prompt with no
-    recording raises LookupError.  ``EVALS_JUDGE_RECORD=FILE`` appends every
-    live reply to FILE in the recordings format, for offline runs later.
+    provider it raises ConfigError (evals.py replays ``judge_recordings.jsonl``
+    itself then, and does not call it).  ``EVALS_JUDGE_RECORD=FILE`` appends
+    every live reply to FILE as ``{"key": sha256 of the prompt, "reply"}``, the
+    lines evals.py replays offline later.
 
     The prompt holds the case's input and the output being graded: with a
     live provider they are sent to that provider.
@@ -2920,7 +2579,7 @@ def judge(prompt: str) -> Reply:
     client = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
     reply = client(prompt)
     record = os.environ.get("EVALS_JUDGE_RECORD")
-    if record and not isinstance(client, JudgeReplay):
+    if record:
         with _record_lock:
             _append_line(record, {"key": prompt_key(prompt), "reply": str(reply),
                                   "model": getattr(reply, "model", None)})
@@ -3060,8 +2719,7 @@ def capture(
     the user typed is written; such calls cannot become cases.
 
     Logging never breaks the app: a capture that cannot be written is
-    dropped with one warning on stderr.  Review captures with
-    ``python my_client.py review``.
+    dropped with one warning on stderr.
     """
     log = _CaptureLog(path, tags, store_text, redact)
 
@@ -3086,300 +2744,15 @@ def capture(
     return decorate(func) if func is not None else decorate
 
 
-# ---------------------------------------------------------------------------------------------
-# Review: captured calls become cases (python my_client.py review)
-# ---------------------------------------------------------------------------------------------
-
-class _EndOfInput(Exception):
-    """Standard input ended: the review stops and nothing more is appended."""
-
-
-def _review_parser() -> Any:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="my_client.py review",
-        description="Walk the calls captured by my_client.capture that are not reviewed yet and "
-                    "turn bad answers into cases. For each call the input and output are shown; "
-                    "[a]pprove asks what the answer should have said (the rubric of a `judge` "
-                    "check) and, separately, facts it must state and claims it must not make; "
-                    "[e]dit takes the case as pasted JSON; [s]kip marks the call reviewed; [q]uit "
-                    "stops. A case is shown in full and appended (validated, atomically) only "
-                    "after you answer y; end of input is a no. Answers are read from standard "
-                    "input, one a line, so the command can be scripted.",
-        epilog="Reviewed calls are listed (by hash) in FILE.reviewed next to the captures and "
-               "are not shown again.")
-    parser.add_argument("--captures", default=DEFAULT_CAPTURES, metavar="FILE",
-                        help=f"captured calls, JSONL (default: {DEFAULT_CAPTURES})")
-    parser.add_argument("--cases", default="cases.jsonl", metavar="FILE",
-                        help="case file to append to (default: cases.jsonl)")
-    return parser
-
-
-def _read_captures(path: str) -> Tuple[List[Tuple[str, Dict[str, Any]]], int]:
-    """([(sha256 of the line, capture)] in file order, count of lines that are not captures);
-    identical lines count once."""
-    import evals
-
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as handle:
-            lines = handle.read().split("\n")
-    except FileNotFoundError:
-        raise evals.EvalsError(f"{path}: no captures yet (wrap your model call with "
-                               "my_client.capture to record them)") from None
-    except OSError as exc:
-        raise evals.EvalsError(f"{path}: cannot read the captures: {exc.strerror or exc}") from None
-    captures: Dict[str, Dict[str, Any]] = {}
-    bad = 0
-    for line in (line.rstrip("\r") for line in lines if line.strip()):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if isinstance(row, dict) and "input" in row and "output" in row:
-            captures.setdefault(hashlib.sha256(line.encode("utf-8")).hexdigest(), row)
-        else:
-            bad += 1
-    return list(captures.items()), bad
-
-
-def _ask(stdout: Any, prompt: str) -> str:
-    """One answer line from standard input, without its line end; raises _EndOfInput."""
-    stdout.write(prompt)
-    stdout.flush()
-    line = sys.stdin.readline()
-    if not line:
-        stdout.write("\n")
-        raise _EndOfInput
-    if not sys.stdin.isatty():  # a scripted session: echo, so the transcript reads like one
-        stdout.write(line if line.endswith("\n") else line + "\n")
-    return line.rstrip("\r\n")
-
-
-def _suggest_id(text: str, cases_path: str) -> str:
-    """A case id from the first words of the input, unique in the case file."""
-    import evals
-
-    taken = set()
-    if os.path.exists(cases_path) and os.path.getsize(cases_path):
-        taken = {case.id for case in evals.load_cases(cases_path)[0]}
-    base = "-".join(re.findall(r"[a-z0-9]+", text.casefold())[:6])[:48].strip("-") or "captured"
-    suggestion, number = base, 2
-    while suggestion in taken:
-        suggestion, number = f"{base}-{number}", number + 1
-    return suggestion
-
-
-def _capture_text(value: Any) -> Optional[str]:
-    """The captured input or output as text, or None when only a hash was stored."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"sha256", "chars"}:
-        return None
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _case_input(value: Any) -> Any:
-    """A captured input as a case's input: a conversation stays a list of messages; anything
-    else is its text (None when only a hash was stored)."""
-    return [dict(m) for m in value] if _is_conversation(value) else _capture_text(value)
-
-
-def _shown_text(value: Any) -> Optional[str]:
-    """A captured input or output as a reviewer reads it: a conversation a message a line
-    ("user: ..."), a whole reply its text then its tool calls and finish reason."""
-    if _is_conversation(value):
-        return "\n".join("%s: %s" % (m["role"], m["content"]) for m in value)
-    if isinstance(value, dict) and isinstance(value.get("text"), str) and "tool_calls" in value:
-        lines = [value["text"]] + ["tool call: %s %s" % (call.get("name"), json.dumps(
-            call.get("arguments"), ensure_ascii=False)) for call in value.get("tool_calls") or []
-            if isinstance(call, dict)]
-        if value.get("finish_reason"):
-            lines.append("finish reason: %s" % value["finish_reason"])
-        return "\n".join(lines)
-    return _capture_text(value)
-
-
-def _drafted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -> Any:
-    """A case from the reviewer's answers (dict), or None when nothing is to be checked."""
-    def phrases(answer: str) -> List[str]:
-        return [part.strip() for part in answer.split(";") if part.strip()]
-
-    correction = _ask(stdout, "What should the answer have said? (the judge's rubric; "
-                              "empty for none)\n> ").strip()
-    required = phrases(_ask(stdout, "Facts the answer must state, separated by ';' "
-                                    "(empty for none)\n> "))
-    forbidden = phrases(_ask(stdout, "Claims the answer must not make, separated by ';' "
-                                     "(empty for none)\n> "))
-    # Each list comes from its own answer: the correction is never mined for phrases, so a
-    # correction such as 'Include "manager approval"' cannot become a forbidden claim.
-    check = {key: value for key, value in (("rubric", correction), ("must_include", required),
-                                           ("must_not_claim", forbidden)) if value}
-    if not check:
-        stdout.write("nothing to check: give a correction, a fact or a claim\n")
-        return None
-    suggestion = _suggest_id(text, cases_path)
-    case = {"id": _ask(stdout, f"case id [{suggestion}]: ").strip() or suggestion,
-            "input": _case_input(row.get("input")), "checks": [{"type": "judge", **check}],
-            "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
-                           "wrong." + (f" Correction: {correction}" if correction else ""),
-            "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"]}
-    output = _capture_text(row.get("output"))
-    if output is not None:
-        case["metadata"] = {"captured_output": output}
-    return case
-
-
-def _pasted_case(row: Dict[str, Any], text: str, cases_path: str, stdout: Any) -> Any:
-    """A case pasted as JSON, lines up to an empty one (dict), or None when it is invalid."""
-    import evals
-
-    draft = {"id": _suggest_id(text, cases_path), "input": _case_input(row.get("input")),
-             "checks": [{"type": "judge", "rubric": "What a correct answer says."}]}
-    stdout.write("Paste the case as JSON (it may span lines; end it with an empty line). A "
-                 "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n")
-    stdout.flush()
-    lines: List[str] = []
-    while True:
-        line = sys.stdin.readline()
-        if not line and not lines:
-            raise _EndOfInput
-        if not line or (not line.strip() and lines):
-            break
-        lines += [line] if line.strip() else []
-    try:
-        case = json.loads("".join(lines))
-    except ValueError as exc:
-        stdout.write(f"not valid JSON: {exc}\n")
-        return None
-    problems = evals.case_problems(case)
-    if problems:
-        stdout.write("the case is not valid:\n  " + "\n  ".join(problems) + "\n")
-        return None
-    return case
-
-
-def _show_capture(number: int, total: int, row: Dict[str, Any], stdout: Any) -> None:
-    import evals
-
-    def shown(value: Optional[str], absent: str) -> str:
-        return absent if value is None else evals._visible(value).replace("\n", "\n  ")
-
-    details = [str(row["ts"])] if row.get("ts") else []
-    if row.get("tags"):
-        details.append("tags: " + ", ".join(str(t) for t in row["tags"]))
-    stdout.write(f"\n--- capture {number} of {total}"
-                 + (f" ({'; '.join(details)})" if details else "") + " ---\n")
-    stdout.write("input:\n  " + shown(_shown_text(row.get("input")),
-                                       "(not stored: store_text=False)") + "\n")
-    if row.get("error"):
-        stdout.write(f"error: {evals._visible(row['error'])}\n")
-    else:
-        stdout.write("output:\n  " + shown(_shown_text(row.get("output")), "(not stored)")
-                     + "\n")
-    if row.get("context"):
-        stdout.write("context: " + evals._visible(json.dumps(row["context"], ensure_ascii=False))
-                     + "\n")
-
-
-def _review_one(row: Dict[str, Any], cases_path: str, stdout: Any) -> str:
-    """Review one capture: "added" or "skipped"; raises _EndOfInput (and on [q]uit)."""
-    import evals
-
-    text = _capture_text(row.get("input"))  # a case id is suggested from it
-    if text is not None and _is_conversation(row["input"]):
-        text = row["input"][-1]["content"]
-    while True:
-        choice = _ask(stdout, "[a]pprove / [e]dit / [s]kip / [q]uit? ").strip().lower()
-        if choice in ("q", "quit"):
-            raise _EndOfInput
-        if choice in ("s", "skip"):
-            return "skipped"
-        if choice not in ("a", "approve", "e", "edit"):
-            stdout.write("answer a, e, s or q\n")
-            continue
-        if text is None:
-            stdout.write("this capture has no input text (captured with store_text=False); it "
-                         "cannot become a case\n")
-            continue
-        draft = _drafted_case if choice in ("a", "approve") else _pasted_case
-        try:
-            case = draft(row, text, cases_path, stdout)
-            if case is not None:
-                stdout.write(json.dumps(case, ensure_ascii=False, indent=1) + "\n")
-                confirmed = _ask(stdout, f"Append this case to {cases_path}? [y/N] ")
-        except _EndOfInput:
-            stdout.write("end of input: nothing appended\n")
-            raise
-        if case is None:
-            continue
-        if confirmed.strip().lower() not in ("y", "yes"):
-            stdout.write("not appended\n")
-            continue
-        try:
-            evals.append_case(cases_path, case)
-        except evals.EvalsError as exc:
-            stdout.write(f"not appended: {exc}\n")
-            continue
-        stdout.write(f"added case {case['id']!r} to {cases_path}\n")
-        return "added"
-
-
-def review(argv: Optional[List[str]] = None, stdout: Any = None, stderr: Any = None) -> int:
-    """``python my_client.py review``: walk the captured calls not reviewed yet and turn bad
-    answers into cases (see --help). Returns the exit code: 0, or 2 for invalid input."""
-    import evals
-
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    args = _review_parser().parse_args(argv)
-    try:
-        captures, bad = _read_captures(args.captures)
-        _suggest_id("", args.cases)  # an invalid case file is reported before any question
-    except evals.EvalsError as exc:
-        stderr.write(f"{exc}\n")
-        return 2
-    if bad:
-        stderr.write(f"my_client: {args.captures}: {bad} line(s) are not captures; ignored\n")
-    reviewed_path = args.captures + ".reviewed"
-    try:
-        with open(reviewed_path, encoding="utf-8", errors="replace") as handle:
-            reviewed = {line.strip() for line in handle if line.strip()}
-    except FileNotFoundError:
-        reviewed = set()
-    pending = [(key, row) for key, row in captures if key not in reviewed]
-    if not pending:
-        stdout.write(f"nothing to review: {len(captures)} capture(s) in {args.captures}, all "
-                     "reviewed\n")
-        return 0
-    added = done = 0
-    try:
-        for number, (key, row) in enumerate(pending, 1):
-            _show_capture(number, len(pending), row, stdout)
-            outcome = _review_one(row, args.cases, stdout)
-            _append_bytes(reviewed_path, (key + "\n").encode("ascii"))
-            done += 1
-            added += outcome == "added"
-    except _EndOfInput:
-        pass
-    stdout.write(f"{added} case(s) added to {args.cases}; {len(pending) - done} capture(s) left "
-                 "to review\n")
-    return 0
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["cache"]:
         sys.exit(cache_command(sys.argv[2:]))
-    if sys.argv[1:2] != ["review"]:
-        print("usage: python my_client.py review [--captures FILE] [--cases FILE]\n"
-              "       python my_client.py cache [--clear] [--path FILE]\n\n"
-              "my_client is the model client evals.py calls. With EVALS_PROVIDER unset it\n"
-              "replays recordings.jsonl; set it (openai, anthropic, gemini, ollama) to call a\n"
-              "model. Every EVALS_* setting is in its docstring: python -m pydoc my_client.\n\n"
-              "Run as a script it has two commands: review turns calls captured by\n"
-              "my_client.capture into cases; cache says how many replies the cache of live\n"
-              "calls holds, and --clear empties it (python my_client.py review --help,\n"
-              "cache --help).",
-              file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
-        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
-    sys.modules.setdefault("my_client", sys.modules[__name__])
-    sys.exit(review(sys.argv[2:]))
+    print("usage: python my_client.py cache [--clear] [--path FILE]\n\n"
+          "my_client is the model client evals.py calls. Set EVALS_PROVIDER (openai,\n"
+          "anthropic, gemini, ollama) to call a model; with it unset, evals.py replays\n"
+          "recordings.jsonl itself. Every EVALS_* setting is in its docstring:\n"
+          "python -m pydoc my_client.\n\n"
+          "Run as a script it has one command: cache says how many replies the cache of\n"
+          "live calls holds, and --clear empties it (python my_client.py cache --help).",
+          file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
+    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)

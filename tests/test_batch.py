@@ -379,7 +379,7 @@ class SameRecordTests(BatchCase):
         case = evals.Case("c", "q", ({"type": "contains_any", "values": ["yes"]},))
         replies = {evals_extras._batch_call_id("c", 0): "yes", evals_extras._batch_call_id("c", 1): "no",
                    evals_extras._batch_call_id("c", 2): ValueError("refused")}
-        result = evals.run_case(case, evals._answered_from(replies), evals.RunOptions(repeat=4))
+        result = evals.run_case(case, evals_extras._answered_from(replies), evals.RunOptions(repeat=4))
         self.assertEqual([(a["status"], a["output"], a["error"]) for a in result.attempts],
                          [("pass", "yes", None), ("fail", "no", None),
                           ("error", None, "ValueError: refused"),

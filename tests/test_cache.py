@@ -398,19 +398,18 @@ class CurrentAttemptTests(unittest.TestCase):
     CASES = [evals.Case("a", "A", ({"type": "contains_any", "values": ["x"]},)),
              evals.Case("b", "B", ({"type": "contains_any", "values": ["x"]},))]
 
-    def test_each_call_knows_its_repeat_in_every_way_a_run_calls(self):
+    def test_each_call_is_told_its_case_and_repeat_in_every_way_a_run_calls(self):
         for concurrency, timeout in ((1, None), (2, None), (1, 5.0), (2, 5.0)):
             seen = []
 
-            def client(text):
-                seen.append((evals.current_case().id, evals.current_attempt()))
+            def client(text, *, case, attempt):
+                seen.append((case.id, attempt))
                 return "x"
 
             with self.subTest(concurrency=concurrency, timeout=timeout):
                 evals.run_cases(self.CASES, client, evals.RunOptions(
                     concurrency=concurrency, timeout=timeout, repeat=3))
                 self.assertEqual(sorted(seen), [(i, n) for i in "ab" for n in range(3)])
-                self.assertIsNone(evals.current_attempt())
 
     def test_a_run_counts_the_replies_its_client_says_were_cached(self):
         class Reply(str):
@@ -458,7 +457,7 @@ class MainTests(unittest.TestCase):
                                  told == "1")
 
     def test_a_replayed_run_says_that_the_cache_was_not_used(self):
-        # With no provider my_client replays recordings, which the cache never keeps: the run
+        # With no provider evals replays recordings, which the cache never keeps: the run
         # says so rather than "0 of N replies came from the cache; --no-cache calls the model".
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -471,14 +470,12 @@ class MainTests(unittest.TestCase):
             handle.write(json.dumps({"id": "a", "input": "A", "output": "x"}) + "\n")
         environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
         environ["EVALS_RECORDINGS"] = recordings
-        banner = io.StringIO()  # my_client says where its answers come from on sys.stderr
-        with mock.patch.dict(os.environ, environ, clear=True), \
-                contextlib.redirect_stderr(banner):
-            out = io.StringIO()
+        with mock.patch.dict(os.environ, environ, clear=True):
+            out, err = io.StringIO(), io.StringIO()
             code = evals.main(["--cases", cases, "--client", "my_client:ask", "--no-save",
-                               "--cache"], stdout=out, stderr=io.StringIO())
+                               "--cache"], stdout=out, stderr=err)
         self.assertEqual(code, 0, out.getvalue())
-        self.assertIn("replaying recorded outputs from " + recordings, banner.getvalue())
+        self.assertIn("replaying recorded outputs from " + recordings, err.getvalue())
         self.assertIn("the cache (.evals/cache.sqlite) was not used: every reply was a recorded "
                       "one, replayed, and the cache keeps only live calls\n", out.getvalue())
         self.assertNotIn("came from the cache", out.getvalue())

@@ -1,27 +1,21 @@
 """Conversations in, tool calls and the whole reply out: each adapter against a loopback server
-that answers in its provider's documented JSON, EVALS_TOOLS, replay and capture of whole replies.
+that answers in its provider's documented JSON, EVALS_TOOLS, the replay and capture of whole replies.
 
 The response fixtures follow the providers' published references, cited next to each one.
 """
 
-import contextlib
-import io
 import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
-import types
 import unittest
 from unittest import mock
 
+import evals
 import my_client
-from tests.test_my_client import (GEMINI_KEY, KEY, LoopbackCase, anthropic_ok, fake_evals_module,
+from tests.test_my_client import (GEMINI_KEY, KEY, LoopbackCase, anthropic_ok,
                                   gemini_ok, openai_ok)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MY_CLIENT = os.path.join(ROOT, "my_client.py")
 
 SYSTEM = "You are Acme's support bot. Never issue a refund yourself."
 CONVERSATION = [
@@ -474,7 +468,7 @@ class ToolsFileTests(LoopbackCase):
 class AcceptsConversationsTests(unittest.TestCase):
     def test_every_client_says_so(self):
         self.assertIs(my_client.ask.accepts_conversations, True)
-        for provider in my_client.PROVIDERS + ("replay",):
+        for provider in my_client.PROVIDERS:
             with self.subTest(provider=provider):
                 client = my_client.make_client(provider, env={})
                 self.assertIs(getattr(client, "accepts_conversations", False), True)
@@ -497,7 +491,8 @@ class ReplyDictTests(unittest.TestCase):
 
 
 class WholeReplyReplayTests(unittest.TestCase):
-    """Recordings whose output is a whole reply replay its tool calls and finish reason."""
+    """Recordings whose output is a whole reply replay its tool calls and finish reason, in
+    the harness's replay (my_client has none): by case id, whatever the input."""
 
     CALLS = [{"name": "lookup_order", "arguments": ARGUMENTS},
              {"name": "get_policy", "arguments": "not json"}]
@@ -514,71 +509,43 @@ class WholeReplyReplayTests(unittest.TestCase):
         self.addCleanup(tmp.cleanup)
         self.path = os.path.join(tmp.name, "recordings.jsonl")
         self.write(self.RECORDS)
-        stderr = contextlib.redirect_stderr(io.StringIO())
-        stderr.__enter__()
-        self.addCleanup(stderr.__exit__, None, None, None)
-        saved = sys.modules.get("evals")
-        self.harness = fake_evals_module()
-        sys.modules["evals"] = self.harness
-        self.addCleanup(lambda: sys.modules.__setitem__("evals", saved) if saved
-                        else sys.modules.pop("evals", None))
 
     def write(self, records):
         with open(self.path, "w", encoding="utf-8") as handle:
             handle.write("".join(json.dumps(r) + "\n" for r in records))
 
-    def client(self):
-        return my_client.make_client("replay", recordings=self.path)
+    def replayed(self, *cases):
+        return evals.run_cases(list(cases), evals.replay_client(evals.load_outputs(self.path)))
 
     def test_by_case_id(self):
-        self.harness._case_var.set(types.SimpleNamespace(id="tool"))
-        reply = self.client()("a templated prompt")
-        self.assertEqual((reply, reply.tool_calls, reply.finish_reason, reply.replayed),
-                         ("", self.CALLS, "tool_calls", True))
-        self.harness._case_var.set(types.SimpleNamespace(id="cut"))
-        reply = self.client()("Explain refunds.")
-        self.assertEqual((reply, reply.tool_calls, reply.finish_reason),
-                         ("Refunds are", [], "length"))
-
-    def test_a_conversation_is_found_by_equal_json(self):
-        reordered = [dict(reversed(list(m.items()))) for m in CONVERSATION]  # same JSON value
-        reply = self.client()(reordered)
-        self.assertEqual(reply.tool_calls, self.CALLS)
-        self.assertEqual(self.client()("hello"), "Hi!")
-        with self.assertRaises(LookupError) as ctx:
-            self.client()(CONVERSATION[:2])
-        self.assertIn("no recorded output for prompt", str(ctx.exception))
-
-    def test_a_string_output_still_has_no_tool_calls(self):
-        reply = self.client()("hello")
-        self.assertEqual((reply.tool_calls, reply.finish_reason), ([], None))
-
-    def test_equal_whole_outputs_are_not_ambiguous_and_different_ones_are(self):
-        same = dict(self.RECORDS[0], id="tool-2")
-        self.write(self.RECORDS + [same])
-        self.assertEqual(self.client()(CONVERSATION).tool_calls, self.CALLS)
-        other = dict(self.RECORDS[0], id="tool-3", output={"text": "No."})
-        self.write(self.RECORDS + [other])
-        with self.assertRaises(LookupError) as ctx:
-            self.client()(CONVERSATION)
-        self.assertIn("ambiguous", str(ctx.exception))
+        tool, cut, plain = self.replayed(
+            evals.Case("tool", "a templated prompt", ({"type": "tool_called", "name": "lookup_order"},)),
+            evals.Case("cut", CONVERSATION[:2], ({"type": "contains_all", "values": ["x"]},)),
+            evals.Case("plain", "hello", ({"type": "contains_all", "values": ["Hi"]},)))
+        self.assertEqual((tool.output, tool.tool_calls, tool.finish_reason),
+                         ("", tuple({"name": c["name"], "arguments": c["arguments"]}
+                                    for c in self.CALLS), "tool_calls"))
+        self.assertIsNone(tool.latency_s)  # a replayed answer took no model time
+        self.assertEqual((cut.output, cut.tool_calls, cut.finish_reason),
+                         ("Refunds are", (), "length"))
+        self.assertEqual((plain.status, plain.tool_calls, plain.finish_reason),
+                         ("pass", (), None))
 
     def test_a_malformed_whole_output_names_the_line(self):
-        for output, words in (({"tool_calls": []}, "string 'text'"),
-                              ({"text": "", "tool_calls": [{"arguments": {}}]}, "tool_calls"),
+        for output, words in (({"tool_calls": []}, "'output' must be a string"),
+                              ({"text": "", "tool_calls": [{"arguments": {}}]}, "tool call 1"),
                               ({"text": "", "finish_reason": 3}, "finish_reason"),
-                              # what evals --rescore refuses in the same file, replay refuses
-                              # too: a misspelt key would replay as no tool call at all
+                              # a misspelt key would replay as no tool call at all
                               ({"text": "", "toolcalls": [{"name": "issue_refund"}]},
                                "unknown key 'toolcalls'"),
-                              ({"text": "", "finish_reason": "end_turn"}, 'got "end_turn"'),
-                              ({"text": "", "tool_calls": [{"name": ""}]}, "tool_calls"),
+                              ({"text": "", "finish_reason": "end_turn"}, '"end_turn"'),
+                              ({"text": "", "tool_calls": [{"name": ""}]}, "tool call 1"),
                               ({"text": "", "tool_calls": [{"name": "a", "args": {}}]},
-                               "tool_calls")):
+                               "unknown key 'args'")):
             with self.subTest(output=output):
                 self.write([self.RECORDS[2], {"id": "bad", "input": "x", "output": output}])
-                with self.assertRaises(ValueError) as ctx:
-                    self.client()("hello")
+                with self.assertRaises(evals.EvalsError) as ctx:
+                    evals.load_outputs(self.path)
                 self.assertIn("%s:2: " % self.path, str(ctx.exception))
                 self.assertIn(words, str(ctx.exception))
 
@@ -609,24 +576,6 @@ class CaptureWholeReplyTests(unittest.TestCase):
         self.assertEqual(whole["input"], CONVERSATION)
         self.assertEqual(whole["output"], {"text": "", "tool_calls": calls,
                                            "finish_reason": "tool_calls"})
-
-    def test_review_shows_the_conversation_and_drafts_a_conversation_case(self):
-        calls = [{"name": "issue_refund", "arguments": ARGUMENTS}]
-        my_client.capture(lambda messages: my_client.Reply(
-            "", finish_reason="tool_calls", tool_calls=calls), path=self.captures)(CONVERSATION)
-        cases = os.path.join(self.dir, "cases.jsonl")
-        done = subprocess.run(
-            [sys.executable, MY_CLIENT, "review", "--captures", self.captures, "--cases", cases],
-            input="a\nLook the order up; never refund it.\n\n\n\nn\nq\n", capture_output=True,
-            text=True, timeout=60, cwd=self.dir)
-        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
-        self.assertIn("input:\n  system: %s\n  user: My order has not arrived." % SYSTEM,
-                      done.stdout)
-        self.assertIn('tool call: issue_refund {"order_id": "A-1001"}', done.stdout)
-        self.assertIn("case id [it-is-a-1001]", done.stdout)
-        drafted = json.loads(re.search(r"^\{\n.*?^\}$", done.stdout, re.M | re.S).group(0))
-        self.assertEqual(drafted["input"], CONVERSATION)
-        self.assertEqual(json.loads(drafted["metadata"]["captured_output"])["tool_calls"], calls)
 
 
 if __name__ == "__main__":

@@ -496,16 +496,13 @@ class RescoreFromARecordTest(unittest.TestCase):
 
 class ReplayedAnswersTest(unittest.TestCase):
     def test_a_replayed_answer_has_no_latency_even_when_its_model_is_recorded(self):
-        import my_client
-
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "recordings.jsonl")
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(json.dumps({"id": "a", "output": "fine", "model": "gpt-4o"}) + "\n")
-            client = my_client.ReplayClient(path)
+            client = evals.replay_client(evals.load_outputs(path), path)
             case = evals.Case("a", "q", ({"type": "max_words", "n": 5},))
-            with unittest.mock.patch("sys.stderr", io.StringIO()):
-                [result] = evals.run_cases([case], client)
+            [result] = evals.run_cases([case], client)
         self.assertEqual((result.status, result.model, result.latency_s), ("pass", "gpt-4o", None))
 
 

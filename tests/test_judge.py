@@ -287,15 +287,16 @@ class EvaluateTest(unittest.TestCase):
         self.assertIn("not a valid verdict", result.error)
         self.assertEqual(result.reasons, [result.error])
 
-    def test_judge_sees_the_current_case(self):
+    def test_a_judge_asking_for_the_case_is_told_it(self):
         seen = []
 
-        def judge(prompt):
-            seen.append(evals.current_case().id)
+        def judge(prompt, *, case, attempt):
+            seen.append((case.id, attempt))
             return CLEAN
 
         evals.evaluate(case(), RIGHT, judge)
-        self.assertEqual(seen, ["refund"])
+        evals.evaluate(case(), RIGHT, evals.Judge(judge), attempt=2)
+        self.assertEqual(seen, [("refund", 0), ("refund", 2)])
 
 
 class ValidationTest(unittest.TestCase):
@@ -660,9 +661,7 @@ class MyClientJudgeTest(unittest.TestCase):
         self.assertEqual(request["json"]["messages"][0]["content"], checks[0]["judge"]["prompt"])
         self.assertEqual(request["headers"]["authorization"], "Bearer sk-test-judge")
         # The live reply was recorded, so the same prompt replays offline afterwards.
-        with self.env(EVALS_JUDGE_RECORDINGS=record):
-            with contextlib.redirect_stderr(io.StringIO()):
-                replayed = my_client.judge(checks[0]["judge"]["prompt"])
+        replayed = evals.replay_judge(record, io.StringIO())(checks[0]["judge"]["prompt"])
         self.assertEqual(replayed, "```json\n" + CLEAN + "\n```")
 
     def test_falls_back_to_the_app_provider_settings(self):
@@ -679,29 +678,31 @@ class MyClientJudgeTest(unittest.TestCase):
         self.assertEqual(client.settings.model, "gpt-4o-mini")
         self.assertEqual(client.settings.base_url, "https://api.openai.com/v1")
         with self.env(EVALS_PROVIDER="openai", EVALS_JUDGE_PROVIDER="replay"):
-            self.assertIsInstance(my_client.make_judge(), my_client.JudgeReplay)
+            with self.assertRaises(my_client.ConfigError):  # evals replays, not my_client
+                my_client.make_judge()
 
     def test_replay_by_prompt_hash_and_missing_is_lookup_error(self):
         path = os.path.join(self.dir, "judge_recordings.jsonl")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps({"key": my_client.prompt_key("p1"), "reply": CLEAN}) + "\n")
         err = io.StringIO()
-        with self.env(EVALS_JUDGE_RECORDINGS=path), contextlib.redirect_stderr(err):
-            self.assertEqual(my_client.judge("p1"), CLEAN)
-            self.assertEqual(my_client.judge("p1").model, "replay")
-            with self.assertRaisesRegex(LookupError, "no recorded judge reply") as raised:
-                my_client.judge("p2")
-            # the whole key, as the line to add needs it
-            self.assertIn('{"key": "%s", ' % my_client.prompt_key("p2"), str(raised.exception))
-            self.assertEqual(my_client.judge.judge_model(), "replay")
+        judge = evals.replay_judge(path, err)
+        self.assertEqual(judge("p1"), CLEAN)
+        self.assertEqual(judge("p1").model, "replay")
+        with self.assertRaisesRegex(LookupError, "no recorded judge reply") as raised:
+            judge("p2")
+        # the whole key, as the line to add needs it
+        self.assertIn('{"key": "%s", ' % my_client.prompt_key("p2"), str(raised.exception))
+        self.assertEqual(judge.judge_model, "replay")
+        with self.env():
+            self.assertEqual(my_client.judge.judge_model(), "replay")  # the same cache key
         self.assertEqual(err.getvalue().count("replaying recorded judge replies"), 1)
 
     def test_missing_recording_is_a_case_error(self):
         path = os.path.join(self.dir, "judge_recordings.jsonl")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("")
-        with self.env(EVALS_JUDGE_RECORDINGS=path), contextlib.redirect_stderr(io.StringIO()):
-            status, checks = evals.evaluate(case(), RIGHT, my_client.judge)
+        status, checks = evals.evaluate(case(), RIGHT, evals.replay_judge(path, io.StringIO()))
         self.assertEqual(status, "error")
         self.assertIn("LookupError: no recorded judge reply", checks[0]["reason"])
 

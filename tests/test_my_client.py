@@ -1,15 +1,11 @@
-"""Tests for my_client: provider adapters against a loopback server, retries, replay."""
+"""Tests for my_client: provider adapters against a loopback server, retries, no provider."""
 
 import contextlib
-import contextvars
 import io
 import json
 import os
-import sys
-import tempfile
 import threading
 import time
-import types
 import unittest
 from unittest import mock
 
@@ -736,224 +732,47 @@ class AskWithProviderTests(LoopbackCase):
 
 
 # --------------------------------------------------------------------------
-# Replay
+# No provider: evals.py replays recordings itself, my_client is not the place
 # --------------------------------------------------------------------------
 
 
-def fake_evals_module():
-    """A stand-in for evals.py exposing current_case() backed by a context variable."""
-    module = types.ModuleType("evals")
-    var = contextvars.ContextVar("case", default=None)
-    module.current_case = var.get
-    module._case_var = var
-    return module
-
-
-class ReplayTests(unittest.TestCase):
-    RECORDS = [
-        {"id": "refund-1", "input": "I want a refund", "output": "Sure, refund issued."},
-        {"id": "greet", "input": "hello", "output": "Hi!"},
-        {"id": "dup-a", "input": "same prompt", "output": "A"},
-        {"id": "dup-b", "input": "same prompt", "output": "B"},
-    ] + [{"id": "case-%d" % i, "input": "prompt %d" % i, "output": "answer %d" % i} for i in range(8)]
-
+class NoProviderTests(unittest.TestCase):
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-        self.path = self.write("recordings.jsonl", [json.dumps(r) for r in self.RECORDS])
-        self.stderr = io.StringIO()
-        redirect = contextlib.redirect_stderr(self.stderr)
-        redirect.__enter__()
-        self.addCleanup(redirect.__exit__, None, None, None)
-        # Control what "import evals" finds; restore afterwards.
-        saved = sys.modules.get("evals", "<absent>")
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        patcher = mock.patch.dict(os.environ, clean, clear=True)
+        patcher.start()
+        self.addCleanup(patcher.stop)
 
-        def restore():
-            if saved == "<absent>":
-                sys.modules.pop("evals", None)
-            else:
-                sys.modules["evals"] = saved
+    def test_ask_without_a_provider_is_a_configuration_error(self):
+        for value in (None, "", "replay", " Replay "):
+            if value is not None:
+                os.environ["EVALS_PROVIDER"] = value
+            with self.subTest(provider=value), self.assertRaises(my_client.ConfigError) as ctx:
+                my_client.ask("hello")
+            self.assertIn("set EVALS_PROVIDER to one of openai, anthropic, gemini, ollama",
+                          str(ctx.exception))
+            self.assertIn("python evals.py replays recorded outputs by itself", str(ctx.exception))
 
-        self.addCleanup(restore)
+    def test_make_client_replay_and_batch_are_configuration_errors(self):
+        with self.assertRaises(my_client.ConfigError):
+            my_client.make_client("replay")
+        with self.assertRaises(my_client.ConfigError):
+            my_client.ask.batch([("c", "hello")])
 
-    def test_a_repeated_call_of_a_replay_is_an_error_not_the_same_answer_counted_again(self):
-        import evals
+    def test_judge_without_a_provider_is_a_configuration_error(self):
+        with self.assertRaises(my_client.ConfigError) as ctx:
+            my_client.judge("a prompt")
+        self.assertIn("EVALS_JUDGE_PROVIDER", str(ctx.exception))
+        self.assertIn("replays recorded judge replies by itself", str(ctx.exception))
 
-        sys.modules["evals"] = evals
-        replay = my_client.ReplayClient(self.path)
-        case = evals.Case("greet", "hello", ({"type": "contains_any", "values": ["Hi"]},))
-        result = evals.run_case(case, replay, evals.RunOptions(repeat=3))
-        self.assertEqual((result.status, result.passes, result.calls), ("error", 1, 1))
-        self.assertIn("holds one answer per case; a repeated call of it would only count that "
-                      "answer again: --repeat needs a live model", result.error)
-        self.assertEqual(evals.run_case(case, replay).status, "pass")  # one call replays
+    def test_ask_names_attempt_for_the_cache_and_nothing_else(self):
+        import inspect
 
-    def write(self, name, lines):
-        path = os.path.join(self.dir, name)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        return path
-
-    def no_harness(self):
-        sys.modules["evals"] = None  # makes "import evals" raise ImportError
-
-    def with_harness(self):
-        module = fake_evals_module()
-        sys.modules["evals"] = module
-        return module
-
-    def test_hit_by_case_id(self):
-        harness = self.with_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        harness._case_var.set(types.SimpleNamespace(id="refund-1", input="I want a refund"))
-        reply = client("templated prompt that differs from the input")
-        self.assertEqual(reply, "Sure, refund issued.")
-        self.assertIsInstance(reply, my_client.Reply)
-        self.assertEqual((reply.usage, reply.model, reply.finish_reason, reply.attempts), (None, "replay", None, 0))
-
-    def test_case_id_disambiguates_shared_input(self):
-        harness = self.with_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        harness._case_var.set(types.SimpleNamespace(id="dup-b", input="same prompt"))
-        self.assertEqual(client("same prompt"), "B")
-
-    def test_fallback_by_input_without_harness(self):
-        self.no_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        self.assertEqual(client("hello"), "Hi!")
-
-    def test_fallback_by_input_when_no_current_case(self):
-        self.with_harness()  # current_case() returns None outside the runner
-        client = my_client.make_client("replay", recordings=self.path)
-        self.assertEqual(client("I want a refund"), "Sure, refund issued.")
-
-    def test_ambiguous_input_raises(self):
-        self.no_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        with self.assertRaises(LookupError) as ctx:
-            client("same prompt")
-        self.assertIn("ambiguous", str(ctx.exception))
-        self.assertIn("dup-a", str(ctx.exception))
-
-    def test_miss_names_case_and_file(self):
-        harness = self.with_harness()
-        cwd = os.getcwd()
-        os.chdir(self.dir)  # the default path is relative to the current directory
-        self.addCleanup(os.chdir, cwd)
-        client = my_client.make_client(env={})
-        harness._case_var.set(types.SimpleNamespace(id="refund-9", input="nothing recorded"))
-        with self.assertRaises(LookupError) as ctx:
-            client("nothing recorded")
-        self.assertEqual(
-            str(ctx.exception),
-            "no recorded output for case 'refund-9' in recordings.jsonl "
-            "(record one from a model: set EVALS_PROVIDER, then run python evals.py --record "
-            "recordings.jsonl)",
-        )
-
-    def test_miss_without_case_names_prompt(self):
-        self.no_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        with self.assertRaises(LookupError) as ctx:
-            client("never seen")
-        self.assertIn("prompt 'never seen'", str(ctx.exception))
-        self.assertIn(self.path, str(ctx.exception))
-
-    def test_missing_file_says_a_model_is_needed_to_record(self):
-        # --record alone would replay the same missing file: the hint names a provider first.
-        self.no_harness()
-        missing = os.path.join(self.dir, "none.jsonl")
-        client = my_client.make_client("replay", recordings=missing)
-        with self.assertRaises(FileNotFoundError) as ctx:
-            client("hello")
-        self.assertIn("recordings file %s not found (record one from a model: set "
-                      "EVALS_PROVIDER, then run python evals.py --record %s)" % (missing, missing),
-                      str(ctx.exception))
-
-    def test_malformed_file_names_line(self):
-        self.no_harness()
-        bad = self.write("bad.jsonl", [json.dumps(self.RECORDS[0]), "", "{not json", json.dumps(self.RECORDS[1])])
-        client = my_client.make_client("replay", recordings=bad)
-        with self.assertRaises(ValueError) as ctx:
-            client("hello")
-        self.assertIn("%s:3" % bad, str(ctx.exception))
-
-    def test_record_without_output_names_line(self):
-        self.no_harness()
-        bad = self.write("bad2.jsonl", [json.dumps({"id": "x", "input": "y"})])
-        with self.assertRaises(ValueError) as ctx:
-            my_client.make_client("replay", recordings=bad)("y")
-        self.assertIn("%s:1" % bad, str(ctx.exception))
-        self.assertIn("output", str(ctx.exception))
-
-    def test_missing_file(self):
-        self.no_harness()
-        missing = os.path.join(self.dir, "nope.jsonl")
-        with self.assertRaises(FileNotFoundError) as ctx:
-            my_client.make_client("replay", recordings=missing)("hello")
-        self.assertIn(missing, str(ctx.exception))
-        self.assertIn("--record", str(ctx.exception))
-
-    def test_notice_printed_once(self):
-        self.no_harness()
-        client = my_client.make_client(env={"EVALS_RECORDINGS": self.path})
-        for _ in range(3):
-            client("hello")
-        lines = self.stderr.getvalue().splitlines()
-        self.assertEqual(
-            lines,
-            [
-                "my_client: no provider configured (EVALS_PROVIDER unset); replaying recorded outputs from %s, "
-                "no model is called" % self.path
-            ],
-        )
-
-    def test_ask_defaults_to_replay_and_loads_once(self):
-        self.no_harness()
-        with mock.patch.dict(os.environ, {"EVALS_RECORDINGS": self.path}):
-            os.environ.pop("EVALS_PROVIDER", None)
-            self.assertEqual(my_client.ask("hello"), "Hi!")
-            self.assertEqual(my_client.ask("I want a refund"), "Sure, refund issued.")
-            client = my_client._env_client()
-        self.assertEqual(client.load_count, 1)
-        self.assertEqual(len(self.stderr.getvalue().splitlines()), 1)
-
-    def test_main_module_harness_is_used(self):
-        # "python evals.py" runs the harness as __main__, not as module "evals".
-        sys.modules.pop("evals", None)
-        harness = fake_evals_module()
-        harness._case_var.set(types.SimpleNamespace(id="greet", input="hello"))
-        with mock.patch.dict(sys.modules, {"__main__": harness}):
-            sys.modules.pop("evals", None)
-            client = my_client.make_client("replay", recordings=self.path)
-            self.assertEqual(client("a prompt matching nothing"), "Hi!")
-
-    def test_concurrent_calls_from_8_threads(self):
-        harness = self.with_harness()
-        client = my_client.make_client("replay", recordings=self.path)
-        barrier = threading.Barrier(8, timeout=10)
-        results = {}
-        errors = []
-
-        def run(i):
-            try:
-                harness._case_var.set(types.SimpleNamespace(id="case-%d" % i, input="prompt %d" % i))
-                barrier.wait()
-                for _ in range(20):
-                    results.setdefault(i, set()).add(str(client("templated %d" % i)))
-            except Exception as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
-        self.assertEqual(errors, [])
-        self.assertEqual(results, {i: {"answer %d" % i} for i in range(8)})
-        self.assertEqual(client.load_count, 1)
-        self.assertEqual(len(self.stderr.getvalue().splitlines()), 1)
+        params = inspect.signature(my_client.ask).parameters
+        self.assertEqual(list(params), ["prompt", "attempt"])
+        self.assertEqual(params["attempt"].kind, inspect.Parameter.KEYWORD_ONLY)
+        self.assertTrue(my_client.ask.accepts_conversations)
+        self.assertTrue(callable(my_client.ask.batch))
 
 
 if __name__ == "__main__":

@@ -480,12 +480,6 @@ class RetrySignalTests(ProviderCase):
         self.assertEqual(self.sleeps, [0.5])  # rand 0.5 * min(20, 1 * 2**0)
 
 
-class ReplayTests(unittest.TestCase):
-    def test_a_replayed_reply_has_no_reasoning_and_no_sent(self):
-        reply = my_client._replayed("text", {"model": "m"})
-        self.assertEqual((reply.reasoning, reply.sent), (None, None))
-
-
 if __name__ == "__main__":
     with contextlib.redirect_stderr(io.StringIO()):
         unittest.main()

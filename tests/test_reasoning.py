@@ -1,14 +1,13 @@
 """A reply's reasoning and what was sent: kept in the run record, the recordings and the HTML
 report, left out by --omit-outputs, and scored only by a check with "on": "reasoning"."""
 
-import contextlib
-import io
 import json
+import os
 import unittest
+from unittest import mock
 
 import evals
 import evals_extras
-import my_client
 from tests.test_workflow import Workspace
 
 # answers.json beside the module: {input: answer}; an object {"text", "reasoning", "sent"} is
@@ -142,11 +141,17 @@ class ReasoningTest(Workspace):
             rescored = self.entries("re.json")
             self.assertEqual({i: (e["status"], e["checks"]) for i, e in rescored.items()}, live)
             self.assertEqual(rescored["thought"]["reasoning"], THOUGHT)
-        # my_client's offline replay reads the same file and scores the same.
-        cases, _ = evals.load_cases(self.cases)
-        with contextlib.redirect_stderr(io.StringIO()):  # its "replaying" notice
-            replayed = evals.run_cases(cases, my_client.ReplayClient(recordings))
-        self.assertEqual({r.id: (r.status, r.checks) for r in replayed}, live)
+        # The offline default (my_client's ask, no provider) replays the same file the same.
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        with mock.patch.dict(os.environ, dict(environ, EVALS_RECORDINGS=recordings), clear=True):
+            code, out, err = self.main("--cases", self.cases, "--baseline", self.baseline,
+                                       "--client", "my_client:ask", "--out",
+                                       self.path("offline.json"), "--no-history")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("replaying recorded outputs from " + recordings, err)
+        offline = self.entries("offline.json")
+        self.assertEqual({i: (e["status"], e["checks"]) for i, e in offline.items()}, live)
+        self.assertEqual(offline["thought"]["reasoning"], THOUGHT)
 
     def test_the_html_report_shows_the_reasoning_escaped_and_what_was_sent(self):
         self.answer({

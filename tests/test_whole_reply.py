@@ -33,28 +33,27 @@ LOOKUP = {"name": "lookup_order", "arguments": {"order_id": "A-1001"}}
 REFUND = {"name": "issue_refund", "arguments": {"order_id": "A-1001", "amount_usd": 150}}
 
 # A client for in-process runs: it answers each case with answers.json[case id] (a str or a
-# reply dict), logs every prompt it gets, and appends to a conversation it was given, as
+# reply dict; the harness passes the case, as the signature names it), logs every prompt it gets, and appends to a conversation it was given, as
 # agents do with their history. `plain` is the same client without accepts_conversations.
 CLIENT = '''
 import json, os
-import evals
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def ask(prompt):
+def ask(prompt, *, case):
     with open(os.path.join(HERE, "calls.jsonl"), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(prompt) + "\\n")
     if isinstance(prompt, list):
         prompt.append({"role": "assistant", "content": "appended by the client"})
     with open(os.path.join(HERE, "answers.json"), encoding="utf-8") as handle:
-        return json.load(handle)[evals.current_case().id]
+        return json.load(handle)[case.id]
 
 
 ask.accepts_conversations = True
 
 
-def plain(prompt):
-    return ask(prompt)
+def plain(prompt, *, case):
+    return ask(prompt, case=case)
 '''
 
 
@@ -225,7 +224,7 @@ class ConversationClientTest(Folder):
     def test_my_client_takes_conversations(self):
         evals.refuse_conversations([case("talk", CONVERSATION)], my_client.ask)
         evals.refuse_conversations([case("talk", CONVERSATION)],
-                                   my_client.make_client("replay", env={}))
+                                   my_client.make_client("openai", api_key="sk-x", env={}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -689,13 +688,18 @@ class RecordAndRecordingsTest(Folder):
                     self.assertEqual(again[case_id].get("tool_calls"), entry.get("tool_calls"))
                 self.assertEqual(again["talk"]["finish_reason"], "tool_calls")
                 self.assertEqual(again["cut"]["finish_reason"], "length")
-        # my_client's replay reads the same recordings whole.
-        replay = my_client.make_client("replay", recordings=self.path("rec.jsonl"), env={})
-        cases, _ = evals.load_cases(self.path("cases.jsonl"))
-        with mock.patch("sys.stderr", io.StringIO()):
-            results = evals.run_cases(cases, replay)
-        self.assertEqual([r.status for r in results], ["pass", "fail", "pass", "pass"])
-        self.assertEqual(results[0].tool_calls, (LOOKUP,))
+        # The offline default (my_client's ask, no provider) replays the same recordings whole.
+        with mock.patch.dict(os.environ, {"EVALS_RECORDINGS": self.path("rec.jsonl"),
+                                          "EVALS_PROVIDER": ""}):
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["--cases", self.path("cases.jsonl"), "--client", "my_client:ask",
+                               "--baseline", self.path("last_run.json"), "--no-history",
+                               "--out", self.path("offline.json")], out, err)
+        self.assertEqual(code, 0, out.getvalue() + err.getvalue())
+        offline = self.entries("offline.json")
+        self.assertEqual([offline[i]["status"] for i in ("talk", "cut", "plain", "old")],
+                         ["pass", "fail", "pass", "pass"])
+        self.assertEqual(offline["talk"]["tool_calls"], [LOOKUP])
 
     def test_malformed_whole_outputs_are_refused_naming_the_line(self):
         good = {"id": "plain", "output": "x"}
