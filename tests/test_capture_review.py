@@ -1,4 +1,4 @@
-"""my_client.capture in a running app (the review of captures: tests/test_review_moved.py)."""
+"""my_client.capture in a running app (the review of captures: tests/test_review.py)."""
 
 import contextlib
 import io

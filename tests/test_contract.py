@@ -12,6 +12,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = {"type": "contains_any", "values": ["x"]}
@@ -104,7 +105,7 @@ class AskBySignatureTest(unittest.TestCase):
             return verdict
 
         results = evals.run_cases([case], lambda prompt: "yes",
-                                  evals.RunOptions(repeat=2, judge=evals.Judge(judge, "j")))
+                                  evals.RunOptions(repeat=2, judge=evals_extras.Judge(judge, "j")))
         self.assertEqual(results[0].status, "pass")
         self.assertEqual(seen, [("judged", 0), ("judged", 1)])
         self.assertEqual(evals.evaluate(case, "yes", lambda prompt: verdict)[0], "pass")
@@ -209,7 +210,7 @@ class OfflineDefaultTest(unittest.TestCase):
                               "confidence": "high"})
         check = {"type": "judge", "rubric": "greets"}
         self.write("cases.jsonl", [{"id": "greet", "input": "hello", "checks": [check]}])
-        prompt = evals.judge_prompt("hello", "Hi!", {"rubric": "greets"})
+        prompt = evals_extras.judge_prompt("hello", "Hi!", {"rubric": "greets"})
         key = __import__("hashlib").sha256(prompt.encode("utf-8")).hexdigest()
         os.environ["EVALS_JUDGE_RECORDINGS"] = self.write(
             "judged.jsonl", [{"id": "greet", "key": key, "reply": verdict}])

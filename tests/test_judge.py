@@ -61,12 +61,12 @@ RIGHT = "Refunds above $100 need manager approval and are not instant."
 
 class ParseVerdictTest(unittest.TestCase):
     def parsed(self, reply):
-        value, problem = evals.parse_verdict(reply)
+        value, problem = evals_extras.parse_verdict(reply)
         self.assertIsNone(problem, problem)
         return value
 
     def problem(self, reply, text):
-        value, problem = evals.parse_verdict(reply)
+        value, problem = evals_extras.parse_verdict(reply)
         self.assertIsNone(value)
         self.assertIn(text, problem)
         return problem
@@ -128,7 +128,7 @@ class ParseVerdictTest(unittest.TestCase):
 
     def test_extra_keys_ignored(self):
         value = self.parsed(json.dumps(dict(json.loads(CLEAN), score=9)))
-        self.assertEqual(set(value), set(evals.JUDGE_KEYS))
+        self.assertEqual(set(value), set(evals_extras.JUDGE_KEYS))
 
     def test_not_a_string(self):
         self.problem(None, "expected str")
@@ -143,7 +143,7 @@ class EvaluateTest(unittest.TestCase):
             return CLEAN
 
         self.addCleanup(release.set)
-        judge = evals.Judge(stuck, name="stuck", timeout=0.2)
+        judge = evals_extras.Judge(stuck, name="stuck", timeout=0.2)
         status, checks = evals.evaluate(case(), RIGHT, judge)
         self.assertEqual(status, "error")
         self.assertIn("TimeoutError: no answer within 0.2 s", checks[0]["reason"])
@@ -295,7 +295,7 @@ class EvaluateTest(unittest.TestCase):
             return CLEAN
 
         evals.evaluate(case(), RIGHT, judge)
-        evals.evaluate(case(), RIGHT, evals.Judge(judge), attempt=2)
+        evals.evaluate(case(), RIGHT, evals_extras.Judge(judge), attempt=2)
         self.assertEqual(seen, [("refund", 0), ("refund", 2)])
 
 
@@ -331,15 +331,15 @@ class CacheTest(unittest.TestCase):
 
     def test_second_run_costs_no_call(self):
         scripted = ScriptedJudge(CLEAN)
-        first = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j:j", self.path))[1]
-        second = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j:j", self.path))[1]
+        first = evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j:j", self.path))[1]
+        second = evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j:j", self.path))[1]
         self.assertEqual(len(scripted.prompts), 1)
         self.assertFalse(first[0]["judge"]["cached"])
         self.assertTrue(second[0]["judge"]["cached"])
         self.assertEqual(second[0]["reason"], first[0]["reason"])
         # A changed output is a new prompt, and the judge's name is part of the key.
-        evals.evaluate(case(), RIGHT + " Thanks.", evals.Judge(scripted, "j:j", self.path))
-        evals.evaluate(case(), RIGHT, evals.Judge(scripted, "other:judge", self.path))
+        evals.evaluate(case(), RIGHT + " Thanks.", evals_extras.Judge(scripted, "j:j", self.path))
+        evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "other:judge", self.path))
         self.assertEqual(len(scripted.prompts), 3)
 
     def test_model_hint_is_part_of_the_key(self):
@@ -349,16 +349,16 @@ class CacheTest(unittest.TestCase):
             return scripted(prompt)
 
         judge.judge_model = "openai:gpt-4o-mini"
-        evals.evaluate(case(), RIGHT, evals.Judge(judge, "j:j", self.path))
+        evals.evaluate(case(), RIGHT, evals_extras.Judge(judge, "j:j", self.path))
         judge.judge_model = lambda: "openai:gpt-4.1"
-        evals.evaluate(case(), RIGHT, evals.Judge(judge, "j:j", self.path))
+        evals.evaluate(case(), RIGHT, evals_extras.Judge(judge, "j:j", self.path))
         self.assertEqual(len(scripted.prompts), 2)
 
     def test_malformed_replies_and_failures_are_not_cached(self):
         scripted = ScriptedJudge("not json", CLEAN)
-        self.assertEqual(evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))[0],
+        self.assertEqual(evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))[0],
                          "error")
-        self.assertEqual(evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))[0],
+        self.assertEqual(evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))[0],
                          "pass")
         self.assertEqual(len(scripted.prompts), 2)
 
@@ -366,8 +366,8 @@ class CacheTest(unittest.TestCase):
         # A lone surrogate is no UTF-8: the cache line holds its \uXXXX escape, the same value.
         reply = json.dumps(json.loads(verdict(reason="quotes \ud83d")), ensure_ascii=False)
         scripted = ScriptedJudge(reply)
-        first = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
-        second = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
+        first = evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))
+        second = evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))
         self.assertEqual(first[0], "pass")
         self.assertEqual(second[0], "pass")
         self.assertTrue(second[1][0]["judge"]["cached"])
@@ -376,16 +376,16 @@ class CacheTest(unittest.TestCase):
 
     def test_corrupted_lines_ignored(self):
         scripted = ScriptedJudge(CLEAN)
-        evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))
+        evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write('{"key": "half a line\n[1, 2]\n\n')
-        result = evals.evaluate(case(), RIGHT, evals.Judge(scripted, "j", self.path))[1]
+        result = evals.evaluate(case(), RIGHT, evals_extras.Judge(scripted, "j", self.path))[1]
         self.assertTrue(result[0]["judge"]["cached"])
         self.assertEqual(len(scripted.prompts), 1)
 
     def test_threads_share_one_cache_file(self):
         scripted = ScriptedJudge(CLEAN)
-        judge = evals.Judge(scripted, "j", self.path)
+        judge = evals_extras.Judge(scripted, "j", self.path)
         cases = [case(input=f"question {n}") for n in range(16)]
         threads = [threading.Thread(target=evals.evaluate, args=(c, RIGHT, judge)) for c in cases]
         for thread in threads:
@@ -395,7 +395,7 @@ class CacheTest(unittest.TestCase):
         with open(self.path, encoding="utf-8") as handle:
             rows = [json.loads(line) for line in handle]
         self.assertEqual(len({row["key"] for row in rows}), 16)
-        again = evals.Judge(scripted, "j", self.path)
+        again = evals_extras.Judge(scripted, "j", self.path)
         for c in cases:
             evals.evaluate(c, RIGHT, again)
         self.assertEqual(again.calls, 0)
@@ -645,7 +645,7 @@ class MyClientJudgeTest(unittest.TestCase):
                       EVALS_JUDGE_PROVIDER="openai", EVALS_JUDGE_MODEL="judge-model",
                       EVALS_JUDGE_BASE_URL=server.url + "/v1", OPENAI_API_KEY="sk-test-judge",
                       EVALS_SYSTEM_PROMPT="You are the app.", EVALS_JUDGE_RECORD=record):
-            judge = evals.Judge(my_client.judge, "my_client:judge")
+            judge = evals_extras.Judge(my_client.judge, "my_client:judge")
             with contextlib.redirect_stderr(io.StringIO()) as err:
                 status, checks = evals.evaluate(case(), RIGHT, judge)
             self.assertEqual(my_client.judge.judge_model(), "openai:judge-model")
@@ -661,7 +661,7 @@ class MyClientJudgeTest(unittest.TestCase):
         self.assertEqual(request["json"]["messages"][0]["content"], checks[0]["judge"]["prompt"])
         self.assertEqual(request["headers"]["authorization"], "Bearer sk-test-judge")
         # The live reply was recorded, so the same prompt replays offline afterwards.
-        replayed = evals.replay_judge(record, io.StringIO())(checks[0]["judge"]["prompt"])
+        replayed = evals_extras.replay_judge(record, io.StringIO())(checks[0]["judge"]["prompt"])
         self.assertEqual(replayed, "```json\n" + CLEAN + "\n```")
 
     def test_falls_back_to_the_app_provider_settings(self):
@@ -686,7 +686,7 @@ class MyClientJudgeTest(unittest.TestCase):
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps({"key": my_client.prompt_key("p1"), "reply": CLEAN}) + "\n")
         err = io.StringIO()
-        judge = evals.replay_judge(path, err)
+        judge = evals_extras.replay_judge(path, err)
         self.assertEqual(judge("p1"), CLEAN)
         self.assertEqual(judge("p1").model, "replay")
         with self.assertRaisesRegex(LookupError, "no recorded judge reply") as raised:
@@ -702,7 +702,7 @@ class MyClientJudgeTest(unittest.TestCase):
         path = os.path.join(self.dir, "judge_recordings.jsonl")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("")
-        status, checks = evals.evaluate(case(), RIGHT, evals.replay_judge(path, io.StringIO()))
+        status, checks = evals.evaluate(case(), RIGHT, evals_extras.replay_judge(path, io.StringIO()))
         self.assertEqual(status, "error")
         self.assertIn("LookupError: no recorded judge reply", checks[0]["reason"])
 

@@ -15,6 +15,7 @@ import time
 import unittest
 
 import evals
+import evals_extras
 import my_client
 from tests._loopback import PromptServer
 
@@ -130,7 +131,7 @@ class SleepingRetriesTests(RetryAfterCase):
         judge = self.client(server)
         case = evals.Case("judged", "q", ({"type": "judge", "rubric": "says yes"},))
         results, _ = self.run_suite(lambda prompt: "yes", [case], concurrency=2,
-                                    judge=evals.Judge(judge, name="loopback"))
+                                    judge=evals_extras.Judge(judge, name="loopback"))
         self.assertEqual(results[0].status, "pass", results[0])
         self.assertEqual(self.sleeps, [1.5])
 

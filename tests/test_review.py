@@ -1,6 +1,5 @@
-"""The review of captured calls, moved out of my_client (it was `python my_client.py review`)
-into _review_moved.py, which the lead folds into the optional file: each test runs it as a
-script on captures my_client.capture wrote. Skipped when the module is not there any more."""
+"""`python evals.py review`: captured calls (my_client.capture) become cases. Each test runs
+the command on captures my_client.capture wrote."""
 
 import json
 import os
@@ -15,7 +14,7 @@ import my_client
 from tests.test_conversations_tools import ARGUMENTS, CONVERSATION, SYSTEM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REVIEW = os.path.join(ROOT, "_review_moved.py")
+EVALS = os.path.join(ROOT, "evals.py")
 
 
 def read_lines(path):
@@ -27,7 +26,6 @@ BAD_ANSWER = "Refunds are instant and no approval is needed."
 QUESTION = "I paid $150 for a blender, can I get a refund today?"
 
 
-@unittest.skipUnless(os.path.exists(REVIEW), "_review_moved.py was folded elsewhere")
 class ReviewTest(unittest.TestCase):
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
@@ -45,7 +43,7 @@ class ReviewTest(unittest.TestCase):
 
     def review(self, answers, *extra):
         done = subprocess.run(
-            [sys.executable, REVIEW, "--captures", self.captures, "--cases", self.cases,
+            [sys.executable, EVALS, "review", "--captures", self.captures, "--cases", self.cases,
              *extra], input=answers, capture_output=True, text=True, timeout=60, cwd=self.dir)
         return done.returncode, done.stdout, done.stderr
 
@@ -169,7 +167,6 @@ class ReviewTest(unittest.TestCase):
 
 
 
-@unittest.skipUnless(os.path.exists(REVIEW), "_review_moved.py was folded elsewhere")
 class ConversationReviewTest(unittest.TestCase):
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
@@ -183,7 +180,7 @@ class ConversationReviewTest(unittest.TestCase):
             "", finish_reason="tool_calls", tool_calls=calls), path=self.captures)(CONVERSATION)
         cases = os.path.join(self.dir, "cases.jsonl")
         done = subprocess.run(
-            [sys.executable, REVIEW, "--captures", self.captures, "--cases", cases],
+            [sys.executable, EVALS, "review", "--captures", self.captures, "--cases", cases],
             input="a\nLook the order up; never refund it.\n\n\n\nn\nq\n", capture_output=True,
             text=True, timeout=60, cwd=self.dir)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
