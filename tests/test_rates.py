@@ -538,7 +538,7 @@ class RepeatedRunCliTest(Workspace):
         self.assertIn("pass rate 0.0% (0/1)", out)
         record = self.load(self.path("run.json"))  # its calls are valid, its entry is not
         record["cases"][0]["tool_calls"] = [{"name": ""}]
-        evals.write_json_atomic(self.path("bad.json"), record)
+        evals_extras.write_json_atomic(self.path("bad.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "bad.json: case 'k': tool call 1 must"):
             evals.load_outputs(self.path("bad.json"), repeat=10)
         # a record of one call a case, replayed ten times, would count one output as ten

@@ -730,7 +730,7 @@ class RecordAndRecordingsTest(Folder):
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': tool call 1 (lookup_order): 'arguments' "
                          "must be a JSON object (or the string the model wrote), got int")
-        evals.write_json_atomic(self.path("broken.json"), record)
+        evals_extras.write_json_atomic(self.path("broken.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "broken.json: case 'talk': tool call 1"):
             evals.load_outputs(self.path("broken.json"))
         record["cases"][0].update(tool_calls=[LOOKUP], finish_reason="end_turn")
