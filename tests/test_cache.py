@@ -48,6 +48,32 @@ class CacheRunCase(LiveRunCase):
         super().setUp()
         self.server = self.start_server(_by_prompt)
 
+    def run_evals(self, server, *args, **env_extra):
+        """run_evals's command line in this process: evals.main in the temporary directory with
+        the environment a subprocess would get (each new process costs about half a second of
+        start-up). What needs a new process (a client's memory of one run, runs at once, the
+        exit of `python my_client.py cache`) starts one with run_in_a_process."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
+        env.update({"EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
+                    "EVALS_BASE_URL": server.url, "EVALS_MODEL": MODEL, "EVALS_TIMEOUT": "0.75",
+                    "EVALS_MAX_ATTEMPTS": "3", "EVALS_MAX_RETRY_WAIT": "1"}, **env_extra)
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with mock.patch.dict(os.environ, env, clear=True), \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = evals.main(["--client", CLIENT, "--out", "record.json", *args],
+                                  stdout=out, stderr=err)
+        finally:
+            os.chdir(cwd)
+        self.stdout, self.stderr = out.getvalue(), err.getvalue()
+        return code
+
+    def run_in_a_process(self, server, *args, **env_extra):
+        return LiveRunCase.run_evals(self, server, *args, **env_extra)
+
     def cases(self, *prompts):
         self.write_cases([(prompt.lower().replace(" ", "-"), prompt) for prompt in prompts])
 
@@ -199,9 +225,9 @@ class MissTests(CacheRunCase):
         server.behave(refuses_temperature)
         at = types.SimpleNamespace(url=server.url + "/v1")
         self.cases("Good one", "Good two", "Good three")
-        self.assertEqual(self.run_evals(at, "--cache"), 0, self.describe())
+        self.assertEqual(self.run_in_a_process(at, "--cache"), 0, self.describe())
         self.assertEqual(len(server.requests), 4)
-        self.assertEqual(self.run_evals(at, "--cache"), 0, self.describe())
+        self.assertEqual(self.run_in_a_process(at, "--cache"), 0, self.describe())
         self.assertEqual(len(server.requests), 4)
         self.assertEqual([e["sent"] for e in self.record()["cases"]], [{"temperature": None}] * 3)
 
