@@ -1,8 +1,9 @@
 """The cache of live calls: `python evals.py --cache` against a loopback OpenAI-compatible server
 that counts the requests it receives, and my_client's cache functions in process.
 
-The end-to-end tests run `python evals.py` in a subprocess (the client learns of the cache
-through EVALS_CACHE, set by evals before loading it) and count what reaches the server.
+The end-to-end tests run evals' command line (evals.main in this process, or `python evals.py`
+as a new process where that matters) and count what reaches the server; the client learns of
+the cache through EVALS_CACHE, set by evals before loading it.
 """
 
 import contextlib
@@ -21,7 +22,7 @@ import evals
 import my_client
 from tests._loopback import LoopbackServer
 from tests.test_live_runs import (BAD_TEXT, CLIENT, EVALS, GOOD_TEXT, KEY, MODEL, RUN_TIMEOUT,
-                                  ROOT, LiveRunCase, completion)
+                                  ROOT, LiveRunCase, completion, run_evals)
 
 CACHE_LINE = "{} of {} replies came from the cache (.evals/cache.sqlite); --no-cache calls the model"
 
@@ -48,31 +49,10 @@ class CacheRunCase(LiveRunCase):
         super().setUp()
         self.server = self.start_server(_by_prompt)
 
-    def run_evals(self, server, *args, **env_extra):
-        """run_evals's command line in this process: evals.main in the temporary directory with
-        the environment a subprocess would get (each new process costs about half a second of
-        start-up). What needs a new process (a client's memory of one run, runs at once, the
-        exit of `python my_client.py cache`) starts one with run_in_a_process."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
-        env.update({"EVALS_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
-                    "EVALS_BASE_URL": server.url, "EVALS_MODEL": MODEL, "EVALS_TIMEOUT": "0.75",
-                    "EVALS_MAX_ATTEMPTS": "3", "EVALS_MAX_RETRY_WAIT": "1"}, **env_extra)
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.dir)
-        try:
-            with mock.patch.dict(os.environ, env, clear=True), \
-                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = evals.main(["--client", CLIENT, "--out", "record.json", *args],
-                                  stdout=out, stderr=err)
-        finally:
-            os.chdir(cwd)
-        self.stdout, self.stderr = out.getvalue(), err.getvalue()
-        return code
-
     def run_in_a_process(self, server, *args, **env_extra):
-        return LiveRunCase.run_evals(self, server, *args, **env_extra)
+        """`python evals.py` as a new process (run_evals runs evals.main in this one)."""
+        code, self.stdout, self.stderr = run_evals(self.dir, server, *args, **env_extra)
+        return code
 
     def cases(self, *prompts):
         self.write_cases([(prompt.lower().replace(" ", "-"), prompt) for prompt in prompts])
