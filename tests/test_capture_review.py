@@ -9,6 +9,7 @@ import sys
 import tempfile
 import threading
 import unittest
+from unittest import mock
 
 import evals
 import my_client
@@ -171,6 +172,21 @@ class ReviewTest(unittest.TestCase):
         bot("Where is my parcel?")
 
     def review(self, answers, *extra):
+        """`python my_client.py review` with `answers` on its input, run in this process (a
+        new process a session costs about half a second); (exit code, stdout, stderr)."""
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with mock.patch("sys.stdin", io.StringIO(answers)), \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = my_client.review(["--captures", self.captures, "--cases", self.cases,
+                                         *extra], out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
+
+    def review_in_a_process(self, answers, *extra):
         done = subprocess.run(
             [sys.executable, MY_CLIENT, "review", "--captures", self.captures, "--cases", self.cases,
              *extra], input=answers, capture_output=True, text=True, timeout=60, cwd=self.dir)
@@ -276,7 +292,7 @@ class ReviewTest(unittest.TestCase):
 
     def test_no_captures_is_exit_2(self):
         os.remove(self.captures)
-        code, out, err = self.review("")
+        code, out, err = self.review_in_a_process("")  # the exit code of the command
         self.assertEqual(code, 2)
         self.assertIn("no captures yet", err)
 
