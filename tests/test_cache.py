@@ -244,9 +244,9 @@ class OptionTests(CacheRunCase):
         self.assertEqual((code, sent), (0, 1), self.stderr)
 
     def test_help_says_how_the_client_is_told(self):
-        done = subprocess.run([sys.executable, EVALS, "--help"], stdout=subprocess.PIPE,
-                              timeout=RUN_TIMEOUT, cwd=self.dir)
-        text = " ".join(done.stdout.decode().split())
+        out = io.StringIO()
+        self.assertEqual(evals.main(["--help"], out, io.StringIO()), 0)
+        text = " ".join(out.getvalue().split())
         self.assertIn("--no-cache", text)
         self.assertIn("evals tells the client by setting EVALS_CACHE before loading it", text)
         self.assertIn("python my_client.py cache --clear", text)
@@ -286,7 +286,19 @@ class ConcurrentRunTests(CacheRunCase):
 
 
 class ClearTests(CacheRunCase):
-    def my_client(self, *args):
+    def my_client(self, command, *args):
+        """`python my_client.py cache ARGS` run in this process: (exit code, stdout, stderr)."""
+        self.assertEqual(command, "cache")
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            code = my_client.cache_command(list(args), out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
+
+    def my_client_in_a_process(self, *args):
         done = subprocess.run([sys.executable, os.path.join(ROOT, "my_client.py"), *args],
                               cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=RUN_TIMEOUT)
@@ -314,7 +326,7 @@ class ClearTests(CacheRunCase):
                          f"{other}: 1 reply cached\n")
         with open(os.path.join(self.dir, "notes.txt"), "w", encoding="utf-8") as handle:
             handle.write("not a database\n" * 100)
-        code, out, err = self.my_client("cache", "--clear", "--path", "notes.txt")
+        code, out, err = self.my_client_in_a_process("cache", "--clear", "--path", "notes.txt")
         self.assertEqual(code, 2)
         self.assertIn("notes.txt is not a cache of live calls", err)
         with open(os.path.join(self.dir, "notes.txt"), encoding="utf-8") as handle:
