@@ -29,9 +29,10 @@ CACHE_LINE = "{} of {} replies came from the cache (.evals/cache.sqlite); --no-c
 
 def _by_prompt(prompt, n):
     """A server whose answer depends on the prompt: "Good ..." passes, "Bad ..." fails, "Empty"
-    is an empty answer, "Broken" a 500 every time, "Refused" a 400."""
-    if prompt.startswith("Broken"):
-        return {"status": 500, "json": {"error": {"message": "The server had an error"}}}
+    is an empty answer, "Broken" a 500 every time (retry after 10 ms), "Refused" a 400."""
+    if prompt.startswith("Broken"):  # retried at once: no backoff's wait (up to 1 s a run)
+        return {"status": 500, "headers": {"retry-after-ms": "10"},
+                "json": {"error": {"message": "The server had an error"}}}
     if prompt.startswith("Refused"):
         return {"status": 400, "json": {"error": {"message": "Invalid request",
                                                   "type": "invalid_request_error"}}}
