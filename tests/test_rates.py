@@ -348,6 +348,7 @@ class BaselineCountsOverRunsTest(unittest.TestCase):
         decision = evals.decide("fail", before("pass", 3, 3), True, (1, 3))
         self.assertEqual(decision.counts, (1, 3))  # --accept takes this run's counts alone
 
+    @unittest.mock.patch.object(evals, "_git_commit", lambda directory: None)  # 120 records
     def test_a_stable_case_regresses_in_at_most_alpha_of_the_runs(self):
         rng = random.Random(3)
 
