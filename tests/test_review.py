@@ -1,6 +1,7 @@
 """`python evals.py review`: captured calls (my_client.capture) become cases. Each test runs
 the command on captures my_client.capture wrote."""
 
+import io
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import evals
 import my_client
@@ -42,10 +44,17 @@ class ReviewTest(unittest.TestCase):
         bot("Where is my parcel?")
 
     def review(self, answers, *extra):
-        done = subprocess.run(
-            [sys.executable, EVALS, "review", "--captures", self.captures, "--cases", self.cases,
-             *extra], input=answers, capture_output=True, text=True, timeout=60, cwd=self.dir)
-        return done.returncode, done.stdout, done.stderr
+        """`python evals.py review` with `answers` on its input, run in this process (the test
+        of conversations below runs it as a process); (exit code, stdout, stderr)."""
+        out, err, cwd = io.StringIO(), io.StringIO(), os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with mock.patch("sys.stdin", io.StringIO(answers)):
+                code = evals.main(["review", "--captures", self.captures, "--cases", self.cases,
+                                   *extra], out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
 
     def added(self):
         cases, _ = evals.load_cases(self.cases)  # the file stays valid
