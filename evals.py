@@ -82,7 +82,7 @@ __all__ = [
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "summarize", "case_status", "JudgeRequired",
-    "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
+    "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_json_atomic", "write_jsonl_atomic", "open_sqlite", "Decision",
     # statistics for repeated cases
     "fisher_one_sided", "min_detectable", "repeat_change",
@@ -2182,9 +2182,8 @@ RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
 
 def _counts(k, n, what):
     """Raise ValueError unless `k` and `n` are ints with 0 <= k <= n."""
-    for value in (k, n):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{what}: counts must be integers, got {value!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, n)):
+        raise ValueError(f"{what}: counts must be integers, got {k!r} of {n!r}")
     if not 0 <= k <= n:
         raise ValueError(f"{what}: need 0 <= passes <= calls, got {k} of {n}")
 
@@ -2196,12 +2195,10 @@ def _level(value, name):
 
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
-    """One-sided p-value (float) of Fisher's exact test that the pass rate is LOWER now: k_now
-    passes of n_now calls against k_before of n_before (ints), the hypergeometric upper tail
-    (Fisher 1935; Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's fisher_exact([[
-    k_before, n_before - k_before], [k_now, n_now - k_now]], alternative="greater"), 1.0 too
-    when a row or column is all zero; in integers, divided once: exact to float rounding.
-    Raises ValueError for non-integer counts or passes outside 0..calls."""
+    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now (k_now of n_now
+    calls passed, against k_before of n_before): the hypergeometric upper tail, as SciPy's
+    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]], "greater"), in
+    integers divided once. Raises ValueError unless 0 <= passes <= calls, all ints."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
@@ -2211,19 +2208,16 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
-    """Whether ANY drop can be significant at `alpha` with n_before and n_now calls (ints >= 0):
-    whether the most extreme one (all calls passing, then all failing) has p <= alpha.
-    Raises ValueError for negative or non-integer counts or alpha outside (0, 1)."""
+    """Whether any drop can be significant at `alpha` with these numbers of calls: whether the
+    most extreme one (all passing, then all failing) has p <= alpha."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
 
 def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
-    """How a repeated case's pass rate changed, k_before of n_before calls to k_now of n_now:
-    RepeatChange(change, fisher_one_sided's p), change one of REPEAT_CHANGES: "not_lower" (or a
-    run has no calls), "too_few_calls" (a drop, but no drop could be significant: see
-    min_detectable), "regressed" (p <= alpha), "lower_not_significant" (p > alpha).
-    Raises ValueError as fisher_one_sided, or for alpha outside (0, 1)."""
+    """How a repeated case's pass rate changed: RepeatChange(change, fisher_one_sided's p), the
+    change "not_lower" (or a run has no calls), "too_few_calls" (no drop could be significant),
+    "regressed" (p <= alpha) or "lower_not_significant"."""
     p = fisher_one_sided(k_before, n_before, k_now, n_now)
     _level(alpha, "alpha")
     if not (n_before and n_now and k_now * n_before < k_before * n_now):
@@ -2470,7 +2464,7 @@ _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flak
                 "tool_calls", "finish_reason", "reasoning")
 
 
-def _entry(result, before, case, accept, include_outputs, alpha):
+def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
     decision = decide(result.status, before, accept, calls, alpha)
@@ -2500,7 +2494,7 @@ def _entry(result, before, case, accept, include_outputs, alpha):
                 "tool_calls")} if before.get("status") == kept else {}
         entry.update((key, earner[key]) for key in ("baseline_output", "baseline_tool_calls")
                      if earner.get(key) is not None)
-    return entry if include_outputs else without_outputs(entry)
+    return entry
 
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
@@ -2510,14 +2504,17 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     finished_at of None is the time it ends); `entries` receives the entries (default: a new
     list; a _Spool keeps them on disk). Baseline entries of cases in the case file
     (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
-    are `removed`. alpha: the significance level of a repeated case's pass-rate test."""
+    are `removed`. alpha: the significance level of a repeated case's pass-rate test.
+    include_outputs=False (--omit-outputs) needs evals_extras.py."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
+    shown = (lambda entry: entry) if include_outputs else _extras(
+        "--omit-outputs").without_outputs
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
-            entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
-                           include_outputs, alpha)
+            entry = shown(_entry(result, baseline.get(result.id), by_id.get(result.id),
+                                 accept, alpha))
             entries.append(entry)
             ran.add(result.id)
             yield entry
@@ -2526,8 +2523,7 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     known = ran if all_case_ids is None else set(all_case_ids)
     for case_id, before in baseline.entries.items():
         if case_id in known and case_id not in ran:
-            entries.append(dict(before if include_outputs else without_outputs(before),
-                                change="not_run"))
+            entries.append(dict(shown(before), change="not_run"))
     removed = [case_id for case_id in baseline.entries if case_id not in known]
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
@@ -2608,53 +2604,6 @@ def completed(record):
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
     return dict(record, cases=cases, summary=summary)
-
-
-_OMITTED = "[omitted with the outputs]"
-
-
-def without_outputs(entry):
-    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
-    tool call arguments (their names stay), judge prompts, replies or words (a judge check's
-    reason and its verdict's items); check reasons' "quoted" parts replaced by
-    '[output omitted]'."""
-    entry = {k: v for k, v in entry.items()
-             if k not in ("output", "baseline_output", "reasoning")}
-    for key in ("tool_calls", "baseline_tool_calls"):
-        if isinstance(entry.get(key), list):
-            entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
-                          for c in entry[key]]
-    if isinstance(entry.get("checks"), list):
-        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
-                           for c in entry["checks"]]
-        errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
-                   and isinstance(c.get("reason"), str) and c["reason"]]
-        if entry.get("error") and errored:  # the case's error is its first errored check's
-            entry["error"] = errored[0]
-    if isinstance(entry.get("attempts"), list):
-        entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
-    return entry
-
-
-def _check_without_output(check):
-    check = dict(check)
-    quoted = check.pop("quoted", None)
-    reason = check.get("reason") or ""
-    for part in quoted if isinstance(quoted, list) else ():
-        if isinstance(part, str) and part:
-            reason = reason.replace(part, "'[output omitted]'")
-    check["reason"] = reason
-    judge = check.get("judge")
-    if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
-        verdict = judge.get("verdict")
-        if isinstance(verdict, dict):
-            verdict = dict(verdict, reason=_OMITTED, **{
-                key: [_OMITTED] * len(value) for key, value in verdict.items()
-                if isinstance(value, list)})
-        if judge.get("reply") is not None or verdict is not None:  # not a failed call's reason
-            check["reason"] = _OMITTED
-        check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
-    return check
 
 
 # ---- writing records ----
@@ -2743,46 +2692,12 @@ def _reply_lines(entry, limit=None):
     return lines + ([f"[finish_reason: {ended}]"] if ended not in usual else [])
 
 
-def _input_text(value):
-    """A case's input as reports show it: the string, or a conversation as "role: content",
-    a message a line (its own line breaks indented)."""
-    if not isinstance(value, list):
-        return _text(value)
-    return "\n".join(f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
-                     if isinstance(m, dict) else _text(m) for m in value)
-
-
-def _grouped_errors(entries, lines):
-    """Append to `lines` each error shared by three or more cases, once (a missing key errs on
-    every case); return the entries left to list one by one."""
-    groups = {}
-    for entry in entries:
-        groups.setdefault(entry.get("error"), []).append(entry)
-    for error, group in groups.items():
-        if len(group) >= 3:
-            ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-            lines.extend([f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"])
-    return [entry for group in groups.values() if len(group) < 3 for entry in group]
-
-
 def _earlier_rates(summary):
     """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%":
     the pass rates, over the same cases, of the run before and of the verdicts it keeps."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = "" if last is None else f", last run {_percent(last)}"
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
-
-
-def _listed(entries, changes):
-    """{change: [entry]} for each of `changes` (a new case only when it does not pass); a _Spool
-    reads only those entries."""
-    keys = {(change, passed) for change in changes for passed in (False, change != "new")}
-    found = (entries.where(keys) if isinstance(entries, _Spool) else
-             (e for e in entries if (e.get("change"), e.get("status") == "pass") in keys))
-    listed = {change: [] for change in changes}
-    for entry in found:
-        listed[entry["change"]].append(entry)
-    return listed
 
 
 def _rate_change(entry):
@@ -2807,21 +2722,19 @@ def _rate_change(entry):
     return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
 
 
-def _flaky_text(item):
-    """A flaky case as the summary lists it: its id and the rate the verdict rests on."""
-    if not isinstance(item, dict):
-        return _line(item)
-    passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
-    rate = (f" ({passes}/{calls} calls passed)" if calls is not None
-            else f" ({passes}/{runs} runs passed)" if runs is not None else "")
-    return _line(item.get("id")) + rate
-
-
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as every report lists them."""
-    return [(item, why) for key, why in (("flaky", "calls disagreed in this run"),
-                                         ("flaky_history", "both outcomes in recent runs"))
-            for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+    """(text, why it is flaky) for each flaky case of a summary, as every report lists them:
+    the text is its id and the rate the verdict rests on."""
+    items = []
+    for key, why in (("flaky", "calls disagreed in this run"),
+                     ("flaky_history", "both outcomes in recent runs")):
+        for item in summary.get(key) if isinstance(summary.get(key), list) else ():
+            item = item if isinstance(item, dict) else {"id": item}
+            passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
+            rate = (f" ({passes}/{calls} calls passed)" if calls is not None
+                    else f" ({passes}/{runs} runs passed)" if runs is not None else "")
+            items.append((_line(item.get("id")) + rate, why))
+    return items
 
 
 def _below_floor(summary):
@@ -2829,20 +2742,6 @@ def _below_floor(summary):
     the one rule the exit code and every report's headline follow."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
     return _is_number(floor) and _is_number(rate) and rate < floor
-
-
-def _headline(summary):
-    """The run's verdict as every report's headline gives it: (tone "bad", "warn" or "good",
-    word, text), regressions first, then errors, then a pass rate below --min-pass-rate."""
-    failing = summary["failed"] + summary["review"]
-    if summary["regressed"]:
-        return "bad", "FAIL", _plural(summary["regressed"], "regression")
-    if summary["errored"]:
-        return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
-    if _below_floor(summary):
-        return "bad", "FAIL", (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
-                               f"{_percent(summary['min_pass_rate'])}")
-    return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
 
 
 def _gate_lines(summary):
@@ -2887,15 +2786,26 @@ def format_summary(record, quiet=False):
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
     flaky = {}
-    for item, why in _flaky_items(summary):
-        flaky.setdefault(why, []).append(_flaky_text(item))
+    for text, why in _flaky_items(summary):
+        flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS
-    listed = _listed(record["cases"], [change for change, _ in sections])
-    for change, label in sections:
-        entries = listed[change]
-        if change == "errored":
-            entries = _grouped_errors(entries, lines)
+    sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
+    # A new case is listed only when it does not pass; a _Spool reads only the entries listed.
+    keys = {(change, passed) for change in sections for passed in (False, change != "new")}
+    cases, listed = record["cases"], {change: [] for change in sections}
+    for entry in (cases.where(keys) if isinstance(cases, _Spool) else
+                  (e for e in cases if (e.get("change"), e.get("status") == "pass") in keys)):
+        listed[entry["change"]].append(entry)
+    for change, label in sections.items():
+        entries, groups = listed[change], {}
+        if change == "errored":  # an error of three or more cases once (a missing key errs on all)
+            for entry in entries:
+                groups.setdefault(entry.get("error"), []).append(entry)
+            entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
+        for error, group in groups.items():
+            if len(group) >= 3:
+                ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
+                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"]
         for entry in entries:
             review = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{review}")
@@ -3097,8 +3007,6 @@ _OPTIONS = {
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
-    "--omit-outputs": "leave model output text out of every file written (a run neither reads "
-                      "nor writes the judge cache)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--github": "print GitHub Actions annotations for regressions and append the Markdown "
                 "report to $GITHUB_STEP_SUMMARY",
