@@ -2227,16 +2227,18 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
     return RepeatChange("regressed" if p <= alpha else "lower_not_significant", p)
 
 
+# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
+# run's number): beyond it they are scaled down, so that older runs weigh less.
+POOLED_RUNS = 5
 STATUSES = ("pass", "fail", "review", "error")
 CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run",
            "lower_not_significant")
 
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
-    """What `decide` says: a pair (change, the status the baseline keeps for the next run), and
-    two attributes: `counts`, the (passes, calls) the baseline keeps (None: one call), and
-    `rate`, the pass-rate test of a repeated case ({"before": [passes, calls], "result": one of
-    REPEAT_CHANGES, "p_value", "alpha"}) or None. No __slots__: the attributes need a dict."""
+    """What `decide` says: (change, the status the baseline keeps), with `counts`, the (passes,
+    calls) the baseline keeps (None: one call), and `rate`, a repeated case's pass-rate test
+    ({"before": [passes, calls], "result", "p_value", "alpha"}) or None. No __slots__."""
 
     def __new__(cls, change, baseline, counts=None, rate=None):
         decision = super().__new__(cls, change, baseline)
@@ -2245,22 +2247,15 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
 
     counts = rate = None  # what _make, which skips __new__, leaves
 
-    def _replace(self, **fields):
-        unknown = set(fields) - set(self._fields)
-        if unknown:
-            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
-        return Decision(*(fields.get(name, value) for name, value in zip(self._fields, self)),
-                        self.counts, self.rate)
+    def _replace(self, **fields):  # keeps the attributes
+        return Decision(*super()._replace(**fields), self.counts, self.rate)
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
-    """The one rule for a case's change against the baseline: a Decision (change, next
-    baseline), as the README's outcome table documents it. status: "pass", "fail", "review" or
-    "error"; before: the case's baseline entry ({"baseline", "status", "scored",
-    "baseline_passes", "baseline_calls"}) or None; counts: (passes, calls) of a repeated run
-    now, or None. When both the baseline and now have more than one call, the pass rate
-    decides: `repeat_change` at `alpha` (regressed, or lower_not_significant for any other
-    drop); otherwise the statuses do, as for a case called once."""
+    """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
+    before: the case's baseline entry or None; counts: (passes, calls) of a repeated run now,
+    or None. When the baseline and now both have more than one call, `repeat_change` at
+    `alpha` decides; otherwise the statuses do."""
     kept = before.get("baseline") if before else None
     passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
     kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
@@ -2278,8 +2273,11 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         test = repeat_change(*kept_counts, *counts, alpha)
         rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
                 "alpha": alpha}
-        following = (counts if accept else kept_counts if test.change == "regressed"
-                     else _pooled(kept_counts, counts))
+        passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
+        most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
+        pooled = (passes, calls) if calls <= most else (
+            (2 * passes * most + calls) // (2 * calls), most)
+        following = (counts if accept else kept_counts if test.change == "regressed" else pooled)
         if test.change != "not_lower":
             change = "regressed" if test.change == "regressed" else "lower_not_significant"
             return Decision(change, status if accept else kept, following, rate)
@@ -2287,29 +2285,10 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
     if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
         return Decision("still_failing", status, following, rate)
-    passed_last = _last_scored(before) not in ("fail", "review")
+    # "scored": the last scored status, which an errored run keeps from the one before it
+    passed_last = before.get("scored", before.get("status")) not in ("fail", "review")
     return Decision("passing" if kept == "pass" and passed_last else "fixed", status, following,
                     rate)
-
-
-# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
-# run's number): beyond it they are scaled down, so that older runs weigh less.
-POOLED_RUNS = 5
-
-
-def _pooled(kept_counts, counts):
-    """The baseline's counts and this run's pooled, (passes, calls), at most POOLED_RUNS times
-    this run's calls (scaled down proportionally, rounded half up)."""
-    passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
-    most = POOLED_RUNS * counts[1]
-    if calls > most:
-        passes, calls = (2 * passes * most + calls) // (2 * calls), most
-    return passes, calls
-
-
-def _last_scored(entry):
-    """The last scored status of a baseline entry: an errored run keeps the one before it."""
-    return entry.get("scored", entry.get("status"))
 
 
 class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
@@ -2336,7 +2315,6 @@ _ENTRY_FIELDS = (
 
 
 def _entry_problem(entry):
-    """What is wrong with a record entry (a dict with a string id), or None."""
     if entry.get("status") not in STATUSES:
         return f"'status' must be one of {', '.join(STATUSES)}"
     if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
@@ -2441,16 +2419,6 @@ def load_baseline(path):
 
 # ---- making records ----
 
-def _git_commit(directory):
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5, check=True,
-                              capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
-        return None
-
-
 RunResult = collections.namedtuple(
     "RunResult", "results started_at finished_at client case_file case_file_sha256",
     defaults=("", ""))
@@ -2471,9 +2439,9 @@ def _entry(result, before, case, accept, alpha):
     change, kept = decision
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
-    if result.status == "error" and _last_scored(before):
-        # so that a pass after the error is a fix if the run before it failed
-        entry["scored"] = _last_scored(before)
+    scored = before.get("scored", before.get("status"))
+    if result.status == "error" and scored:  # a pass after it is a fix if the run before failed
+        entry["scored"] = scored
     if case is not None:
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
@@ -2499,13 +2467,10 @@ def _entry(result, before, case, accept, alpha):
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
-    """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
-    RunResult against a Baseline. run.results may be any iterable (read once; a run's
-    finished_at of None is the time it ends); `entries` receives the entries (default: a new
-    list; a _Spool keeps them on disk). Baseline entries of cases in the case file
-    (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
-    are `removed`. alpha: the significance level of a repeated case's pass-rate test.
-    include_outputs=False (--omit-outputs) needs evals_extras.py."""
+    """The run record (a JSON-ready dict) of a RunResult against a Baseline. run.results: any
+    iterable, read once; `entries` receives the entries (a _Spool keeps them on disk). Baseline
+    entries of cases in the case file (`all_case_ids`, default: the cases run) not run now are
+    carried as "not_run", the others `removed`. include_outputs=False needs evals_extras.py."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
     shown = (lambda entry: entry) if include_outputs else _extras(
@@ -2532,11 +2497,18 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                             (sum(e.get("baseline") == "pass" for e in before), len(before))),
                    removed=len(removed))
     options = options or RunOptions()
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(
+            run.case_file or ".")), timeout=5, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
+        commit = None
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
         "started_at": run.started_at, "finished_at": run.finished_at or _now(),
         "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
-        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
+        "git_commit": commit and commit.strip(),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
@@ -2550,17 +2522,15 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
 def _against(previous, kept):
     """The summary's figures of the baseline over the cases run: (passed, total) in its last
     run (`previous`) and in the verdicts it keeps (`kept`)."""
-    figures = {}
-    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
-        figures.update({f"{name}_pass_rate": passed / of if of else None,
-                        f"{name}_passed": passed, f"{name}_total": of})
-    return figures
+    return {f"{name}_{key}": value for name, (passed, of) in (("previous", previous),
+                                                              ("baseline", kept))
+            for key, value in (("pass_rate", passed / of if of else None), ("passed", passed),
+                               ("total", of))}
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary (dict, keys in the README) of a record's entries (any iterable, read once),
-    those not run left out. `previous` and `kept`: see _against. An error counts as not passed;
-    replays have no latency."""
+    """The summary (dict) of a record's entries (any iterable, read once), those not run left
+    out; `previous` and `kept`: see _against. Errors count as not passed."""
     status, change = collections.Counter(), collections.Counter()
     latencies, flaky, tokens, cost = [], [], None, None
     for entry in entries:
@@ -2573,8 +2543,7 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         if latency is not None and outcome != "error" and entry.get("model") != "replay":
             latencies.append(latency)
         if entry.get("flaky"):
-            flaky.append({"id": entry["id"], "passes": entry.get("passes"),
-                          "calls": entry.get("calls")})
+            flaky.append({key: entry.get(key) for key in ("id", "passes", "calls")})
         if isinstance(entry.get("usage"), dict):
             tokens = [a + (entry["usage"].get(f"{side}_tokens") or 0)
                       for a, side in zip(tokens or (0, 0), ("input", "output"))]
@@ -2592,8 +2561,8 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
 
 def completed(record):
     """`record` with each entry's change and the summary filled in where a hand-made or older
-    record lacks them; entries that are not objects with a string id are left out. A record
-    make_record spooled is returned as it is, its entries left on disk."""
+    record lacks them, entries that are not objects with a string id left out (a spooled
+    record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
     cases = [e if isinstance(e.get("change"), str)
@@ -2609,11 +2578,10 @@ def completed(record):
 # ---- writing records ----
 
 class _Spool:
-    """Record entries kept in an unnamed temporary file instead of in memory (re-scoring
-    30,000 cases: peak memory 92 MB held, 59 MB spooled, 41 MB for the benchmark's minimal
-    loop): append() as cases finish; iterating reads them back in order, each a new dict;
-    lines() gives their JSON text; where(keys) reads only the entries whose (change, passed)
-    is in `keys` (25,000 failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
+    """Record entries in an unnamed temporary file, not in memory (re-scoring 30,000 cases:
+    peak 92 MB held, 59 MB spooled): append() as cases finish, iterate (new dicts), lines()
+    (JSON text), where(keys): only the entries whose (change, passed) is in `keys` (25,000
+    failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
@@ -2650,7 +2618,7 @@ class _Spool:
 
 def record_chunks(record):
     """A run record as JSON text in str pieces, a header key or a case a line: a baseline
-    diffs well in git, and a large one is written without building one huge string."""
+    diffs well in git, and a large one is written without one huge string."""
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
@@ -2849,7 +2817,7 @@ def _line(value):
 
 def _rows(record):
     """The (entry, change) of each case a `completed` record ran, in order, read anew at each
-    call (from a _Spool, a report holds only the entries it keeps)."""
+    call (from a _Spool: a report holds only the entries it keeps)."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
@@ -2862,9 +2830,8 @@ def _gh_escape(value, prop=False):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case or lower pass rate, not significant, "" when there are none;
-    escaped by _gh_escape, so no text from a model or a case can start a second command."""
+    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` per regressed
+    case, `::warning` per errored case or lower rate, not significant; escaped by _gh_escape."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
