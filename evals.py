@@ -2181,7 +2181,6 @@ RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
 
 
 def _counts(k, n, what):
-    """Raise ValueError unless `k` and `n` are ints with 0 <= k <= n."""
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, n)):
         raise ValueError(f"{what}: counts must be integers, got {k!r} of {n!r}")
     if not 0 <= k <= n:
@@ -2189,7 +2188,6 @@ def _counts(k, n, what):
 
 
 def _level(value, name):
-    """Raise ValueError unless `value` is a number strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), got {value!r}")
 

@@ -36,9 +36,9 @@ from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Confidence, Count, DEFAULT_ALPHA,
     DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
     Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _Reply, _STRICT_DECODER, _alpha, _asking,
-    _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
-    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
-    _below_floor, _history_path, _input_problems, _is_number, _is_texts, _json_equal,
+    _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
+    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
+    _history_path, _input_problems, _is_number, _is_texts, _json_equal,
     _json_line, _json_type, _kind, _level, _line, _needs_judge, _now, _number, _offline,
     _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all, _raised, _rate_change,
     _reasons, _recording_rows, _refuse_overwriting, _regex_problem, _repeat, _reply_lines,
@@ -692,8 +692,10 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
     return result
 
 
+# ---------------------------------------------------------------------------------------------
+# Report helpers, and --omit-outputs: no model text in any file written
+# ---------------------------------------------------------------------------------------------
 
-# ---- report helpers, and --omit-outputs ----
 
 def _input_text(value):
     """A case's input as reports show it: the string, or a conversation as "role: content",
