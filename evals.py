@@ -83,7 +83,7 @@ __all__ = [
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "summarize", "case_status", "JudgeRequired",
     "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_json_atomic", "write_jsonl_atomic", "open_sqlite", "Decision",
+    "write_atomic", "write_jsonl_atomic", "Decision",
     # statistics for repeated cases
     "fisher_one_sided", "min_detectable", "repeat_change",
     "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
@@ -312,12 +312,12 @@ def _extras(needed_for=None):
     try:
         import evals_extras
     except ModuleNotFoundError as exc:
-        if exc.name != "evals_extras" or needed_for is None:
-            if exc.name != "evals_extras":
-                raise
-            return None
-        raise EvalsError(f"{needed_for} needs evals_extras.py: copy it beside evals.py "
-                         f"({os.path.dirname(os.path.abspath(__file__))})") from None
+        if exc.name != "evals_extras":
+            raise
+        if needed_for:
+            raise EvalsError(f"{needed_for} needs evals_extras.py: copy it beside evals.py "
+                             f"({os.path.dirname(os.path.abspath(__file__))})") from None
+        return None
     return evals_extras
 
 
@@ -455,11 +455,6 @@ def write_atomic(path, data):
         raise
 
 
-def write_json_atomic(path, data):
-    """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
-    write_atomic(path, [json.dumps(data, ensure_ascii=False, indent=1) + "\n"])
-
-
 _to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
 
 
@@ -471,29 +466,6 @@ def write_jsonl_atomic(path, rows):
 def _json_line(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
     return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
-
-
-def open_sqlite(path, schema):
-    """A connection (autocommit) to the SQLite database at `path`, created with its folder if
-    missing, in WAL mode and with `schema` (SQL statements) applied: runs at once read while
-    another writes, and wait (30 s at most) for each other's writes. Two creating the file at
-    once can still be told "locked" (switching to WAL is not covered by that wait), so that
-    step is tried again for a while. Raises sqlite3.Error, OSError."""
-    import sqlite3  # here, not at the top: most commands never need it
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    deadline = time.monotonic() + 30
-    while True:
-        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.executescript(schema)
-            return connection
-        except sqlite3.OperationalError as exc:
-            connection.close()
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2417,6 +2389,16 @@ def load_baseline(path):
 
 # ---- making records ----
 
+def _git_commit(directory):
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
+        return None
+
+
 RunResult = collections.namedtuple(
     "RunResult", "results started_at finished_at client case_file case_file_sha256",
     defaults=("", ""))
@@ -2495,18 +2477,11 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                             (sum(e.get("baseline") == "pass" for e in before), len(before))),
                    removed=len(removed))
     options = options or RunOptions()
-    import subprocess
-
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(
-            run.case_file or ".")), timeout=5, check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
-        commit = None
     return {
         "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
         "started_at": run.started_at, "finished_at": run.finished_at or _now(),
         "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
-        "git_commit": commit and commit.strip(),
+        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
         "outputs_included": include_outputs, "accepted": accept,
         "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,

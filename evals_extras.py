@@ -13,8 +13,8 @@ evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library on
 """
 
 import collections
-import hashlib
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -22,11 +22,12 @@ import re
 import sqlite3
 import sys
 import threading
+import time
 import unicodedata
 
 __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "Budget", "load_prices", "append_case", "merge_records", "compare_records", "wilson_interval",
+    "Budget", "load_prices", "append_case", "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
     "OPTIONS", "COMMANDS",
@@ -44,9 +45,8 @@ from evals import (  # the core's names this file builds on
     _reasons, _recording_rows, _refuse_overwriting, _regex_problem, _repeat, _reply_lines,
     _rows, _sha256, _strict_json, _text, _to_json, _tool_calls, _truncated_list, _unfence,
     _visible, _within, _words, _write_reports, case_problems, case_reasons, completed, decide,
-    evaluate, format_summary, load_baseline, load_callable, load_cases, open_sqlite,
-    read_record, record_problem, register, stored_output, summarize,
-    write_atomic, write_json_atomic, write_record,
+    evaluate, format_summary, load_baseline, load_callable, load_cases, read_record,
+    record_problem, register, stored_output, summarize, write_atomic, write_record,
 )
 
 
@@ -2591,3 +2591,34 @@ COMMANDS["review"] = (
     "from standard input, one a line, so the command can be scripted.",
     "Reviewed calls are listed (by hash) in FILE.reviewed next to the captures and are not "
     "shown again.", {None: ("review:--captures", "--cases")})
+
+
+
+def write_json_atomic(path, data):
+    """Write `data` as indented UTF-8 JSON to `path` atomically (see write_atomic)."""
+    write_atomic(path, [json.dumps(data, ensure_ascii=False, indent=1) + "\n"])
+
+
+
+def open_sqlite(path, schema):
+    """A connection (autocommit) to the SQLite database at `path`, created with its folder if
+    missing, in WAL mode and with `schema` (SQL statements) applied: runs at once read while
+    another writes, and wait (30 s at most) for each other's writes. Two creating the file at
+    once can still be told "locked" (switching to WAL is not covered by that wait), so that
+    step is tried again for a while. Raises sqlite3.Error, OSError."""
+    import sqlite3  # here, not at the top: most commands never need it
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    deadline = time.monotonic() + 30
+    while True:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.executescript(schema)
+            return connection
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+

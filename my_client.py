@@ -264,6 +264,10 @@ reviewed into cases::
 
     @my_client.capture(tags=["support"], redact=[r"\\b\\d{16}\\b"])
     def answer(question): ...
+
+``python evals.py review`` then turns them into cases.
+
+evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import atexit

@@ -1,8 +1,9 @@
 """The cache of live calls: `python evals.py --cache` against a loopback OpenAI-compatible server
 that counts the requests it receives, and my_client's cache functions in process.
 
-The end-to-end tests run `python evals.py` in a subprocess (the client learns of the cache
-through EVALS_CACHE, set by evals before loading it) and count what reaches the server.
+The end-to-end tests run evals' command line (evals.main in this process, or `python evals.py`
+as a new process where that matters) and count what reaches the server; the client learns of
+the cache through EVALS_CACHE, set by evals before loading it.
 """
 
 import contextlib
@@ -21,16 +22,17 @@ import evals
 import my_client
 from tests._loopback import LoopbackServer
 from tests.test_live_runs import (BAD_TEXT, CLIENT, EVALS, GOOD_TEXT, KEY, MODEL, RUN_TIMEOUT,
-                                  ROOT, LiveRunCase, completion)
+                                  ROOT, LiveRunCase, completion, run_evals)
 
 CACHE_LINE = "{} of {} replies came from the cache (.evals/cache.sqlite); --no-cache calls the model"
 
 
 def _by_prompt(prompt, n):
     """A server whose answer depends on the prompt: "Good ..." passes, "Bad ..." fails, "Empty"
-    is an empty answer, "Broken" a 500 every time, "Refused" a 400."""
-    if prompt.startswith("Broken"):
-        return {"status": 500, "json": {"error": {"message": "The server had an error"}}}
+    is an empty answer, "Broken" a 500 every time (retry after 10 ms), "Refused" a 400."""
+    if prompt.startswith("Broken"):  # retried at once: no backoff's wait (up to 1 s a run)
+        return {"status": 500, "headers": {"retry-after-ms": "10"},
+                "json": {"error": {"message": "The server had an error"}}}
     if prompt.startswith("Refused"):
         return {"status": 400, "json": {"error": {"message": "Invalid request",
                                                   "type": "invalid_request_error"}}}
@@ -47,6 +49,11 @@ class CacheRunCase(LiveRunCase):
     def setUp(self):
         super().setUp()
         self.server = self.start_server(_by_prompt)
+
+    def run_in_a_process(self, server, *args, **env_extra):
+        """`python evals.py` as a new process (run_evals runs evals.main in this one)."""
+        code, self.stdout, self.stderr = run_evals(self.dir, server, *args, **env_extra)
+        return code
 
     def cases(self, *prompts):
         self.write_cases([(prompt.lower().replace(" ", "-"), prompt) for prompt in prompts])
@@ -199,9 +206,9 @@ class MissTests(CacheRunCase):
         server.behave(refuses_temperature)
         at = types.SimpleNamespace(url=server.url + "/v1")
         self.cases("Good one", "Good two", "Good three")
-        self.assertEqual(self.run_evals(at, "--cache"), 0, self.describe())
+        self.assertEqual(self.run_in_a_process(at, "--cache"), 0, self.describe())
         self.assertEqual(len(server.requests), 4)
-        self.assertEqual(self.run_evals(at, "--cache"), 0, self.describe())
+        self.assertEqual(self.run_in_a_process(at, "--cache"), 0, self.describe())
         self.assertEqual(len(server.requests), 4)
         self.assertEqual([e["sent"] for e in self.record()["cases"]], [{"temperature": None}] * 3)
 
@@ -238,9 +245,9 @@ class OptionTests(CacheRunCase):
         self.assertEqual((code, sent), (0, 1), self.stderr)
 
     def test_help_says_how_the_client_is_told(self):
-        done = subprocess.run([sys.executable, EVALS, "--help"], stdout=subprocess.PIPE,
-                              timeout=RUN_TIMEOUT, cwd=self.dir)
-        text = " ".join(done.stdout.decode().split())
+        out = io.StringIO()
+        self.assertEqual(evals.main(["--help"], out, io.StringIO()), 0)
+        text = " ".join(out.getvalue().split())
         self.assertIn("--no-cache", text)
         self.assertIn("evals tells the client by setting EVALS_CACHE before loading it", text)
         self.assertIn("python my_client.py cache --clear", text)
@@ -280,7 +287,19 @@ class ConcurrentRunTests(CacheRunCase):
 
 
 class ClearTests(CacheRunCase):
-    def my_client(self, *args):
+    def my_client(self, command, *args):
+        """`python my_client.py cache ARGS` run in this process: (exit code, stdout, stderr)."""
+        self.assertEqual(command, "cache")
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            code = my_client.cache_command(list(args), out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
+
+    def my_client_in_a_process(self, *args):
         done = subprocess.run([sys.executable, os.path.join(ROOT, "my_client.py"), *args],
                               cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=RUN_TIMEOUT)
@@ -308,7 +327,7 @@ class ClearTests(CacheRunCase):
                          f"{other}: 1 reply cached\n")
         with open(os.path.join(self.dir, "notes.txt"), "w", encoding="utf-8") as handle:
             handle.write("not a database\n" * 100)
-        code, out, err = self.my_client("cache", "--clear", "--path", "notes.txt")
+        code, out, err = self.my_client_in_a_process("cache", "--clear", "--path", "notes.txt")
         self.assertEqual(code, 2)
         self.assertIn("notes.txt is not a cache of live calls", err)
         with open(os.path.join(self.dir, "notes.txt"), encoding="utf-8") as handle:

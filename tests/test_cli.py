@@ -13,6 +13,7 @@ import unittest
 import unittest.mock
 
 import evals
+import evals_extras
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
@@ -412,7 +413,7 @@ class CliTest(unittest.TestCase):
         self.assertIn("3/3", out.getvalue())
         record = self.record()  # a case that errored in that run has no output to re-score
         record["cases"][0].update(status="error", output=None, error="timed out")
-        evals.write_json_atomic(self.path("errored.json"), record)
+        evals_extras.write_json_atomic(self.path("errored.json"), record)
         out = io.StringIO()
         code = evals.main(["--cases", self.cases, "--baseline", self.baseline, "--no-save",
                            "--rescore", self.path("errored.json")], out, io.StringIO())
@@ -421,7 +422,7 @@ class CliTest(unittest.TestCase):
                       % self.path("errored.json"), out.getvalue())
         record["cases"][0].update(status="pass", error=None)  # no output, yet it did not err
         del record["cases"][0]["output"]
-        evals.write_json_atomic(self.path("errored.json"), record)
+        evals_extras.write_json_atomic(self.path("errored.json"), record)
         out = io.StringIO()
         evals.main(["--cases", self.cases, "--baseline", self.baseline, "--no-save",
                     "--rescore", self.path("errored.json")], out, io.StringIO())
@@ -563,11 +564,11 @@ class AtomicWriteTest(unittest.TestCase):
     def test_a_write_that_fails_midway_leaves_the_old_file_whole(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "last_run.json")
-            evals.write_json_atomic(path, {"cases": [1, 2, 3]})
+            evals_extras.write_json_atomic(path, {"cases": [1, 2, 3]})
             # json.dump has written the big list to the temporary file when it meets the object
             # it cannot encode, as a Ctrl-C in the middle of a write would stop it.
             with self.assertRaises(TypeError):
-                evals.write_json_atomic(path, {"big": ["x" * 1000] * 100, "bad": object()})
+                evals_extras.write_json_atomic(path, {"big": ["x" * 1000] * 100, "bad": object()})
             with open(path) as handle:
                 self.assertEqual(json.load(handle), {"cases": [1, 2, 3]})
             self.assertEqual(os.listdir(tmp), ["last_run.json"])

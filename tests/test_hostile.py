@@ -432,9 +432,9 @@ class AttackFindingsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             target = os.path.join(folder, "real.json")
             link = os.path.join(folder, "link.json")
-            evals.write_json_atomic(target, {"old": True})
+            evals_extras.write_json_atomic(target, {"old": True})
             os.symlink(target, link)
-            evals.write_json_atomic(link, {"new": True})
+            evals_extras.write_json_atomic(link, {"new": True})
             self.assertTrue(os.path.islink(link))
             with open(target) as handle:
                 self.assertEqual(json.load(handle), {"new": True})
@@ -487,10 +487,10 @@ class RescoreFromARecordTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "run.json")
             base = {"format": "evals-run", "version": 1}
-            evals.write_json_atomic(path, dict(base, outputs_included=False, cases=[]))
+            evals_extras.write_json_atomic(path, dict(base, outputs_included=False, cases=[]))
             with self.assertRaisesRegex(evals.EvalsError, "saved with --omit-outputs"):
                 evals.load_outputs(path)
-            evals.write_json_atomic(path, dict(base, cases=[1, {"id": "a", "output": "x"}]))
+            evals_extras.write_json_atomic(path, dict(base, cases=[1, {"id": "a", "output": "x"}]))
             self.assertEqual(evals.load_outputs(path), {"a": "x"})
 
 

@@ -2,17 +2,21 @@
 
 Each test starts a threaded HTTP server on 127.0.0.1 that decides what to do from the prompt
 text (fault injection per case), writes a case file into a temporary directory and runs
-`python evals.py` there in a subprocess with my_client configured through the environment.
+`python evals.py` there in a subprocess with my_client configured through the environment
+(FaultInjectionTests), or evals.main there in this process with the same environment.
 Every wait is bounded: subprocess timeouts, server-side delays, EVALS_TIMEOUT,
 EVALS_MAX_ATTEMPTS and EVALS_MAX_RETRY_WAIT.
 """
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import evals
 from tests._loopback import PromptServer
@@ -120,8 +124,7 @@ def write_cases(directory, cases):
             }) + "\n")
 
 
-def run_evals(directory, server, *args, **env_extra):
-    """Run evals.py in `directory` against `server`; returns (exit code, stdout, stderr)."""
+def _environment(server, env_extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
     env.update({
@@ -130,6 +133,28 @@ def run_evals(directory, server, *args, **env_extra):
         "EVALS_MAX_RETRY_WAIT": "1", "PYTHONDONTWRITEBYTECODE": "1",
     })
     env.update(env_extra)
+    return env
+
+
+def run_evals_in_process(directory, server, *args, **env_extra):
+    """run_evals's command line, environment and folder, run by evals.main in this process
+    (a new process costs about half a second of start-up a run); my_client's lines on stderr
+    included. Returns (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        with mock.patch.dict(os.environ, _environment(server, env_extra), clear=True), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = evals.main(["--client", CLIENT, "--out", "record.json", *args], out, err)
+    finally:
+        os.chdir(cwd)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_evals(directory, server, *args, **env_extra):
+    """Run evals.py in `directory` against `server`; returns (exit code, stdout, stderr)."""
+    env = _environment(server, env_extra)
     done = subprocess.run(
         [sys.executable, EVALS, "--client", CLIENT, "--out", "record.json", *args],
         cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -144,7 +169,8 @@ def read_record(directory, name="record.json"):
 
 
 class LiveRunCase(unittest.TestCase):
-    """Temp directory, loopback server and a helper that runs evals.py in a subprocess."""
+    """Temp directory, loopback server and a helper that runs evals' command line (in this
+    process: FaultInjectionTests runs `python evals.py` as a process)."""
 
     def setUp(self):
         tmp = tempfile.TemporaryDirectory(prefix="evals-live-")
@@ -160,7 +186,8 @@ class LiveRunCase(unittest.TestCase):
         write_cases(self.dir, cases)
 
     def run_evals(self, server, *args, **env_extra):
-        code, self.stdout, self.stderr = run_evals(self.dir, server, *args, **env_extra)
+        code, self.stdout, self.stderr = run_evals_in_process(self.dir, server, *args,
+                                                              **env_extra)
         return code
 
     def record(self):

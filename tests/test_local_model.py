@@ -213,11 +213,11 @@ class ServeLifeCycleTest(unittest.TestCase):
 
     def test_a_server_that_never_answers_is_stopped_after_the_wait(self):
         started = time.monotonic()
-        done = self.run_serve("--wait", "2", mode="silent")
+        done = self.run_serve("--wait", "0.5", mode="silent")
         self.assertEqual(done.returncode, 1)
         self.assertLess(time.monotonic() - started, 30)
         self.assertIn("did not answer GET http://127.0.0.1:", done.stderr)
-        self.assertIn("within 2 s (--wait); it is stopped", done.stderr)
+        self.assertIn("within 0.5 s (--wait); it is stopped", done.stderr)
         self.assertEqual(done.stdout, "")
         pid = int(done.stderr.split("started the server (pid ")[1].split(",")[0])
         self.assertFalse(serve.is_our_server(pid))

@@ -12,6 +12,7 @@ import string
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 import evals
 import evals_extras
@@ -65,23 +66,34 @@ if st is not None:
 
 @unittest.skipIf(st is None, "Hypothesis is not installed (pip install hypothesis; .ci/run does)")
 class PropertyTest(unittest.TestCase):
+    def setUp(self):
+        # Hundreds of examples a test: their files go in one folder of the test, written
+        # without a flush to the disk and the record without a `git rev-parse` (what is
+        # asserted is what is read back, not durability nor the commit).
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.folder = tmp.name
+        for patch in (mock.patch.object(os, "fsync"),
+                      mock.patch.object(evals, "_git_commit", return_value=None)):
+            patch.start()
+            self.addCleanup(patch.stop)
+
     @FAST
     @given(line=LINES if st else None)
     def test_any_line_is_a_case_or_a_file_line_error(self, line):
         counted("case lines")
-        with tempfile.TemporaryDirectory() as folder:
-            path = os.path.join(folder, "cases.jsonl")
-            with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
-                handle.write(line.replace("\n", " ") + "\n")
-            try:
-                cases, _ = evals.load_cases(path)
-            except evals.CaseFileError as exc:
-                self.assertTrue(exc.problems)
-                for problem in exc.problems:
-                    self.assertTrue(problem.startswith(f"{path}:"), problem)
-            else:
-                self.assertEqual(len(cases), 1)
-                self.assertEqual(evals.case_problems(json.loads(line)), [])
+        path = os.path.join(self.folder, "cases.jsonl")
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
+            handle.write(line.replace("\n", " ") + "\n")
+        try:
+            cases, _ = evals.load_cases(path)
+        except evals.CaseFileError as exc:
+            self.assertTrue(exc.problems)
+            for problem in exc.problems:
+                self.assertTrue(problem.startswith(f"{path}:"), problem)
+        else:
+            self.assertEqual(len(cases), 1)
+            self.assertEqual(evals.case_problems(json.loads(line)), [])
 
     @FAST
     @given(output=TEXT if st else None)
@@ -113,11 +125,10 @@ class PropertyTest(unittest.TestCase):
         run = evals.RunResult(results, "2026-01-01T00:00:00+00:00",
                               "2026-01-01T00:00:01+00:00", "test")
         record = evals.make_record(run, evals.Baseline({}), cases, accept=accept)
-        with tempfile.TemporaryDirectory() as folder:
-            path = os.path.join(folder, "last_run.json")
-            evals.write_record(path, record)
-            loaded = evals.load_baseline(path)
-            again = evals.read_record(path)
+        path = os.path.join(self.folder, "last_run.json")
+        evals.write_record(path, record)
+        loaded = evals.load_baseline(path)
+        again = evals.read_record(path)
         self.assertEqual(list(loaded.entries), [c.id for c in cases])
         for result in results:
             entry = loaded.get(result.id)
@@ -136,21 +147,22 @@ class PropertyTest(unittest.TestCase):
         unique_by=lambda t: t[0]) if st else None)
     def test_cases_survive_append_and_load(self, texts):
         counted("case files")
-        with tempfile.TemporaryDirectory() as folder:
-            path = os.path.join(folder, "cases.jsonl")
-            written = []
-            for case_id, text, tags in texts:
-                case = {"id": case_id, "input": text, "tags": tags,
-                        "checks": [VALID_EXAMPLES["max_words"]]}
-                try:
-                    evals_extras.append_case(path, case)
-                except evals.EvalsError as exc:  # refused whole (e.g. half a character)
-                    self.assertIn("not valid", str(exc))
-                    continue
-                written.append(case)
-            if not written:
-                return
-            cases, _ = evals.load_cases(path)
+        path = os.path.join(self.folder, "cases.jsonl")
+        if os.path.exists(path):  # each example starts with no case file
+            os.remove(path)
+        written = []
+        for case_id, text, tags in texts:
+            case = {"id": case_id, "input": text, "tags": tags,
+                    "checks": [VALID_EXAMPLES["max_words"]]}
+            try:
+                evals_extras.append_case(path, case)
+            except evals.EvalsError as exc:  # refused whole (e.g. half a character)
+                self.assertIn("not valid", str(exc))
+                continue
+            written.append(case)
+        if not written:
+            return
+        cases, _ = evals.load_cases(path)
         self.assertEqual([(c.id, c.input, list(c.tags)) for c in cases],
                          [(c["id"], c["input"], c["tags"]) for c in written])
 

@@ -348,6 +348,7 @@ class BaselineCountsOverRunsTest(unittest.TestCase):
         decision = evals.decide("fail", before("pass", 3, 3), True, (1, 3))
         self.assertEqual(decision.counts, (1, 3))  # --accept takes this run's counts alone
 
+    @unittest.mock.patch.object(evals, "_git_commit", lambda directory: None)  # 120 records
     def test_a_stable_case_regresses_in_at_most_alpha_of_the_runs(self):
         rng = random.Random(3)
 
@@ -538,7 +539,7 @@ class RepeatedRunCliTest(Workspace):
         self.assertIn("pass rate 0.0% (0/1)", out)
         record = self.load(self.path("run.json"))  # its calls are valid, its entry is not
         record["cases"][0]["tool_calls"] = [{"name": ""}]
-        evals.write_json_atomic(self.path("bad.json"), record)
+        evals_extras.write_json_atomic(self.path("bad.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "bad.json: case 'k': tool call 1 must"):
             evals.load_outputs(self.path("bad.json"), repeat=10)
         # a record of one call a case, replayed ten times, would count one output as ten

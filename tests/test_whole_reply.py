@@ -5,6 +5,7 @@ ended, the run record, recordings, re-scoring and reports; and end to end throug
 tests/test_conversations_tools.py), then offline from what that run recorded.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -730,7 +731,7 @@ class RecordAndRecordingsTest(Folder):
         self.assertEqual(evals.record_problem(record),
                          "case 'talk': tool call 1 (lookup_order): 'arguments' "
                          "must be a JSON object (or the string the model wrote), got int")
-        evals.write_json_atomic(self.path("broken.json"), record)
+        evals_extras.write_json_atomic(self.path("broken.json"), record)
         with self.assertRaisesRegex(evals.EvalsError, "broken.json: case 'talk': tool call 1"):
             evals.load_outputs(self.path("broken.json"))
         record["cases"][0].update(tool_calls=[LOOKUP], finish_reason="end_turn")
@@ -946,15 +947,23 @@ E2E_CASES = [
 
 
 class ProvidersEndToEndTest(unittest.TestCase):
-    """Each provider's adapter, live against its loopback server through `python evals.py`,
+    """Each provider's adapter, live against its loopback server through evals' command line,
     then the same verdicts offline: --rescore of the record and of the recordings, and
     my_client's replay of the recordings."""
 
     def run_evals(self, folder, env, *args):
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "evals.py"), "--no-history",
-                               *args], cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=120)
-        return done.returncode, done.stdout + done.stderr
+        """`python evals.py --no-history ARGS` in `folder` with `env`, run in this process
+        (sixteen runs: a new process each would cost about half a second of start-up)."""
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            with mock.patch.dict(os.environ, env, clear=True), \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = evals.main(["--no-history", *args], stdout=out, stderr=err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue() + err.getvalue()
 
     def provider_run(self, provider):
         server = LoopbackServer().start()
