@@ -2533,9 +2533,8 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
 
 
 def completed(record):
-    """`record` with each entry's change and the summary filled in where a hand-made or older
-    record lacks them, entries that are not objects with a string id left out (a spooled
-    record as it is)."""
+    """`record` with each entry's change and the summary filled in where an older or hand-made
+    record lacks them, entries without a string id left out (a spooled record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
     cases = [e if isinstance(e.get("change"), str)
@@ -2664,8 +2663,7 @@ def _rate_change(entry):
 
 
 def _flaky_items(summary):
-    """(text, why it is flaky) for each flaky case of a summary, as every report lists them:
-    the text is its id and the rate the verdict rests on."""
+    """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
     items = []
     for key, why in (("flaky", "calls disagreed in this run"),
                      ("flaky_history", "both outcomes in recent runs")):
