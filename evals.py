@@ -82,7 +82,7 @@ __all__ = [
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
     "make_record", "summarize", "case_status", "JudgeRequired",
-    "record_problem", "without_outputs", "case_reasons", "record_chunks", "write_record",
+    "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_jsonl_atomic", "Decision",
     # statistics for repeated cases
     "fisher_one_sided", "min_detectable", "repeat_change",
@@ -2153,27 +2153,22 @@ RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
 
 
 def _counts(k, n, what):
-    """Raise ValueError unless `k` and `n` are ints with 0 <= k <= n."""
-    for value in (k, n):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{what}: counts must be integers, got {value!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, n)):
+        raise ValueError(f"{what}: counts must be integers, got {k!r} of {n!r}")
     if not 0 <= k <= n:
         raise ValueError(f"{what}: need 0 <= passes <= calls, got {k} of {n}")
 
 
 def _level(value, name):
-    """Raise ValueError unless `value` is a number strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), got {value!r}")
 
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
-    """One-sided p-value (float) of Fisher's exact test that the pass rate is LOWER now: k_now
-    passes of n_now calls against k_before of n_before (ints), the hypergeometric upper tail
-    (Fisher 1935; Agresti, Categorical Data Analysis, 3.5). Equal to SciPy's fisher_exact([[
-    k_before, n_before - k_before], [k_now, n_now - k_now]], alternative="greater"), 1.0 too
-    when a row or column is all zero; in integers, divided once: exact to float rounding.
-    Raises ValueError for non-integer counts or passes outside 0..calls."""
+    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now (k_now of n_now
+    calls passed, against k_before of n_before): the hypergeometric upper tail, as SciPy's
+    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]], "greater"), in
+    integers divided once. Raises ValueError unless 0 <= passes <= calls, all ints."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
@@ -2183,19 +2178,16 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
-    """Whether ANY drop can be significant at `alpha` with n_before and n_now calls (ints >= 0):
-    whether the most extreme one (all calls passing, then all failing) has p <= alpha.
-    Raises ValueError for negative or non-integer counts or alpha outside (0, 1)."""
+    """Whether any drop can be significant at `alpha` with these numbers of calls: whether the
+    most extreme one (all passing, then all failing) has p <= alpha."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
 
 def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
-    """How a repeated case's pass rate changed, k_before of n_before calls to k_now of n_now:
-    RepeatChange(change, fisher_one_sided's p), change one of REPEAT_CHANGES: "not_lower" (or a
-    run has no calls), "too_few_calls" (a drop, but no drop could be significant: see
-    min_detectable), "regressed" (p <= alpha), "lower_not_significant" (p > alpha).
-    Raises ValueError as fisher_one_sided, or for alpha outside (0, 1)."""
+    """How a repeated case's pass rate changed: RepeatChange(change, fisher_one_sided's p), the
+    change "not_lower" (or a run has no calls), "too_few_calls" (no drop could be significant),
+    "regressed" (p <= alpha) or "lower_not_significant"."""
     p = fisher_one_sided(k_before, n_before, k_now, n_now)
     _level(alpha, "alpha")
     if not (n_before and n_now and k_now * n_before < k_before * n_now):
@@ -2205,16 +2197,18 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
     return RepeatChange("regressed" if p <= alpha else "lower_not_significant", p)
 
 
+# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
+# run's number): beyond it they are scaled down, so that older runs weigh less.
+POOLED_RUNS = 5
 STATUSES = ("pass", "fail", "review", "error")
 CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run",
            "lower_not_significant")
 
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
-    """What `decide` says: a pair (change, the status the baseline keeps for the next run), and
-    two attributes: `counts`, the (passes, calls) the baseline keeps (None: one call), and
-    `rate`, the pass-rate test of a repeated case ({"before": [passes, calls], "result": one of
-    REPEAT_CHANGES, "p_value", "alpha"}) or None. No __slots__: the attributes need a dict."""
+    """What `decide` says: (change, the status the baseline keeps), with `counts`, the (passes,
+    calls) the baseline keeps (None: one call), and `rate`, a repeated case's pass-rate test
+    ({"before": [passes, calls], "result", "p_value", "alpha"}) or None. No __slots__."""
 
     def __new__(cls, change, baseline, counts=None, rate=None):
         decision = super().__new__(cls, change, baseline)
@@ -2223,22 +2217,15 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
 
     counts = rate = None  # what _make, which skips __new__, leaves
 
-    def _replace(self, **fields):
-        unknown = set(fields) - set(self._fields)
-        if unknown:
-            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
-        return Decision(*(fields.get(name, value) for name, value in zip(self._fields, self)),
-                        self.counts, self.rate)
+    def _replace(self, **fields):  # keeps the attributes
+        return Decision(*super()._replace(**fields), self.counts, self.rate)
 
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
-    """The one rule for a case's change against the baseline: a Decision (change, next
-    baseline), as the README's outcome table documents it. status: "pass", "fail", "review" or
-    "error"; before: the case's baseline entry ({"baseline", "status", "scored",
-    "baseline_passes", "baseline_calls"}) or None; counts: (passes, calls) of a repeated run
-    now, or None. When both the baseline and now have more than one call, the pass rate
-    decides: `repeat_change` at `alpha` (regressed, or lower_not_significant for any other
-    drop); otherwise the statuses do, as for a case called once."""
+    """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
+    before: the case's baseline entry or None; counts: (passes, calls) of a repeated run now,
+    or None. When the baseline and now both have more than one call, `repeat_change` at
+    `alpha` decides; otherwise the statuses do."""
     kept = before.get("baseline") if before else None
     passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
     kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
@@ -2256,8 +2243,11 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         test = repeat_change(*kept_counts, *counts, alpha)
         rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
                 "alpha": alpha}
-        following = (counts if accept else kept_counts if test.change == "regressed"
-                     else _pooled(kept_counts, counts))
+        passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
+        most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
+        pooled = (passes, calls) if calls <= most else (
+            (2 * passes * most + calls) // (2 * calls), most)
+        following = (counts if accept else kept_counts if test.change == "regressed" else pooled)
         if test.change != "not_lower":
             change = "regressed" if test.change == "regressed" else "lower_not_significant"
             return Decision(change, status if accept else kept, following, rate)
@@ -2265,29 +2255,10 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
     if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
         return Decision("still_failing", status, following, rate)
-    passed_last = _last_scored(before) not in ("fail", "review")
+    # "scored": the last scored status, which an errored run keeps from the one before it
+    passed_last = before.get("scored", before.get("status")) not in ("fail", "review")
     return Decision("passing" if kept == "pass" and passed_last else "fixed", status, following,
                     rate)
-
-
-# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
-# run's number): beyond it they are scaled down, so that older runs weigh less.
-POOLED_RUNS = 5
-
-
-def _pooled(kept_counts, counts):
-    """The baseline's counts and this run's pooled, (passes, calls), at most POOLED_RUNS times
-    this run's calls (scaled down proportionally, rounded half up)."""
-    passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
-    most = POOLED_RUNS * counts[1]
-    if calls > most:
-        passes, calls = (2 * passes * most + calls) // (2 * calls), most
-    return passes, calls
-
-
-def _last_scored(entry):
-    """The last scored status of a baseline entry: an errored run keeps the one before it."""
-    return entry.get("scored", entry.get("status"))
 
 
 class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
@@ -2314,7 +2285,6 @@ _ENTRY_FIELDS = (
 
 
 def _entry_problem(entry):
-    """What is wrong with a record entry (a dict with a string id), or None."""
     if entry.get("status") not in STATUSES:
         return f"'status' must be one of {', '.join(STATUSES)}"
     if "baseline" not in entry or entry["baseline"] not in STATUSES + (None,):
@@ -2442,16 +2412,16 @@ _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flak
                 "tool_calls", "finish_reason", "reasoning")
 
 
-def _entry(result, before, case, accept, include_outputs, alpha):
+def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
     decision = decide(result.status, before, accept, calls, alpha)
     change, kept = decision
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
-    if result.status == "error" and _last_scored(before):
-        # so that a pass after the error is a fix if the run before it failed
-        entry["scored"] = _last_scored(before)
+    scored = before.get("scored", before.get("status"))
+    if result.status == "error" and scored:  # a pass after it is a fix if the run before failed
+        entry["scored"] = scored
     if case is not None:
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
@@ -2472,24 +2442,24 @@ def _entry(result, before, case, accept, include_outputs, alpha):
                 "tool_calls")} if before.get("status") == kept else {}
         entry.update((key, earner[key]) for key in ("baseline_output", "baseline_tool_calls")
                      if earner.get(key) is not None)
-    return entry if include_outputs else without_outputs(entry)
+    return entry
 
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
-    """The run record to save as the next baseline (a JSON-ready dict; keys in the README) of a
-    RunResult against a Baseline. run.results may be any iterable (read once; a run's
-    finished_at of None is the time it ends); `entries` receives the entries (default: a new
-    list; a _Spool keeps them on disk). Baseline entries of cases in the case file
-    (`all_case_ids`, default: the cases run) not run now are carried as "not_run", the others
-    are `removed`. alpha: the significance level of a repeated case's pass-rate test."""
+    """The run record (a JSON-ready dict) of a RunResult against a Baseline. run.results: any
+    iterable, read once; `entries` receives the entries (a _Spool keeps them on disk). Baseline
+    entries of cases in the case file (`all_case_ids`, default: the cases run) not run now are
+    carried as "not_run", the others `removed`. include_outputs=False needs evals_extras.py."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
+    shown = (lambda entry: entry) if include_outputs else _extras(
+        "--omit-outputs").without_outputs
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
-            entry = _entry(result, baseline.get(result.id), by_id.get(result.id), accept,
-                           include_outputs, alpha)
+            entry = shown(_entry(result, baseline.get(result.id), by_id.get(result.id),
+                                 accept, alpha))
             entries.append(entry)
             ran.add(result.id)
             yield entry
@@ -2498,8 +2468,7 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     known = ran if all_case_ids is None else set(all_case_ids)
     for case_id, before in baseline.entries.items():
         if case_id in known and case_id not in ran:
-            entries.append(dict(before if include_outputs else without_outputs(before),
-                                change="not_run"))
+            entries.append(dict(shown(before), change="not_run"))
     removed = [case_id for case_id in baseline.entries if case_id not in known]
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
@@ -2526,17 +2495,15 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
 def _against(previous, kept):
     """The summary's figures of the baseline over the cases run: (passed, total) in its last
     run (`previous`) and in the verdicts it keeps (`kept`)."""
-    figures = {}
-    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
-        figures.update({f"{name}_pass_rate": passed / of if of else None,
-                        f"{name}_passed": passed, f"{name}_total": of})
-    return figures
+    return {f"{name}_{key}": value for name, (passed, of) in (("previous", previous),
+                                                              ("baseline", kept))
+            for key, value in (("pass_rate", passed / of if of else None), ("passed", passed),
+                               ("total", of))}
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
-    """The summary (dict, keys in the README) of a record's entries (any iterable, read once),
-    those not run left out. `previous` and `kept`: see _against. An error counts as not passed;
-    replays have no latency."""
+    """The summary (dict) of a record's entries (any iterable, read once), those not run left
+    out; `previous` and `kept`: see _against. Errors count as not passed."""
     status, change = collections.Counter(), collections.Counter()
     latencies, flaky, tokens, cost = [], [], None, None
     for entry in entries:
@@ -2549,8 +2516,7 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         if latency is not None and outcome != "error" and entry.get("model") != "replay":
             latencies.append(latency)
         if entry.get("flaky"):
-            flaky.append({"id": entry["id"], "passes": entry.get("passes"),
-                          "calls": entry.get("calls")})
+            flaky.append({key: entry.get(key) for key in ("id", "passes", "calls")})
         if isinstance(entry.get("usage"), dict):
             tokens = [a + (entry["usage"].get(f"{side}_tokens") or 0)
                       for a, side in zip(tokens or (0, 0), ("input", "output"))]
@@ -2567,9 +2533,8 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
 
 
 def completed(record):
-    """`record` with each entry's change and the summary filled in where a hand-made or older
-    record lacks them; entries that are not objects with a string id are left out. A record
-    make_record spooled is returned as it is, its entries left on disk."""
+    """`record` with each entry's change and the summary filled in where an older or hand-made
+    record lacks them, entries without a string id left out (a spooled record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
     cases = [e if isinstance(e.get("change"), str)
@@ -2582,61 +2547,13 @@ def completed(record):
     return dict(record, cases=cases, summary=summary)
 
 
-_OMITTED = "[omitted with the outputs]"
-
-
-def without_outputs(entry):
-    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
-    tool call arguments (their names stay), judge prompts, replies or words (a judge check's
-    reason and its verdict's items); check reasons' "quoted" parts replaced by
-    '[output omitted]'."""
-    entry = {k: v for k, v in entry.items()
-             if k not in ("output", "baseline_output", "reasoning")}
-    for key in ("tool_calls", "baseline_tool_calls"):
-        if isinstance(entry.get(key), list):
-            entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
-                          for c in entry[key]]
-    if isinstance(entry.get("checks"), list):
-        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
-                           for c in entry["checks"]]
-        errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
-                   and isinstance(c.get("reason"), str) and c["reason"]]
-        if entry.get("error") and errored:  # the case's error is its first errored check's
-            entry["error"] = errored[0]
-    if isinstance(entry.get("attempts"), list):
-        entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
-    return entry
-
-
-def _check_without_output(check):
-    check = dict(check)
-    quoted = check.pop("quoted", None)
-    reason = check.get("reason") or ""
-    for part in quoted if isinstance(quoted, list) else ():
-        if isinstance(part, str) and part:
-            reason = reason.replace(part, "'[output omitted]'")
-    check["reason"] = reason
-    judge = check.get("judge")
-    if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
-        verdict = judge.get("verdict")
-        if isinstance(verdict, dict):
-            verdict = dict(verdict, reason=_OMITTED, **{
-                key: [_OMITTED] * len(value) for key, value in verdict.items()
-                if isinstance(value, list)})
-        if judge.get("reply") is not None or verdict is not None:  # not a failed call's reason
-            check["reason"] = _OMITTED
-        check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
-    return check
-
-
 # ---- writing records ----
 
 class _Spool:
-    """Record entries kept in an unnamed temporary file instead of in memory (re-scoring
-    30,000 cases: peak memory 92 MB held, 59 MB spooled, 41 MB for the benchmark's minimal
-    loop): append() as cases finish; iterating reads them back in order, each a new dict;
-    lines() gives their JSON text; where(keys) reads only the entries whose (change, passed)
-    is in `keys` (25,000 failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
+    """Record entries in an unnamed temporary file, not in memory (re-scoring 30,000 cases:
+    peak 92 MB held, 59 MB spooled): append() as cases finish, iterate (new dicts), lines()
+    (JSON text), where(keys): only the entries whose (change, passed) is in `keys` (25,000
+    failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
@@ -2673,7 +2590,7 @@ class _Spool:
 
 def record_chunks(record):
     """A run record as JSON text in str pieces, a header key or a case a line: a baseline
-    diffs well in git, and a large one is written without building one huge string."""
+    diffs well in git, and a large one is written without one huge string."""
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
@@ -2715,46 +2632,12 @@ def _reply_lines(entry, limit=None):
     return lines + ([f"[finish_reason: {ended}]"] if ended not in usual else [])
 
 
-def _input_text(value):
-    """A case's input as reports show it: the string, or a conversation as "role: content",
-    a message a line (its own line breaks indented)."""
-    if not isinstance(value, list):
-        return _text(value)
-    return "\n".join(f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
-                     if isinstance(m, dict) else _text(m) for m in value)
-
-
-def _grouped_errors(entries, lines):
-    """Append to `lines` each error shared by three or more cases, once (a missing key errs on
-    every case); return the entries left to list one by one."""
-    groups = {}
-    for entry in entries:
-        groups.setdefault(entry.get("error"), []).append(entry)
-    for error, group in groups.items():
-        if len(group) >= 3:
-            ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-            lines.extend([f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"])
-    return [entry for group in groups.values() if len(group) < 3 for entry in group]
-
-
 def _earlier_rates(summary):
     """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%":
     the pass rates, over the same cases, of the run before and of the verdicts it keeps."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = "" if last is None else f", last run {_percent(last)}"
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
-
-
-def _listed(entries, changes):
-    """{change: [entry]} for each of `changes` (a new case only when it does not pass); a _Spool
-    reads only those entries."""
-    keys = {(change, passed) for change in changes for passed in (False, change != "new")}
-    found = (entries.where(keys) if isinstance(entries, _Spool) else
-             (e for e in entries if (e.get("change"), e.get("status") == "pass") in keys))
-    listed = {change: [] for change in changes}
-    for entry in found:
-        listed[entry["change"]].append(entry)
-    return listed
 
 
 def _rate_change(entry):
@@ -2779,21 +2662,18 @@ def _rate_change(entry):
     return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
 
 
-def _flaky_text(item):
-    """A flaky case as the summary lists it: its id and the rate the verdict rests on."""
-    if not isinstance(item, dict):
-        return _line(item)
-    passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
-    rate = (f" ({passes}/{calls} calls passed)" if calls is not None
-            else f" ({passes}/{runs} runs passed)" if runs is not None else "")
-    return _line(item.get("id")) + rate
-
-
 def _flaky_items(summary):
-    """(item, why it is flaky) for each flaky case of a summary, as every report lists them."""
-    return [(item, why) for key, why in (("flaky", "calls disagreed in this run"),
-                                         ("flaky_history", "both outcomes in recent runs"))
-            for item in (summary.get(key) if isinstance(summary.get(key), list) else [])]
+    """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
+    items = []
+    for key, why in (("flaky", "calls disagreed in this run"),
+                     ("flaky_history", "both outcomes in recent runs")):
+        for item in summary.get(key) if isinstance(summary.get(key), list) else ():
+            item = item if isinstance(item, dict) else {"id": item}
+            passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
+            rate = (f" ({passes}/{calls} calls passed)" if calls is not None
+                    else f" ({passes}/{runs} runs passed)" if runs is not None else "")
+            items.append((_line(item.get("id")) + rate, why))
+    return items
 
 
 def _below_floor(summary):
@@ -2801,20 +2681,6 @@ def _below_floor(summary):
     the one rule the exit code and every report's headline follow."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
     return _is_number(floor) and _is_number(rate) and rate < floor
-
-
-def _headline(summary):
-    """The run's verdict as every report's headline gives it: (tone "bad", "warn" or "good",
-    word, text), regressions first, then errors, then a pass rate below --min-pass-rate."""
-    failing = summary["failed"] + summary["review"]
-    if summary["regressed"]:
-        return "bad", "FAIL", _plural(summary["regressed"], "regression")
-    if summary["errored"]:
-        return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
-    if _below_floor(summary):
-        return "bad", "FAIL", (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
-                               f"{_percent(summary['min_pass_rate'])}")
-    return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
 
 
 def _gate_lines(summary):
@@ -2859,15 +2725,26 @@ def format_summary(record, quiet=False):
                      + (f", estimated cost ${cost:.4f}" if cost is not None else
                         ", cost unknown (model not in the price table; see --prices)"))
     flaky = {}
-    for item, why in _flaky_items(summary):
-        flaky.setdefault(why, []).append(_flaky_text(item))
+    for text, why in _flaky_items(summary):
+        flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = _SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS
-    listed = _listed(record["cases"], [change for change, _ in sections])
-    for change, label in sections:
-        entries = listed[change]
-        if change == "errored":
-            entries = _grouped_errors(entries, lines)
+    sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
+    # A new case is listed only when it does not pass; a _Spool reads only the entries listed.
+    keys = {(change, passed) for change in sections for passed in (False, change != "new")}
+    cases, listed = record["cases"], {change: [] for change in sections}
+    for entry in (cases.where(keys) if isinstance(cases, _Spool) else
+                  (e for e in cases if (e.get("change"), e.get("status") == "pass") in keys)):
+        listed[entry["change"]].append(entry)
+    for change, label in sections.items():
+        entries, groups = listed[change], {}
+        if change == "errored":  # an error of three or more cases once (a missing key errs on all)
+            for entry in entries:
+                groups.setdefault(entry.get("error"), []).append(entry)
+            entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
+        for error, group in groups.items():
+            if len(group) >= 3:
+                ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
+                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"]
         for entry in entries:
             review = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{review}")
@@ -2911,7 +2788,7 @@ def _line(value):
 
 def _rows(record):
     """The (entry, change) of each case a `completed` record ran, in order, read anew at each
-    call (from a _Spool, a report holds only the entries it keeps)."""
+    call (from a _Spool: a report holds only the entries it keeps)."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
@@ -2924,9 +2801,8 @@ def _gh_escape(value, prop=False):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line): `::error` per regressed case and
-    `::warning` per errored case or lower pass rate, not significant, "" when there are none;
-    escaped by _gh_escape, so no text from a model or a case can start a second command."""
+    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` per regressed
+    case, `::warning` per errored case or lower rate, not significant; escaped by _gh_escape."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
@@ -3069,8 +2945,6 @@ _OPTIONS = {
     "-q --quiet": "print only the summary lines, regressions and errors: no other case, no "
                   "latency line, no progress line",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
-    "--omit-outputs": "leave model output text out of every file written (a run neither reads "
-                      "nor writes the judge cache)",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--github": "print GitHub Actions annotations for regressions and append the Markdown "
                 "report to $GITHUB_STEP_SUMMARY",

@@ -29,24 +29,24 @@ __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
     "Budget", "load_prices", "append_case", "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
-    "render_junit", "render_markdown", "render_html", "write_reports", "OPTIONS", "COMMANDS",
+    "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
+    "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Confidence, Count, DEFAULT_ALPHA,
     DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
     Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _Reply, _STRICT_DECODER, _alpha, _asking,
-    _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
-    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _flaky_text, _gate_lines,
-    _headline, _history_path, _input_problems, _input_text, _is_number, _is_texts, _json_equal,
+    _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
+    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
+    _history_path, _input_problems, _is_number, _is_texts, _json_equal,
     _json_line, _json_type, _kind, _level, _line, _needs_judge, _now, _number, _offline,
     _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all, _raised, _rate_change,
     _reasons, _recording_rows, _refuse_overwriting, _regex_problem, _repeat, _reply_lines,
     _rows, _sha256, _strict_json, _text, _to_json, _tool_calls, _truncated_list, _unfence,
     _visible, _within, _words, _write_reports, case_problems, case_reasons, completed, decide,
     evaluate, format_summary, load_baseline, load_callable, load_cases, read_record,
-    record_problem, register, stored_output, summarize, without_outputs, write_atomic,
-    write_record,
+    record_problem, register, stored_output, summarize, write_atomic, write_record,
 )
 
 
@@ -319,8 +319,7 @@ def render_markdown(record, previous=None):
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
-    flaky = [f"- {_md_inline(_flaky_text(item), 300)}: {why}"
-             for item, why in _flaky_items(numbers)]
+    flaky = [f"- {_md_inline(text, 300)}: {why}" for text, why in _flaky_items(numbers)]
     lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""] if flaky else []
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
@@ -561,8 +560,8 @@ def render_html(record, previous=None, heading=None):
                    f'<summary>Passing ({len(passing)})</summary>'
                    "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
                    f"{''.join(passing)}</table></details></section>")
-    flaky = [f'<tr><td class="id">{_h(_flaky_text(item))}</td><td>{why}</td></tr>'
-             for item, why in _flaky_items(record["summary"])]
+    flaky = [f'<tr><td class="id">{_h(text)}</td><td>{why}</td></tr>'
+             for text, why in _flaky_items(record["summary"])]
     if flaky:
         out.append(f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
                    f"<th>evidence</th></tr>{''.join(flaky)}</table></section>")
@@ -692,6 +691,80 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
                   record=dict(b, cases=entries, removed=[], summary=summarize(entries)))
     return result
 
+
+# ---------------------------------------------------------------------------------------------
+# Report helpers, and --omit-outputs: no model text in any file written
+# ---------------------------------------------------------------------------------------------
+
+
+def _input_text(value):
+    """A case's input as reports show it: the string, or a conversation as "role: content",
+    a message a line (its own line breaks indented)."""
+    if not isinstance(value, list):
+        return _text(value)
+    return "\n".join(f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
+                     if isinstance(m, dict) else _text(m) for m in value)
+
+
+def _headline(summary):
+    """The run's verdict as every report's headline gives it: (tone "bad", "warn" or "good",
+    word, text), regressions first, then errors, then a pass rate below --min-pass-rate."""
+    failing = summary["failed"] + summary["review"]
+    if summary["regressed"]:
+        return "bad", "FAIL", _plural(summary["regressed"], "regression")
+    if summary["errored"]:
+        return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
+    if _below_floor(summary):
+        return "bad", "FAIL", (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
+                               f"{_percent(summary['min_pass_rate'])}")
+    return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
+
+
+_OMITTED = "[omitted with the outputs]"
+
+
+def without_outputs(entry):
+    """A record entry (or attempt) with no model text, for --omit-outputs: no outputs, reasoning,
+    tool call arguments (their names stay), judge prompts, replies or words (a judge check's
+    reason and its verdict's items); check reasons' "quoted" parts replaced by
+    '[output omitted]'."""
+    entry = {k: v for k, v in entry.items()
+             if k not in ("output", "baseline_output", "reasoning")}
+    for key in ("tool_calls", "baseline_tool_calls"):
+        if isinstance(entry.get(key), list):
+            entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
+                          for c in entry[key]]
+    if isinstance(entry.get("checks"), list):
+        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
+                           for c in entry["checks"]]
+        errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
+                   and isinstance(c.get("reason"), str) and c["reason"]]
+        if entry.get("error") and errored:  # the case's error is its first errored check's
+            entry["error"] = errored[0]
+    if isinstance(entry.get("attempts"), list):
+        entry["attempts"] = [without_outputs(a) for a in entry["attempts"] if isinstance(a, dict)]
+    return entry
+
+
+def _check_without_output(check):
+    check = dict(check)
+    quoted = check.pop("quoted", None)
+    reason = check.get("reason") or ""
+    for part in quoted if isinstance(quoted, list) else ():
+        if isinstance(part, str) and part:
+            reason = reason.replace(part, "'[output omitted]'")
+    check["reason"] = reason
+    judge = check.get("judge")
+    if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
+        verdict = judge.get("verdict")
+        if isinstance(verdict, dict):
+            verdict = dict(verdict, reason=_OMITTED, **{
+                key: [_OMITTED] * len(value) for key, value in verdict.items()
+                if isinstance(value, list)})
+        if judge.get("reply") is not None or verdict is not None:  # not a failed call's reason
+            check["reason"] = _OMITTED
+        check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
+    return check
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1223,6 +1296,8 @@ OPTIONS = {
                          "(not with --omit-outputs)"),
     "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
                   "cases with only judge checks are not run",
+    "--omit-outputs": "leave model output text out of every file written (a run neither reads "
+                      "nor writes the judge cache)",
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
     "--html": dict(metavar="FILE",

@@ -93,7 +93,7 @@ class CoreAloneTest(unittest.TestCase):
     def test_what_needs_the_optional_file_is_refused_naming_it(self):
         self.write("judged.jsonl", json.dumps(
             {"id": "j", "input": "Hi", "checks": [{"type": "judge", "rubric": "polite"}]}) + "\n")
-        for argv in (("--cases", "judged.jsonl"), ("--html", "report.html"),
+        for argv in (("--cases", "judged.jsonl"), ("--html", "report.html"), ("--omit-outputs",),
                      ("--budget", "1"), ("merge", "a.json"), ("compare", "a.json", "b.json")):
             with self.subTest(argv=argv):
                 code, out = self.evals(*argv)

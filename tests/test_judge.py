@@ -558,8 +558,8 @@ class CliTest(unittest.TestCase):
             with open(self.path(name), encoding="utf-8") as handle:
                 self.assertNotIn("SECRET-7731", handle.read(), name)
         check = self.record()["approval"]["checks"][1]
-        self.assertEqual((check["passed"], check["reason"]), (False, evals._OMITTED))
-        self.assertEqual(check["judge"]["verdict"]["unsupported_claims"], [evals._OMITTED])
+        self.assertEqual((check["passed"], check["reason"]), (False, evals_extras._OMITTED))
+        self.assertEqual(check["judge"]["verdict"]["unsupported_claims"], [evals_extras._OMITTED])
 
     def test_omit_outputs_leaves_out_a_failed_judge_calls_message_but_not_evals_words(self):
         wrong = "Approval is automatic, code SECRET-7731."
@@ -583,7 +583,7 @@ class CliTest(unittest.TestCase):
         for name in ("last_run.json", "r.html"):
             with open(self.path(name), encoding="utf-8") as handle:
                 self.assertNotIn("SECRET-7731", handle.read(), name)
-        self.assertEqual(self.record()["approval"]["error"], evals._OMITTED)
+        self.assertEqual(self.record()["approval"]["error"], evals_extras._OMITTED)
 
     def test_omit_outputs_neither_writes_nor_reads_the_judge_cache(self):
         # A judge reply can quote the output: the cache would keep what --omit-outputs leaves out.

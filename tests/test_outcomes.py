@@ -111,7 +111,7 @@ class StructuredReasonsTest(unittest.TestCase):
         case = evals.Case("k", "q", ({"type": "equals", "value": "secret answer"},))
         _, checks = evals.evaluate(case, "my secret answer, leaked")
         self.assertEqual(checks[0]["quoted"], ["'my secret answer, leaked'"])
-        entry = evals.without_outputs({"id": "k", "output": "my secret answer, leaked",
+        entry = evals_extras.without_outputs({"id": "k", "output": "my secret answer, leaked",
                                        "checks": checks})
         self.assertNotIn("output", entry)
         self.assertEqual(entry["checks"][0]["reason"],
@@ -123,14 +123,14 @@ class StructuredReasonsTest(unittest.TestCase):
             "n": {"maximum": 5}}}},))
         _, checks = evals.evaluate(case, '{"n": 99}')
         self.assertEqual(checks[0]["reason"], "$.n: 99 is not at most 5")
-        self.assertEqual(evals.without_outputs({"id": "k", "checks": checks})["checks"][0]
+        self.assertEqual(evals_extras.without_outputs({"id": "k", "checks": checks})["checks"][0]
                          ["reason"], "$.n: '[output omitted]'")
 
     def test_a_passing_check_quotes_nothing_it_did_not_copy(self):
         case = evals.Case("k", "q", ({"type": "contains_any", "values": ["approval"]},))
         _, checks = evals.evaluate(case, "needs approval")
         self.assertNotIn("quoted", checks[0])
-        self.assertEqual(evals.without_outputs({"id": "k", "checks": checks})["checks"][0]
+        self.assertEqual(evals_extras.without_outputs({"id": "k", "checks": checks})["checks"][0]
                          ["reason"], "found 'approval'")
 
 
@@ -144,7 +144,7 @@ class StructuredReasonsTest(unittest.TestCase):
                 ("is_short", {"limit": 3}, "returned False")):
             check = {"type": "python", "function": f"tests.user_checks:{function}", **params}
             result = evals.run_case(evals.Case("k", "q", (check,)), lambda prompt: "SECRET")
-            entry = evals.without_outputs({"id": "k", "status": result.status,
+            entry = evals_extras.without_outputs({"id": "k", "status": result.status,
                                            "error": result.error, "checks": result.checks})
             self.assertEqual(entry["checks"][0]["reason"], words)
             self.assertEqual(entry["error"], words if result.error else None)
@@ -152,7 +152,7 @@ class StructuredReasonsTest(unittest.TestCase):
 
     def test_a_hand_made_errored_check_keeps_the_cases_error(self):
         for reason in (5, None, ""):
-            entry = evals.without_outputs({"id": "k", "status": "error", "error": "timed out",
+            entry = evals_extras.without_outputs({"id": "k", "status": "error", "error": "timed out",
                                            "checks": [{"type": "python", "passed": False,
                                                        "error": True, "reason": reason}]})
             self.assertEqual(entry["error"], "timed out")

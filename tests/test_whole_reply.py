@@ -395,7 +395,7 @@ class ToolCalledTest(unittest.TestCase):
         self.assertEqual(result.quoted, (
             'lookup_order({"order_id": "A-1001", "options": {"express": true, "n": 2}, '
             '"items": [1, 2]})', 'lookup_order({"order_id": "B-2002"})'))
-        self.assertEqual(evals._check_without_output(result.as_dict("tool_called"))["reason"],
+        self.assertEqual(evals_extras._check_without_output(result.as_dict("tool_called"))["reason"],
                          "0 calls of lookup_order with matching arguments, expected at least 1: "
                          "'[output omitted]' does not hold {\"order_id\": \"C-3003\"}; "
                          "'[output omitted]' does not hold {\"order_id\": \"C-3003\"}")
@@ -870,7 +870,7 @@ class ReportsTest(unittest.TestCase):
                "status": "fail", "baseline": "fail", "change": "new", "latency_s": 0.5,
                "output": "Refunds over", "finish_reason": "length",
                "checks": [{"type": "contains_any", "passed": False, "reason": "y"}]}
-        entries = [talk, cut] if outputs_included else [evals.without_outputs(e)
+        entries = [talk, cut] if outputs_included else [evals_extras.without_outputs(e)
                                                         for e in (talk, cut)]
         return {"format": "evals-run", "version": 1, "outputs_included": outputs_included,
                 "cases": entries, "summary": evals.summarize(entries), "removed": []}
