@@ -26,15 +26,16 @@ import unicodedata
 
 __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "Budget", "load_prices", "append_case", "merge_records", "compare_records", "wilson_interval",
+    "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case", "merge_records",
+    "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Confidence, Count, DEFAULT_ALPHA,
-    DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
-    Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _Reply, _STRICT_DECODER, _alpha, _asking,
+    DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE,
+    Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
     _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
     _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _flaky_text, _gate_lines,
     _headline, _history_path, _input_problems, _input_text, _is_number, _is_texts, _json_equal,
@@ -1069,6 +1070,51 @@ def _compare_html(result, a, lines, said):
 
 
 
+class _Reply(str):
+    """A judge's reply: its text, with the model (or None) and whether it was `cached`."""
+
+    def __new__(cls, text, model=None, cached=False):
+        reply = super().__new__(cls, text)
+        reply.model = model if isinstance(model, str) and model else None
+        reply.cached = cached
+        return reply
+
+
+# Estimated list prices in US dollars per million tokens, (input, output). They change: check
+# your provider's, and extend or override them with --prices FILE ({"model": [input, output]}).
+PRICES = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+    "claude-opus-4-1": (15.00, 75.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "replay": (0.0, 0.0),
+}
+
+# A dated or numbered release ("gpt-4o-mini-2024-07-18", "gemini-2.5-flash-001", "-latest").
+_RELEASE = re.compile(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$")
+
+
+def call_cost(model, usage, prices=None):
+    """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
+    model: as the adapter reported it (a release of a listed model is priced as it, another
+    name never); usage: {"input_tokens", "output_tokens"}; prices: like its default.
+    A run's RunOptions.price."""
+    prices = PRICES if prices is None else prices
+    if not model or not isinstance(usage, dict):
+        return None
+    price = prices.get(model) or prices.get(_RELEASE.sub("", model))
+    if price is None:
+        return None
+    return ((usage.get("input_tokens") or 0) * price[0]
+            + (usage.get("output_tokens") or 0) * price[1]) / 1_000_000
+
+
 # ---------------------------------------------------------------------------------------------
 # Prices and budgets
 # ---------------------------------------------------------------------------------------------
@@ -1133,10 +1179,11 @@ def load_prices(path):
     return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
 
 
-def priced(options, prices_path, budget_usd):
-    """Set a run's price table (--prices) and its Budget (--budget) on `options` (RunOptions)."""
-    if prices_path:
-        options.prices = load_prices(prices_path)
+def priced(options, prices_path=None, budget_usd=None):
+    """Set how a run prices its calls (PRICES, with --prices over them) and its Budget
+    (--budget) on `options` (RunOptions)."""
+    prices = load_prices(prices_path) if prices_path else PRICES
+    options.price = lambda model, usage: call_cost(model, usage, prices)
     if budget_usd:
         options.budget = Budget(budget_usd)
 
@@ -1791,8 +1838,13 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
         raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
                                                if ids and ids[0] != args.batch_resume
                                                else "")) from None
-    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
-                      for model, price in (options.prices or PRICES).items()}
+    listed = options.price or call_cost
+
+    def price(model, usage):
+        cost = listed(model, usage)
+        return None if cost is None else cost * BATCH_PRICE_FACTOR
+
+    options.price = price
     if ids:
         stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
                      f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")

@@ -246,7 +246,8 @@ class WholeReplyTest(unittest.TestCase):
                 {"type": "finish_reason", "values": ["tool_calls"]})
 
     def run_with(self, reply):
-        return evals.run_case(self.CASE, lambda prompt: reply)
+        return evals.run_case(self.CASE, lambda prompt: reply,
+                              evals.RunOptions(price=evals_extras.call_cost))
 
     def test_a_dict_a_reply_object_and_my_client_reply_give_one_result(self):
         usage = {"input_tokens": 80, "output_tokens": 30}
