@@ -357,10 +357,8 @@ def _asking(func):
         params = {}
     named = [name for name in ("case", "attempt") if name in params and params[name].kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    if not named:
-        return lambda arg, case, attempt: func(arg)
-    return lambda arg, case, attempt: func(arg, **{name: value for name, value in zip(
-        ("case", "attempt"), (case, attempt)) if name in named})
+    return lambda arg, case, attempt: func(arg, **{name: value for name, value in (
+        ("case", case), ("attempt", attempt)) if name in named})
 
 
 _judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
@@ -1589,30 +1587,30 @@ def _whole_reply(output):
     "cached", "replayed"}). A mapping's key that is unknown or of another kind is an error; an
     object's attribute of another kind is ignored, but for tool calls and finish reason.
     TypeError names what is wrong: the case is an error, unscored."""
-    if isinstance(output, collections.abc.Mapping):
-        unknown = [key for key in output if key not in _REPLY_PARTS]
-        if unknown or not isinstance(output.get("text"), str):
+    mapping = isinstance(output, collections.abc.Mapping)
+    if mapping:
+        unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
+        if unknown or not isinstance(text, str):
             raise TypeError(_NO_REPLY.format(
                 f"a dict with unknown key {unknown[0]!r}" if unknown else "a dict with no string "
-                "'text'" if output.get("text") is None else
-                f"a dict whose 'text' is {type(output['text']).__name__}"))
+                "'text'" if text is None else f"a dict whose 'text' is {type(text).__name__}"))
         for key, kind in _REPLY_PARTS.items():
             if output.get(key) is not None and not isinstance(output[key], kind):
                 raise TypeError(f"the client returned {key!r} of type "
                                 f"{type(output[key]).__name__}, expected {kind.__name__} or null")
-        parts = {key: output.get(key) for key in _REPLY_PARTS}
-    elif isinstance(output, str) or _attribute(output, "text", str) is not None:
-        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
-        parts["text"] = str(output) if isinstance(output, str) else parts["text"]
-    else:
+    elif not isinstance(output, str) and _attribute(output, "text", str) is None:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
+    parts = {key: output.get(key) if mapping else _attribute(output, key, kind)
+             for key, kind in _REPLY_PARTS.items()}
+    if isinstance(output, str):
+        parts["text"] = str(output)
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
-        if isinstance(output, collections.abc.Mapping):
+        if mapping:
             raise TypeError("the client returned 'usage' without whole numbers of "
                             "input_tokens and output_tokens")
         usage = None
@@ -1709,12 +1707,9 @@ def _combine_attempts(attempts, options):
 
 
 def run_case(case, call_model, options=None, limiter=None):
-    """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
-    `call_model` is passed `case=` and `attempt=` (the 0-based repeat index) when its
-    signature names them. A raise (but KeyboardInterrupt), a timeout or a return that is not a
-    reply (see _whole_reply) is an unscored `error`. The reply's tool calls and finish reason
-    are scored with its text; its `usage` ({"input_tokens", "output_tokens"}) and `model` are
-    kept, priced by options.price."""
+    """Call `call_model(case.input)` (options.repeat times; see _asking) and score it; returns
+    a CaseResult. A raise (but KeyboardInterrupt), a timeout or a return that is not a reply
+    (see _whole_reply) is an unscored `error`; a reply's usage and model are kept, priced."""
     return _run_one(case, _client_call(call_model), options or RunOptions(), limiter)
 
 
@@ -1849,7 +1844,7 @@ def load_outputs(path, repeat=1):
                                  f"{repeat} would score each as {repeat} answers of the model; "
                                  "re-score a run record of a repeated run (its calls), or "
                                  "drop --repeat")
-            return {row["id"]: reply for _, row, reply in _recording_rows(path, replies=True)}
+            return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
     if record.get("outputs_included") is False:
@@ -1919,9 +1914,9 @@ def _recorded(row, beside=("reasoning", "model")):
     return text if len(reply) == 1 else reply
 
 
-def _recording_rows(path, replies=False):
-    """Yield (line number, row) for each row of a recordings file, with `replies` (number, row,
-    its reply: see _recorded); EvalsError names FILE:LINE of the first invalid one."""
+def _recording_rows(path):
+    """Yield (row, its reply: see _recorded) for each row of a recordings file; EvalsError names
+    FILE:LINE of the first invalid one."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -1938,7 +1933,7 @@ def _recording_rows(path, replies=False):
                 reply = _recorded(row)
             except ValueError as exc:
                 raise EvalsError(f"{path}:{number}: {exc}") from None
-            yield (number, row, reply) if replies else (number, row)
+            yield row, reply
 
 
 def replay_client(outputs, source="recorded outputs", hint=""):
@@ -1966,8 +1961,6 @@ def replay_client(outputs, source="recorded outputs", hint=""):
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
 DEFAULT_RECORDINGS = "recordings.jsonl"
-_RECORD_HINT = (" (record one from a model: set EVALS_PROVIDER, then run python evals.py "
-                "--record {})")
 
 
 def _offline(spec, function, *variables):
@@ -1995,7 +1988,8 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    replay = replay_client(outputs, path, _RECORD_HINT.format(path))
+    replay = replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
+                           f"run python evals.py --record {path})")
 
     def batch(*_args, **_kwargs):
         raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
@@ -3401,7 +3395,7 @@ def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
     cases run are updated (or added at the end), every other row is kept as it was."""
-    rows = {row["id"]: row for _, row in _recording_rows(path)} if os.path.exists(path) else {}
+    rows = {row["id"]: row for row, _ in _recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
         fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(

@@ -946,7 +946,7 @@ def _add_command(args, stdout, stderr):
     if args.recordings and os.path.exists(args.recordings):
         # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
         # broken by a line appended after its closing brace.
-        if args.id in {row["id"] for _, row in _recording_rows(args.recordings)}:
+        if args.id in {row["id"] for row, _ in _recording_rows(args.recordings)}:
             raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
                              **({"description": args.description}
