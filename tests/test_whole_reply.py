@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock
@@ -258,6 +259,8 @@ class WholeReplyTest(unittest.TestCase):
                        model="gpt-4o-mini"),
             my_client.Reply("", usage=usage, model="gpt-4o-mini", finish_reason="tool_calls",
                             tool_calls=[LOOKUP], finish_reason_raw="tool_calls"),
+            types.SimpleNamespace(text="", tool_calls=[LOOKUP], finish_reason="tool_calls",
+                                  usage=usage, model="gpt-4o-mini"),  # an object with text
         ]
         for reply in replies:
             with self.subTest(reply=type(reply).__name__):
