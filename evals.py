@@ -61,7 +61,6 @@ import re
 import sys
 import threading
 import time
-import types
 import unicodedata
 
 __version__ = "0.2.0"
@@ -76,8 +75,8 @@ __all__ = [
     "load_cases", "case_problems", "select_cases", "shard_of",
     # runner
     "run_case", "run_cases",
-    "each_result", "RunOptions", "BudgetExceeded", "RateLimiter", "PRICES", "call_cost",
-    "Interrupted", "latency_percentiles", "load_client", "load_outputs", "replay_client",
+    "each_result", "RunOptions", "BudgetExceeded", "RateLimiter",
+    "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
     "refuse_conversations", "stored_output",
     # outcomes, baseline, records, history
     "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
@@ -358,21 +357,14 @@ def _asking(func):
         params = {}
     named = [name for name in ("case", "attempt") if name in params and params[name].kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    if not named:
-        return lambda arg, case, attempt: func(arg)
-    return lambda arg, case, attempt: func(arg, **{name: value for name, value in zip(
-        ("case", "attempt"), (case, attempt)) if name in named})
+    return lambda arg, case, attempt: func(arg, **{name: value for name, value in (
+        ("case", case), ("attempt", attempt)) if name in named})
 
 
 _judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
 
 
-def _call(func):
-    """func(): ("output", value) or ("error", exc)."""
-    try:
-        return "output", func()
-    except BaseException as exc:  # noqa: B902 - reported as the case's error
-        return "error", exc
+_CALLERS = threading.local()  # a worker thread's `caller`: the (jobs, answers) of its timed calls
 
 
 def _start_caller():
@@ -383,13 +375,13 @@ def _start_caller():
 
     def serve():
         for func in iter(jobs.get, None):
-            answers.put(_call(func))
+            try:
+                answers.put(("output", func()))
+            except BaseException as exc:  # noqa: B902 - reported as the case's error
+                answers.put(("error", exc))
 
     threading.Thread(target=serve, name="evals-caller", daemon=True).start()
     return jobs, answers
-
-
-_CALLERS = threading.local()
 
 
 def _release_caller():
@@ -401,21 +393,20 @@ def _release_caller():
 
 
 def _within(func, timeout):
-    """func() within `timeout` s (None: no limit), or TimeoutError.abandoned."""
+    """func() within `timeout` s (None: no limit, called here), or TimeoutError.abandoned."""
     if timeout is None:
-        kind, value = _call(func)
-    else:
-        jobs, answers = getattr(_CALLERS, "caller", None) or _start_caller()
-        _CALLERS.caller = None  # a caller whose call times out is not used again
-        jobs.put(func)
-        try:
-            kind, value = answers.get(timeout=timeout)
-        except queue.Empty:
-            jobs.put(None)  # the thread ends once the overrunning call returns
-            overrun = TimeoutError(f"no answer within {timeout:g} s")
-            overrun.abandoned = True  # the call goes on in its thread
-            raise overrun from None
-        _CALLERS.caller = jobs, answers
+        return func()
+    jobs, answers = getattr(_CALLERS, "caller", None) or _start_caller()
+    _CALLERS.caller = None  # a caller whose call times out is not used again
+    jobs.put(func)
+    try:
+        kind, value = answers.get(timeout=timeout)
+    except queue.Empty:
+        jobs.put(None)  # the thread ends once the overrunning call returns
+        overrun = TimeoutError(f"no answer within {timeout:g} s")
+        overrun.abandoned = True  # the call goes on in its thread
+        raise overrun from None
+    _CALLERS.caller = jobs, answers
     if kind == "error":
         raise value
     return value
@@ -1473,40 +1464,6 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
 # ---------------------------------------------------------------------------------------------
 
 
-# Estimated list prices in US dollars per million tokens, (input, output). They change: check
-# your provider's, and extend or override them with --prices FILE ({"model": [input, output]}).
-PRICES = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-opus-4-1": (15.00, 75.00),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-2.5-pro": (1.25, 10.00),
-    "replay": (0.0, 0.0),
-}
-
-# A dated or numbered release ("gpt-4o-mini-2024-07-18", "gemini-2.5-flash-001", "-latest").
-_RELEASE = re.compile(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$")
-
-
-def call_cost(model, usage, prices=None):
-    """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
-    model: as the adapter reported it (a release of a listed model is priced as it, another
-    name never); usage: {"input_tokens", "output_tokens"}; prices: like PRICES, its default."""
-    prices = PRICES if prices is None else prices
-    if not model or not isinstance(usage, dict):
-        return None
-    price = prices.get(model) or prices.get(_RELEASE.sub("", model))
-    if price is None:
-        return None
-    return ((usage.get("input_tokens") or 0) * price[0]
-            + (usage.get("output_tokens") or 0) * price[1]) / 1_000_000
-
-
 class BudgetExceeded(Exception):
     """The next call could take the run past its budget; the case is an error, not a call."""
 
@@ -1539,44 +1496,30 @@ class Interrupted(Exception):
 class RunOptions:
     """How cases are run: concurrency, calls in flight (threads); timeout, seconds per call or
     None; repeat, calls per case; min_pass, passing calls a case needs (default: a majority of
-    repeat); rate_limit, calls started per second or None; budget, a Budget or None; prices,
-    the price table (default PRICES); judge, the callable for `judge` checks or None. A run
-    counts its replies (str returned) in `replies`, in `cached` those with `cached` True
-    (an adapter's cache answered them), and in `replayed` the recorded ones."""
+    repeat); rate_limit, calls started per second or None; budget, a Budget or None; price, a
+    function (model, usage) -> US dollars or None (evals_extras.call_cost; without one, costs
+    are unknown); judge, the callable for `judge` checks or None. A run counts its replies in
+    `replies`, in `cached` those with `cached` True (an adapter's cache answered them), and in
+    `replayed` the recorded ones."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
-                 budget=None, prices=None, judge=None):
+                 budget=None, price=None, judge=None):
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
-        self.rate_limit, self.budget, self.prices, self.judge = rate_limit, budget, prices, judge
+        self.rate_limit, self.budget, self.price, self.judge = rate_limit, budget, price, judge
         self.refused = None  # set when the provider refuses the key: no more calls are made
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
 
-    def count_reply(self, reply, replayed=False):
-        """Count a reply of the client, whether it is `cached` and whether it was `replayed`."""
-        plain = type(reply) is str  # not cached: no attribute to look up
+    def count_reply(self, cached, replayed):
         with self._counting:
             self.replies += 1
-            self.cached += not plain and bool(_attribute(reply, "cached", bool))
-            self.replayed += bool(replayed)
+            self.cached += cached
+            self.replayed += replayed
 
     @property
     def needed(self):
         return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
-
-
-class _Reply(str):
-    """A judge's reply (its text, model or None, whether cached), or a recorded output (its
-    text, reasoning, tool calls and finish reason)."""
-
-    def __new__(cls, text, model=None, cached=False, reasoning=None, tool_calls=(),
-                finish_reason=None):
-        reply = super().__new__(cls, text)
-        reply.model = model if isinstance(model, str) and model else None
-        reply.cached, reply.reasoning = cached, reasoning
-        reply.tool_calls, reply.finish_reason = tool_calls, finish_reason
-        return reply
 
 
 def _attribute(value, name, kind):
@@ -1588,11 +1531,11 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-# The parts of a whole reply besides its text, with the kind each must be (_reply_problem checks
-# tool calls and finish reason): a client returns a str subclass carrying them as attributes
-# (my_client.Reply), or a dict with these keys.
-_REPLY_PARTS = {"tool_calls": object, "finish_reason": object, "usage": dict, "model": str,
-                "reasoning": str, "sent": dict}
+# The one reply shape: the answer's text (a str), or a mapping or an object (a str subclass like
+# my_client.Reply) with "text" and these parts, each of its kind or None; an object may also say
+# that it was `cached` or `replayed`. _reply_problem checks tool calls and finish reason.
+_REPLY_PARTS = {"text": str, "tool_calls": object, "finish_reason": object, "usage": dict,
+                "model": str, "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
              '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
 
@@ -1601,7 +1544,8 @@ def _reply_problem(whole, hint=""):
     """What is wrong with the tool calls or finish reason of a reply, a recorded output or a
     record entry (a dict holding them), as a message, or None; `hint` follows a finish reason's
     problem."""
-    problem = _tool_calls_problem(whole.get("tool_calls", []))
+    calls = whole.get("tool_calls")
+    problem = _tool_calls_problem([] if calls is None else calls)
     if problem:
         return problem
     if whole.get("finish_reason") not in FINISH_REASONS + (None,):
@@ -1610,60 +1554,45 @@ def _reply_problem(whole, hint=""):
     return None
 
 
-_PLAIN_REPLY = types.MappingProxyType(
-    {"usage": None, "model": None, "reasoning": None, "sent": None, "replayed": False})
-
-
 def _whole_reply(output):
-    """What a client returned (a str, a str subclass carrying _REPLY_PARTS as attributes, or a
-    dict of them and "text"), read whole: (Answer, {"usage", "model", "reasoning", "sent": each
-    None when absent, "replayed": bool}). An attribute of another kind is ignored, but for tool
-    calls and finish reason; TypeError names what is wrong: the case is an error, unscored."""
-    if type(output) is str:  # the plain answer: nothing else to read (1 us, not 12)
-        return Answer(output), _PLAIN_REPLY
-    if isinstance(output, dict):
-        unknown = [key for key in output if key != "text" and key not in _REPLY_PARTS]
-        if unknown:
-            raise TypeError(_NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}"))
-        if not isinstance(output.get("text"), str):
-            raise TypeError(_NO_REPLY.format("a dict with no string 'text'" if output.get("text")
-                                             is None else f"a dict whose 'text' is "
-                                             f"{type(output['text']).__name__}"))
+    """What a client returned, read whole: (Answer, {"usage", "model", "reasoning", "sent",
+    "cached", "replayed"}). A mapping's key that is unknown or of another kind is an error; an
+    object's attribute of another kind is ignored, but for tool calls and finish reason.
+    TypeError names what is wrong: the case is an error, unscored."""
+    mapping = isinstance(output, collections.abc.Mapping)
+    if mapping:
+        unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
+        if unknown or not isinstance(text, str):
+            raise TypeError(_NO_REPLY.format(
+                f"a dict with unknown key {unknown[0]!r}" if unknown else "a dict with no string "
+                "'text'" if text is None else f"a dict whose 'text' is {type(text).__name__}"))
         for key, kind in _REPLY_PARTS.items():
             if output.get(key) is not None and not isinstance(output[key], kind):
                 raise TypeError(f"the client returned {key!r} of type "
                                 f"{type(output[key]).__name__}, expected {kind.__name__} or null")
-        parts = {"text": output["text"], **{key: output.get(key) for key in _REPLY_PARTS}}
-    elif isinstance(output, str):
-        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
-        parts["text"] = str(output)
-    else:
+    elif not isinstance(output, str) and _attribute(output, "text", str) is None:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    if parts["tool_calls"] is None:
-        parts["tool_calls"] = ()
+    parts = {key: output.get(key) if mapping else _attribute(output, key, kind)
+             for key, kind in _REPLY_PARTS.items()}
+    if isinstance(output, str):
+        parts["text"] = str(output)
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
     usage = parts["usage"] and {key: parts["usage"].get(key)
                                 for key in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
-        if isinstance(output, dict):
+        if mapping:
             raise TypeError("the client returned 'usage' without whole numbers of "
                             "input_tokens and output_tokens")
         usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
     return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
-                    "sent": parts["sent"], "replayed": bool(_attribute(output, "replayed", bool))}
+                    "sent": parts["sent"], "cached": bool(_attribute(output, "cached", bool)),
+                    "replayed": bool(_attribute(output, "replayed", bool))}
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
-
-def _model_call(call, case, attempt, timeout):
-    """The client's answer to `case` (call: see _asking) within `timeout` s (None: no limit)."""
-    # A conversation is copied for each call: a client may append its reply to the list.
-    prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
-    return _within(lambda: call(prompt, case, attempt), timeout)
-
 
 def _attempt(case, attempt, call, options, limiter):
     """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult."""
@@ -1671,12 +1600,14 @@ def _attempt(case, attempt, call, options, limiter):
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
     cost, answered, replayed = None, False, False
+    # A conversation is copied for each call: a client may append its reply to the list.
+    prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
     try:
         if limiter:
             limiter.wait()
         started = time.perf_counter()
         try:
-            output = _model_call(call, case, attempt, options.timeout)
+            output = _within(lambda: call(prompt, case, attempt), options.timeout)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
@@ -1693,11 +1624,11 @@ def _attempt(case, attempt, call, options, limiter):
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
-        options.count_reply(output, replayed)
-        if replayed:
-            latency = None  # a recorded answer took no model time
-        cost, answered = call_cost(reply["model"], reply["usage"], options.prices), True
-        answer = Answer(answer.text, answer.tool_calls, answer.finish_reason, latency, cost)
+        options.count_reply(reply["cached"], replayed)
+        latency = None if replayed else latency  # a recorded answer took no model time
+        cost = options.price(reply["model"], reply["usage"]) if options.price else None
+        answered = True
+        answer = answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
@@ -1714,13 +1645,13 @@ def _combine_attempts(attempts, options):
     """The verdict of repeated calls: pass with `needed` passes, else error when the errored
     calls, and those the budget left unmade, could have made up the difference, else review or
     fail. Flaky when the scored calls disagree (some passed, not all); errored calls are not
-    counted in passes and calls."""
+    counted in passes and calls. Each check of the shown call counts its own passes and calls
+    over the scored calls that scored it (a skipped check is not)."""
     counts = collections.Counter(a.status for a in attempts)
     scored = [a for a in attempts if a.status != "error"]
-    unmade = options.repeat - len(attempts)
     if counts["pass"] >= options.needed:
         status = "pass"
-    elif counts["pass"] + counts["error"] + unmade >= options.needed:
+    elif counts["pass"] + counts["error"] + options.repeat - len(attempts) >= options.needed:
         status = "error"
     else:
         status = "review" if counts["review"] else "fail"
@@ -1729,6 +1660,11 @@ def _combine_attempts(attempts, options):
     usages = [a.usage for a in attempts if a.usage]
     usage = {key: sum(u.get(key) or 0 for u in usages)
              for key in ("input_tokens", "output_tokens")} if usages else None
+    checks, same = [], [a for a in scored if len(a.checks) == len(shown.checks)]
+    for index, check in enumerate(shown.checks):  # copies: shared check dicts are read-only
+        verdicts = [a.checks[index]["passed"] for a in same]
+        verdicts = [v for v in verdicts if v is not None]
+        checks.append(dict(check, passes=verdicts.count(True), calls=len(verdicts)))
     return shown._replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
@@ -1738,30 +1674,14 @@ def _combine_attempts(attempts, options):
                    **({"tool_calls": list(a.tool_calls)} if a.tool_calls else {}),
                    **({"finish_reason": a.finish_reason} if a.finish_reason else {})}
                   for a in attempts],
-        flaky=0 < counts["pass"] < len(scored),
-        error=shown.error if status == "error" else None,
-        passes=counts["pass"], calls=len(scored), checks=_checks_counted(shown.checks, scored),
-    )
-
-
-def _checks_counted(checks, scored):
-    """Copies of the shown call's check dicts (shared ones are read-only), each with its own
-    "passes" and "calls" over the `scored` calls that scored it (a skipped check is not)."""
-    counted = []
-    for index, check in enumerate(checks):
-        verdicts = [a.checks[index]["passed"] for a in scored if len(a.checks) == len(checks)]
-        verdicts = [v for v in verdicts if v is not None]
-        counted.append(dict(check, passes=verdicts.count(True), calls=len(verdicts)))
-    return counted
+        flaky=0 < counts["pass"] < len(scored), error=shown.error if status == "error" else None,
+        passes=counts["pass"], calls=len(scored), checks=checks)
 
 
 def run_case(case, call_model, options=None, limiter=None):
-    """Call `call_model(case.input)` (options.repeat times) and score it; returns a CaseResult.
-    `call_model` is passed `case=` and `attempt=` (the 0-based repeat index) when its
-    signature names them. A raise (but KeyboardInterrupt), a timeout or a return that is not a
-    reply (see _whole_reply: a str, a str subclass, or a dict with "text") is an unscored
-    `error`. The reply's tool calls and finish reason are scored with its text; its `usage`
-    ({"input_tokens", "output_tokens"}) and `model` are kept, priced."""
+    """Call `call_model(case.input)` (options.repeat times; see _asking) and score it; returns
+    a CaseResult. A raise (but KeyboardInterrupt), a timeout or a return that is not a reply
+    (see _whole_reply) is an unscored `error`; a reply's usage and model are kept, priced."""
     return _run_one(case, _client_call(call_model), options or RunOptions(), limiter)
 
 
@@ -1773,7 +1693,7 @@ def _client_call(call_model):
 
 
 def _run_one(case, call, options, limiter):
-    """The CaseResult of `case`'s calls (options.repeat)."""
+    """The CaseResult of `case`'s calls (options.repeat); the budget's refusal ends them."""
     results = []
     for attempt in range(options.repeat):
         try:
@@ -1825,14 +1745,9 @@ def each_result(cases, call_model, options=None, on_result=None):
     options.refused = None  # a refused key stops this run's calls, not a later run's
     options.replies = options.cached = options.replayed = 0
     limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
-    call, stop = _client_call(call_model), threading.Event()
-    if options.concurrency <= 1:
-        finished = _work(_taker(cases, stop), call, options, limiter)
-    else:
-        finished = _run_in_threads(cases, call, options, limiter, stop)
-    waiting, turn = {}, 0
+    stop, waiting, turn = threading.Event(), {}, 0
     try:
-        for index, result in finished:
+        for index, result in _finished(cases, _client_call(call_model), options, limiter, stop):
             if on_result:
                 on_result(result)
             waiting[index] = result
@@ -1846,36 +1761,27 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
-def _taker(cases, stop):
-    """take(): the next (index, case) not started, in case-file order, for any worker thread;
-    None once every case is taken or `stop` is set."""
-    fresh, lock = enumerate(cases), threading.Lock()
+def _finished(cases, call, options, limiter, stop):
+    """Yield (index, CaseResult) as cases finish, in `options.concurrency` worker threads (one:
+    this thread), each taking the next case not started, in case-file order, until `stop`."""
+    fresh, lock, done = enumerate(cases), threading.Lock(), queue.SimpleQueue()
 
     def take():
         with lock:
             return None if stop.is_set() else next(fresh, None)
 
-    return take
-
-
-def _work(take, call, options, limiter, guarded=()):
-    """Yield (index, CaseResult) of each case this worker takes and runs; an exception of
-    `guarded` is the case's error."""
-    for index, case in iter(take, None):
-        try:
-            result = _run_one(case, call, options, limiter)
-        except guarded as exc:  # noqa: B902 - never lose a case to a worker crash
-            result = CaseResult(case.id, "error", error=_describe_error(exc))
-        yield index, result
-
-
-def _run_in_threads(cases, call, options, limiter, stop):
-    """Yield (index, CaseResult) as cases finish in `options.concurrency` worker threads."""
-    take, done = _taker(cases, stop), queue.SimpleQueue()
+    if options.concurrency <= 1:
+        yield from ((index, _run_one(case, call, options, limiter))
+                    for index, case in iter(take, None))
+        return
 
     def worker():
-        for finished in _work(take, call, options, limiter, BaseException):
-            done.put(finished)
+        for index, case in iter(take, None):
+            try:
+                result = _run_one(case, call, options, limiter)
+            except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
+                result = CaseResult(case.id, "error", error=_describe_error(exc))
+            done.put((index, result))
         _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
@@ -1891,9 +1797,8 @@ def _run_in_threads(cases, call, options, limiter, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path, repeat=1):
-    """Recorded answers by case id (a mapping {id: str, None for a case that errored in a run
-    record}, each with the `reasoning`, `tool_calls` and `finish_reason` recorded) from a
-    recordings JSONL file (one {"id", "output"} a line, the output a str or a whole reply, see
+    """Recorded replies by case id, {id: reply} (see _recorded; None for a case that errored in
+    a run record), from a recordings JSONL file (one {"id", "output"} a line, see
     stored_output; "input" is ignored) or a run record saved with outputs. With `repeat` > 1,
     a case a run record holds the calls of (its "attempts") maps to a tuple of them, call by
     call (None for one that errored), which replay_client answers in turn. Raises EvalsError
@@ -1911,17 +1816,17 @@ def load_outputs(path, repeat=1):
                                  f"{repeat} would score each as {repeat} answers of the model; "
                                  "re-score a run record of a repeated run (its calls), or "
                                  "drop --repeat")
-            return _Recordings(path)
+            return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
     if record.get("outputs_included") is False:
         raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
-    entries = [e for e in record.get("cases") or []  # an errored case's output is None
-               if isinstance(e, dict) and isinstance(e.get("id"), str)
-               and (isinstance(e.get("output"), str)
-                    or e.get("status") == "error" and e.get("output") is None)]
     outputs = {}
-    for entry in entries:
+    for entry in record.get("cases") or []:  # an errored case's output is None
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str) and (
+                isinstance(entry.get("output"), str)
+                or entry.get("status") == "error" and entry.get("output") is None)):
+            continue
         calls = entry.get("attempts") if repeat > 1 else None
         if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
             calls = None
@@ -1931,15 +1836,16 @@ def load_outputs(path, repeat=1):
                 raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
                                  f"--repeat {repeat} would score its output as {repeat} answers; "
                                  "re-score a record of a repeated run, or drop --repeat")
-        for number, row in enumerate([entry, *(calls or ())]):
-            problem = row.get("output") is not None and _recorded_problem(row, entry=True)
-            if problem:
-                call = f", call {number}" if number else ""
-                raise EvalsError(f"{path}: case {entry['id']!r}{call}: {problem}")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
-        recorded = [None if row.get("output") is None else _recorded(row, entry=True)
-                    for row in calls or [entry]]
-        outputs[entry["id"]] = tuple(recorded) if calls else recorded[0]
+        recorded = []
+        for number, row in enumerate([entry, *(calls or ())]):
+            try:
+                recorded.append(None if row.get("output") is None
+                                else _recorded(row, ("reasoning",)))
+            except ValueError as exc:
+                call = f", call {number}" if number else ""
+                raise EvalsError(f"{path}: case {entry['id']!r}{call}: {exc}") from None
+        outputs[entry["id"]] = tuple(recorded[1:]) if calls else recorded[0]
     return outputs
 
 
@@ -1955,103 +1861,51 @@ def stored_output(text, tool_calls=(), finish_reason=None):
                            for call in tool_calls]}
 
 
-_WHOLE_OUTPUT = ("'output' must be a string or a whole reply "
-                 '{"text", "tool_calls", "finish_reason"}')
-
-
-def _recorded_problem(row, entry=False):
-    """What is wrong with the answer a recordings row holds (its "output": a str, or a whole
-    reply as stored_output writes it), or with a run record `entry`'s ("output" a str,
-    "tool_calls" and "finish_reason" beside it), as a message; None when it is valid."""
+def _recorded(row, beside=("reasoning", "model")):
+    """The reply a recordings row or a run record's entry (or call) holds: its "output" alone
+    (a str) when nothing else was recorded, else a dict of the reply shape with its tool calls
+    and finish reason (inside the output, {"text", "tool_calls", "finish_reason"}, or beside a
+    str), and the keys `beside` it. ValueError says what is wrong."""
     output = row.get("output")
-    if isinstance(output, dict) and not entry:
-        unknown = [key for key in output if key not in ("text", "tool_calls", "finish_reason")]
-        if unknown:
-            return (f"'output' has an unknown key {unknown[0]!r} (a whole reply has text, "
-                    "tool_calls and finish_reason)")
-        if not isinstance(output.get("text"), str):
-            return _WHOLE_OUTPUT
-    elif not isinstance(output, str):
-        return _WHOLE_OUTPUT
-    return _reply_problem(output if isinstance(output, dict) else row if entry else {})
-
-
-def _recorded(row, entry=False):
-    """The answer a valid recordings row (with the "model" it names, if any), or a run record
-    `entry`, holds."""
-    output = row["output"]
-    whole = output if isinstance(output, dict) else row if entry else {}
-    model = None if entry else row.get("model")
-    if whole is not output and row.get("reasoning") is None and model is None and not (
-            whole.get("tool_calls") or whole.get("finish_reason")):
-        return output  # a plain answer is a plain str: the runner reads it fastest
-    return _Reply(whole.get("text", output), model, reasoning=row.get("reasoning"),
-                  tool_calls=_tool_calls(whole.get("tool_calls")),
-                  finish_reason=whole.get("finish_reason"))
-
-
-_JSON_VALUE = json.JSONDecoder().raw_decode
-
-
-def _recording_row(line, start, checked=False):
-    """The JSON value of a recordings file's `line` (bytes) that starts at byte `start`: only
-    the first line can begin with a byte order mark (ValueError for invalid JSON or UTF-8). A
-    line `checked` before is read without looking past its value (1 us a line less)."""
-    text = line.decode("utf-8-sig" if start == 0 else "utf-8")
-    return _JSON_VALUE(text.lstrip())[0] if checked else json.loads(text)
+    whole = output if isinstance(output, dict) else row
+    unknown = [key for key in whole if key not in ("text", "tool_calls", "finish_reason")]
+    if whole is output and unknown:
+        raise ValueError(f"'output' has an unknown key {unknown[0]!r} (a whole reply has text, "
+                         "tool_calls and finish_reason)")
+    text = output.get("text") if whole is output else output
+    if not isinstance(text, str):
+        raise ValueError("'output' must be a string or a whole reply "
+                         '{"text", "tool_calls", "finish_reason"}')
+    problem = _reply_problem(whole)
+    if problem:
+        raise ValueError(problem)
+    reply = {"text": text, "tool_calls": whole.get("tool_calls") or None,
+             "finish_reason": whole.get("finish_reason"),
+             **{key: row[key] for key in beside if isinstance(row.get(key), str)}}
+    reply = {key: value for key, value in reply.items() if value is not None}
+    return text if len(reply) == 1 else reply
 
 
 def _recording_rows(path):
-    """Yield (offset, row) for each row of a recordings file; EvalsError names FILE:LINE."""
+    """Yield (row, its reply: see _recorded) for each row of a recordings file; EvalsError names
+    FILE:LINE of the first invalid one."""
     with open(path, "rb") as handle:
-        end = 0
         for number, line in enumerate(handle, 1):
-            start, end = end, end + len(line)
             if not line.strip():
                 continue
-            try:
-                row = _recording_row(line, start)
+            try:  # only the first line can begin with a byte order mark
+                row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
             except ValueError as exc:  # not UTF-8 too
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
                     and isinstance(row.get("output"), (str, dict))):
                 raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str "
                                  "or a whole reply}")
-            problem = _recorded_problem(row)
-            if problem:
-                raise EvalsError(f"{path}:{number}: {problem}")
-            yield start, row
-
-
-class _Recordings(collections.abc.Mapping):
-    """The outputs of a recordings file by case id, each read from the file when asked: only
-    where each line starts is held (re-scoring 20,000 cases: peak memory 74 MB with the outputs
-    held, 51 MB read when asked; 1,000,000 cases: 692 MB in all, 3,264 MB before either)."""
-
-    def __init__(self, path):
-        self._starts = {row["id"]: start for start, row in _recording_rows(path)}
-        self._handle = open(path, "rb")
-        self._lock = threading.Lock()
-
-    def __del__(self):
-        if hasattr(self, "_handle"):
-            self._handle.close()
-
-    def __len__(self):
-        return len(self._starts)
-
-    def __iter__(self):
-        return iter(self._starts)
-
-    def __contains__(self, case_id):
-        return case_id in self._starts
-
-    def __getitem__(self, case_id):
-        start = self._starts[case_id]
-        with self._lock:
-            self._handle.seek(start)
-            line = self._handle.readline()
-        return _recorded(_recording_row(line, start, checked=True))
+            try:
+                reply = _recorded(row)
+            except ValueError as exc:
+                raise EvalsError(f"{path}:{number}: {exc}") from None
+            yield row, reply
 
 
 def replay_client(outputs, source="recorded outputs", hint=""):
@@ -2076,17 +1930,9 @@ def replay_client(outputs, source="recorded outputs", hint=""):
     replay.accepts_conversations = True  # answers by case id, whatever the input
     return replay
 
-
-def load_client(spec):
-    """The callable named by "module:function" or "path/to/file.py:function" (ClientError)."""
-    return load_callable(spec, "--client")
-
-
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
 DEFAULT_RECORDINGS = "recordings.jsonl"
-_RECORD_HINT = (" (record one from a model: set EVALS_PROVIDER, then run python evals.py "
-                "--record {})")
 
 
 def _offline(spec, function, *variables):
@@ -2114,7 +1960,8 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    replay = replay_client(outputs, path, _RECORD_HINT.format(path))
+    replay = replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
+                           f"run python evals.py --record {path})")
 
     def batch(*_args, **_kwargs):
         raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
@@ -3156,9 +3003,9 @@ def _run_command(args, stdout, stderr):
         concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
         min_pass=args.min_pass, rate_limit=args.rate_limit,
         judge=_judge_for(args, selected, stderr))
-    if args.prices or args.budget:
-        _extras().priced(options, args.prices, args.budget)
-    extras = _extras()
+    extras = _extras()  # it prices the calls (PRICES, --prices, --budget) when it is there
+    if extras:
+        extras.priced(options, args.prices, args.budget)
     cache = extras and extras.use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
@@ -3203,7 +3050,7 @@ def _client_for(args, cases, options, stderr):
     else:
         name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
         call_model = (_offline_client(options.repeat, stderr)
-                      if _offline(name, "ask", "EVALS_PROVIDER") else load_client(name))
+                      if _offline(name, "ask", "EVALS_PROVIDER") else load_callable(name))
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
@@ -3394,7 +3241,7 @@ def _save_recordings(path, record, stderr):
     """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
     whole reply when it called tools or did not end by itself: stored_output): rows of the
     cases run are updated (or added at the end), every other row is kept as it was."""
-    rows = {row["id"]: row for _, row in _recording_rows(path)} if os.path.exists(path) else {}
+    rows = {row["id"]: row for row, _ in _recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
         fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(

@@ -27,7 +27,8 @@ import unicodedata
 
 __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "Budget", "load_prices", "append_case", "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
+    "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case", "open_sqlite",
+    "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
     "OPTIONS", "COMMANDS",
@@ -35,18 +36,18 @@ __all__ = [
 
 from evals import (  # the core's names this file builds on
     Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Confidence, Count, DEFAULT_ALPHA,
-    DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, PRICES,
-    Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _Reply, _STRICT_DECODER, _alpha, _asking,
-    _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
-    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
-    _history_path, _input_problems, _is_number, _is_texts, _json_equal,
-    _json_line, _json_type, _kind, _level, _line, _needs_judge, _now, _number, _offline,
-    _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all, _raised, _rate_change,
-    _reasons, _recording_rows, _refuse_overwriting, _regex_problem, _repeat, _reply_lines,
-    _rows, _sha256, _strict_json, _text, _to_json, _tool_calls, _truncated_list, _unfence,
-    _visible, _within, _words, _write_reports, case_problems, case_reasons, completed, decide,
-    evaluate, format_summary, load_baseline, load_callable, load_cases, read_record,
-    record_problem, register, stored_output, summarize, write_atomic, write_record,
+    DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, Text,
+    Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking, _below_floor,
+    _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
+    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines, _history_path,
+    _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level,
+    _line, _needs_judge, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
+    _quote, _quote_all, _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting,
+    _regex_problem, _repeat, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
+    _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
+    case_problems, case_reasons, completed, decide, evaluate, format_summary, load_baseline,
+    load_callable, load_cases, read_record, record_problem, register, stored_output, summarize,
+    write_atomic, write_record,
 )
 
 
@@ -1019,7 +1020,7 @@ def _add_command(args, stdout, stderr):
     if args.recordings and os.path.exists(args.recordings):
         # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
         # broken by a line appended after its closing brace.
-        if args.id in {row["id"] for _, row in _recording_rows(args.recordings)}:
+        if args.id in {row["id"] for row, _ in _recording_rows(args.recordings)}:
             raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
                              **({"description": args.description}
@@ -1143,6 +1144,51 @@ def _compare_html(result, a, lines, said):
 
 
 
+class _Reply(str):
+    """A judge's reply: its text, with the model (or None) and whether it was `cached`."""
+
+    def __new__(cls, text, model=None, cached=False):
+        reply = super().__new__(cls, text)
+        reply.model = model if isinstance(model, str) and model else None
+        reply.cached = cached
+        return reply
+
+
+# Estimated list prices in US dollars per million tokens, (input, output). They change: check
+# your provider's, and extend or override them with --prices FILE ({"model": [input, output]}).
+PRICES = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "claude-haiku-4-5": (1.00, 5.00),
+    "claude-sonnet-4-5": (3.00, 15.00),
+    "claude-opus-4-1": (15.00, 75.00),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-pro": (1.25, 10.00),
+    "replay": (0.0, 0.0),
+}
+
+# A dated or numbered release ("gpt-4o-mini-2024-07-18", "gemini-2.5-flash-001", "-latest").
+_RELEASE = re.compile(r"-(\d{4}(-?\d\d){1,2}|\d{3}|latest)$")
+
+
+def call_cost(model, usage, prices=None):
+    """Estimated cost in US dollars (float) of one call, or None when it cannot be priced.
+    model: as the adapter reported it (a release of a listed model is priced as it, another
+    name never); usage: {"input_tokens", "output_tokens"}; prices: like its default.
+    A run's RunOptions.price."""
+    prices = PRICES if prices is None else prices
+    if not model or not isinstance(usage, dict):
+        return None
+    price = prices.get(model) or prices.get(_RELEASE.sub("", model))
+    if price is None:
+        return None
+    return ((usage.get("input_tokens") or 0) * price[0]
+            + (usage.get("output_tokens") or 0) * price[1]) / 1_000_000
+
+
 # ---------------------------------------------------------------------------------------------
 # Prices and budgets
 # ---------------------------------------------------------------------------------------------
@@ -1207,10 +1253,11 @@ def load_prices(path):
     return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
 
 
-def priced(options, prices_path, budget_usd):
-    """Set a run's price table (--prices) and its Budget (--budget) on `options` (RunOptions)."""
-    if prices_path:
-        options.prices = load_prices(prices_path)
+def priced(options, prices_path=None, budget_usd=None):
+    """Set how a run prices its calls (PRICES, with --prices over them) and its Budget
+    (--budget) on `options` (RunOptions)."""
+    prices = load_prices(prices_path) if prices_path else PRICES
+    options.price = lambda model, usage: call_cost(model, usage, prices)
     if budget_usd:
         options.budget = Budget(budget_usd)
 
@@ -1867,8 +1914,13 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
         raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
                                                if ids and ids[0] != args.batch_resume
                                                else "")) from None
-    options.prices = {model: (price[0] * BATCH_PRICE_FACTOR, price[1] * BATCH_PRICE_FACTOR)
-                      for model, price in (options.prices or PRICES).items()}
+    listed = options.price or call_cost
+
+    def price(model, usage):
+        cost = listed(model, usage)
+        return None if cost is None else cost * BATCH_PRICE_FACTOR
+
+    options.price = price
     if ids:
         stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
                      f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")

@@ -19,6 +19,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 from tests._loopback import PromptServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -307,7 +308,7 @@ class BudgetTests(LiveRunCase):
     # goes out unestimated, then each next call is estimated at $0.00045 and allowed while
     # spent + 0.00045 <= 0.002: calls 2, 3, 4 (spent 0.00135 + 0.00045 = 0.0018) go out, call 5
     # (0.0018 + 0.00045 = 0.00225) does not. So exactly 4 calls, 6 cases errored.
-    PRICE_IN, PRICE_OUT = evals.PRICES[MODEL]
+    PRICE_IN, PRICE_OUT = evals_extras.PRICES[MODEL]
     CALL_COST = (1000 * PRICE_IN + 500 * PRICE_OUT) / 1_000_000
     BUDGET = 0.002
     EXPECTED_CALLS = 4

@@ -722,7 +722,8 @@ class LatencyAndCostTest(Workspace):
         reply.model, reply.usage = "gpt-4o-mini", {"input_tokens": 1000, "output_tokens": 1000}
         clock = itertools.chain([10.0], itertools.repeat(13.5))  # the call's start, then after
         with unittest.mock.patch.object(evals.time, "perf_counter", side_effect=clock):
-            [result] = evals.run_cases([case], lambda prompt: reply)
+            [result] = evals.run_cases([case], lambda prompt: reply,
+                                       evals.RunOptions(price=evals_extras.call_cost))
         self.assertEqual(result.status, "fail")
         self.assertEqual([(c["passed"], c["reason"]) for c in result.checks[1:]],
                          [(False, "took 3.500 s, expected at most 2 s"),

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock
@@ -247,7 +248,8 @@ class WholeReplyTest(unittest.TestCase):
                 {"type": "finish_reason", "values": ["tool_calls"]})
 
     def run_with(self, reply):
-        return evals.run_case(self.CASE, lambda prompt: reply)
+        return evals.run_case(self.CASE, lambda prompt: reply,
+                              evals.RunOptions(price=evals_extras.call_cost))
 
     def test_a_dict_a_reply_object_and_my_client_reply_give_one_result(self):
         usage = {"input_tokens": 80, "output_tokens": 30}
@@ -258,6 +260,8 @@ class WholeReplyTest(unittest.TestCase):
                        model="gpt-4o-mini"),
             my_client.Reply("", usage=usage, model="gpt-4o-mini", finish_reason="tool_calls",
                             tool_calls=[LOOKUP], finish_reason_raw="tool_calls"),
+            types.SimpleNamespace(text="", tool_calls=[LOOKUP], finish_reason="tool_calls",
+                                  usage=usage, model="gpt-4o-mini"),  # an object with text
         ]
         for reply in replies:
             with self.subTest(reply=type(reply).__name__):

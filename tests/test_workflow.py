@@ -22,6 +22,8 @@ import xml.etree.ElementTree as ET
 import evals
 import evals_extras
 
+PRICE = evals_extras.call_cost  # how a run with evals_extras prices its calls
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVALS = os.path.join(ROOT, "evals.py")
 
@@ -885,7 +887,8 @@ class BudgetTest(unittest.TestCase):
             return Priced("ok", "gpt-4o-mini-2024-07-18", dict(self.USAGE))
 
         budget = evals_extras.Budget(0.0032)
-        results = evals.run_cases(self.cases(7), call, evals.RunOptions(budget=budget))
+        results = evals.run_cases(self.cases(7), call, evals.RunOptions(
+            price=PRICE, budget=budget))
         # 4 calls cost 0.003; a 5th would make 0.00375 > 0.0032.
         self.assertEqual(calls, ["q0", "q1", "q2", "q3"])
         self.assertEqual([r.status for r in results], ["pass"] * 4 + ["error"] * 3)
@@ -906,7 +909,7 @@ class BudgetTest(unittest.TestCase):
 
         budget = evals_extras.Budget(0.0032)
         results = evals.run_cases(self.cases(12), call,
-                                  evals.RunOptions(budget=budget, concurrency=4))
+                                  evals.RunOptions(price=PRICE, budget=budget, concurrency=4))
         self.assertLessEqual(budget.spent, 0.0032)
         self.assertEqual(len(calls), sum(r.status == "pass" for r in results))
         self.assertEqual(len(calls), 4)
@@ -921,7 +924,7 @@ class BudgetTest(unittest.TestCase):
 
         budget = evals_extras.Budget(0.002)
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(timeout=0.2, budget=budget))
+                                  evals.RunOptions(price=PRICE, timeout=0.2, budget=budget))
         self.assertEqual([r.status for r in results], ["pass", "error", "error"])
         self.assertIn("TimeoutError", results[1].error)
         self.assertIn("budget", results[2].error)
@@ -933,10 +936,12 @@ class BudgetTest(unittest.TestCase):
 
         # b0's three calls spend $0.00225 and b1's first $0.00075: the budget stops there.
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(repeat=3, budget=evals_extras.Budget(0.003)))
+                                  evals.RunOptions(price=PRICE, repeat=3,
+                                                   budget=evals_extras.Budget(0.003)))
         self.assertEqual([r.status for r in results], ["pass", "error", "error"])
         self.assertIn("BudgetExceeded", results[2].error)
-        strict = evals.RunOptions(repeat=3, min_pass=3, budget=evals_extras.Budget(0.003))
+        strict = evals.RunOptions(price=PRICE, repeat=3, min_pass=3,
+                                  budget=evals_extras.Budget(0.003))
         self.assertEqual([r.status for r in evals.run_cases(self.cases(3), call, strict)],
                          ["pass", "error", "error"])
 
@@ -952,7 +957,7 @@ class BudgetTest(unittest.TestCase):
             return Priced("ok", "gpt-4o-mini", dict(self.USAGE))
 
         budget = evals_extras.Budget(0.001)
-        results = evals.run_cases(self.cases(4), call, evals.RunOptions(
+        results = evals.run_cases(self.cases(4), call, evals.RunOptions(price=PRICE, 
             concurrency=3, timeout=0.3, budget=budget))
         self.assertLessEqual(budget.spent, 0.001)
         self.assertEqual(sorted(r.status for r in results), ["error", "error", "error", "pass"])
@@ -962,7 +967,8 @@ class BudgetTest(unittest.TestCase):
             return Priced("ok", "some-local-model", dict(self.USAGE))
 
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(budget=evals_extras.Budget(0.000001)))
+                                  evals.RunOptions(price=PRICE,
+                                                   budget=evals_extras.Budget(0.000001)))
         self.assertEqual([r.status for r in results], ["pass"] * 3)
         self.assertIsNone(results[0].cost_usd)
 
@@ -979,7 +985,7 @@ class BudgetTest(unittest.TestCase):
 
         budget = evals_extras.Budget(1.0)
         results = evals.run_cases(self.cases(3), call,
-                                  evals.RunOptions(concurrency=3, budget=budget))
+                                  evals.RunOptions(price=PRICE, concurrency=3, budget=budget))
         self.assertEqual([r.status for r in results], ["pass"] * 3)
         self.assertEqual(budget.unpriced, 3)
 
@@ -987,24 +993,24 @@ class BudgetTest(unittest.TestCase):
 class CostTest(unittest.TestCase):
     def test_a_release_of_a_listed_model_is_priced_as_it(self):
         usage = {"input_tokens": 1_000_000, "output_tokens": 1_000_000}
-        self.assertAlmostEqual(evals.call_cost("gpt-4o-mini-2024-07-18", usage), 0.75)
-        self.assertAlmostEqual(evals.call_cost("gpt-4o-2024-08-06", usage), 12.5)
-        self.assertAlmostEqual(evals.call_cost("gpt-4o", usage), 12.5)
-        self.assertAlmostEqual(evals.call_cost("gpt-4.1-nano", {"input_tokens": 2_000_000}), 0.2)
-        self.assertAlmostEqual(evals.call_cost("claude-haiku-4-5-20251001", usage), 6.0)
-        self.assertAlmostEqual(evals.call_cost("gemini-2.5-flash-001", usage), 2.8)
+        self.assertAlmostEqual(evals_extras.call_cost("gpt-4o-mini-2024-07-18", usage), 0.75)
+        self.assertAlmostEqual(evals_extras.call_cost("gpt-4o-2024-08-06", usage), 12.5)
+        self.assertAlmostEqual(evals_extras.call_cost("gpt-4o", usage), 12.5)
+        self.assertAlmostEqual(PRICE("gpt-4.1-nano", {"input_tokens": 2_000_000}), 0.2)
+        self.assertAlmostEqual(evals_extras.call_cost("claude-haiku-4-5-20251001", usage), 6.0)
+        self.assertAlmostEqual(evals_extras.call_cost("gemini-2.5-flash-001", usage), 2.8)
         # A name that only starts like a listed model is not priced as it: a typo, or a
         # variant with its own price, is "cost unknown", never a guess.
         for model in ("gpt-4o-minimal", "gpt-4o-mnii", "gemini-2.5-flash-lite"):
-            self.assertIsNone(evals.call_cost(model, usage), model)
+            self.assertIsNone(evals_extras.call_cost(model, usage), model)
 
     def test_unknown_model_or_no_usage_is_none(self):
         usage = {"input_tokens": 10, "output_tokens": 10}
-        self.assertIsNone(evals.call_cost("mystery-model", usage))
-        self.assertIsNone(evals.call_cost("gpt-4", usage))  # not a prefix of gpt-4o
-        self.assertIsNone(evals.call_cost(None, usage))
-        self.assertIsNone(evals.call_cost("gpt-4o", None))
-        self.assertEqual(evals.call_cost("replay", usage), 0.0)
+        self.assertIsNone(evals_extras.call_cost("mystery-model", usage))
+        self.assertIsNone(evals_extras.call_cost("gpt-4", usage))  # not a prefix of gpt-4o
+        self.assertIsNone(evals_extras.call_cost(None, usage))
+        self.assertIsNone(evals_extras.call_cost("gpt-4o", None))
+        self.assertEqual(evals_extras.call_cost("replay", usage), 0.0)
 
     def test_latency_percentiles_nearest_rank(self):
         results = [evals.CaseResult("c%d" % n, "pass", latency_s=float(n))
