@@ -2993,20 +2993,17 @@ def _run_command(args, stdout, stderr):
     if args.failed and not baseline.entries:
         stderr.write(f"evals: note: {args.baseline} holds no run yet, so --failed runs every "
                      "case\n")
-    selected, judge_only = _selection(args, cases, baseline)
+    selected = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + (f"the history ({_history_path(args)}) marks no "
                                              "selected case flaky\n" if args.repeat_flaky else
                                              f"every case passed in {args.baseline}\n"))
         return EXIT_OK
-    options = RunOptions(
-        concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
-        min_pass=args.min_pass, rate_limit=args.rate_limit,
-        judge=_judge_for(args, selected, stderr))
-    extras = _extras()  # it prices the calls (PRICES, --prices, --budget) when it is there
+    options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
+                         min_pass=args.min_pass, rate_limit=args.rate_limit)
+    extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
     if extras:
-        extras.priced(options, args.prices, args.budget)
-    cache = extras and extras.use_cache(args)  # before the client is loaded: it reads EVALS_CACHE
+        selected, skipped = extras.prepare_run(args, selected, options, stderr)
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -3032,9 +3029,7 @@ def _run_command(args, stdout, stderr):
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
                      f"{len(selected)} cases; nothing was written\n")
         return EXIT_INTERRUPTED
-    if cache:
-        record["summary"]["cached"] = options.cached
-    _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr)
+    _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
         collected()
     return _exit_code(record["summary"], args.strict, args.accept)
@@ -3104,29 +3099,20 @@ def _refuse_contradictions(args):
         collections.deque(_recording_rows(args.record), 0)
 
 
-def _needs_judge(check):
-    return CHECKS[check["type"]].needs_judge
-
-
 def _selection(args, cases, baseline):
-    """(cases to run, {id: case} left out by --no-judge: with no check left to score, such a
-    case keeps its baseline entry rather than "pass" on nothing), or (None, {}) when --failed
-    or --repeat-flaky finds nothing."""
+    """The cases to run, or None when --failed or --repeat-flaky finds nothing."""
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
     if args.repeat_flaky:
         selected = _extras().flaky_cases(args, selected)
         if not selected and not args.shard:  # a shard still writes its (empty) record
-            return None, {}
-    judge_only = {c.id: c for c in selected
-                  if args.no_judge and all(_needs_judge(k) for k in c.checks)}
-    selected = [c for c in selected if c.id not in judge_only]
+            return None
     if not selected and args.failed and not (args.tag or args.id or args.shard):
-        return None, {}
+        return None
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
                          + _selection_hint(args, cases))
-    return selected, judge_only
+    return selected
 
 
 def _selection_hint(args, cases):
@@ -3137,21 +3123,6 @@ def _selection_hint(args, cases):
     ids = [c.id for c in cases]
     unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
     return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
-
-
-def _judge_for(args, cases, stderr):
-    """The judge callable for this run, NO_JUDGE for --no-judge, or None when none is needed."""
-    if args.no_judge:
-        return NO_JUDGE
-    if args.judge:
-        return _extras().judge_for(args, stderr)
-    needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
-    if needs:
-        first = needs[0]
-        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
-                         f"judge is configured ({len(needs)} case(s)); pass --judge "
-                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
-    return None
 
 
 def _with_progress(cases, call_model, options, quiet, stream, stopped):
@@ -3178,26 +3149,17 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
             stream.flush()
 
 
-def _finish_run(args, record, selected, judge_only, baseline, options, stdout, stderr):
-    """Summary (and how many replies came from the cache, when the run used it), recordings,
-    the record, the history and the reports of a finished run. The record is written before the
+def _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr):
+    """The summary, recordings, the record, the history and the reports of a finished run
+    (`skipped`: the cases the optional file left out). The record is written before the
     history, so the history never holds a run that was lost."""
-    if options.budget and options.budget.unpriced:
-        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
-                     "call(s) (the model is not in the price table or reported no usage); "
-                     "they were not counted\n")
-    # The history is the optional file's: without it, a run keeps none (and says nothing).
-    history = not (args.no_history or args.no_save) and _extras()
+    extras = _extras()  # without it, a run keeps no history (and says nothing)
+    history = not (args.no_history or args.no_save) and extras
     if history:
         history.read_flaky(args, record, stderr)
-    stdout.write(format_summary(record, args.quiet)
-                 + (_extras().cache_note(options) if "cached" in record["summary"] else ""))
-    if args.no_judge and any(_needs_judge(c) for case in selected for c in case.checks):
-        stdout.write("judge checks skipped (--no-judge): their cases were scored on "
-                     "deterministic checks only\n")
-    if judge_only:
-        stdout.write(f"not run (--no-judge; only judge checks): "
-                     f"{', '.join(map(_line, judge_only))}\n")
+    stdout.write(format_summary(record, args.quiet))
+    if extras:
+        extras.after_summary(args, record, selected, skipped, options, stdout, stderr)
     if args.record:
         _save_recordings(args.record, record, stderr)
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard

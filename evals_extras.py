@@ -35,13 +35,13 @@ __all__ = [
 ]
 
 from evals import (  # the core's names this file builds on
-    Answer, Bool, BudgetExceeded, Case, CheckResult, Choice, Confidence, Count, DEFAULT_ALPHA,
-    DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError, NO_JUDGE, Text,
-    Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking, _below_floor,
-    _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
-    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines, _history_path,
-    _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level,
-    _line, _needs_judge, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
+    Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
+    DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
+    NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
+    _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
+    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
+    _history_path, _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type,
+    _kind, _level, _line, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
     _quote, _quote_all, _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting,
     _regex_problem, _repeat, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
     _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
@@ -2374,12 +2374,57 @@ def _load_judge(spec, stderr=None):
 
 
 
-def judge_for(args, stderr):
-    """The Judge of a run with --judge: its replies cached beside the baseline, but with
-    --omit-outputs (a reply can quote the output)."""
-    cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
-    return Judge(_load_judge(args.judge, stderr), name=args.judge, cache_path=cache,
-                 timeout=args.timeout)
+def _judge_for(args, cases, stderr):
+    """The judge of a run: NO_JUDGE for --no-judge, a Judge for --judge (its replies cached
+    beside the baseline, but with --omit-outputs: a reply can quote the output), None when no
+    case needs one. EvalsError when one does and none is configured."""
+    if args.no_judge:
+        return NO_JUDGE
+    if args.judge:
+        cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
+        return Judge(_load_judge(args.judge, stderr), name=args.judge, cache_path=cache,
+                     timeout=args.timeout)
+    needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
+    if needs:
+        first = needs[0]
+        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
+                         f"judge is configured ({len(needs)} case(s)); pass --judge "
+                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
+    return None
+
+
+def prepare_run(args, cases, options, stderr):
+    """This file's part of a run, before any call: prices and --budget, the judge (or
+    --no-judge) and the call cache on `options` (EVALS_CACHE is set before the client is
+    loaded). Returns (the cases to run, those --no-judge leaves nothing to score: they keep
+    their baseline entries rather than pass on nothing)."""
+    priced(options, args.prices, args.budget)
+    options.judge = _judge_for(args, cases, stderr)
+    options.cache = use_cache(args)
+    skipped = [c for c in cases if args.no_judge and all(_needs_judge(k) for k in c.checks)]
+    if skipped and len(skipped) == len(cases) and not args.shard:
+        raise EvalsError("every selected case has only judge checks, which --no-judge skips: "
+                         "nothing to run")
+    return [c for c in cases if c not in skipped], skipped
+
+
+def after_summary(args, record, cases, skipped, options, stdout, stderr):
+    """What follows the summary of a finished run: how many replies the cache gave (kept in
+    the record's summary), the judge checks --no-judge skipped, a budget that could not price
+    every call."""
+    if options.cache:
+        record["summary"]["cached"] = options.cached
+        stdout.write(cache_note(options))
+    if args.no_judge and any(_needs_judge(c) for case in cases for c in case.checks):
+        stdout.write("judge checks skipped (--no-judge): their cases were scored on "
+                     "deterministic checks only\n")
+    if skipped:
+        stdout.write(f"not run (--no-judge; only judge checks): "
+                     f"{', '.join(_line(case.id) for case in skipped)}\n")
+    if options.budget and options.budget.unpriced:
+        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
+                     "call(s) (the model is not in the price table or reported no usage); "
+                     "they were not counted\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2673,4 +2718,10 @@ def open_sqlite(path, schema):
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+
+
+def _needs_judge(check):
+    return CHECKS[check["type"]].needs_judge
 
