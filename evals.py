@@ -1506,7 +1506,8 @@ class RunOptions:
                  budget=None, price=None, judge=None):
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
-        self.rate_limit, self.budget, self.price, self.judge = rate_limit, budget, price, judge
+        self.budget, self.price, self.judge = budget, price, judge
+        self.limiter = RateLimiter(rate_limit) if rate_limit else None
         self.refused = None  # set when the provider refuses the key: no more calls are made
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
@@ -1594,7 +1595,7 @@ def _whole_reply(output):
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
 
-def _attempt(case, attempt, call, options, limiter):
+def _attempt(case, attempt, call, options):
     """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult."""
     if options.refused:  # every other call would be refused the same way, and counted
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
@@ -1603,8 +1604,8 @@ def _attempt(case, attempt, call, options, limiter):
     # A conversation is copied for each call: a client may append its reply to the list.
     prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
     try:
-        if limiter:
-            limiter.wait()
+        if options.limiter:
+            options.limiter.wait()
         started = time.perf_counter()
         try:
             output = _within(lambda: call(prompt, case, attempt), options.timeout)
@@ -1678,11 +1679,11 @@ def _combine_attempts(attempts, options):
         passes=counts["pass"], calls=len(scored), checks=checks)
 
 
-def run_case(case, call_model, options=None, limiter=None):
+def run_case(case, call_model, options=None):
     """Call `call_model(case.input)` (options.repeat times; see _asking) and score it; returns
     a CaseResult. A raise (but KeyboardInterrupt), a timeout or a return that is not a reply
     (see _whole_reply) is an unscored `error`; a reply's usage and model are kept, priced."""
-    return _run_one(case, _client_call(call_model), options or RunOptions(), limiter)
+    return _run_one(case, _client_call(call_model), options or RunOptions())
 
 
 def _client_call(call_model):
@@ -1692,12 +1693,12 @@ def _client_call(call_model):
     return call
 
 
-def _run_one(case, call, options, limiter):
+def _run_one(case, call, options):
     """The CaseResult of `case`'s calls (options.repeat); the budget's refusal ends them."""
     results = []
     for attempt in range(options.repeat):
         try:
-            results.append(_attempt(case, attempt, call, options, limiter))
+            results.append(_attempt(case, attempt, call, options))
         except BudgetExceeded as exc:
             results.append(CaseResult(case.id, "error", error=_describe_error(exc)))
             break
@@ -1744,10 +1745,9 @@ def each_result(cases, call_model, options=None, on_result=None):
     options = options or RunOptions()
     options.refused = None  # a refused key stops this run's calls, not a later run's
     options.replies = options.cached = options.replayed = 0
-    limiter = RateLimiter(options.rate_limit) if options.rate_limit else None
     stop, waiting, turn = threading.Event(), {}, 0
     try:
-        for index, result in _finished(cases, _client_call(call_model), options, limiter, stop):
+        for index, result in _finished(cases, _client_call(call_model), options, stop):
             if on_result:
                 on_result(result)
             waiting[index] = result
@@ -1761,7 +1761,7 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
-def _finished(cases, call, options, limiter, stop):
+def _finished(cases, call, options, stop):
     """Yield (index, CaseResult) as cases finish, in `options.concurrency` worker threads (one:
     this thread), each taking the next case not started, in case-file order, until `stop`."""
     fresh, lock, done = enumerate(cases), threading.Lock(), queue.SimpleQueue()
@@ -1771,14 +1771,14 @@ def _finished(cases, call, options, limiter, stop):
             return None if stop.is_set() else next(fresh, None)
 
     if options.concurrency <= 1:
-        yield from ((index, _run_one(case, call, options, limiter))
+        yield from ((index, _run_one(case, call, options))
                     for index, case in iter(take, None))
         return
 
     def worker():
         for index, case in iter(take, None):
             try:
-                result = _run_one(case, call, options, limiter)
+                result = _run_one(case, call, options)
             except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
                 result = CaseResult(case.id, "error", error=_describe_error(exc))
             done.put((index, result))
