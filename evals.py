@@ -15,22 +15,19 @@ Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepte
      "checks": [{"type": "contains_all", "values": ["manager approval"]}]}
 
 A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call failed: never
-scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
-and does not pass now is a regression until it passes again or `--accept` takes the new result;
-a case repeated (--repeat) in both regresses when its pass rate dropped significantly (Fisher's
-exact test at --alpha). `decide` holds the rules; docs/outcomes.md documents them.
+scored, never a pass). One that passed in the baseline (`last_run.json`) and does not pass now
+is a regression until it passes again or `--accept`; a repeated case regresses when its pass
+rate dropped significantly (Fisher's exact test). `decide` holds the rules (docs/outcomes.md).
 
 Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case), or a pass
 rate below --min-pass-rate; 2 invalid input (case file, baseline, options, client) or an errored
 case, which wins over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no
 baseline written).
 
-The client contract: the harness calls `call_model(input)` (a str, or a conversation: a list of
-{"role", "content"}), adding `case=` (the Case) and `attempt=` (the repeat, from 0) only when
-the function's signature names them. It returns a str, or a mapping or object with `text` and
-any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`. It declares what else it
-can do as attributes: `accepts_conversations = True`, a `batch` method. It imports nothing from
-here.
+The client contract: `call_model(input)` (a str, or a list of {"role", "content"}) gets `case=`
+and `attempt=` only when its signature names them, and returns a str, or a mapping or object
+with `text` and any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`; attributes
+declare the rest (`accepts_conversations = True`, a `batch` method). It imports nothing from here.
 
 Sections, in pipeline order, each calling only the ones above it:
   errors and data    exceptions, Case, CheckResult, Answer, atomic writes, loading callables
@@ -41,9 +38,8 @@ Sections, in pipeline order, each calling only the ones above it:
   outcomes           statistics for repeats, `decide`, the baseline, the run record
   reports            the text summary and GitHub annotations
   command line       options, `main`
-evals_extras.py, beside this file, holds the optional parts (the judge, JSON Schema, the
-IFEval-style text checks, HTML / JUnit / Markdown reports, history, compare, merge, batches,
-budgets); `_extras` imports it when a case or an option needs it.
+evals_extras.py, beside this file, holds the optional parts (judge, JSON Schema, IFEval-style
+checks, HTML / JUnit / Markdown reports, history, compare, merge, batches, budgets): `_extras`.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -123,15 +119,13 @@ class ClientError(EvalsError):
     """A `module:function` (client, judge or check) cannot be imported or is not callable."""
 
 
-# Named tuples and plain classes rather than dataclasses: importing dataclasses (and with it
-# inspect) costs more start-up time than the whole command line needs for --help.
+# Named tuples, not dataclasses: importing dataclasses costs more start-up than --help needs.
 
 class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
                                          defaults=((), None, None))):
-    """One check's verdict on one output. passed: True, False, or None (skipped). reason: what
-    a reviewer reads, for passes too. quoted: the parts of `reason` copied from the output (to
-    hide them without parsing the sentence). flag: None, "review" (a judge was unsure), "error"
-    (could not be scored) or "skipped". judge: the exchange of a `judge` check."""
+    """One check's verdict. passed: True, False or None (skipped); reason: for passes too;
+    quoted: the parts of `reason` copied from the output (so they can be hidden); flag: None,
+    "review" (a judge was unsure), "error" or "skipped"; judge: a `judge` check's exchange."""
 
     __slots__ = ()
 
@@ -150,10 +144,9 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
 class Case(collections.namedtuple(
         "Case", "id input checks description tags metadata path line",
         defaults=("", (), None, "", 0))):
-    """One line of the case file (immutable): id (str), input (str, or a conversation: a list
-    of {"role": "system" | "user" | "assistant", "content": str}, the last from the user),
-    checks (tuple of dicts), description (str), tags (tuple of str), metadata (dict, or None
-    when the line has none), and where it came from: `path` and the 1-based `line`."""
+    """One line of the case file: id, input (str, or a list of {"role": one of ROLES, "content":
+    str}, the last the user's), checks (tuple of dicts), description, tags (tuple of str),
+    metadata (dict or None), and where it came from: `path` and the 1-based `line`."""
 
     __slots__ = ()
 
@@ -164,16 +157,11 @@ class CaseResult(collections.namedtuple(
         "reasoning tool_calls finish_reason passes calls",
         defaults=(None, (), None, None, None, None, None, None, False, None, None, (), None,
                   None, None))):
-    """The outcome of one case run. status: see `case_status`. output: the model's text (None
-    for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
-    message" or None. latency_s: seconds in the call, or None. usage: {"input_tokens",
-    "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
-    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
-    the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer.
-    tool_calls: the tools the model asked to call (tuple of {"name", "arguments"}, see Answer);
-    finish_reason: why the answer ended (one of FINISH_REASONS) or None. passes, calls: with
-    --repeat, the calls that passed of those scored (errored calls are neither), each check
-    dict then carrying its own "passes" and "calls"; None otherwise."""
+    """One case's outcome; unknown parts are None. status: see `case_status`; output: the text
+    (None when the call failed); checks: CheckResult.as_dict dicts; error: "Type: message";
+    usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it sent; tool_calls
+    and finish_reason: as in Answer. With --repeat: attempts (a dict per call), flaky, and
+    passes of calls scored (errors are neither), which each check dict then carries too."""
 
     __slots__ = ()
 
@@ -185,11 +173,9 @@ class CaseResult(collections.namedtuple(
 
 class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason latency_s cost_usd",
                                     defaults=((), None, None, None))):
-    """The whole reply, as a check whose first parameter is named `reply` sees it: text (str),
-    tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote when it
-    was not a JSON object}), finish_reason (one of FINISH_REASONS, or None), latency_s
-    (seconds; None when replayed) and cost_usd (None when unknown). Every other check sees
-    only the text."""
+    """The whole reply a check whose first parameter is `reply` sees (others see the text):
+    tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote}),
+    finish_reason (FINISH_REASONS or None), latency_s (None when replayed), cost_usd or None."""
 
     __slots__ = ()
 
@@ -202,29 +188,29 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
 
 def _tool_calls_problem(calls):
     """What is wrong with a reply's tool calls (a list or tuple of {"name": non-empty str,
-    "arguments": dict or str, "id": optional, dropped}), as a message, or None."""
+    "arguments": dict or str, "id": optional}), as a message, or None."""
     if not isinstance(calls, (list, tuple)):
         return f"'tool_calls' must be a list, got {type(calls).__name__}"
     for number, call in enumerate(calls, 1):
         if not (isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]):
             return f"tool call {number} must be an object with a non-empty string 'name'"
-        if not isinstance(call.get("arguments", {}), (dict, str)):
-            return (f"tool call {number} ({call['name']}): 'arguments' must be a JSON object "
-                    f"(or the string the model wrote), got {type(call['arguments']).__name__}")
-        try:  # records, recordings and reports write them as JSON
-            json.dumps(call.get("arguments", {}), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            return f"tool call {number} ({call['name']}): 'arguments' is not JSON: {exc}"
+        where, arguments = f"tool call {number} ({call['name']})", call.get("arguments", {})
         extra = [key for key in call if key not in ("name", "arguments", "id")]
+        if not isinstance(arguments, (dict, str)):
+            return (f"{where}: 'arguments' must be a JSON object (or the string the model "
+                    f"wrote), got {type(arguments).__name__}")
+        try:  # records, recordings and reports write them as JSON
+            json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return f"{where}: 'arguments' is not JSON: {exc}"
         if extra:
-            return (f"tool call {number} ({call['name']}): unknown key {extra[0]!r} (allowed: "
-                    "name, arguments, id)")
+            return f"{where}: unknown key {extra[0]!r} (allowed: name, arguments, id)"
     return None
 
 
 def _tool_calls(calls):
-    """Valid tool calls as the tuple an Answer holds: {"name", "arguments"} each ({} when the
-    call had none; an id, which differs run to run, dropped)."""
+    """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; id dropped,
+    it differs run to run)."""
     return tuple({"name": call["name"], "arguments": call.get("arguments", {})}
                  for call in calls or ())
 
@@ -1288,17 +1274,21 @@ def _judged(case, check, text, answer, judge, results, reasoning=None):
 # ---------------------------------------------------------------------------------------------
 
 
-CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
+ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
 
+# A case's fields: (required, whether a value is valid, what a valid one is).
+_FIELDS = {
+    "id": (True, lambda v: isinstance(v, str) and v.strip(), "a non-empty string"),
+    "input": (True, lambda v: isinstance(v, (str, list)),
+              'a string or a list of messages ({"role": ..., "content": ...})'),
+    "checks": (True, lambda v: isinstance(v, list) and v, "a non-empty list of checks"),
+    "description": (False, lambda v: isinstance(v, str), "a string"),
+    "tags": (False, lambda v: _is_texts(v, allow_empty=True), "a list of strings"),
+    "metadata": (False, lambda v: isinstance(v, dict), "an object"),
+}
+CASE_FIELDS = tuple(_FIELDS)
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _field_problem(data, name, wanted):
-    return f"field {name!r} must be {wanted}" if name in data else f"missing field {name!r}"
-
-
-ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
 
 
 def _message_problems(message, where):
@@ -1322,15 +1312,11 @@ def _message_problems(message, where):
 
 
 def _input_problems(data):
-    """Problems of a case's "input" (list of str): a string, or a conversation, a non-empty
-    list of {"role": one of ROLES, "content": non-empty string} whose last message is the
-    user's (the model answers it)."""
+    """Problems of a case's conversation (data["input"], a list; [] for anything else): it needs
+    a message, each valid, the last the user's (the model answers it)."""
     value = data.get("input")
-    if isinstance(value, str):
-        return []
     if not isinstance(value, list):
-        return [_field_problem(data, "input", "a string or a list of messages "
-                                              '({"role": ..., "content": ...})')]
+        return []
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
     problems = [problem for index, message in enumerate(value)
@@ -1349,50 +1335,23 @@ def case_problems(data):
         return [f"a case must be a JSON object, got {_json_type(data)}"
                 + (" (one case a line, not an array of cases)" if whole_file else "")]
     problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
-                for key in data if key not in CASE_FIELDS]
-    if not (isinstance(data.get("id"), str) and data["id"].strip()):
-        problems.append(_field_problem(data, "id", "a non-empty string"))
-    for name in ("id", "tags"):
-        texts = data.get(name) if isinstance(data.get(name), list) else [data.get(name)]
-        if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
+                for key in data if key not in _FIELDS]
+    for name, (required, valid, wanted) in _FIELDS.items():
+        if name not in data:
+            problems += [f"missing field {name!r}"] if required else []
+        elif not valid(data[name]):
+            problems.append(f"field {name!r} must be {wanted}")
+        elif name in ("id", "tags") and _LONE_SURROGATE.search("".join(data[name])):
             # "\ud800" decodes to half a character, which no file, terminal or database takes
             # as UTF-8: the history write, or every later run, would fail.
             problems.append(f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
                             "use whole characters")
-    problems += _input_problems(data)
-    checks = data.get("checks")
-    if not isinstance(checks, list) or not checks:
-        problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
-    else:
-        problems += [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
-                     for problem in validate_check(check)]
-    if "description" in data and not isinstance(data["description"], str):
-        problems.append("field 'description' must be a string")
-    if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
-        problems.append("field 'tags' must be a list of strings")
-    if "metadata" in data and not isinstance(data["metadata"], dict):
-        problems.append("field 'metadata' must be an object")
+        elif name == "input":
+            problems += _input_problems(data)
+        elif name == "checks":
+            problems += [f"check {number}: {problem}" for number, check in
+                         enumerate(data["checks"], 1) for problem in validate_check(check)]
     return problems
-
-
-def _read_lines(path, digest):
-    """(line number, text or None when not UTF-8) of each line; the bytes go to `digest`."""
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        reason = exc.strerror or exc
-        if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
-            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
-                      "run from the folder that holds the case file, or pass --cases)")
-        raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
-    with handle:
-        # Binary lines end at "\n" only: a JSON string may hold U+2028, which is no line end.
-        for number, data in enumerate(handle, 1):
-            digest.update(data)
-            try:
-                yield number, data.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                yield number, None
 
 
 def load_cases(path):
@@ -1401,11 +1360,22 @@ def load_cases(path):
     skipped, not renumbered), so no model sees a half-valid suite."""
     import hashlib
 
-    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        reason = exc.strerror or exc
+        if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
+            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
+                      "run from the folder that holds the case file, or pass --cases)")
+        raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
     cases, problems, first_line = [], [], {}
-    for number, raw in _read_lines(path, digest):
+    # Lines end at b"\n" only: a JSON string may hold U+2028, which is no line end.
+    for number, raw in enumerate(content.split(b"\n"), 1):
         where = f"{path}:{number}"
-        if raw is None:
+        try:
+            raw = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r")
+        except UnicodeDecodeError:
             problems.append(f"{where}: not UTF-8 text")
             continue
         if not raw.strip():
@@ -1435,7 +1405,7 @@ def load_cases(path):
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
         raise CaseFileError(problems)
-    return cases, digest.hexdigest()
+    return cases, hashlib.sha256(content).hexdigest()
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
