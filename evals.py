@@ -29,15 +29,8 @@ and `attempt=` only when its signature names them, and returns a str, or a mappi
 with `text` and any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`; attributes
 declare the rest (`accepts_conversations = True`, a `batch` method). It imports nothing from here.
 
-Sections, in pipeline order, each calling only the ones above it:
-  errors and data    exceptions, Case, CheckResult, Answer, atomic writes, loading callables
-  text units         words, phrases, paragraphs, JSON parsing: the rules every check shares
-  checks             the registry (`register`), each check one function, validate and score
-  cases              loading and validating the case file; selection (tags, ids, shards)
-  runner             calling the client (-j, timeouts, repeats), replaying recorded outputs
-  outcomes           statistics for repeats, `decide`, the baseline, the run record
-  reports            the text summary and GitHub annotations
-  command line       options, `main`
+Sections, in pipeline order, each calling only the ones above it: errors and data, text units,
+checks, cases, runner, outcomes, reports, command line.
 evals_extras.py, beside this file, holds the optional parts (judge, JSON Schema, IFEval-style
 checks, HTML / JUnit / Markdown reports, history, compare, merge, batches, budgets): `_extras`.
 
@@ -70,21 +63,18 @@ __all__ = [
     # cases
     "load_cases", "case_problems", "select_cases", "shard_of",
     # runner
-    "run_case", "run_cases",
-    "each_result", "RunOptions", "BudgetExceeded", "RateLimiter",
-    "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
-    "refuse_conversations", "stored_output",
-    # outcomes, baseline, records, history
-    "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
-    "make_record", "summarize", "case_status", "JudgeRequired",
-    "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_jsonl_atomic", "Decision",
+    "run_case", "run_cases", "each_result", "RunOptions", "BudgetExceeded", "RateLimiter",
+    "Interrupted", "latency_percentiles", "load_outputs", "replay_client", "refuse_conversations",
+    "stored_output",
+    # outcomes, baseline, records
+    "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed", "make_record",
+    "summarize", "case_status", "JudgeRequired", "record_problem", "case_reasons", "record_chunks",
+    "write_record", "write_atomic", "write_jsonl_atomic", "Decision",
     # statistics for repeated cases
-    "fisher_one_sided", "min_detectable", "repeat_change",
-    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
+    "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange", "REPEAT_CHANGES",
+    "DEFAULT_ALPHA", "POOLED_RUNS",
     # reports and command line
-    "format_summary", "github_annotations",
-    "main",
+    "format_summary", "github_annotations", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -180,9 +170,8 @@ class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason lat
     __slots__ = ()
 
 
-# Why an answer ended, as my_client normalises each provider's word (its module docstring has
-# the table): the end of the answer, the token limit, a request to call tools, a content
-# filter, a refusal. Each is an answer, scored; only what is not an answer is an error.
+# Why an answer ended, as my_client normalises each provider's word (its docstring has the
+# table). Each is an answer, scored; only what is not an answer is an error.
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
 
 
@@ -209,8 +198,7 @@ def _tool_calls_problem(calls):
 
 
 def _tool_calls(calls):
-    """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; id dropped,
-    it differs run to run)."""
+    """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; no id)."""
     return tuple({"name": call["name"], "arguments": call.get("arguments", {})}
                  for call in calls or ())
 
@@ -263,8 +251,8 @@ def _describe_error(exc):
 
 
 def _raised(exc):
-    """(_describe_error(exc), its message as a quoted part): the message of a user's check or
-    a judge may quote the output; evals' own time-out (`abandoned`) quotes nothing."""
+    """(_describe_error(exc), its message as a quoted part, as it may quote the output; evals'
+    own time-out, `abandoned`, quotes nothing)."""
     text = str(exc).strip()
     return _describe_error(exc), () if getattr(exc, "abandoned", False) or not text else (text,)
 
@@ -291,9 +279,8 @@ def _module_from_file(real):
 
 
 def _extras(needed_for=None):
-    """The optional file evals_extras.py (a module), imported on first use: the one way the core
-    reaches it. None when it is missing and `needed_for` is None; with `needed_for` (what needs
-    it, e.g. "--html" or "check 'judge'"), a missing file raises EvalsError (exit 2)."""
+    """The module evals_extras, the core's one way to it; when the file is missing: None, or
+    with `needed_for` (e.g. "--html", "check 'judge'"), EvalsError (exit 2) naming it."""
     try:
         import evals_extras
     except ModuleNotFoundError as exc:
@@ -331,10 +318,8 @@ def load_callable(spec, option="--client"):
 
 
 def _asking(func):
-    """`func` as call(arg, case, attempt): it is passed `case=` (the Case) and `attempt=` (the
-    0-based repeat index) as keyword arguments only when its signature names such a parameter
-    (read once, here); any other callable gets `arg` alone. The harness's one way to tell a
-    client, or a judge, what it knows."""
+    """`func` (a client or a judge) as call(arg, case, attempt), passing `case=` and `attempt=`
+    (the 0-based repeat) only when its signature names such a parameter."""
     import inspect
 
     try:
@@ -372,9 +357,8 @@ def _start_caller():
 
 def _release_caller():
     """End the calling thread's caller, if any (its kept-alive connections close with it)."""
-    caller = getattr(_CALLERS, "caller", None)
+    caller, _CALLERS.caller = getattr(_CALLERS, "caller", None), None
     if caller is not None:
-        _CALLERS.caller = None
         caller[0].put(None)
 
 
@@ -399,36 +383,28 @@ def _within(func, timeout):
 
 
 def write_atomic(path, data):
-    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
-    atomically (a temporary file in the same folder, fsync, os.replace): an interrupted write
-    never leaves a truncated file. A symbolic link is written through and stays."""
-    import tempfile
-
+    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path` atomically
+    (a new file beside it, fsync, os.replace): an interrupted write never leaves a truncated
+    file. A symbolic link is written through and stays."""
     path = os.path.realpath(path)
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise EvalsError(f"cannot write {path}: there is no folder {directory}")
-    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
+    temporary = f"{path}.{os.urandom(6).hex()}.tmp"
     try:
-        with handle:
+        with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a JSON
             # string its \uXXXX escape is the same value, so write that.
             handle.writelines([data] if isinstance(data, bytes) else
                               (chunk.encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
-        try:  # the temporary file is private (0600): keep the mode of the file it replaces
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:  # a new file gets the mode open() would give it
-            umask = os.umask(0o022)  # the umask can be read only by setting it: set it back
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(handle.name, mode)
-        os.replace(handle.name, path)
+        with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
+            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+            os.unlink(temporary)
         raise
 
 
@@ -517,8 +493,7 @@ def _reject_constant(name):
 def _unique_keys(pairs):
     value = dict(pairs)
     if len(value) < len(pairs):
-        seen = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        duplicate = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
         raise _NotJson(f"duplicate key {duplicate!r} (the last would silently win)")
     return value
 
@@ -1277,7 +1252,7 @@ def _judged(case, check, text, answer, judge, results, reasoning=None):
 ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
 
 # A case's fields: (required, whether a value is valid, what a valid one is).
-_FIELDS = {
+CASE_FIELDS = {
     "id": (True, lambda v: isinstance(v, str) and v.strip(), "a non-empty string"),
     "input": (True, lambda v: isinstance(v, (str, list)),
               'a string or a list of messages ({"role": ..., "content": ...})'),
@@ -1286,7 +1261,6 @@ _FIELDS = {
     "tags": (False, lambda v: _is_texts(v, allow_empty=True), "a list of strings"),
     "metadata": (False, lambda v: isinstance(v, dict), "an object"),
 }
-CASE_FIELDS = tuple(_FIELDS)
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -1335,8 +1309,8 @@ def case_problems(data):
         return [f"a case must be a JSON object, got {_json_type(data)}"
                 + (" (one case a line, not an array of cases)" if whole_file else "")]
     problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
-                for key in data if key not in _FIELDS]
-    for name, (required, valid, wanted) in _FIELDS.items():
+                for key in data if key not in CASE_FIELDS]
+    for name, (required, valid, wanted) in CASE_FIELDS.items():
         if name not in data:
             problems += [f"missing field {name!r}"] if required else []
         elif not valid(data[name]):
@@ -1397,10 +1371,8 @@ def load_cases(path):
             problems.append(f"{where}: duplicate id {case_id!r} "
                             f"(first used on line {first_line[case_id]})")
         if not problems:  # after a problem the file is refused: no case is needed
-            cases.append(Case(
-                id=data["id"], input=data["input"], checks=tuple(data["checks"]),
-                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
-                metadata=data.get("metadata"), path=str(path), line=number))
+            cases.append(Case(**{**data, "checks": tuple(data["checks"]),
+                                 "tags": tuple(data.get("tags", ()))}, path=str(path), line=number))
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
