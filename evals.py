@@ -54,26 +54,17 @@ import unicodedata
 
 __version__ = "0.2.0"
 
-__all__ = [
-    # errors and data
+__all__ = [  # each check_* function is public too
     "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
-    "CaseResult", "Answer", "FINISH_REASONS", "load_callable",
-    # checks (each check_* function is public too)
-    "CHECKS", "register", "validate_check", "run_check", "evaluate", "NO_JUDGE",
-    # cases
-    "load_cases", "case_problems", "select_cases", "shard_of",
-    # runner
-    "run_case", "run_cases", "each_result", "RunOptions", "BudgetExceeded", "RateLimiter",
-    "Interrupted", "latency_percentiles", "load_outputs", "replay_client", "refuse_conversations",
-    "stored_output",
-    # outcomes, baseline, records
-    "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed", "make_record",
-    "summarize", "case_status", "JudgeRequired", "record_problem", "case_reasons", "record_chunks",
-    "write_record", "write_atomic", "write_jsonl_atomic", "Decision",
-    # statistics for repeated cases
-    "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange", "REPEAT_CHANGES",
-    "DEFAULT_ALPHA", "POOLED_RUNS",
-    # reports and command line
+    "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
+    "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
+    "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
+    "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
+    "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
+    "load_baseline", "read_record", "completed", "make_record", "summarize", "case_status",
+    "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
+    "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
+    "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
     "format_summary", "github_annotations", "main",
 ]
 
@@ -199,8 +190,7 @@ def _tool_calls_problem(calls):
 
 def _tool_calls(calls):
     """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; no id)."""
-    return tuple({"name": call["name"], "arguments": call.get("arguments", {})}
-                 for call in calls or ())
+    return tuple({"name": c["name"], "arguments": c.get("arguments", {})} for c in calls or ())
 
 
 def case_status(checks):
@@ -393,8 +383,7 @@ def write_atomic(path, data):
     temporary = f"{path}.{os.urandom(6).hex()}.tmp"
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
-            # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a JSON
-            # string its \uXXXX escape is the same value, so write that.
+            # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
             handle.writelines([data] if isinstance(data, bytes) else
                               (chunk.encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
@@ -445,9 +434,8 @@ def _is_word_char(char):
 
 
 def _count_phrase(text, phrase, whole_word=False, first=False):
-    """Non-overlapping occurrences of `phrase` in `text`, both folded alike (_fold), or with
-    `first`, whether there is one; whole_word wants no word character joined to an end of the
-    phrase that is one ("$100.", "e.g.")."""
+    """Non-overlapping occurrences of `phrase` in `text` (both _fold-ed), or with `first` whether
+    there is one; whole_word: no word character joined to an end that is one ("$100.", "e.g.")."""
     if not whole_word:
         return phrase in text if first else text.count(phrase)
     guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
@@ -1371,8 +1359,8 @@ def load_cases(path):
             problems.append(f"{where}: duplicate id {case_id!r} "
                             f"(first used on line {first_line[case_id]})")
         if not problems:  # after a problem the file is refused: no case is needed
-            cases.append(Case(**{**data, "checks": tuple(data["checks"]),
-                                 "tags": tuple(data.get("tags", ()))}, path=str(path), line=number))
+            fields = {**data, "checks": tuple(data["checks"]), "tags": tuple(data.get("tags", ()))}
+            cases.append(Case(**fields, path=str(path), line=number))
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
