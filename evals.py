@@ -15,35 +15,24 @@ Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepte
      "checks": [{"type": "contains_all", "values": ["manager approval"]}]}
 
 A case ends `pass`, `fail`, `review` (a judge was unsure) or `error` (the call failed: never
-scored, never a pass). One that passed in the baseline (`last_run.json`, the previous run record)
-and does not pass now is a regression until it passes again or `--accept` takes the new result;
-a case repeated (--repeat) in both regresses when its pass rate dropped significantly (Fisher's
-exact test at --alpha). `decide` holds the rules; docs/outcomes.md documents them.
+scored, never a pass). One that passed in the baseline (`last_run.json`) and does not pass now
+is a regression until it passes again or `--accept`; a repeated case regresses when its pass
+rate dropped significantly (Fisher's exact test). `decide` holds the rules (docs/outcomes.md).
 
 Exit codes: 0 nothing regressed; 1 a regression (with --strict, any failing case), or a pass
 rate below --min-pass-rate; 2 invalid input (case file, baseline, options, client) or an errored
 case, which wins over 1 because the run is incomplete; 130 interrupted (Ctrl-C or SIGTERM; no
 baseline written).
 
-The client contract: the harness calls `call_model(input)` (a str, or a conversation: a list of
-{"role", "content"}), adding `case=` (the Case) and `attempt=` (the repeat, from 0) only when
-the function's signature names them. It returns a str, or a mapping or object with `text` and
-any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`. It declares what else it
-can do as attributes: `accepts_conversations = True`, a `batch` method. It imports nothing from
-here.
+The client contract: `call_model(input)` (a str, or a list of {"role", "content"}) gets `case=`
+and `attempt=` only when its signature names them, and returns a str, or a mapping or object
+with `text` and any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`; attributes
+declare the rest (`accepts_conversations = True`, a `batch` method). It imports nothing from here.
 
-Sections, in pipeline order, each calling only the ones above it:
-  errors and data    exceptions, Case, CheckResult, Answer, atomic writes, loading callables
-  text units         words, phrases, paragraphs, JSON parsing: the rules every check shares
-  checks             the registry (`register`), each check one function, validate and score
-  cases              loading and validating the case file; selection (tags, ids, shards)
-  runner             calling the client (-j, timeouts, repeats), replaying recorded outputs
-  outcomes           statistics for repeats, `decide`, the baseline, the run record
-  reports            the text summary and GitHub annotations
-  command line       options, `main`
-evals_extras.py, beside this file, holds the optional parts (the judge, JSON Schema, the
-IFEval-style text checks, HTML / JUnit / Markdown reports, history, compare, merge, batches,
-budgets); `_extras` imports it when a case or an option needs it.
+Sections, in pipeline order, each calling only the ones above it: errors and data, text units,
+checks, cases, runner, outcomes, reports, command line.
+evals_extras.py, beside this file, holds the optional parts (judge, JSON Schema, IFEval-style
+checks, HTML / JUnit / Markdown reports, history, compare, merge, batches, budgets): `_extras`.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -65,30 +54,18 @@ import unicodedata
 
 __version__ = "0.2.0"
 
-__all__ = [
-    # errors and data
+__all__ = [  # each check_* function is public too
     "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
-    "CaseResult", "Answer", "FINISH_REASONS", "load_callable",
-    # checks (each check_* function is public too)
-    "CHECKS", "register", "validate_check", "run_check", "evaluate", "NO_JUDGE",
-    # cases
-    "load_cases", "case_problems", "select_cases", "shard_of",
-    # runner
-    "run_case", "run_cases",
-    "each_result", "RunOptions", "BudgetExceeded", "RateLimiter",
-    "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
-    "refuse_conversations", "stored_output",
-    # outcomes, baseline, records, history
-    "decide", "Baseline", "RunResult", "load_baseline", "read_record", "completed",
-    "make_record", "summarize", "case_status", "JudgeRequired",
-    "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_jsonl_atomic", "Decision",
-    # statistics for repeated cases
-    "fisher_one_sided", "min_detectable", "repeat_change",
-    "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    # reports and command line
-    "format_summary", "github_annotations",
-    "main",
+    "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
+    "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
+    "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
+    "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
+    "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
+    "load_baseline", "read_record", "completed", "make_record", "summarize", "case_status",
+    "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
+    "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
+    "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
+    "format_summary", "github_annotations", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -123,15 +100,13 @@ class ClientError(EvalsError):
     """A `module:function` (client, judge or check) cannot be imported or is not callable."""
 
 
-# Named tuples and plain classes rather than dataclasses: importing dataclasses (and with it
-# inspect) costs more start-up time than the whole command line needs for --help.
+# Named tuples, not dataclasses: importing dataclasses costs more start-up than --help needs.
 
 class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
                                          defaults=((), None, None))):
-    """One check's verdict on one output. passed: True, False, or None (skipped). reason: what
-    a reviewer reads, for passes too. quoted: the parts of `reason` copied from the output (to
-    hide them without parsing the sentence). flag: None, "review" (a judge was unsure), "error"
-    (could not be scored) or "skipped". judge: the exchange of a `judge` check."""
+    """One check's verdict. passed: True, False or None (skipped); reason: for passes too;
+    quoted: the parts of `reason` copied from the output (so they can be hidden); flag: None,
+    "review" (a judge was unsure), "error" or "skipped"; judge: a `judge` check's exchange."""
 
     __slots__ = ()
 
@@ -150,10 +125,9 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
 class Case(collections.namedtuple(
         "Case", "id input checks description tags metadata path line",
         defaults=("", (), None, "", 0))):
-    """One line of the case file (immutable): id (str), input (str, or a conversation: a list
-    of {"role": "system" | "user" | "assistant", "content": str}, the last from the user),
-    checks (tuple of dicts), description (str), tags (tuple of str), metadata (dict, or None
-    when the line has none), and where it came from: `path` and the 1-based `line`."""
+    """One line of the case file: id, input (str, or a list of {"role": one of ROLES, "content":
+    str}, the last the user's), checks (tuple of dicts), description, tags (tuple of str),
+    metadata (dict or None), and where it came from: `path` and the 1-based `line`."""
 
     __slots__ = ()
 
@@ -164,16 +138,11 @@ class CaseResult(collections.namedtuple(
         "reasoning tool_calls finish_reason passes calls",
         defaults=(None, (), None, None, None, None, None, None, False, None, None, (), None,
                   None, None))):
-    """The outcome of one case run. status: see `case_status`. output: the model's text (None
-    for a failed call, which has no checks). checks: CheckResult.as_dict dicts. error: "Type:
-    message" or None. latency_s: seconds in the call, or None. usage: {"input_tokens",
-    "output_tokens"} or None. model: who answered, if said. cost_usd: dollars or None.
-    attempts: with --repeat, one dict per call; flaky: the repeated calls disagreed. sent: what
-    the adapter says it sent (dict) or None; reasoning: the thinking it took out of the answer.
-    tool_calls: the tools the model asked to call (tuple of {"name", "arguments"}, see Answer);
-    finish_reason: why the answer ended (one of FINISH_REASONS) or None. passes, calls: with
-    --repeat, the calls that passed of those scored (errored calls are neither), each check
-    dict then carrying its own "passes" and "calls"; None otherwise."""
+    """One case's outcome; unknown parts are None. status: see `case_status`; output: the text
+    (None when the call failed); checks: CheckResult.as_dict dicts; error: "Type: message";
+    usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it sent; tool_calls
+    and finish_reason: as in Answer. With --repeat: attempts (a dict per call), flaky, and
+    passes of calls scored (errors are neither), which each check dict then carries too."""
 
     __slots__ = ()
 
@@ -185,48 +154,43 @@ class CaseResult(collections.namedtuple(
 
 class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason latency_s cost_usd",
                                     defaults=((), None, None, None))):
-    """The whole reply, as a check whose first parameter is named `reply` sees it: text (str),
-    tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote when it
-    was not a JSON object}), finish_reason (one of FINISH_REASONS, or None), latency_s
-    (seconds; None when replayed) and cost_usd (None when unknown). Every other check sees
-    only the text."""
+    """The whole reply a check whose first parameter is `reply` sees (others see the text):
+    tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote}),
+    finish_reason (FINISH_REASONS or None), latency_s (None when replayed), cost_usd or None."""
 
     __slots__ = ()
 
 
-# Why an answer ended, as my_client normalises each provider's word (its module docstring has
-# the table): the end of the answer, the token limit, a request to call tools, a content
-# filter, a refusal. Each is an answer, scored; only what is not an answer is an error.
+# Why an answer ended, as my_client normalises each provider's word (its docstring has the
+# table). Each is an answer, scored; only what is not an answer is an error.
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "refusal")
 
 
 def _tool_calls_problem(calls):
     """What is wrong with a reply's tool calls (a list or tuple of {"name": non-empty str,
-    "arguments": dict or str, "id": optional, dropped}), as a message, or None."""
+    "arguments": dict or str, "id": optional}), as a message, or None."""
     if not isinstance(calls, (list, tuple)):
         return f"'tool_calls' must be a list, got {type(calls).__name__}"
     for number, call in enumerate(calls, 1):
         if not (isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"]):
             return f"tool call {number} must be an object with a non-empty string 'name'"
-        if not isinstance(call.get("arguments", {}), (dict, str)):
-            return (f"tool call {number} ({call['name']}): 'arguments' must be a JSON object "
-                    f"(or the string the model wrote), got {type(call['arguments']).__name__}")
-        try:  # records, recordings and reports write them as JSON
-            json.dumps(call.get("arguments", {}), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            return f"tool call {number} ({call['name']}): 'arguments' is not JSON: {exc}"
+        where, arguments = f"tool call {number} ({call['name']})", call.get("arguments", {})
         extra = [key for key in call if key not in ("name", "arguments", "id")]
+        if not isinstance(arguments, (dict, str)):
+            return (f"{where}: 'arguments' must be a JSON object (or the string the model "
+                    f"wrote), got {type(arguments).__name__}")
+        try:  # records, recordings and reports write them as JSON
+            json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return f"{where}: 'arguments' is not JSON: {exc}"
         if extra:
-            return (f"tool call {number} ({call['name']}): unknown key {extra[0]!r} (allowed: "
-                    "name, arguments, id)")
+            return f"{where}: unknown key {extra[0]!r} (allowed: name, arguments, id)"
     return None
 
 
 def _tool_calls(calls):
-    """Valid tool calls as the tuple an Answer holds: {"name", "arguments"} each ({} when the
-    call had none; an id, which differs run to run, dropped)."""
-    return tuple({"name": call["name"], "arguments": call.get("arguments", {})}
-                 for call in calls or ())
+    """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; no id)."""
+    return tuple({"name": c["name"], "arguments": c.get("arguments", {})} for c in calls or ())
 
 
 def case_status(checks):
@@ -277,8 +241,8 @@ def _describe_error(exc):
 
 
 def _raised(exc):
-    """(_describe_error(exc), its message as a quoted part): the message of a user's check or
-    a judge may quote the output; evals' own time-out (`abandoned`) quotes nothing."""
+    """(_describe_error(exc), its message as a quoted part, as it may quote the output; evals'
+    own time-out, `abandoned`, quotes nothing)."""
     text = str(exc).strip()
     return _describe_error(exc), () if getattr(exc, "abandoned", False) or not text else (text,)
 
@@ -305,9 +269,8 @@ def _module_from_file(real):
 
 
 def _extras(needed_for=None):
-    """The optional file evals_extras.py (a module), imported on first use: the one way the core
-    reaches it. None when it is missing and `needed_for` is None; with `needed_for` (what needs
-    it, e.g. "--html" or "check 'judge'"), a missing file raises EvalsError (exit 2)."""
+    """The module evals_extras, the core's one way to it; when the file is missing: None, or
+    with `needed_for` (e.g. "--html", "check 'judge'"), EvalsError (exit 2) naming it."""
     try:
         import evals_extras
     except ModuleNotFoundError as exc:
@@ -345,10 +308,8 @@ def load_callable(spec, option="--client"):
 
 
 def _asking(func):
-    """`func` as call(arg, case, attempt): it is passed `case=` (the Case) and `attempt=` (the
-    0-based repeat index) as keyword arguments only when its signature names such a parameter
-    (read once, here); any other callable gets `arg` alone. The harness's one way to tell a
-    client, or a judge, what it knows."""
+    """`func` (a client or a judge) as call(arg, case, attempt), passing `case=` and `attempt=`
+    (the 0-based repeat) only when its signature names such a parameter."""
     import inspect
 
     try:
@@ -386,9 +347,8 @@ def _start_caller():
 
 def _release_caller():
     """End the calling thread's caller, if any (its kept-alive connections close with it)."""
-    caller = getattr(_CALLERS, "caller", None)
+    caller, _CALLERS.caller = getattr(_CALLERS, "caller", None), None
     if caller is not None:
-        _CALLERS.caller = None
         caller[0].put(None)
 
 
@@ -413,36 +373,27 @@ def _within(func, timeout):
 
 
 def write_atomic(path, data):
-    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path`
-    atomically (a temporary file in the same folder, fsync, os.replace): an interrupted write
-    never leaves a truncated file. A symbolic link is written through and stays."""
-    import tempfile
-
+    """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path` atomically
+    (a new file beside it, fsync, os.replace): an interrupted write never leaves a truncated
+    file. A symbolic link is written through and stays."""
     path = os.path.realpath(path)
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise EvalsError(f"cannot write {path}: there is no folder {directory}")
-    handle = tempfile.NamedTemporaryFile("wb", dir=directory, delete=False,
-                                         prefix=os.path.basename(path) + ".", suffix=".tmp")
+    temporary = f"{path}.{os.urandom(6).hex()}.tmp"
     try:
-        with handle:
-            # A lone surrogate (half an emoji from a provider) cannot be UTF-8; inside a JSON
-            # string its \uXXXX escape is the same value, so write that.
+        with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
+            # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
             handle.writelines([data] if isinstance(data, bytes) else
                               (chunk.encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
-        try:  # the temporary file is private (0600): keep the mode of the file it replaces
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:  # a new file gets the mode open() would give it
-            umask = os.umask(0o022)  # the umask can be read only by setting it: set it back
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(handle.name, mode)
-        os.replace(handle.name, path)
+        with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
+            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+            os.unlink(temporary)
         raise
 
 
@@ -483,9 +434,8 @@ def _is_word_char(char):
 
 
 def _count_phrase(text, phrase, whole_word=False, first=False):
-    """Non-overlapping occurrences of `phrase` in `text`, both folded alike (_fold), or with
-    `first`, whether there is one; whole_word wants no word character joined to an end of the
-    phrase that is one ("$100.", "e.g.")."""
+    """Non-overlapping occurrences of `phrase` in `text` (both _fold-ed), or with `first` whether
+    there is one; whole_word: no word character joined to an end that is one ("$100.", "e.g.")."""
     if not whole_word:
         return phrase in text if first else text.count(phrase)
     guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
@@ -531,8 +481,7 @@ def _reject_constant(name):
 def _unique_keys(pairs):
     value = dict(pairs)
     if len(value) < len(pairs):
-        seen = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        duplicate = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
         raise _NotJson(f"duplicate key {duplicate!r} (the last would silently win)")
     return value
 
@@ -1288,17 +1237,20 @@ def _judged(case, check, text, answer, judge, results, reasoning=None):
 # ---------------------------------------------------------------------------------------------
 
 
-CASE_FIELDS = ("id", "input", "checks", "description", "tags", "metadata")
+ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
 
+# A case's fields: (required, whether a value is valid, what a valid one is).
+CASE_FIELDS = {
+    "id": (True, lambda v: isinstance(v, str) and v.strip(), "a non-empty string"),
+    "input": (True, lambda v: isinstance(v, (str, list)),
+              'a string or a list of messages ({"role": ..., "content": ...})'),
+    "checks": (True, lambda v: isinstance(v, list) and v, "a non-empty list of checks"),
+    "description": (False, lambda v: isinstance(v, str), "a string"),
+    "tags": (False, lambda v: _is_texts(v, allow_empty=True), "a list of strings"),
+    "metadata": (False, lambda v: isinstance(v, dict), "an object"),
+}
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _field_problem(data, name, wanted):
-    return f"field {name!r} must be {wanted}" if name in data else f"missing field {name!r}"
-
-
-ROLES = ("system", "user", "assistant")  # a conversation's message roles, as chat APIs name them
 
 
 def _message_problems(message, where):
@@ -1322,15 +1274,11 @@ def _message_problems(message, where):
 
 
 def _input_problems(data):
-    """Problems of a case's "input" (list of str): a string, or a conversation, a non-empty
-    list of {"role": one of ROLES, "content": non-empty string} whose last message is the
-    user's (the model answers it)."""
+    """Problems of a case's conversation (data["input"], a list; [] for anything else): it needs
+    a message, each valid, the last the user's (the model answers it)."""
     value = data.get("input")
-    if isinstance(value, str):
-        return []
     if not isinstance(value, list):
-        return [_field_problem(data, "input", "a string or a list of messages "
-                                              '({"role": ..., "content": ...})')]
+        return []
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
     problems = [problem for index, message in enumerate(value)
@@ -1350,49 +1298,22 @@ def case_problems(data):
                 + (" (one case a line, not an array of cases)" if whole_file else "")]
     problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
                 for key in data if key not in CASE_FIELDS]
-    if not (isinstance(data.get("id"), str) and data["id"].strip()):
-        problems.append(_field_problem(data, "id", "a non-empty string"))
-    for name in ("id", "tags"):
-        texts = data.get(name) if isinstance(data.get(name), list) else [data.get(name)]
-        if any(isinstance(t, str) and _LONE_SURROGATE.search(t) for t in texts):
+    for name, (required, valid, wanted) in CASE_FIELDS.items():
+        if name not in data:
+            problems += [f"missing field {name!r}"] if required else []
+        elif not valid(data[name]):
+            problems.append(f"field {name!r} must be {wanted}")
+        elif name in ("id", "tags") and _LONE_SURROGATE.search("".join(data[name])):
             # "\ud800" decodes to half a character, which no file, terminal or database takes
             # as UTF-8: the history write, or every later run, would fail.
             problems.append(f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
                             "use whole characters")
-    problems += _input_problems(data)
-    checks = data.get("checks")
-    if not isinstance(checks, list) or not checks:
-        problems.append(_field_problem(data, "checks", "a non-empty list of checks"))
-    else:
-        problems += [f"check {number}: {problem}" for number, check in enumerate(checks, 1)
-                     for problem in validate_check(check)]
-    if "description" in data and not isinstance(data["description"], str):
-        problems.append("field 'description' must be a string")
-    if "tags" in data and not _is_texts(data["tags"], allow_empty=True):
-        problems.append("field 'tags' must be a list of strings")
-    if "metadata" in data and not isinstance(data["metadata"], dict):
-        problems.append("field 'metadata' must be an object")
+        elif name == "input":
+            problems += _input_problems(data)
+        elif name == "checks":
+            problems += [f"check {number}: {problem}" for number, check in
+                         enumerate(data["checks"], 1) for problem in validate_check(check)]
     return problems
-
-
-def _read_lines(path, digest):
-    """(line number, text or None when not UTF-8) of each line; the bytes go to `digest`."""
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        reason = exc.strerror or exc
-        if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
-            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
-                      "run from the folder that holds the case file, or pass --cases)")
-        raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
-    with handle:
-        # Binary lines end at "\n" only: a JSON string may hold U+2028, which is no line end.
-        for number, data in enumerate(handle, 1):
-            digest.update(data)
-            try:
-                yield number, data.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                yield number, None
 
 
 def load_cases(path):
@@ -1401,11 +1322,22 @@ def load_cases(path):
     skipped, not renumbered), so no model sees a half-valid suite."""
     import hashlib
 
-    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        reason = exc.strerror or exc
+        if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
+            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
+                      "run from the folder that holds the case file, or pass --cases)")
+        raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
     cases, problems, first_line = [], [], {}
-    for number, raw in _read_lines(path, digest):
+    # Lines end at b"\n" only: a JSON string may hold U+2028, which is no line end.
+    for number, raw in enumerate(content.split(b"\n"), 1):
         where = f"{path}:{number}"
-        if raw is None:
+        try:
+            raw = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r")
+        except UnicodeDecodeError:
             problems.append(f"{where}: not UTF-8 text")
             continue
         if not raw.strip():
@@ -1427,15 +1359,13 @@ def load_cases(path):
             problems.append(f"{where}: duplicate id {case_id!r} "
                             f"(first used on line {first_line[case_id]})")
         if not problems:  # after a problem the file is refused: no case is needed
-            cases.append(Case(
-                id=data["id"], input=data["input"], checks=tuple(data["checks"]),
-                description=data.get("description", ""), tags=tuple(data.get("tags", ())),
-                metadata=data.get("metadata"), path=str(path), line=number))
+            fields = {**data, "checks": tuple(data["checks"]), "tags": tuple(data.get("tags", ()))}
+            cases.append(Case(**fields, path=str(path), line=number))
     if not cases and not problems:
         problems.append(f"{path}: no cases (the file is empty)")
     if problems:
         raise CaseFileError(problems)
-    return cases, digest.hexdigest()
+    return cases, hashlib.sha256(content).hexdigest()
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
