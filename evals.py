@@ -361,9 +361,6 @@ def _asking(func):
         ("case", case), ("attempt", attempt)) if name in named})
 
 
-_judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
-
-
 _CALLERS = threading.local()  # a worker thread's `caller`: the (jobs, answers) of its timed calls
 
 
@@ -569,15 +566,13 @@ def _parse_json(output, allow_fence=False):
 # Checks: each one function, declared by its signature, (output, **params) -> CheckResult
 # ---------------------------------------------------------------------------------------------
 #
-# A check's parameters are its function's parameters: the annotation is the kind (how a value
-# is validated), a default makes it optional, and a function with **params takes any other key.
-# An optional `rule` sees the whole check for what spans parameters (bounds, a pattern with its
-# flags). Validation, --list-checks, `negate` and the README table all come from this registry.
+# A check's parameters are its function's: the annotation is the kind (a function of a value:
+# what is wrong with it, or None), a default makes it optional, **params takes any other key.
+# Validation, --list-checks, `negate` and the docs' table all come from this registry.
 
 Param = collections.namedtuple("Param", "kind required default")
-# A registered check: function, parameters ({name: Param}), whether it takes any other key
-# (`open`), its rule across parameters, whether it needs a judge, one-line summary, and whether
-# it sees the whole reply (`whole`: its first parameter is named `reply`).
+# open: it takes any other key; rule(check) -> problems across parameters; whole: it sees the
+# Answer (its first parameter is named `reply`), not only a text.
 CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
@@ -587,7 +582,6 @@ _EXTRA_CHECKS = ("sentence_count", "paragraph_count", "bullet_count", "letter_ca
 
 
 def _kind(test, message):
-    """A parameter kind: a function of a value, what is wrong with it (str) or None."""
     return lambda value: None if test(value) else message
 
 
@@ -603,7 +597,6 @@ def _is_number(value):
 
 
 def Choice(*choices):
-    """The kind of a parameter that takes one of `choices`."""
     listed = "must be one of " + ", ".join(map(repr, choices))
     return lambda v: None if v in choices else listed + (
         _did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
@@ -625,9 +618,8 @@ _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
 
 def register(func=None, *, rule=None, needs_judge=False):
-    """Register `check_NAME(output, ...)` as the check type NAME, its parameters read from its
-    signature; returns the function unchanged. rule(check dict) -> list of problems;
-    needs_judge: the function takes keyword-only `ask` (prompt -> reply) and `case_input`."""
+    """Register `check_NAME(output, ...)` as the check type NAME; returns it unchanged.
+    needs_judge: it takes keyword-only `ask` (prompt -> reply) and `case_input`."""
     if func is None:
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
@@ -687,38 +679,36 @@ def _counted(count, unit, min=None, max=None, of=""):
     return CheckResult(True, f"{measured}, {wanted}")
 
 
-def _phrases_verdict(kind, values, found):
-    """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
-    if kind == "contains_all":
-        missing = [v for v in values if v not in found]
-        return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
-                           else f"found all of {_quote_all(values)}")
-    if not found:
-        return CheckResult(kind == "not_contains", f"none of {_quote_all(values)} found")
-    forbidden = " forbidden:" if kind == "not_contains" else ""
-    return CheckResult(kind == "contains_any", f"found{forbidden} {_quote_all(found)}")
-
-
-def _phrase_check(kind, summary):
-    """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
-    def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-        folded = _fold(output, ignore_case)
-        found = [value for value in values
-                 if _count_phrase(folded, _fold(value, ignore_case), whole_word, first=True)]
-        return _phrases_verdict(kind, tuple(values), tuple(found))
-    check.__name__ = check.__qualname__ = f"check_{kind}"
-    check.__doc__ = summary
-    return register(check)
-
-
 # ---- phrases and exact text ----
 
-check_contains_any = _phrase_check(
-    "contains_any", "At least one of `values` occurs (case-insensitive by default).")
-check_contains_all = _phrase_check(
-    "contains_all", "Every one of `values` occurs; the reason lists the missing ones.")
-check_not_contains = _phrase_check(
-    "not_contains", "None of `values` occurs; the reason lists the ones found.")
+def _found(output, values, ignore_case, whole_word):
+    folded = _fold(output, ignore_case)
+    return [v for v in values if _count_phrase(folded, _fold(v, ignore_case), whole_word, True)]
+
+
+@register
+def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """At least one of `values` occurs (case-insensitive by default)."""
+    found = _found(output, values, ignore_case, whole_word)
+    return CheckResult(bool(found), f"found {_quote_all(found)}" if found
+                       else f"none of {_quote_all(values)} found")
+
+
+@register
+def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """Every one of `values` occurs; the reason lists the missing ones."""
+    found = _found(output, values, ignore_case, whole_word)
+    missing = [v for v in values if v not in found]
+    return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
+                       else f"found all of {_quote_all(values)}")
+
+
+@register
+def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """None of `values` occurs; the reason lists the ones found."""
+    found = _found(output, values, ignore_case, whole_word)
+    return CheckResult(not found, f"found forbidden: {_quote_all(found)}" if found
+                       else f"none of {_quote_all(values)} found")
 
 
 @register
@@ -751,13 +741,13 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
 def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                       whole_word: Bool = False, paragraph: Position = None):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
-    if paragraph is None:
-        return _edge(output, value, ignore_case, strip, whole_word, True, "output ")
-    paragraphs = _paragraphs(output)
-    if paragraph > len(paragraphs):
-        return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
-    return _edge(paragraphs[paragraph - 1], value, ignore_case, strip, whole_word, True,
-                 f"paragraph {paragraph} ")
+    where = "output "
+    if paragraph is not None:
+        paragraphs = _paragraphs(output)
+        if paragraph > len(paragraphs):
+            return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+        output, where = paragraphs[paragraph - 1], f"paragraph {paragraph} "
+    return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
 @register
@@ -972,10 +962,9 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
         if called == list(names):
             return CheckResult(True, f"called exactly {wanted}")
         return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
-    found = 0
+    found = 0  # how many of `names` were called in order
     for called_name in called:
-        if found < len(names) and called_name == names[found]:
-            found += 1
+        found += found < len(names) and called_name == names[found]
     if found == len(names):
         return CheckResult(True, f"called {wanted} (the calls: {calls})")
     after = f" after {names[found - 1]}" if found else ""
@@ -989,21 +978,15 @@ def check_finish_reason(reply, values: FinishReasons):
     `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
     as `stop`).
 
-    A reply that names no finish reason (a client returning a plain str, a word my_client does
-    not know, a recording stored as a str) ended normally as far as anyone can tell: it counts
-    as "stop", the rule by which stored_output keeps such a reply a plain str, so that a replay
-    gives the verdict of the live run."""
-    ended = reply.finish_reason or "stop"  # the same reason live and replayed
+    None counts as "stop", as stored_output keeps such a reply a plain str: a replay gives the
+    verdict of the live run."""
+    ended = reply.finish_reason or "stop"
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
 
 
-# ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
-#
-# No outcome is silent: a listed violation fails the check; none, with a confidence below
-# min_confidence, makes it `review`; a reply that is not a valid verdict, or a judge call that
-# raised, makes it `error` (never scored, never a pass).
+# ---- judge (its check is in evals_extras.py) ----
 
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
@@ -1016,15 +999,12 @@ class JudgeRequired(EvalsError):
 
 def _callable_name(func):
     module = getattr(func, "__module__", None) or "?"
-    name = getattr(func, "__qualname__", None) or type(func).__name__
-    return f"{module}:{name}"
+    return f"{module}:{getattr(func, '__qualname__', None) or type(func).__name__}"
 
 
-# ---- latency and cost ----
+# ---- latency (cost: evals_extras.py) ----
 #
-# Budgets per call, scored on the whole reply. What was not measured is not applicable (passed
-# None, flag "skipped"), never a pass: a replayed answer took no model time, and a model missing
-# from the price table, or a reply without usage, has no cost.
+# What was not measured is not applicable (passed None, flag "skipped"), never a pass.
 
 Amount = _kind(lambda v: _is_number(v) and v >= 0, "must be a number of 0 or more")
 
@@ -1038,18 +1018,6 @@ def check_max_latency_s(reply, seconds: Amount):
                                  "re-scored answer)", flag="skipped")
     return CheckResult(reply.latency_s <= seconds, f"took {reply.latency_s:.3f} s, expected at "
                                                    f"most {seconds:g} s")
-
-
-@register
-def check_max_cost_usd(reply, usd: Amount):
-    """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
-    not applicable when the cost is unknown."""
-    if reply.cost_usd is None:
-        return CheckResult(None, "not applicable: the cost is unknown (a replayed answer, a "
-                                 "reply without token usage, or a model not in the price "
-                                 "table; see --prices)", flag="skipped")
-    return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
-                                              f"${usd:g}")
 
 
 # ---- the user's own checks ----
@@ -1237,50 +1205,28 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
     answer = output if isinstance(output, Answer) else Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
-    results, judged = [], []
-    for check in case.checks:
-        spec = CHECKS[check["type"]]
-        if spec.needs_judge:
-            judged.append(len(results))
-            results.append(None)
-        else:
-            results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
-                                   spec.name))
-    if judged and judge is not None and judge is not NO_JUDGE:
-        judge = _told(judge, case, attempt)
-    for index in judged:  # after the deterministic checks, which decide whether to ask
-        check = case.checks[index]
-        results[index] = _judged(case, check, text, answer, judge, results,
-                                 reasoning).as_dict(check["type"])
-    return case_status(results), results
-
-
-def _told(judge, case, attempt):
-    """`judge` as prompt -> reply for `case` and `attempt` (see _asking), keeping its name."""
-    try:
-        call = _judge_asking(judge)
-    except TypeError:  # an unhashable callable: its signature read for this case
-        call = _asking(judge)
-
-    def ask(prompt):
-        return call(prompt, case, attempt)
-
-    ask.name = getattr(judge, "name", None) or _callable_name(judge)
-    return ask
-
-
-def _judged(case, check, text, answer, judge, results, reasoning=None):
-    """The CheckResult of a check that needs a judge, after the deterministic `results`."""
-    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
-                                     and not CHECKS[c["type"]].needs_judge))
+    specs = [CHECKS[check["type"]] for check in case.checks]
+    results = [None if spec.needs_judge else _shared(
+        _score(spec, check, text, answer, reasoning=reasoning), spec.name)
+        for spec, check in zip(specs, case.checks)]
+    if None not in results:
+        return case_status(results), results
+    failed = ", ".join(dict.fromkeys(r["type"] for r in results if r and r["passed"] is False))
     if judge is NO_JUDGE:
-        return CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
-    if failed:
-        return CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
-                                 "judge was not asked", flag="skipped")
-    if judge is None:
-        return CheckResult(False, _NEEDS_JUDGE, flag="error")
-    return _score(CHECKS[check["type"]], check, text, answer, judge, case.input, reasoning)
+        unjudged = CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
+    elif failed:
+        unjudged = CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
+                                     "judge was not asked", flag="skipped")
+    elif judge is None:
+        unjudged = CheckResult(False, _NEEDS_JUDGE, flag="error")
+    else:  # the judge as `ask` (prompt -> reply) for this case and attempt, keeping its name
+        unjudged, ask = None, functools.partial(_asking(judge), case=case, attempt=attempt)
+        ask.name = getattr(judge, "name", None) or _callable_name(judge)
+    for index, (spec, check) in enumerate(zip(specs, case.checks)):
+        if results[index] is None:
+            results[index] = (unjudged or _score(spec, check, text, answer, ask, case.input,
+                                                 reasoning)).as_dict(spec.name)
+    return case_status(results), results
 
 
 # ---------------------------------------------------------------------------------------------
