@@ -629,9 +629,8 @@ def register(func=None, *, rule=None, needs_judge=False):
               for name in names}
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
-    takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
-    whole = code.co_varnames[0] == "reply"  # it sees the Answer, not only the text
-    CHECKS[name] = CheckSpec(name, func, params, takes_any, rule, needs_judge, summary, whole)
+    CHECKS[name] = CheckSpec(name, func, params, bool(code.co_flags & 0x08),  # CO_VARKEYWORDS
+                             rule, needs_judge, summary, code.co_varnames[0] == "reply")
     return func
 
 
@@ -883,10 +882,7 @@ def _json_equal(a, b, subset=False):
     return a == b
 
 
-# ---- the whole reply: tool calls and how it ended ----
-#
-# These checks see the Answer, not the text: the tools the model asked to call, in its order,
-# and why it stopped. A reply that only called tools has no text, and is scored on its calls.
+# ---- the whole reply: tool calls and how it ended (these checks see the Answer) ----
 
 JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
 
@@ -897,6 +893,8 @@ def JsonSchema(value):
         return _extras("a JSON Schema").Schema(value)
     except EvalsError as exc:
         return str(exc)
+
+
 FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
                       "must be a non-empty list of " + ", ".join(FINISH_REASONS))
 
@@ -931,9 +929,7 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: J
                       min: Count = 1, max: Count = None):
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
-    `schema`; negated: no such call.
-
-    Only the named calls count: other tools may be called too (see tool_sequence)."""
+    `schema`; negated: no such call."""
     named = [call for call in reply.tool_calls if call["name"] == name]
     quoted = []
     misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
@@ -942,12 +938,9 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: J
     result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
-    misses = [miss for miss in misses if miss is not None]
-    if not named:
-        called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
-        detail = f"the reply called {called}" if called else "the reply called no tool"
-    else:
-        detail = _truncated_list(misses, 3)
+    called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
+    detail = (_truncated_list([miss for miss in misses if miss is not None], 3) if named
+              else f"the reply called {called}" if called else "the reply called no tool")
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
@@ -959,9 +952,8 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
     calls = ", ".join(called) or "none"
     wanted = " then ".join(names)
     if exact:
-        if called == list(names):
-            return CheckResult(True, f"called exactly {wanted}")
-        return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
+        return (CheckResult(True, f"called exactly {wanted}") if called == list(names)
+                else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}"))
     found = 0  # how many of `names` were called in order
     for called_name in called:
         found += found < len(names) and called_name == names[found]
@@ -1079,9 +1071,9 @@ def check_python(output, function: Function, **params):
 # ---- validating and running checks ----
 
 def validate_check(check):
-    """Problems of one check definition (a dict from the case file), as a list of strings;
-    none when the type and parameters are known, of their kind, the required ones present and
-    the check's rule holds. A `python` check's function is imported here."""
+    """The problems (list of str) of one check (a dict from the case file): unknown type or
+    parameter, wrong kind, missing, or against its rule. A `python` check's function is
+    imported here."""
     if not isinstance(check, dict):
         return [f"must be an object, got {_json_type(check)}"]
     kind = check.get("type")
@@ -1125,12 +1117,10 @@ def _did_you_mean(name, known):
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
-    """Score one validated check (dict) on `output` (str, or an Answer); returns a CheckResult.
+    """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
 
-    An empty or white-space-only text fails every check of the text, negated ones included. A
-    judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
-    raises KeyError (see `validate_check`). reasoning: the model's thinking, for "on":
-    "reasoning"."""
+    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
+    raises KeyError. reasoning: the model's thinking, for "on": "reasoning"."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1138,10 +1128,7 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
     return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
 
 
-_EMPTY = CheckResult(False, "the output is empty")
-_NO_REASONING = CheckResult(False, "the model gave no reasoning")
-# How an answer that did not end by itself is named in the reason of a text check it fails:
-# the text is the model's answer all the same, and is scored, but a reviewer must see why.
+# An answer that did not end by itself is scored all the same; a failing reason says why.
 _ENDINGS = {"length": "the answer was cut at the token limit",
             "content_filter": "the answer was stopped by a content filter",
             "refusal": "the model refused"}
@@ -1163,15 +1150,13 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
     if params.pop("on", "answer") == "reasoning":
         text = _scorable(reasoning)
         if text is None:
-            return _ended(_NO_REASONING, answer)
+            return _ended(CheckResult(False, "the model gave no reasoning"), answer)
     if spec.whole:
         text = answer
-    elif text is None:
-        if answer.tool_calls:
-            called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
-            return _ended(CheckResult(False, f"the reply has no text; it called {called}"),
-                          answer)
-        return _ended(_EMPTY, answer)
+    elif text is None:  # an empty text fails every check of the text, negated ones included
+        called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
+        return _ended(CheckResult(False, f"the reply has no text; it called {called}" if called
+                                  else "the output is empty"), answer)
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
@@ -1189,9 +1174,8 @@ def _ended(result, answer):
         reason=f"{result.reason} ({ending}: finish_reason {answer.finish_reason})")
 
 
-# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
-# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
-# check dicts of a result as read-only.
+# Check results repeat across cases ("found 'manager'"): their dicts are shared (read-only), so
+# a 100,000-case suite holds a few thousand of them instead of half a million.
 _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
 
