@@ -659,7 +659,6 @@ def _plural(n, word):
 
 
 def _truncated_list(items, limit, sep="; "):
-    """The first `limit` of `items` (str) joined by `sep`, then " (+N more)" for the rest."""
     more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
     return sep.join(items[:limit]) + more
 
@@ -841,12 +840,9 @@ def check_json_valid(output, allow_fence: Bool = False):
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
 
-_JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
-               (type(None), "null"))
-
-
 def _json_type(value):
-    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "number")
+    return next((name for cls, name in ((dict, "object"), (list, "array"), (str, "string"),
+                 (bool, "boolean"), (type(None), "null")) if isinstance(value, cls)), "number")
 
 
 @register
@@ -888,7 +884,6 @@ JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
 
 
 def JsonSchema(value):
-    """The kind of a JSON Schema parameter: its problems (evals_extras.py reads schemas)."""
     try:
         return _extras("a JSON Schema").Schema(value)
     except EvalsError as exc:
@@ -930,8 +925,7 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: J
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
     `schema`; negated: no such call."""
-    named = [call for call in reply.tool_calls if call["name"] == name]
-    quoted = []
+    named, quoted = [call for call in reply.tool_calls if call["name"] == name], []
     misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
     count = misses.count(None)
     matching = " with matching arguments" if arguments is not None or schema is not None else ""
@@ -968,11 +962,8 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
 def check_finish_reason(reply, values: FinishReasons):
     """The reply ended for one of `values`: `stop`, `length` (the token limit), `tool_calls`,
     `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
-    as `stop`).
-
-    None counts as "stop", as stored_output keeps such a reply a plain str: a replay gives the
-    verdict of the live run."""
-    ended = reply.finish_reason or "stop"
+    as `stop`)."""
+    ended = reply.finish_reason or "stop"  # as stored_output keeps it a str: replays agree
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
@@ -994,9 +985,7 @@ def _callable_name(func):
     return f"{module}:{getattr(func, '__qualname__', None) or type(func).__name__}"
 
 
-# ---- latency (cost: evals_extras.py) ----
-#
-# What was not measured is not applicable (passed None, flag "skipped"), never a pass.
+# ---- latency (cost: evals_extras.py); not measured: not applicable (skipped), never a pass ----
 
 Amount = _kind(lambda v: _is_number(v) and v >= 0, "must be a number of 0 or more")
 
@@ -1024,7 +1013,6 @@ def _user_check(spec):
 
 
 def Function(spec):
-    """The kind of a function named MODULE:FUNCTION: why it cannot be loaded, or None."""
     if not isinstance(spec, str):
         return "must be a string MODULE:FUNCTION"
     try:
@@ -1166,7 +1154,6 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
 
 
 def _ended(result, answer):
-    """`result`, its failing reason naming an answer that did not end by itself (_ENDINGS)."""
     ending = _ENDINGS.get(answer.finish_reason)
     if ending is None or result.passed is not False or result.flag is not None:
         return result
