@@ -322,9 +322,6 @@ def _asking(func):
         ("case", case), ("attempt", attempt)) if name in named})
 
 
-_judge_asking = functools.lru_cache(maxsize=32)(_asking)  # a run's judge: read once
-
-
 _CALLERS = threading.local()  # a worker thread's `caller`: the (jobs, answers) of its timed calls
 
 
@@ -518,15 +515,13 @@ def _parse_json(output, allow_fence=False):
 # Checks: each one function, declared by its signature, (output, **params) -> CheckResult
 # ---------------------------------------------------------------------------------------------
 #
-# A check's parameters are its function's parameters: the annotation is the kind (how a value
-# is validated), a default makes it optional, and a function with **params takes any other key.
-# An optional `rule` sees the whole check for what spans parameters (bounds, a pattern with its
-# flags). Validation, --list-checks, `negate` and the README table all come from this registry.
+# A check's parameters are its function's: the annotation is the kind (a function of a value:
+# what is wrong with it, or None), a default makes it optional, **params takes any other key.
+# Validation, --list-checks, `negate` and the docs' table all come from this registry.
 
 Param = collections.namedtuple("Param", "kind required default")
-# A registered check: function, parameters ({name: Param}), whether it takes any other key
-# (`open`), its rule across parameters, whether it needs a judge, one-line summary, and whether
-# it sees the whole reply (`whole`: its first parameter is named `reply`).
+# open: it takes any other key; rule(check) -> problems across parameters; whole: it sees the
+# Answer (its first parameter is named `reply`), not only a text.
 CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
@@ -536,7 +531,6 @@ _EXTRA_CHECKS = ("sentence_count", "paragraph_count", "bullet_count", "letter_ca
 
 
 def _kind(test, message):
-    """A parameter kind: a function of a value, what is wrong with it (str) or None."""
     return lambda value: None if test(value) else message
 
 
@@ -552,7 +546,6 @@ def _is_number(value):
 
 
 def Choice(*choices):
-    """The kind of a parameter that takes one of `choices`."""
     listed = "must be one of " + ", ".join(map(repr, choices))
     return lambda v: None if v in choices else listed + (
         _did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
@@ -574,9 +567,8 @@ _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
 
 def register(func=None, *, rule=None, needs_judge=False):
-    """Register `check_NAME(output, ...)` as the check type NAME, its parameters read from its
-    signature; returns the function unchanged. rule(check dict) -> list of problems;
-    needs_judge: the function takes keyword-only `ask` (prompt -> reply) and `case_input`."""
+    """Register `check_NAME(output, ...)` as the check type NAME; returns it unchanged.
+    needs_judge: it takes keyword-only `ask` (prompt -> reply) and `case_input`."""
     if func is None:
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
@@ -586,9 +578,8 @@ def register(func=None, *, rule=None, needs_judge=False):
               for name in names}
     name = func.__name__[len("check_"):]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
-    takes_any = bool(code.co_flags & 0x08)  # inspect.CO_VARKEYWORDS: it has **params
-    whole = code.co_varnames[0] == "reply"  # it sees the Answer, not only the text
-    CHECKS[name] = CheckSpec(name, func, params, takes_any, rule, needs_judge, summary, whole)
+    CHECKS[name] = CheckSpec(name, func, params, bool(code.co_flags & 0x08),  # CO_VARKEYWORDS
+                             rule, needs_judge, summary, code.co_varnames[0] == "reply")
     return func
 
 
@@ -617,7 +608,6 @@ def _plural(n, word):
 
 
 def _truncated_list(items, limit, sep="; "):
-    """The first `limit` of `items` (str) joined by `sep`, then " (+N more)" for the rest."""
     more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
     return sep.join(items[:limit]) + more
 
@@ -636,38 +626,36 @@ def _counted(count, unit, min=None, max=None, of=""):
     return CheckResult(True, f"{measured}, {wanted}")
 
 
-def _phrases_verdict(kind, values, found):
-    """The CheckResult of phrase check `kind` given its `values` and those `found` (tuples)."""
-    if kind == "contains_all":
-        missing = [v for v in values if v not in found]
-        return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
-                           else f"found all of {_quote_all(values)}")
-    if not found:
-        return CheckResult(kind == "not_contains", f"none of {_quote_all(values)} found")
-    forbidden = " forbidden:" if kind == "not_contains" else ""
-    return CheckResult(kind == "contains_any", f"found{forbidden} {_quote_all(found)}")
-
-
-def _phrase_check(kind, summary):
-    """Register the phrase check `kind` (contains_any, contains_all or not_contains)."""
-    def check(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
-        folded = _fold(output, ignore_case)
-        found = [value for value in values
-                 if _count_phrase(folded, _fold(value, ignore_case), whole_word, first=True)]
-        return _phrases_verdict(kind, tuple(values), tuple(found))
-    check.__name__ = check.__qualname__ = f"check_{kind}"
-    check.__doc__ = summary
-    return register(check)
-
-
 # ---- phrases and exact text ----
 
-check_contains_any = _phrase_check(
-    "contains_any", "At least one of `values` occurs (case-insensitive by default).")
-check_contains_all = _phrase_check(
-    "contains_all", "Every one of `values` occurs; the reason lists the missing ones.")
-check_not_contains = _phrase_check(
-    "not_contains", "None of `values` occurs; the reason lists the ones found.")
+def _found(output, values, ignore_case, whole_word):
+    folded = _fold(output, ignore_case)
+    return [v for v in values if _count_phrase(folded, _fold(v, ignore_case), whole_word, True)]
+
+
+@register
+def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """At least one of `values` occurs (case-insensitive by default)."""
+    found = _found(output, values, ignore_case, whole_word)
+    return CheckResult(bool(found), f"found {_quote_all(found)}" if found
+                       else f"none of {_quote_all(values)} found")
+
+
+@register
+def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """Every one of `values` occurs; the reason lists the missing ones."""
+    found = _found(output, values, ignore_case, whole_word)
+    missing = [v for v in values if v not in found]
+    return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
+                       else f"found all of {_quote_all(values)}")
+
+
+@register
+def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
+    """None of `values` occurs; the reason lists the ones found."""
+    found = _found(output, values, ignore_case, whole_word)
+    return CheckResult(not found, f"found forbidden: {_quote_all(found)}" if found
+                       else f"none of {_quote_all(values)} found")
 
 
 @register
@@ -700,13 +688,13 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
 def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                       whole_word: Bool = False, paragraph: Position = None):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
-    if paragraph is None:
-        return _edge(output, value, ignore_case, strip, whole_word, True, "output ")
-    paragraphs = _paragraphs(output)
-    if paragraph > len(paragraphs):
-        return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
-    return _edge(paragraphs[paragraph - 1], value, ignore_case, strip, whole_word, True,
-                 f"paragraph {paragraph} ")
+    where = "output "
+    if paragraph is not None:
+        paragraphs = _paragraphs(output)
+        if paragraph > len(paragraphs):
+            return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+        output, where = paragraphs[paragraph - 1], f"paragraph {paragraph} "
+    return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
 @register
@@ -801,12 +789,9 @@ def check_json_valid(output, allow_fence: Bool = False):
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
 
-_JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"),
-               (type(None), "null"))
-
-
 def _json_type(value):
-    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "number")
+    return next((name for cls, name in ((dict, "object"), (list, "array"), (str, "string"),
+                 (bool, "boolean"), (type(None), "null")) if isinstance(value, cls)), "number")
 
 
 @register
@@ -842,20 +827,18 @@ def _json_equal(a, b, subset=False):
     return a == b
 
 
-# ---- the whole reply: tool calls and how it ended ----
-#
-# These checks see the Answer, not the text: the tools the model asked to call, in its order,
-# and why it stopped. A reply that only called tools has no text, and is scored on its calls.
+# ---- the whole reply: tool calls and how it ended (these checks see the Answer) ----
 
 JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
 
 
 def JsonSchema(value):
-    """The kind of a JSON Schema parameter: its problems (evals_extras.py reads schemas)."""
     try:
         return _extras("a JSON Schema").Schema(value)
     except EvalsError as exc:
         return str(exc)
+
+
 FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
                       "must be a non-empty list of " + ", ".join(FINISH_REASONS))
 
@@ -890,23 +873,17 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: J
                       min: Count = 1, max: Count = None):
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
-    `schema`; negated: no such call.
-
-    Only the named calls count: other tools may be called too (see tool_sequence)."""
-    named = [call for call in reply.tool_calls if call["name"] == name]
-    quoted = []
+    `schema`; negated: no such call."""
+    named, quoted = [call for call in reply.tool_calls if call["name"] == name], []
     misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
     count = misses.count(None)
     matching = " with matching arguments" if arguments is not None or schema is not None else ""
     result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
-    misses = [miss for miss in misses if miss is not None]
-    if not named:
-        called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
-        detail = f"the reply called {called}" if called else "the reply called no tool"
-    else:
-        detail = _truncated_list(misses, 3)
+    called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
+    detail = (_truncated_list([miss for miss in misses if miss is not None], 3) if named
+              else f"the reply called {called}" if called else "the reply called no tool")
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
@@ -918,13 +895,11 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
     calls = ", ".join(called) or "none"
     wanted = " then ".join(names)
     if exact:
-        if called == list(names):
-            return CheckResult(True, f"called exactly {wanted}")
-        return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
-    found = 0
+        return (CheckResult(True, f"called exactly {wanted}") if called == list(names)
+                else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}"))
+    found = 0  # how many of `names` were called in order
     for called_name in called:
-        if found < len(names) and called_name == names[found]:
-            found += 1
+        found += found < len(names) and called_name == names[found]
     if found == len(names):
         return CheckResult(True, f"called {wanted} (the calls: {calls})")
     after = f" after {names[found - 1]}" if found else ""
@@ -936,23 +911,14 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
 def check_finish_reason(reply, values: FinishReasons):
     """The reply ended for one of `values`: `stop`, `length` (the token limit), `tool_calls`,
     `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
-    as `stop`).
-
-    A reply that names no finish reason (a client returning a plain str, a word my_client does
-    not know, a recording stored as a str) ended normally as far as anyone can tell: it counts
-    as "stop", the rule by which stored_output keeps such a reply a plain str, so that a replay
-    gives the verdict of the live run."""
-    ended = reply.finish_reason or "stop"  # the same reason live and replayed
+    as `stop`)."""
+    ended = reply.finish_reason or "stop"  # as stored_output keeps it a str: replays agree
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
 
 
-# ---- judge: a model grades what literal checks cannot (paraphrase, negation, contradiction) ----
-#
-# No outcome is silent: a listed violation fails the check; none, with a confidence below
-# min_confidence, makes it `review`; a reply that is not a valid verdict, or a judge call that
-# raised, makes it `error` (never scored, never a pass).
+# ---- judge (its check is in evals_extras.py) ----
 
 _NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
                 "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
@@ -965,15 +931,10 @@ class JudgeRequired(EvalsError):
 
 def _callable_name(func):
     module = getattr(func, "__module__", None) or "?"
-    name = getattr(func, "__qualname__", None) or type(func).__name__
-    return f"{module}:{name}"
+    return f"{module}:{getattr(func, '__qualname__', None) or type(func).__name__}"
 
 
-# ---- latency and cost ----
-#
-# Budgets per call, scored on the whole reply. What was not measured is not applicable (passed
-# None, flag "skipped"), never a pass: a replayed answer took no model time, and a model missing
-# from the price table, or a reply without usage, has no cost.
+# ---- latency (cost: evals_extras.py); not measured: not applicable (skipped), never a pass ----
 
 Amount = _kind(lambda v: _is_number(v) and v >= 0, "must be a number of 0 or more")
 
@@ -989,18 +950,6 @@ def check_max_latency_s(reply, seconds: Amount):
                                                    f"most {seconds:g} s")
 
 
-@register
-def check_max_cost_usd(reply, usd: Amount):
-    """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
-    not applicable when the cost is unknown."""
-    if reply.cost_usd is None:
-        return CheckResult(None, "not applicable: the cost is unknown (a replayed answer, a "
-                                 "reply without token usage, or a model not in the price "
-                                 "table; see --prices)", flag="skipped")
-    return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
-                                              f"${usd:g}")
-
-
 # ---- the user's own checks ----
 
 USER_CHECK_SECONDS = 10.0  # a user's check still running then is abandoned: the case errs
@@ -1013,7 +962,6 @@ def _user_check(spec):
 
 
 def Function(spec):
-    """The kind of a function named MODULE:FUNCTION: why it cannot be loaded, or None."""
     if not isinstance(spec, str):
         return "must be a string MODULE:FUNCTION"
     try:
@@ -1060,9 +1008,9 @@ def check_python(output, function: Function, **params):
 # ---- validating and running checks ----
 
 def validate_check(check):
-    """Problems of one check definition (a dict from the case file), as a list of strings;
-    none when the type and parameters are known, of their kind, the required ones present and
-    the check's rule holds. A `python` check's function is imported here."""
+    """The problems (list of str) of one check (a dict from the case file): unknown type or
+    parameter, wrong kind, missing, or against its rule. A `python` check's function is
+    imported here."""
     if not isinstance(check, dict):
         return [f"must be an object, got {_json_type(check)}"]
     kind = check.get("type")
@@ -1106,12 +1054,10 @@ def _did_you_mean(name, known):
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
-    """Score one validated check (dict) on `output` (str, or an Answer); returns a CheckResult.
+    """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
 
-    An empty or white-space-only text fails every check of the text, negated ones included. A
-    judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
-    raises KeyError (see `validate_check`). reasoning: the model's thinking, for "on":
-    "reasoning"."""
+    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
+    raises KeyError. reasoning: the model's thinking, for "on": "reasoning"."""
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1119,10 +1065,7 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
     return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
 
 
-_EMPTY = CheckResult(False, "the output is empty")
-_NO_REASONING = CheckResult(False, "the model gave no reasoning")
-# How an answer that did not end by itself is named in the reason of a text check it fails:
-# the text is the model's answer all the same, and is scored, but a reviewer must see why.
+# An answer that did not end by itself is scored all the same; a failing reason says why.
 _ENDINGS = {"length": "the answer was cut at the token limit",
             "content_filter": "the answer was stopped by a content filter",
             "refusal": "the model refused"}
@@ -1144,15 +1087,13 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
     if params.pop("on", "answer") == "reasoning":
         text = _scorable(reasoning)
         if text is None:
-            return _ended(_NO_REASONING, answer)
+            return _ended(CheckResult(False, "the model gave no reasoning"), answer)
     if spec.whole:
         text = answer
-    elif text is None:
-        if answer.tool_calls:
-            called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
-            return _ended(CheckResult(False, f"the reply has no text; it called {called}"),
-                          answer)
-        return _ended(_EMPTY, answer)
+    elif text is None:  # an empty text fails every check of the text, negated ones included
+        called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
+        return _ended(CheckResult(False, f"the reply has no text; it called {called}" if called
+                                  else "the output is empty"), answer)
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
@@ -1162,7 +1103,6 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
 
 
 def _ended(result, answer):
-    """`result`, its failing reason naming an answer that did not end by itself (_ENDINGS)."""
     ending = _ENDINGS.get(answer.finish_reason)
     if ending is None or result.passed is not False or result.flag is not None:
         return result
@@ -1170,9 +1110,8 @@ def _ended(result, answer):
         reason=f"{result.reason} ({ending}: finish_reason {answer.finish_reason})")
 
 
-# Check results repeat across cases ("found 'manager'"), so their dicts are shared, not copied:
-# a 100,000-case suite then holds a few thousand of them instead of half a million. Treat the
-# check dicts of a result as read-only.
+# Check results repeat across cases ("found 'manager'"): their dicts are shared (read-only), so
+# a 100,000-case suite holds a few thousand of them instead of half a million.
 _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
 
@@ -1186,50 +1125,28 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
     answer = output if isinstance(output, Answer) else Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
-    results, judged = [], []
-    for check in case.checks:
-        spec = CHECKS[check["type"]]
-        if spec.needs_judge:
-            judged.append(len(results))
-            results.append(None)
-        else:
-            results.append(_shared(_score(spec, check, text, answer, reasoning=reasoning),
-                                   spec.name))
-    if judged and judge is not None and judge is not NO_JUDGE:
-        judge = _told(judge, case, attempt)
-    for index in judged:  # after the deterministic checks, which decide whether to ask
-        check = case.checks[index]
-        results[index] = _judged(case, check, text, answer, judge, results,
-                                 reasoning).as_dict(check["type"])
-    return case_status(results), results
-
-
-def _told(judge, case, attempt):
-    """`judge` as prompt -> reply for `case` and `attempt` (see _asking), keeping its name."""
-    try:
-        call = _judge_asking(judge)
-    except TypeError:  # an unhashable callable: its signature read for this case
-        call = _asking(judge)
-
-    def ask(prompt):
-        return call(prompt, case, attempt)
-
-    ask.name = getattr(judge, "name", None) or _callable_name(judge)
-    return ask
-
-
-def _judged(case, check, text, answer, judge, results, reasoning=None):
-    """The CheckResult of a check that needs a judge, after the deterministic `results`."""
-    failed = ", ".join(dict.fromkeys(c["type"] for c in results if c and c["passed"] is False
-                                     and not CHECKS[c["type"]].needs_judge))
+    specs = [CHECKS[check["type"]] for check in case.checks]
+    results = [None if spec.needs_judge else _shared(
+        _score(spec, check, text, answer, reasoning=reasoning), spec.name)
+        for spec, check in zip(specs, case.checks)]
+    if None not in results:
+        return case_status(results), results
+    failed = ", ".join(dict.fromkeys(r["type"] for r in results if r and r["passed"] is False))
     if judge is NO_JUDGE:
-        return CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
-    if failed:
-        return CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
-                                 "judge was not asked", flag="skipped")
-    if judge is None:
-        return CheckResult(False, _NEEDS_JUDGE, flag="error")
-    return _score(CHECKS[check["type"]], check, text, answer, judge, case.input, reasoning)
+        unjudged = CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
+    elif failed:
+        unjudged = CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
+                                     "judge was not asked", flag="skipped")
+    elif judge is None:
+        unjudged = CheckResult(False, _NEEDS_JUDGE, flag="error")
+    else:  # the judge as `ask` (prompt -> reply) for this case and attempt, keeping its name
+        unjudged, ask = None, functools.partial(_asking(judge), case=case, attempt=attempt)
+        ask.name = getattr(judge, "name", None) or _callable_name(judge)
+    for index, (spec, check) in enumerate(zip(specs, case.checks)):
+        if results[index] is None:
+            results[index] = (unjudged or _score(spec, check, text, answer, ask, case.input,
+                                                 reasoning)).as_dict(spec.name)
+    return case_status(results), results
 
 
 # ---------------------------------------------------------------------------------------------

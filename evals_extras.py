@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 from evals import (  # the core's names this file builds on
-    Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
+    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
     _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
@@ -766,6 +766,22 @@ def _check_without_output(check):
             check["reason"] = _OMITTED
         check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
     return check
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost: a budget per call, scored on the whole reply
+# ---------------------------------------------------------------------------------------------
+
+@register
+def check_max_cost_usd(reply, usd: Amount):
+    """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
+    not applicable when the cost is unknown."""
+    if reply.cost_usd is None:
+        return CheckResult(None, "not applicable: the cost is unknown (a replayed answer, a "
+                                 "reply without token usage, or a model not in the price "
+                                 "table; see --prices)", flag="skipped")
+    return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
+                                              f"${usd:g}")
 
 
 # ---------------------------------------------------------------------------------------------
