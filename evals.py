@@ -2735,13 +2735,10 @@ def _sigterm_as_interrupt():
     """SIGTERM (a CI job cancelled) stops the command as Ctrl-C does: cleanly, exit 130."""
     import signal
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:
@@ -2756,10 +2753,8 @@ def _environ_kept(name):
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        os.environ.pop(name, None)
+        os.environ.update({} if before is None else {name: before})
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -2846,7 +2841,7 @@ def _run_command(args, stdout, stderr):
                                              "selected case flaky\n" if args.repeat_flaky else
                                              f"every case passed in {args.baseline}\n"))
         return EXIT_OK
-    options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=_repeat(args),
+    options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
                          min_pass=args.min_pass, rate_limit=args.rate_limit)
     extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
     if extras:
@@ -2916,19 +2911,15 @@ def _warn_other_case_file(args, baseline, cases, stderr):
                      "writes none)\n")
 
 
-def _repeat(args):
-    """Calls per case: --repeat-flaky N, else --repeat N."""
-    return args.repeat_flaky or args.repeat
-
-
 def _refuse_contradictions(args):
     """Options that cannot go together, and files that cannot be written, before any call."""
     if args.repeat_flaky and args.repeat > 1:
         raise EvalsError("--repeat and --repeat-flaky contradict each other: --repeat-flaky N "
                          "calls each flaky case N times; choose one")
-    if args.min_pass is not None and args.min_pass > _repeat(args):
-        option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
-        raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {_repeat(args)}")
+    option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
+    args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
     # A batch answers every call at once: no replay, cache or budget applies to it.
     for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
                           ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),

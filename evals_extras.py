@@ -43,11 +43,11 @@ from evals import (  # the core's names this file builds on
     _history_path, _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type,
     _kind, _level, _line, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
     _quote, _quote_all, _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting,
-    _regex_problem, _repeat, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
-    _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
-    case_problems, case_reasons, completed, decide, evaluate, format_summary, load_baseline,
-    load_callable, load_cases, read_record, record_problem, register, stored_output, summarize,
-    write_atomic, write_record,
+    _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
+    _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
+    case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
+    load_cases, read_record, record_problem, register, stored_output, summarize, write_atomic,
+    write_record,
 )
 
 
@@ -1901,7 +1901,7 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
                          "`batch` attribute, as my_client:ask has)")
     calls = {_batch_call_id(case.id, r): [case.id, r] for case in cases
-             for r in range(_repeat(args))}
+             for r in range(args.repeat)}
     by_id = {case.id: case for case in cases}
     settings = sorted((k, v) for k, v in os.environ.items()
                       if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
