@@ -527,7 +527,7 @@ CheckSpec = collections.namedtuple("CheckSpec",
 CHECKS = {}
 # The check types evals_extras.py registers: a case using one needs that file.
 _EXTRA_CHECKS = ("sentence_count", "paragraph_count", "bullet_count", "letter_case",
-                 "uppercase_word_count", "language", "judge", "max_cost_usd")
+                 "uppercase_word_count", "language", "judge", "max_cost_usd", "json_schema")
 
 
 def _kind(test, message):
@@ -2641,7 +2641,7 @@ _OPTIONS = {
     "--strict": "exit 1 when any case does not pass, not only on regressions",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--github": "print GitHub Actions annotations for regressions and append the Markdown "
-                "report to $GITHUB_STEP_SUMMARY",
+                "report (without evals_extras.py: the text summary) to $GITHUB_STEP_SUMMARY",
 }
 
 
@@ -2676,9 +2676,10 @@ def _parser(command, extras):
 
     def error(message):  # one line naming --help, not the 20-line usage argparse prints first
         needed = next((name for name in missing if f" {name}" in message), None)
+        hint = " (--help lists the options)"
         if needed:
-            message = f"{needed} needs evals_extras.py: copy it beside evals.py"
-        parser.exit(2, f"{parser.prog}: error: {message} (--help lists the options)\n")
+            message, hint = f"{needed} needs evals_extras.py: copy it beside evals.py", ""
+        parser.exit(2, f"{parser.prog}: error: {message}{hint}\n")
 
     parser.error = error
     return parser
@@ -2886,8 +2887,11 @@ def _client_for(args, cases, options, stderr):
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
     else:
         name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        call_model = (_offline_client(options.repeat, stderr)
-                      if _offline(name, "ask", "EVALS_PROVIDER") else load_callable(name))
+        if not _offline(name, "ask", "EVALS_PROVIDER"):
+            call_model = load_callable(name)
+        else:  # the harness replays what my_client would have called a model for
+            call_model = _offline_client(options.repeat, stderr)
+            name = f"replay:{os.environ.get('EVALS_RECORDINGS') or DEFAULT_RECORDINGS}"
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
@@ -2911,6 +2915,14 @@ def _warn_other_case_file(args, baseline, cases, stderr):
                      "writes none)\n")
 
 
+def _refuse_pairs(args, *pairs):
+    """EvalsError for the first pair of options (dests) that `args` both has."""
+    for first, second in pairs:
+        if getattr(args, first) and getattr(args, second):
+            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
+                             "contradict each other: choose one")
+
+
 def _refuse_contradictions(args):
     """Options that cannot go together, and files that cannot be written, before any call."""
     if args.repeat_flaky and args.repeat > 1:
@@ -2920,15 +2932,8 @@ def _refuse_contradictions(args):
     args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
-    # A batch answers every call at once: no replay, cache or budget applies to it.
-    for first, second in (("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
-                          ("judge", "no_judge"), ("rescore", "client"), ("record", "omit_outputs"),
-                          ("cache", "no_cache"), ("rescore", "cache"),
-                          *((option, batch) for option in ("rescore", "cache", "budget")
-                            for batch in ("batch", "batch_resume"))):
-        if getattr(args, first) and getattr(args, second):
-            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
-                             "contradict each other: choose one")
+    _refuse_pairs(args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
+                  ("rescore", "client"), ("record", "omit_outputs"))
     _refuse_overwriting(args, {f"--{name}": getattr(args, name)
                                for name in ("cases", "rescore", "prices", "baseline")})
     if not (args.no_save or args.out or args.shard):

@@ -43,11 +43,11 @@ from evals import (  # the core's names this file builds on
     _history_path, _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type,
     _kind, _level, _line, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
     _quote, _quote_all, _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting,
-    _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
-    _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
-    case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
-    load_cases, read_record, record_problem, register, stored_output, summarize, write_atomic,
-    write_record,
+    _refuse_pairs, _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
+    _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
+    case_problems, case_reasons, completed, decide, evaluate, format_summary, load_baseline,
+    load_callable, load_cases, read_record, record_problem, register, stored_output, summarize,
+    write_atomic, write_record,
 )
 
 
@@ -2414,6 +2414,10 @@ def prepare_run(args, cases, options, stderr):
     --no-judge) and the call cache on `options` (EVALS_CACHE is set before the client is
     loaded). Returns (the cases to run, those --no-judge leaves nothing to score: they keep
     their baseline entries rather than pass on nothing)."""
+    # A batch answers every call at once: no replay, cache or budget applies to it.
+    _refuse_pairs(args, ("judge", "no_judge"), ("cache", "no_cache"), ("rescore", "cache"),
+                  *((option, batch) for option in ("rescore", "cache", "budget")
+                    for batch in ("batch", "batch_resume")))
     priced(options, args.prices, args.budget)
     options.judge = _judge_for(args, cases, stderr)
     options.cache = use_cache(args)
