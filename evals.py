@@ -2833,15 +2833,16 @@ def _run_command(args, stdout, stderr):
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
     _warn_other_case_file(args, baseline, cases, stderr)
-    if args.failed and not baseline.entries:
-        stderr.write(f"evals: note: {args.baseline} holds no run yet, so --failed runs every "
-                     "case\n")
     selected = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + (f"the history ({_history_path(args)}) marks no "
                                              "selected case flaky\n" if args.repeat_flaky else
                                              f"every case passed in {args.baseline}\n"))
         return EXIT_OK
+    # A --baseline that names the wrong file would make every regression new, and CI green.
+    if not baseline.entries and (args.failed or args.baseline != DEFAULT_BASELINE):
+        stderr.write(f"evals: note: {args.baseline} holds no run yet, so "
+                     + ("--failed runs every case\n" if args.failed else "every case is new\n"))
     options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
                          min_pass=args.min_pass, rate_limit=args.rate_limit)
     extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
@@ -2875,7 +2876,10 @@ def _run_command(args, stdout, stderr):
     _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
         collected()
-    return _exit_code(record["summary"], args.strict, args.accept)
+    code = _exit_code(record["summary"], args.strict, args.accept)
+    if code == EXIT_REGRESSION and args.strict and not record["summary"]["regressed"]:
+        stderr.write("evals: exit 1: --strict, and not every case passed\n")
+    return code
 
 
 def _client_for(args, cases, options, stderr):
