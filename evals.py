@@ -1320,14 +1320,11 @@ class RateLimiter:
     """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
 
     def __init__(self, per_second):
-        self.interval = 1.0 / per_second
-        self._next = time.monotonic()
-        self._lock = threading.Lock()
+        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
 
     def wait(self):
         with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
+            start = max(now := time.monotonic(), self._next)
             self._next = start + self.interval
         if start > now:
             time.sleep(start - now)
@@ -1356,7 +1353,7 @@ class RunOptions:
         self.limiter = RateLimiter(rate_limit) if rate_limit else None
         self.refused = None  # set when the provider refuses the key: no more calls are made
         self.replies = self.cached = self.replayed = 0
-        self.counting = threading.Lock()
+        self._counting = threading.Lock()
 
     @property
     def needed(self):
@@ -1372,9 +1369,8 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-# The one reply shape: the answer's text (a str), or a mapping or an object (a str subclass like
-# my_client.Reply) with "text" and these parts, each of its kind or None; an object may also say
-# that it was `cached` or `replayed`. _reply_problem checks tool calls and finish reason.
+# The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
+# these parts, each of its kind or None; an object may say that it was `cached` or `replayed`.
 _REPLY_PARTS = {"text": str, "tool_calls": object, "finish_reason": object, "usage": dict,
                 "model": str, "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
@@ -1386,12 +1382,10 @@ def _reply_problem(whole, hint=""):
     a record entry), or None; `hint` follows a finish reason's problem."""
     calls = whole.get("tool_calls")
     problem = _tool_calls_problem([] if calls is None else calls)
-    if problem:
-        return problem
-    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
-        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
-    return None
+    if problem or whole.get("finish_reason") in FINISH_REASONS + (None,):
+        return problem or None
+    return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+            f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
 
 
 def _whole_reply(output):
@@ -1463,13 +1457,12 @@ def _attempt(case, attempt, call, options):
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
-        with options.counting:
+        with options._counting:
             options.replies, options.cached, options.replayed = (
                 options.replies + 1, options.cached + reply["cached"], options.replayed + replayed)
         latency = None if replayed else latency  # a recorded answer took no model time
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
-        answered = True
-        answer = answer._replace(latency_s=latency, cost_usd=cost)
+        answered, answer = True, answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
@@ -1500,11 +1493,10 @@ def _combine_attempts(attempts, options):
     usages = [a.usage for a in attempts if a.usage]
     usage = {key: sum(u.get(key) or 0 for u in usages)
              for key in ("input_tokens", "output_tokens")} if usages else None
-    checks, same = [], [a for a in scored if len(a.checks) == len(shown.checks)]
-    for index, check in enumerate(shown.checks):  # copies: shared check dicts are read-only
-        verdicts = [a.checks[index]["passed"] for a in same]
-        verdicts = [v for v in verdicts if v is not None]
-        checks.append(dict(check, passes=verdicts.count(True), calls=len(verdicts)))
+    same = [a.checks for a in scored if len(a.checks) == len(shown.checks)]
+    checks = [dict(check, passes=sum(c[i]["passed"] is True for c in same),  # copies: shared
+                   calls=sum(c[i]["passed"] is not None for c in same))  # dicts are read-only
+              for i, check in enumerate(shown.checks)]
     return shown._replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
@@ -1571,8 +1563,8 @@ def each_result(cases, call_model, options=None, on_result=None):
     EvalsError before any call from refuse_conversations."""
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
-    options.refused = None  # a refused key stops this run's calls, not a later run's
-    options.replies = options.cached = options.replayed = 0
+    # a refused key stops this run's calls, not a later run's
+    options.refused, options.replies, options.cached, options.replayed = None, 0, 0, 0
     stop, waiting, turn = threading.Event(), {}, 0
     try:
         for index, result in _finished(cases, _asking(call_model), options, stop):
@@ -1678,11 +1670,9 @@ def stored_output(text, tool_calls=(), finish_reason=None):
     """A reply as recordings store it: its text when it has no tool calls and ended normally
     (finish_reason None or "stop"), else {"text", "finish_reason", "tool_calls"}; my_client's
     reply_dict keeps the same rule, so that either's recordings replay through both."""
-    if not tool_calls and finish_reason in (None, "stop"):
-        return text
-    return {"text": text, "finish_reason": finish_reason,
-            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
-                           for call in tool_calls]}
+    return text if not tool_calls and finish_reason in (None, "stop") else {
+        "text": text, "finish_reason": finish_reason,
+        "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]}
 
 
 def _recorded(row, beside=("reasoning", "model")):
@@ -1755,9 +1745,6 @@ def replay_client(outputs, source="recorded outputs", hint=""):
 
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
-DEFAULT_RECORDINGS = "recordings.jsonl"
-
-
 def _offline(spec, function, *variables):
     """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask")
     and the first of the provider `variables` set is unset, empty or "replay": then there is
@@ -1772,7 +1759,7 @@ def _offline(spec, function, *variables):
 def _offline_client(repeat, stderr):
     """replay_client of EVALS_RECORDINGS (default recordings.jsonl), said once on `stderr`;
     ClientError when there is no such file."""
-    path = os.environ.get("EVALS_RECORDINGS") or DEFAULT_RECORDINGS
+    path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
     why = ("EVALS_PROVIDER=replay" if os.environ.get("EVALS_PROVIDER", "").strip()
            else "EVALS_PROVIDER is not set")
     if not os.path.isfile(path):
