@@ -1412,8 +1412,7 @@ def _whole_reply(output):
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
-    usage = parts["usage"] and {key: parts["usage"].get(key)
-                                for key in ("input_tokens", "output_tokens")}
+    usage = parts["usage"] and {k: parts["usage"].get(k) for k in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
         if mapping:
             raise TypeError("the client returned 'usage' without whole numbers of "
@@ -1470,8 +1469,7 @@ def _attempt(case, attempt, call, options):
                           cost_usd=cost, sent=reply["sent"], reasoning=reply["reasoning"],
                           tool_calls=answer.tool_calls, finish_reason=answer.finish_reason)
     finally:
-        if options.budget:
-            # a recorded answer cost nothing: it is not an unpriced call
+        if options.budget:  # a recorded answer cost nothing: it is not an unpriced call
             options.budget.settle(estimate, 0.0 if replayed else cost, answered)
 
 
@@ -1511,9 +1509,8 @@ def _combine_attempts(attempts, options):
 
 
 def run_case(case, call_model, options=None):
-    """The CaseResult of `call_model(case.input)` (options.repeat times; see _asking), scored.
-    A raise (but KeyboardInterrupt), a timeout or a return that is no reply (_whole_reply) is an
-    unscored `error`."""
+    """The CaseResult of `call_model(case.input)` (options.repeat times; see _asking), scored; a
+    raise (but KeyboardInterrupt), a timeout or a return that is no reply is an unscored error."""
     return _run_one(case, _asking(call_model), options or RunOptions())
 
 
@@ -1547,20 +1544,18 @@ def refuse_conversations(cases, call_model, name=None):
     talks = [] if getattr(call_model, "accepts_conversations", False) else [
         case for case in cases if not isinstance(case.input, str)]
     if talks:
-        first = talks[0]
         raise EvalsError(
-            f"{first.path}:{first.line}: case {first.id!r} has a conversation as its input "
-            f"({_plural(len(talks), 'case')} in all), and the client "
+            f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
+            f"input ({_plural(len(talks), 'case')} in all), and the client "
             f"{name or _callable_name(call_model)} does not take conversations; one that "
             "takes a list of {\"role\", \"content\"} messages says so with the attribute "
             "accepts_conversations = True (my_client's clients have it)")
 
 
 def each_result(cases, call_model, options=None, on_result=None):
-    """Yield each case's CaseResult in the order of `cases` once it and every case before it
-    finished (only results that finished ahead of their turn are held); on_result as for
-    run_cases. Interrupted (the finished results not yet yielded) on KeyboardInterrupt;
-    EvalsError before any call from refuse_conversations."""
+    """Yield each case's CaseResult in the order of `cases` once it and all before it finished
+    (only results done ahead of their turn are held); on_result as for run_cases. EvalsError
+    before any call (refuse_conversations); Interrupted (results not yet yielded) on Ctrl-C."""
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
     # a refused key stops this run's calls, not a later run's
@@ -1700,8 +1695,7 @@ def _recorded(row, beside=("reasoning", "model")):
 
 
 def _recording_rows(path):
-    """Yield (row, its reply: see _recorded) for each row of a recordings file; EvalsError names
-    FILE:LINE of the first invalid one."""
+    """Yield (row, its reply: see _recorded) per recordings row; EvalsError names FILE:LINE."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -1746,9 +1740,8 @@ def replay_client(outputs, source="recorded outputs", hint=""):
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
 def _offline(spec, function, *variables):
-    """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask")
-    and the first of the provider `variables` set is unset, empty or "replay": then there is
-    no model to call, and the harness replays what was recorded."""
+    """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask") and
+    the first provider `variables` set is unset, empty or "replay": nothing to call, replay."""
     module, _, name = spec.rpartition(":")
     if name != function or os.path.basename(module) not in ("my_client", "my_client.py"):
         return False
