@@ -311,15 +311,16 @@ def _asking(func):
     """`func` (a client or a judge) as call(arg, case, attempt), passing `case=` and `attempt=`
     (the 0-based repeat) only when its signature names such a parameter."""
     import inspect
-
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):  # no signature to read (a builtin): called with arg alone
         params = {}
     named = [name for name in ("case", "attempt") if name in params and params[name].kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    return lambda arg, case, attempt: func(arg, **{name: value for name, value in (
+    call = lambda arg, case, attempt: func(arg, **{name: value for name, value in (  # noqa: E731
         ("case", case), ("attempt", attempt)) if name in named})
+    call.replays = getattr(func, "model", None) == "replay"  # recorded answers: see _attempt
+    return call
 
 
 _CALLERS = threading.local()  # a worker thread's `caller`: the (jobs, answers) of its timed calls
@@ -1319,14 +1320,11 @@ class RateLimiter:
     """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
 
     def __init__(self, per_second):
-        self.interval = 1.0 / per_second
-        self._next = time.monotonic()
-        self._lock = threading.Lock()
+        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
 
     def wait(self):
         with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
+            start = max(now := time.monotonic(), self._next)
             self._next = start + self.interval
         if start > now:
             time.sleep(start - now)
@@ -1341,13 +1339,11 @@ class Interrupted(Exception):
 
 
 class RunOptions:
-    """How cases are run: concurrency, calls in flight (threads); timeout, seconds per call or
-    None; repeat, calls per case; min_pass, passing calls a case needs (default: a majority of
-    repeat); rate_limit, calls started per second or None; budget, a Budget or None; price, a
-    function (model, usage) -> US dollars or None (evals_extras.call_cost; without one, costs
-    are unknown); judge, the callable for `judge` checks or None. A run counts its replies in
-    `replies`, in `cached` those with `cached` True (an adapter's cache answered them), and in
-    `replayed` the recorded ones."""
+    """How cases are run: concurrency (calls in flight), timeout (s a call), repeat (calls a
+    case), min_pass (default: a majority), rate_limit (calls started a second), budget (a
+    Budget), price ((model, usage) -> US dollars, evals_extras.call_cost; None: costs unknown),
+    judge (the callable of `judge` checks). A run counts its `replies`, of them the `cached`
+    (an adapter's cache answered) and the `replayed` (recorded) ones."""
 
     def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
                  budget=None, price=None, judge=None):
@@ -1358,12 +1354,6 @@ class RunOptions:
         self.refused = None  # set when the provider refuses the key: no more calls are made
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
-
-    def count_reply(self, cached, replayed):
-        with self._counting:
-            self.replies += 1
-            self.cached += cached
-            self.replayed += replayed
 
     @property
     def needed(self):
@@ -1379,9 +1369,8 @@ def _attribute(value, name, kind):
     return found if isinstance(found, kind) else None
 
 
-# The one reply shape: the answer's text (a str), or a mapping or an object (a str subclass like
-# my_client.Reply) with "text" and these parts, each of its kind or None; an object may also say
-# that it was `cached` or `replayed`. _reply_problem checks tool calls and finish reason.
+# The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
+# these parts, each of its kind or None; an object may say that it was `cached` or `replayed`.
 _REPLY_PARTS = {"text": str, "tool_calls": object, "finish_reason": object, "usage": dict,
                 "model": str, "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
@@ -1389,24 +1378,20 @@ _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict
 
 
 def _reply_problem(whole, hint=""):
-    """What is wrong with the tool calls or finish reason of a reply, a recorded output or a
-    record entry (a dict holding them), as a message, or None; `hint` follows a finish reason's
-    problem."""
+    """What is wrong with the tool calls or finish reason of a dict (a reply, a recorded output,
+    a record entry), or None; `hint` follows a finish reason's problem."""
     calls = whole.get("tool_calls")
     problem = _tool_calls_problem([] if calls is None else calls)
-    if problem:
-        return problem
-    if whole.get("finish_reason") not in FINISH_REASONS + (None,):
-        return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-                f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
-    return None
+    if problem or whole.get("finish_reason") in FINISH_REASONS + (None,):
+        return problem or None
+    return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+            f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
 
 
 def _whole_reply(output):
     """What a client returned, read whole: (Answer, {"usage", "model", "reasoning", "sent",
-    "cached", "replayed"}). A mapping's key that is unknown or of another kind is an error; an
-    object's attribute of another kind is ignored, but for tool calls and finish reason.
-    TypeError names what is wrong: the case is an error, unscored."""
+    "cached", "replayed"}), or TypeError naming what is wrong (a mapping's unknown key or part of
+    another kind; an object's is ignored, but for tool calls and finish reason)."""
     mapping = isinstance(output, collections.abc.Mapping)
     if mapping:
         unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
@@ -1427,8 +1412,7 @@ def _whole_reply(output):
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
-    usage = parts["usage"] and {key: parts["usage"].get(key)
-                                for key in ("input_tokens", "output_tokens")}
+    usage = parts["usage"] and {k: parts["usage"].get(k) for k in ("input_tokens", "output_tokens")}
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
         if mapping:
             raise TypeError("the client returned 'usage' without whole numbers of "
@@ -1472,11 +1456,12 @@ def _attempt(case, attempt, call, options):
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
-        options.count_reply(reply["cached"], replayed)
+        with options._counting:
+            options.replies, options.cached, options.replayed = (
+                options.replies + 1, options.cached + reply["cached"], options.replayed + replayed)
         latency = None if replayed else latency  # a recorded answer took no model time
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
-        answered = True
-        answer = answer._replace(latency_s=latency, cost_usd=cost)
+        answered, answer = True, answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
         return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
@@ -1484,17 +1469,15 @@ def _attempt(case, attempt, call, options):
                           cost_usd=cost, sent=reply["sent"], reasoning=reply["reasoning"],
                           tool_calls=answer.tool_calls, finish_reason=answer.finish_reason)
     finally:
-        if options.budget:
-            # a recorded answer cost nothing: it is not an unpriced call
+        if options.budget:  # a recorded answer cost nothing: it is not an unpriced call
             options.budget.settle(estimate, 0.0 if replayed else cost, answered)
 
 
 def _combine_attempts(attempts, options):
     """The verdict of repeated calls: pass with `needed` passes, else error when the errored
-    calls, and those the budget left unmade, could have made up the difference, else review or
-    fail. Flaky when the scored calls disagree (some passed, not all); errored calls are not
-    counted in passes and calls. Each check of the shown call counts its own passes and calls
-    over the scored calls that scored it (a skipped check is not)."""
+    calls and those the budget left unmade could have made up the difference, else review or
+    fail; flaky when the scored (not errored) calls disagree. Each check of the shown call
+    counts passes and calls over the scored calls that scored it (not skipped)."""
     counts = collections.Counter(a.status for a in attempts)
     scored = [a for a in attempts if a.status != "error"]
     if counts["pass"] >= options.needed:
@@ -1508,11 +1491,10 @@ def _combine_attempts(attempts, options):
     usages = [a.usage for a in attempts if a.usage]
     usage = {key: sum(u.get(key) or 0 for u in usages)
              for key in ("input_tokens", "output_tokens")} if usages else None
-    checks, same = [], [a for a in scored if len(a.checks) == len(shown.checks)]
-    for index, check in enumerate(shown.checks):  # copies: shared check dicts are read-only
-        verdicts = [a.checks[index]["passed"] for a in same]
-        verdicts = [v for v in verdicts if v is not None]
-        checks.append(dict(check, passes=verdicts.count(True), calls=len(verdicts)))
+    same = [a.checks for a in scored if len(a.checks) == len(shown.checks)]
+    checks = [dict(check, passes=sum(c[i]["passed"] is True for c in same),  # copies: shared
+                   calls=sum(c[i]["passed"] is not None for c in same))  # dicts are read-only
+              for i, check in enumerate(shown.checks)]
     return shown._replace(
         status=status, usage=usage, cost_usd=sum(costs) if costs else None,
         attempts=[{"status": a.status, "output": a.output, "error": a.error,
@@ -1527,17 +1509,9 @@ def _combine_attempts(attempts, options):
 
 
 def run_case(case, call_model, options=None):
-    """Call `call_model(case.input)` (options.repeat times; see _asking) and score it; returns
-    a CaseResult. A raise (but KeyboardInterrupt), a timeout or a return that is not a reply
-    (see _whole_reply) is an unscored `error`; a reply's usage and model are kept, priced."""
-    return _run_one(case, _client_call(call_model), options or RunOptions())
-
-
-def _client_call(call_model):
-    """call_model as _asking makes it, knowing whether it answers with recorded outputs."""
-    call = _asking(call_model)
-    call.replays = getattr(call_model, "model", None) == "replay"
-    return call
+    """The CaseResult of `call_model(case.input)` (options.repeat times; see _asking), scored; a
+    raise (but KeyboardInterrupt), a timeout or a return that is no reply is an unscored error."""
+    return _run_one(case, _asking(call_model), options or RunOptions())
 
 
 def _run_one(case, call, options):
@@ -1553,9 +1527,8 @@ def _run_one(case, call, options):
 
 
 def run_cases(cases, call_model, options=None, on_result=None):
-    """Run every case; returns the list of CaseResult in the order of `cases`. on_result(result)
-    is called as each case finishes. Raises Interrupted (the finished results, in order) on
-    KeyboardInterrupt."""
+    """Every case's CaseResult, in the order of `cases`; on_result(result) as each finishes.
+    Raises Interrupted (the finished results, in order) on KeyboardInterrupt."""
     results = []
     try:
         results.extend(each_result(cases, call_model, options, on_result))
@@ -1565,36 +1538,31 @@ def run_cases(cases, call_model, options=None, on_result=None):
 
 
 def refuse_conversations(cases, call_model, name=None):
-    """Raise EvalsError, before any call, when a case's input is a conversation and
-    `call_model` does not say that it takes one (its attribute `accepts_conversations` is
-    not true): a client written for a str would crash on a list, or send its repr. The error
-    names the first such case (FILE:LINE, id) and the client (`name`, default its own)."""
-    if getattr(call_model, "accepts_conversations", False):
-        return
-    talks = [case for case in cases if not isinstance(case.input, str)]
+    """EvalsError, before any call, naming the first case (FILE:LINE, id) whose input is a
+    conversation when `call_model` (named `name`) has no true `accepts_conversations`: a client
+    written for a str would crash on a list, or send its repr."""
+    talks = [] if getattr(call_model, "accepts_conversations", False) else [
+        case for case in cases if not isinstance(case.input, str)]
     if talks:
-        first = talks[0]
         raise EvalsError(
-            f"{first.path}:{first.line}: case {first.id!r} has a conversation as its input "
-            f"({_plural(len(talks), 'case')} in all), and the client "
+            f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
+            f"input ({_plural(len(talks), 'case')} in all), and the client "
             f"{name or _callable_name(call_model)} does not take conversations; one that "
             "takes a list of {\"role\", \"content\"} messages says so with the attribute "
             "accepts_conversations = True (my_client's clients have it)")
 
 
 def each_result(cases, call_model, options=None, on_result=None):
-    """Yield each case's CaseResult in the order of `cases`, as soon as it and every case before
-    it finished: a run holds only the results that finished ahead of their turn. on_result as
-    for run_cases. Raises Interrupted (the finished results not yet yielded, in order) on a
-    KeyboardInterrupt while it waits, and EvalsError before any call for conversations sent
-    to a client that does not take them (refuse_conversations)."""
+    """Yield each case's CaseResult in the order of `cases` once it and all before it finished
+    (only results done ahead of their turn are held); on_result as for run_cases. EvalsError
+    before any call (refuse_conversations); Interrupted (results not yet yielded) on Ctrl-C."""
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
-    options.refused = None  # a refused key stops this run's calls, not a later run's
-    options.replies = options.cached = options.replayed = 0
+    # a refused key stops this run's calls, not a later run's
+    options.refused, options.replies, options.cached, options.replayed = None, 0, 0, 0
     stop, waiting, turn = threading.Event(), {}, 0
     try:
-        for index, result in _finished(cases, _client_call(call_model), options, stop):
+        for index, result in _finished(cases, _asking(call_model), options, stop):
             if on_result:
                 on_result(result)
             waiting[index] = result
@@ -1618,8 +1586,7 @@ def _finished(cases, call, options, stop):
             return None if stop.is_set() else next(fresh, None)
 
     if options.concurrency <= 1:
-        yield from ((index, _run_one(case, call, options))
-                    for index, case in iter(take, None))
+        yield from ((index, _run_one(case, call, options)) for index, case in iter(take, None))
         return
 
     def worker():
@@ -1644,12 +1611,11 @@ def _finished(cases, call, options, stop):
 # ---- recorded outputs: replay a run without calling any model ----
 
 def load_outputs(path, repeat=1):
-    """Recorded replies by case id, {id: reply} (see _recorded; None for a case that errored in
-    a run record), from a recordings JSONL file (one {"id", "output"} a line, see
-    stored_output; "input" is ignored) or a run record saved with outputs. With `repeat` > 1,
-    a case a run record holds the calls of (its "attempts") maps to a tuple of them, call by
-    call (None for one that errored), which replay_client answers in turn. Raises EvalsError
-    naming file and line (or case) for anything else."""
+    """Recorded replies by case id (see _recorded; None for a case that errored), from a
+    recordings JSONL file (rows {"id", "output"}; "input" is ignored) or a run record saved with
+    outputs. With `repeat` > 1, a run record's case maps to the tuple of its calls ("attempts";
+    None for one that errored), which replay_client answers in turn. EvalsError names file and
+    line (or case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
@@ -1674,45 +1640,40 @@ def load_outputs(path, repeat=1):
                 isinstance(entry.get("output"), str)
                 or entry.get("status") == "error" and entry.get("output") is None)):
             continue
-        calls = entry.get("attempts") if repeat > 1 else None
-        if not (isinstance(calls, list) and calls and all(isinstance(a, dict) for a in calls)):
-            calls = None
-            if repeat > 1 and entry.get("change") == "not_run":
+        calls = entry.get("attempts")
+        if repeat > 1 and not (isinstance(calls, list) and calls
+                               and all(isinstance(a, dict) for a in calls)):
+            if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
-            if repeat > 1:  # as for recordings: one output scored as N answers of the model
-                raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
-                                 f"--repeat {repeat} would score its output as {repeat} answers; "
-                                 "re-score a record of a repeated run, or drop --repeat")
+            # as for recordings: one output scored as N answers of the model
+            raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
+                             f"--repeat {repeat} would score its output as {repeat} answers; "
+                             "re-score a record of a repeated run, or drop --repeat")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
-        recorded = []
-        for number, row in enumerate([entry, *(calls or ())]):
+        rows = [entry, *(calls if repeat > 1 else ())]
+        for number, row in enumerate(rows):
             try:
-                recorded.append(None if row.get("output") is None
-                                else _recorded(row, ("reasoning",)))
+                rows[number] = None if row.get("output") is None else _recorded(row, ("reasoning",))
             except ValueError as exc:
                 call = f", call {number}" if number else ""
                 raise EvalsError(f"{path}: case {entry['id']!r}{call}: {exc}") from None
-        outputs[entry["id"]] = tuple(recorded[1:]) if calls else recorded[0]
+        outputs[entry["id"]] = tuple(rows[1:]) if repeat > 1 else rows[0]
     return outputs
 
 
 def stored_output(text, tool_calls=(), finish_reason=None):
-    """A reply as recordings store it: the text (str) when it has no tool calls and ended
-    normally (finish_reason None or "stop"), else the whole reply {"text", "finish_reason",
-    "tool_calls"}. my_client.reply_dict keeps the same rule, so that a recording written by
-    either replays through both."""
-    if not tool_calls and finish_reason in (None, "stop"):
-        return text
-    return {"text": text, "finish_reason": finish_reason,
-            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
-                           for call in tool_calls]}
+    """A reply as recordings store it: its text when it has no tool calls and ended normally
+    (finish_reason None or "stop"), else {"text", "finish_reason", "tool_calls"}; my_client's
+    reply_dict keeps the same rule, so that either's recordings replay through both."""
+    return text if not tool_calls and finish_reason in (None, "stop") else {
+        "text": text, "finish_reason": finish_reason,
+        "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]}
 
 
 def _recorded(row, beside=("reasoning", "model")):
-    """The reply a recordings row or a run record's entry (or call) holds: its "output" alone
-    (a str) when nothing else was recorded, else a dict of the reply shape with its tool calls
-    and finish reason (inside the output, {"text", "tool_calls", "finish_reason"}, or beside a
-    str), and the keys `beside` it. ValueError says what is wrong."""
+    """The reply a recordings row or a run record's entry (or call) holds: its "output" (a str)
+    alone, else a dict of the reply shape: tool calls and finish reason (inside the output, or
+    beside a str) and the keys `beside` it. ValueError says what is wrong."""
     output = row.get("output")
     whole = output if isinstance(output, dict) else row
     unknown = [key for key in whole if key not in ("text", "tool_calls", "finish_reason")]
@@ -1734,8 +1695,7 @@ def _recorded(row, beside=("reasoning", "model")):
 
 
 def _recording_rows(path):
-    """Yield (row, its reply: see _recorded) for each row of a recordings file; EvalsError names
-    FILE:LINE of the first invalid one."""
+    """Yield (row, its reply: see _recorded) per recordings row; EvalsError names FILE:LINE."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -1779,13 +1739,9 @@ def replay_client(outputs, source="recorded outputs", hint=""):
 
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
-DEFAULT_RECORDINGS = "recordings.jsonl"
-
-
 def _offline(spec, function, *variables):
-    """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask")
-    and the first of the provider `variables` set is unset, empty or "replay": then there is
-    no model to call, and the harness replays what was recorded."""
+    """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask") and
+    the first provider `variables` set is unset, empty or "replay": nothing to call, replay."""
     module, _, name = spec.rpartition(":")
     if name != function or os.path.basename(module) not in ("my_client", "my_client.py"):
         return False
@@ -1796,7 +1752,7 @@ def _offline(spec, function, *variables):
 def _offline_client(repeat, stderr):
     """replay_client of EVALS_RECORDINGS (default recordings.jsonl), said once on `stderr`;
     ClientError when there is no such file."""
-    path = os.environ.get("EVALS_RECORDINGS") or DEFAULT_RECORDINGS
+    path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
     why = ("EVALS_PROVIDER=replay" if os.environ.get("EVALS_PROVIDER", "").strip()
            else "EVALS_PROVIDER is not set")
     if not os.path.isfile(path):
@@ -1822,10 +1778,8 @@ def latency_percentiles(latencies):
     """{"p50", "p90", "p99", "max"} of `latencies` (seconds; None entries ignored), nearest-rank
     percentiles; {} when there are none."""
     values = sorted(v for v in latencies if v is not None)
-    if not values:
-        return {}
-    return {name: values[max(0, math.ceil(q * len(values)) - 1)]
-            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))}
+    return {name: values[max(0, math.ceil(q * len(values)) - 1)] for name, q in (
+        ("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))} if values else {}
 
 
 # ---------------------------------------------------------------------------------------------
