@@ -1750,16 +1750,17 @@ def _offline(spec, function, *variables):
 
 
 def _offline_client(repeat, stderr):
-    """replay_client of EVALS_RECORDINGS (default recordings.jsonl), said once on `stderr`;
-    ClientError when there is no such file."""
+    """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
+    `stderr`; ClientError when there is no such file."""
     path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
     why = ("EVALS_PROVIDER=replay" if os.environ.get("EVALS_PROVIDER", "").strip()
            else "EVALS_PROVIDER is not set")
     if not os.path.isfile(path):
-        raise ClientError(f"{why} and there is no recordings file {path} to replay: set "
-                          "EVALS_PROVIDER (openai, anthropic, gemini, ollama; see my_client.py) "
-                          "to call a model, and python evals.py --record FILE records its "
-                          "outputs for offline runs (EVALS_RECORDINGS=FILE replays them)")
+        raise ClientError(f"no client to call: pass --client MODULE:FUNCTION (or set "
+                          "EVALS_CLIENT) for your own, or set EVALS_PROVIDER (openai, anthropic, "
+                          f"gemini, ollama) for my_client.py's; {why} and there is no recordings "
+                          f"file {path} to replay (--record FILE records a run's outputs, "
+                          "EVALS_RECORDINGS=FILE replays them)")
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
@@ -1771,7 +1772,7 @@ def _offline_client(repeat, stderr):
                           "anthropic; see my_client.py)")
 
     replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
-    return replay
+    return replay, f"replay:{path}"
 
 
 def latency_percentiles(latencies):
@@ -2848,8 +2849,7 @@ def _client_for(args, cases, options, stderr):
         if not _offline(name, "ask", "EVALS_PROVIDER"):
             call_model = load_callable(name)
         else:  # the harness replays what my_client would have called a model for
-            call_model = _offline_client(options.repeat, stderr)
-            name = f"replay:{os.environ.get('EVALS_RECORDINGS') or DEFAULT_RECORDINGS}"
+            call_model, name = _offline_client(options.repeat, stderr)
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
