@@ -1835,12 +1835,11 @@ def latency_percentiles(latencies):
 
 # ---- statistics: exact tests on k passes of n calls, standard library only ----
 
-# The significance level of `repeat_change`: the conventional 0.05. What it promises: for ONE
-# repeated case whose true pass rate did not change, the chance that one run reports it
-# "regressed" is at most 5% (Fisher's exact test keeps within alpha, and with few calls stays
-# well below it). It is per case and per run, with no correction for testing many cases: a suite
-# of 100 stable repeated cases can expect up to about 5 false "regressed" reports per run in
-# total. A smaller alpha means fewer false alarms and more calls needed to show a real drop.
+# The significance level of `repeat_change`, the conventional 0.05: for ONE repeated case whose
+# true pass rate did not change, a run reports "regressed" with a chance of at most 5% (Fisher's
+# exact test keeps within alpha; with few calls, well below). Per case and per run, uncorrected
+# for many cases: 100 stable repeated cases can expect up to about 5 false "regressed" a run. A
+# smaller alpha: fewer false alarms, and more calls needed to show a real drop.
 DEFAULT_ALPHA = 0.05
 REPEAT_CHANGES = ("regressed", "lower_not_significant", "too_few_calls", "not_lower")
 RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
@@ -1859,10 +1858,9 @@ def _level(value, name):
 
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
-    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now (k_now of n_now
-    calls passed, against k_before of n_before): the hypergeometric upper tail, as SciPy's
-    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]], "greater"), in
-    integers divided once. Raises ValueError unless 0 <= passes <= calls, all ints."""
+    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now than before:
+    the hypergeometric upper tail, as SciPy's fisher_exact([[k_before, n_before - k_before],
+    [k_now, n_now - k_now]], "greater"), in integers divided once. ValueError: bad counts."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
@@ -1929,11 +1927,10 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("new", status, counts)
     following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
-        # A lower rate keeps the baseline's verdict until --accept. The counts kept for the
-        # next run: this run's with --accept, the baseline's while the rate is significantly
-        # lower, else both pooled. Taking a run's counts only when its rate is not lower would
-        # keep the luckiest run's: a stable case would then be a false regression in a quarter
-        # of its runs at alpha 0.05.
+        # A lower rate keeps the baseline's verdict until --accept. Counts kept for the next run:
+        # this run's with --accept, the baseline's while significantly lower, else both pooled
+        # (keeping a run's counts only when not lower would keep the luckiest run's: a stable
+        # case would then falsely regress in a quarter of its runs at alpha 0.05).
         test = repeat_change(*kept_counts, *counts, alpha)
         rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
                 "alpha": alpha}
@@ -1999,8 +1996,7 @@ def _entry_problem(entry):
 
 
 def record_problem(record):
-    """What is wrong with a run record (dict) read from a file, as a message, or None: the
-    format and version, and each entry's string id, status, baseline and change."""
+    """What is wrong with a run record (dict) read from a file: a message, or None."""
     if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
         return "not an evals run record"
     if record.get("version") != RECORD_VERSION:
@@ -2100,8 +2096,7 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-# The parts of a CaseResult an entry holds when present (not None; flaky and tool calls only
-# when true), in the entry's order.
+# A CaseResult's parts an entry holds, in order, when not None (flaky and tool calls: true).
 _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flaky", "output",
                 "tool_calls", "finish_reason", "reasoning")
 
@@ -2109,8 +2104,7 @@ _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flak
 def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
-    decision = decide(result.status, before, accept, calls, alpha)
-    change, kept = decision
+    change, kept = decision = decide(result.status, before, accept, calls, alpha)
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
     scored = before.get("scored", before.get("status"))
@@ -2123,10 +2117,8 @@ def _entry(result, before, case, accept, alpha):
         value = getattr(result, key)
         if value is not None and (value or key not in ("flaky", "tool_calls")):
             entry[key] = list(value) if key == "tool_calls" else value
-    if calls is not None:  # a repeated case: its calls, the counts kept, the rate test
-        entry.update(passes=result.passes, calls=result.calls)
-    if decision.counts is not None:
-        entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
+    entry.update(zip(("passes", "calls"), calls or ()))  # a repeated case
+    entry.update(zip(("baseline_passes", "baseline_calls"), decision.counts or ()))
     if decision.rate is not None:
         entry["rate_test"] = decision.rate
     if kept not in (None, result.status):  # the baseline outlives this run: keep the output
@@ -2171,19 +2163,15 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                             (sum(e.get("baseline") == "pass" for e in before), len(before))),
                    removed=len(removed))
     options = options or RunOptions()
-    return {
-        "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
-        "started_at": run.started_at, "finished_at": run.finished_at or _now(),
-        "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
-        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
-        "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-        "outputs_included": include_outputs, "accepted": accept,
-        "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
-                    "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
-        "summary": summary,
-        "removed": removed,
-        "cases": entries,
-    }
+    return {"format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
+            "started_at": run.started_at, "finished_at": run.finished_at or _now(),
+            "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
+            "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
+            "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
+            "outputs_included": include_outputs, "accepted": accept,
+            "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
+                        "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
+            "summary": summary, "removed": removed, "cases": entries}
 
 
 def _against(previous, kept):
@@ -2244,10 +2232,10 @@ def completed(record):
 # ---- writing records ----
 
 class _Spool:
-    """Record entries in an unnamed temporary file, not in memory (re-scoring 30,000 cases:
-    peak 92 MB held, 59 MB spooled): append() as cases finish, iterate (new dicts), lines()
-    (JSON text), where(keys): only the entries whose (change, passed) is in `keys` (25,000
-    failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
+    """Record entries in an unnamed temporary file, not in memory: re-scoring 100,000 cases
+    peaks within 2x of a minimal loop's memory (30,000: 92 MB held, 59 MB spooled). append()
+    as cases finish; iterate: new dicts; lines(): their JSON text; where(keys): the entries
+    whose (change, passed) is in `keys` (25,000 of 100,000: 0.5 s; 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
@@ -2266,7 +2254,6 @@ class _Spool:
         self._size += self._file.write(_json_line(entry))
 
     def lines(self):
-        """The entries' JSON text, a str for each, in order."""
         self._file.flush()
         self._file.seek(0)
         return (line[:-1].decode("utf-8") for line in self._file)
@@ -2275,7 +2262,6 @@ class _Spool:
         return map(json.loads, self.lines())
 
     def where(self, keys):
-        """The entries (dicts, in order) whose (change, passed) is in `keys`."""
         self._file.flush()
         for start in sorted(s for key in keys for s in self._starts.get(key, ())):
             self._file.seek(start)
@@ -2316,9 +2302,8 @@ def _reasons(entry):
 
 
 def _reply_lines(entry, limit=None):
-    """What a record entry's reply did besides its text, as reports show it below the text:
-    "-> name({...})" for each tool call (arguments cut to `limit` characters), and
-    "[finish_reason: X]" when the answer did not end by itself."""
+    """What a reply did besides its text, shown below it: "-> name({...})" per tool call
+    (arguments cut to `limit` characters), "[finish_reason: X]" if it did not end by itself."""
     calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
@@ -2358,7 +2343,6 @@ def _rate_change(entry):
 
 def _flaky_items(summary):
     """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
-    items = []
     for key, why in (("flaky", "calls disagreed in this run"),
                      ("flaky_history", "both outcomes in recent runs")):
         for item in summary.get(key) if isinstance(summary.get(key), list) else ():
@@ -2366,8 +2350,7 @@ def _flaky_items(summary):
             passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
             rate = (f" ({passes}/{calls} calls passed)" if calls is not None
                     else f" ({passes}/{runs} runs passed)" if runs is not None else "")
-            items.append((_line(item.get("id")) + rate, why))
-    return items
+            yield _line(item.get("id")) + rate, why
 
 
 def _below_floor(summary):
