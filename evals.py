@@ -1870,8 +1870,7 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
-    """Whether any drop can be significant at `alpha` with these numbers of calls: whether the
-    most extreme one (all passing, then all failing) has p <= alpha."""
+    """Whether the largest drop (all passing, then all failing) would be significant at alpha."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
@@ -1899,8 +1898,7 @@ CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
     """What `decide` says: (change, the status the baseline keeps), with `counts`, the (passes,
-    calls) the baseline keeps (None: one call), and `rate`, a repeated case's pass-rate test
-    ({"before": [passes, calls], "result", "p_value", "alpha"}) or None. No __slots__."""
+    calls) the baseline keeps (None: one call), and `rate`, the entry's "rate_test" or None."""
 
     def __new__(cls, change, baseline, counts=None, rate=None):
         decision = super().__new__(cls, change, baseline)
@@ -1915,9 +1913,8 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
-    before: the case's baseline entry or None; counts: (passes, calls) of a repeated run now,
-    or None. When the baseline and now both have more than one call, `repeat_change` at
-    `alpha` decides; otherwise the statuses do."""
+    before: its baseline entry or None; counts: (passes, calls) of a repeated case now, or None.
+    Both with more than one call: `repeat_change` at `alpha` decides; otherwise the statuses."""
     kept = before.get("baseline") if before else None
     passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
     kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
@@ -2035,8 +2032,7 @@ def read_record(path, error=EvalsError):
 
 
 def _stamp(file):
-    """(device, inode, size, mtime in ns) of a path or open file descriptor, None when there is
-    no such file: a write (an atomic replace too) changes it."""
+    """(device, inode, size, mtime ns) of a path or descriptor, None if absent: writes change it."""
     try:
         info = os.stat(file)
     except FileNotFoundError:
@@ -2175,8 +2171,7 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
 
 
 def _against(previous, kept):
-    """The summary's figures of the baseline over the cases run: (passed, total) in its last
-    run (`previous`) and in the verdicts it keeps (`kept`)."""
+    """The baseline's figures over the cases run: (passed, total) in its last run, and kept."""
     return {f"{name}_{key}": value for name, (passed, of) in (("previous", previous),
                                                               ("baseline", kept))
             for key, value in (("pass_rate", passed / of if of else None), ("passed", passed),
@@ -2381,9 +2376,8 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
 
 
 def format_summary(record, quiet=False):
-    """The human summary of a run record (str): pass rate against the previous one, counts,
-    then each regression, error, new failure, known failure and fix with its reasons.
-    quiet: only the count lines, the regressions and the errors."""
+    """The human summary of a run record (str): pass rates, counts, then each case listed with
+    its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
     summary = record["summary"]
     counts = [f"{summary[key]} {key.replace('_', ' ')}" for key in (
         "regressed", "fixed", "still_failing", "new", "errored", "removed")]
@@ -2435,7 +2429,6 @@ def format_summary(record, quiet=False):
 
 
 # ---- escaping, and GitHub Actions annotations ----
-#
 # Everything from a model or the case file (ids, inputs, outputs, check reasons, errors) is
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
