@@ -61,7 +61,7 @@ __all__ = [  # each check_* function is public too
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
     "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
     "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
-    "load_baseline", "read_record", "completed", "make_record", "summarize", "case_status",
+    "load_baseline", "completed", "make_record", "summarize", "case_status",
     "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
     "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
@@ -2015,22 +2015,6 @@ def record_problem(record):
     return None
 
 
-def read_record(path, error=EvalsError):
-    """A run record (dict) read and checked from `path`; raises `error` naming the file."""
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError) as exc:
-        lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
-        raise error(f"{path}: cannot read the run record: {exc}" + (
-            " (one JSON value a line, as in a case or recordings file; a run record is one "
-            "JSON object, e.g. last_run.json)" if lines else "")) from None
-    problem = record_problem(record)
-    if problem:
-        raise error(f"{path}: {problem}")
-    return record
-
-
 def _stamp(file):
     """(device, inode, size, mtime ns) of a path or descriptor, None if absent: writes change it."""
     try:
@@ -2155,9 +2139,8 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    summary.update(_against((sum(e.get("status") == "pass" for e in before), len(before)),
-                            (sum(e.get("baseline") == "pass" for e in before), len(before))),
-                   removed=len(removed))
+    summary.update(_against(*((sum(e.get(key) == "pass" for e in before), len(before))
+                              for key in ("status", "baseline"))), removed=len(removed))
     options = options or RunOptions()
     return {"format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
             "started_at": run.started_at, "finished_at": run.finished_at or _now(),
@@ -2307,8 +2290,7 @@ def _reply_lines(entry, limit=None):
 
 
 def _earlier_rates(summary):
-    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%":
-    the pass rates, over the same cases, of the run before and of the verdicts it keeps."""
+    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = "" if last is None else f", last run {_percent(last)}"
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
