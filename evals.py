@@ -1951,8 +1951,7 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
 
 class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
                                       defaults=(None, None))):
-    """A previous run record: `entries` {case id: entry dict}, the `stamp` of the file read
-    (see _stamp; None: there was no file) and the path of the case file it ran (or None)."""
+    """A previous run: `entries` {case id: entry}, its file's _stamp (None: no file), case file."""
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -2113,10 +2112,9 @@ def _entry(result, before, case, accept, alpha):
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
-    """The run record (a JSON-ready dict) of a RunResult against a Baseline. run.results: any
-    iterable, read once; `entries` receives the entries (a _Spool keeps them on disk). Baseline
-    entries of cases in the case file (`all_case_ids`, default: the cases run) not run now are
-    carried as "not_run", the others `removed`. include_outputs=False needs evals_extras.py."""
+    """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
+    Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
+    the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
     shown = (lambda entry: entry) if include_outputs else _extras(
@@ -2218,8 +2216,7 @@ class _Spool:
     def __init__(self):
         import tempfile
 
-        # A 64 KB buffer: with the default 8 KB, the system calls cost 1.5 us a case more.
-        self._file = tempfile.TemporaryFile(buffering=1 << 16)
+        self._file = tempfile.TemporaryFile(buffering=1 << 16)  # 8 KB would cost 1.5 us a case more
         self._size, self._starts = 0, {}  # (change, passed): where each such entry starts
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
@@ -2453,8 +2450,7 @@ def _gh_escape(value, prop=False):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` per regressed
-    case, `::warning` per errored case or lower rate, not significant; escaped by _gh_escape."""
+    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
