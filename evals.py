@@ -61,7 +61,7 @@ __all__ = [  # each check_* function is public too
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
     "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
     "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
-    "load_baseline", "read_record", "completed", "make_record", "summarize", "case_status",
+    "load_baseline", "completed", "make_record", "summarize", "case_status",
     "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
     "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
@@ -1790,12 +1790,11 @@ def latency_percentiles(latencies):
 
 # ---- statistics: exact tests on k passes of n calls, standard library only ----
 
-# The significance level of `repeat_change`: the conventional 0.05. What it promises: for ONE
-# repeated case whose true pass rate did not change, the chance that one run reports it
-# "regressed" is at most 5% (Fisher's exact test keeps within alpha, and with few calls stays
-# well below it). It is per case and per run, with no correction for testing many cases: a suite
-# of 100 stable repeated cases can expect up to about 5 false "regressed" reports per run in
-# total. A smaller alpha means fewer false alarms and more calls needed to show a real drop.
+# The significance level of `repeat_change`, the conventional 0.05: for ONE repeated case whose
+# true pass rate did not change, a run reports "regressed" with a chance of at most 5% (Fisher's
+# exact test keeps within alpha; with few calls, well below). Per case and per run, uncorrected
+# for many cases: 100 stable repeated cases can expect up to about 5 false "regressed" a run. A
+# smaller alpha: fewer false alarms, and more calls needed to show a real drop.
 DEFAULT_ALPHA = 0.05
 REPEAT_CHANGES = ("regressed", "lower_not_significant", "too_few_calls", "not_lower")
 RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
@@ -1814,10 +1813,9 @@ def _level(value, name):
 
 
 def fisher_one_sided(k_before, n_before, k_now, n_now):
-    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now (k_now of n_now
-    calls passed, against k_before of n_before): the hypergeometric upper tail, as SciPy's
-    fisher_exact([[k_before, n_before - k_before], [k_now, n_now - k_now]], "greater"), in
-    integers divided once. Raises ValueError unless 0 <= passes <= calls, all ints."""
+    """One-sided p-value of Fisher's exact test that the pass rate is LOWER now than before:
+    the hypergeometric upper tail, as SciPy's fisher_exact([[k_before, n_before - k_before],
+    [k_now, n_now - k_now]], "greater"), in integers divided once. ValueError: bad counts."""
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
@@ -1827,8 +1825,7 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
-    """Whether any drop can be significant at `alpha` with these numbers of calls: whether the
-    most extreme one (all passing, then all failing) has p <= alpha."""
+    """Whether the largest drop (all passing, then all failing) would be significant at alpha."""
     _level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
@@ -1856,8 +1853,7 @@ CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
     """What `decide` says: (change, the status the baseline keeps), with `counts`, the (passes,
-    calls) the baseline keeps (None: one call), and `rate`, a repeated case's pass-rate test
-    ({"before": [passes, calls], "result", "p_value", "alpha"}) or None. No __slots__."""
+    calls) the baseline keeps (None: one call), and `rate`, the entry's "rate_test" or None."""
 
     def __new__(cls, change, baseline, counts=None, rate=None):
         decision = super().__new__(cls, change, baseline)
@@ -1872,9 +1868,8 @@ class Decision(collections.namedtuple("Decision", "change baseline")):
 
 def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
-    before: the case's baseline entry or None; counts: (passes, calls) of a repeated run now,
-    or None. When the baseline and now both have more than one call, `repeat_change` at
-    `alpha` decides; otherwise the statuses do."""
+    before: its baseline entry or None; counts: (passes, calls) of a repeated case now, or None.
+    Both with more than one call: `repeat_change` at `alpha` decides; otherwise the statuses."""
     kept = before.get("baseline") if before else None
     passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
     kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
@@ -1884,11 +1879,10 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("new", status, counts)
     following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
-        # A lower rate keeps the baseline's verdict until --accept. The counts kept for the
-        # next run: this run's with --accept, the baseline's while the rate is significantly
-        # lower, else both pooled. Taking a run's counts only when its rate is not lower would
-        # keep the luckiest run's: a stable case would then be a false regression in a quarter
-        # of its runs at alpha 0.05.
+        # A lower rate keeps the baseline's verdict until --accept. Counts kept for the next run:
+        # this run's with --accept, the baseline's while significantly lower, else both pooled
+        # (keeping a run's counts only when not lower would keep the luckiest run's: a stable
+        # case would then falsely regress in a quarter of its runs at alpha 0.05).
         test = repeat_change(*kept_counts, *counts, alpha)
         rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
                 "alpha": alpha}
@@ -1912,8 +1906,7 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
 
 class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
                                       defaults=(None, None))):
-    """A previous run record: `entries` {case id: entry dict}, the `stamp` of the file read
-    (see _stamp; None: there was no file) and the path of the case file it ran (or None)."""
+    """A previous run: `entries` {case id: entry}, its file's _stamp (None: no file), case file."""
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -1954,8 +1947,7 @@ def _entry_problem(entry):
 
 
 def record_problem(record):
-    """What is wrong with a run record (dict) read from a file, as a message, or None: the
-    format and version, and each entry's string id, status, baseline and change."""
+    """What is wrong with a run record (dict) read from a file: a message, or None."""
     if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
         return "not an evals run record"
     if record.get("version") != RECORD_VERSION:
@@ -1977,25 +1969,8 @@ def record_problem(record):
     return None
 
 
-def read_record(path, error=EvalsError):
-    """A run record (dict) read and checked from `path`; raises `error` naming the file."""
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError) as exc:
-        lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
-        raise error(f"{path}: cannot read the run record: {exc}" + (
-            " (one JSON value a line, as in a case or recordings file; a run record is one "
-            "JSON object, e.g. last_run.json)" if lines else "")) from None
-    problem = record_problem(record)
-    if problem:
-        raise error(f"{path}: {problem}")
-    return record
-
-
 def _stamp(file):
-    """(device, inode, size, mtime in ns) of a path or open file descriptor, None when there is
-    no such file: a write (an atomic replace too) changes it."""
+    """(device, inode, size, mtime ns) of a path or descriptor, None if absent: writes change it."""
     try:
         info = os.stat(file)
     except FileNotFoundError:
@@ -2055,8 +2030,7 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-# The parts of a CaseResult an entry holds when present (not None; flaky and tool calls only
-# when true), in the entry's order.
+# A CaseResult's parts an entry holds, in order, when not None (flaky and tool calls: true).
 _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flaky", "output",
                 "tool_calls", "finish_reason", "reasoning")
 
@@ -2064,8 +2038,7 @@ _ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flak
 def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
     calls = None if result.calls is None else (result.passes, result.calls)
-    decision = decide(result.status, before, accept, calls, alpha)
-    change, kept = decision
+    change, kept = decision = decide(result.status, before, accept, calls, alpha)
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
     scored = before.get("scored", before.get("status"))
@@ -2078,10 +2051,8 @@ def _entry(result, before, case, accept, alpha):
         value = getattr(result, key)
         if value is not None and (value or key not in ("flaky", "tool_calls")):
             entry[key] = list(value) if key == "tool_calls" else value
-    if calls is not None:  # a repeated case: its calls, the counts kept, the rate test
-        entry.update(passes=result.passes, calls=result.calls)
-    if decision.counts is not None:
-        entry.update(baseline_passes=decision.counts[0], baseline_calls=decision.counts[1])
+    entry.update(zip(("passes", "calls"), calls or ()))  # a repeated case
+    entry.update(zip(("baseline_passes", "baseline_calls"), decision.counts or ()))
     if decision.rate is not None:
         entry["rate_test"] = decision.rate
     if kept not in (None, result.status):  # the baseline outlives this run: keep the output
@@ -2096,10 +2067,9 @@ def _entry(result, before, case, accept, alpha):
 
 def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
                 all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
-    """The run record (a JSON-ready dict) of a RunResult against a Baseline. run.results: any
-    iterable, read once; `entries` receives the entries (a _Spool keeps them on disk). Baseline
-    entries of cases in the case file (`all_case_ids`, default: the cases run) not run now are
-    carried as "not_run", the others `removed`. include_outputs=False needs evals_extras.py."""
+    """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
+    Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
+    the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
     shown = (lambda entry: entry) if include_outputs else _extras(
@@ -2122,28 +2092,22 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    summary.update(_against((sum(e.get("status") == "pass" for e in before), len(before)),
-                            (sum(e.get("baseline") == "pass" for e in before), len(before))),
-                   removed=len(removed))
+    summary.update(_against(*((sum(e.get(key) == "pass" for e in before), len(before))
+                              for key in ("status", "baseline"))), removed=len(removed))
     options = options or RunOptions()
-    return {
-        "format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
-        "started_at": run.started_at, "finished_at": run.finished_at or _now(),
-        "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
-        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
-        "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-        "outputs_included": include_outputs, "accepted": accept,
-        "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
-                    "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
-        "summary": summary,
-        "removed": removed,
-        "cases": entries,
-    }
+    return {"format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
+            "started_at": run.started_at, "finished_at": run.finished_at or _now(),
+            "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
+            "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
+            "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
+            "outputs_included": include_outputs, "accepted": accept,
+            "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
+                        "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
+            "summary": summary, "removed": removed, "cases": entries}
 
 
 def _against(previous, kept):
-    """The summary's figures of the baseline over the cases run: (passed, total) in its last
-    run (`previous`) and in the verdicts it keeps (`kept`)."""
+    """The baseline's figures over the cases run: (passed, total) in its last run, and kept."""
     return {f"{name}_{key}": value for name, (passed, of) in (("previous", previous),
                                                               ("baseline", kept))
             for key, value in (("pass_rate", passed / of if of else None), ("passed", passed),
@@ -2199,16 +2163,15 @@ def completed(record):
 # ---- writing records ----
 
 class _Spool:
-    """Record entries in an unnamed temporary file, not in memory (re-scoring 30,000 cases:
-    peak 92 MB held, 59 MB spooled): append() as cases finish, iterate (new dicts), lines()
-    (JSON text), where(keys): only the entries whose (change, passed) is in `keys` (25,000
-    failures of 100,000 entries: 0.5 s, 1.4 s reading them all)."""
+    """Record entries in an unnamed temporary file, not in memory: re-scoring 100,000 cases
+    peaks within 2x of a minimal loop's memory (30,000: 92 MB held, 59 MB spooled). append()
+    as cases finish; iterate: new dicts; lines(): their JSON text; where(keys): the entries
+    whose (change, passed) is in `keys` (25,000 of 100,000: 0.5 s; 1.4 s reading them all)."""
 
     def __init__(self):
         import tempfile
 
-        # A 64 KB buffer: with the default 8 KB, the system calls cost 1.5 us a case more.
-        self._file = tempfile.TemporaryFile(buffering=1 << 16)
+        self._file = tempfile.TemporaryFile(buffering=1 << 16)  # 8 KB would cost 1.5 us a case more
         self._size, self._starts = 0, {}  # (change, passed): where each such entry starts
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
@@ -2221,7 +2184,6 @@ class _Spool:
         self._size += self._file.write(_json_line(entry))
 
     def lines(self):
-        """The entries' JSON text, a str for each, in order."""
         self._file.flush()
         self._file.seek(0)
         return (line[:-1].decode("utf-8") for line in self._file)
@@ -2230,7 +2192,6 @@ class _Spool:
         return map(json.loads, self.lines())
 
     def where(self, keys):
-        """The entries (dicts, in order) whose (change, passed) is in `keys`."""
         self._file.flush()
         for start in sorted(s for key in keys for s in self._starts.get(key, ())):
             self._file.seek(start)
@@ -2271,9 +2232,8 @@ def _reasons(entry):
 
 
 def _reply_lines(entry, limit=None):
-    """What a record entry's reply did besides its text, as reports show it below the text:
-    "-> name({...})" for each tool call (arguments cut to `limit` characters), and
-    "[finish_reason: X]" when the answer did not end by itself."""
+    """What a reply did besides its text, shown below it: "-> name({...})" per tool call
+    (arguments cut to `limit` characters), "[finish_reason: X]" if it did not end by itself."""
     calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
@@ -2282,8 +2242,7 @@ def _reply_lines(entry, limit=None):
 
 
 def _earlier_rates(summary):
-    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%":
-    the pass rates, over the same cases, of the run before and of the verdicts it keeps."""
+    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = "" if last is None else f", last run {_percent(last)}"
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
@@ -2313,7 +2272,6 @@ def _rate_change(entry):
 
 def _flaky_items(summary):
     """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
-    items = []
     for key, why in (("flaky", "calls disagreed in this run"),
                      ("flaky_history", "both outcomes in recent runs")):
         for item in summary.get(key) if isinstance(summary.get(key), list) else ():
@@ -2321,8 +2279,7 @@ def _flaky_items(summary):
             passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
             rate = (f" ({passes}/{calls} calls passed)" if calls is not None
                     else f" ({passes}/{runs} runs passed)" if runs is not None else "")
-            items.append((_line(item.get("id")) + rate, why))
-    return items
+            yield _line(item.get("id")) + rate, why
 
 
 def _below_floor(summary):
@@ -2353,9 +2310,8 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
 
 
 def format_summary(record, quiet=False):
-    """The human summary of a run record (str): pass rate against the previous one, counts,
-    then each regression, error, new failure, known failure and fix with its reasons.
-    quiet: only the count lines, the regressions and the errors."""
+    """The human summary of a run record (str): pass rates, counts, then each case listed with
+    its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
     summary = record["summary"]
     counts = [f"{summary[key]} {key.replace('_', ' ')}" for key in (
         "regressed", "fixed", "still_failing", "new", "errored", "removed")]
@@ -2407,7 +2363,6 @@ def format_summary(record, quiet=False):
 
 
 # ---- escaping, and GitHub Actions annotations ----
-#
 # Everything from a model or the case file (ids, inputs, outputs, check reasons, errors) is
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
@@ -2450,8 +2405,7 @@ def _gh_escape(value, prop=False):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` per regressed
-    case, `::warning` per errored case or lower rate, not significant; escaped by _gh_escape."""
+    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"

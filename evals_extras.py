@@ -31,7 +31,7 @@ __all__ = [
     "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
-    "OPTIONS", "COMMANDS",
+    "read_record", "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
@@ -46,7 +46,7 @@ from evals import (  # the core's names this file builds on
     _refuse_pairs, _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
     _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
     case_problems, case_reasons, completed, decide, evaluate, format_summary, load_baseline,
-    load_callable, load_cases, read_record, record_problem, register, stored_output, summarize,
+    load_callable, load_cases, record_problem, register, stored_output, summarize,
     write_atomic, write_record,
 )
 
@@ -782,6 +782,26 @@ def check_max_cost_usd(reply, usd: Amount):
                                  "table; see --prices)", flag="skipped")
     return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
                                               f"${usd:g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading run records (the core reads only its baseline: load_baseline)
+# ---------------------------------------------------------------------------------------------
+
+def read_record(path, error=EvalsError):
+    """A run record (dict) read and checked from `path`; raises `error` naming the file."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError) as exc:
+        lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
+        raise error(f"{path}: cannot read the run record: {exc}" + (
+            " (one JSON value a line, as in a case or recordings file; a run record is one "
+            "JSON object, e.g. last_run.json)" if lines else "")) from None
+    problem = record_problem(record)
+    if problem:
+        raise error(f"{path}: {problem}")
+    return record
 
 
 # ---------------------------------------------------------------------------------------------

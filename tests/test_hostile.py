@@ -337,7 +337,7 @@ class StopsAndRacesTest(unittest.TestCase):
 
         def accept_elsewhere(prompt):  # another run's --accept lands while this one runs
             if prompt == "b":
-                other = evals.read_record(self.baseline)
+                other = evals_extras.read_record(self.baseline)
                 evals.write_record(self.baseline, dict(other, accepted=True))
             return "fine"
 
@@ -345,7 +345,7 @@ class StopsAndRacesTest(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("was written by another run while this one ran; it is not overwritten",
                       err)
-        self.assertTrue(evals.read_record(self.baseline)["accepted"])
+        self.assertTrue(evals_extras.read_record(self.baseline)["accepted"])
         beside = [n for n in os.listdir(self.dir) if n.startswith("last_run.") and
                   n != "last_run.json"]
         self.assertEqual(len(beside), 1, os.listdir(self.dir))

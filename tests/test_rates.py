@@ -811,7 +811,8 @@ class CompareTest(Workspace):
         # majority is not.
         b = self.record("b.json", "--repeat", "3", "--min-pass", "1", k=["ok", "no", "no"],
                         m=["ok", "no", "no"])
-        result = evals_extras.compare_records(evals.read_record(a), evals.read_record(b))
+        result = evals_extras.compare_records(evals_extras.read_record(a),
+                                              evals_extras.read_record(b))
         self.assertEqual((result["paired"], result["a_only_passed"], result["b_only_passed"]),
                          (2, 2, 0))
         self.assertEqual(result["b"]["passed"], 2)  # the statuses
@@ -824,7 +825,8 @@ class CompareTest(Workspace):
         self.write_cases(*[ok_case(i) for i in self.IDS[:9]], ok_case("extra"))
         self.IDS = self.IDS[:9] + ["extra"]
         b = self.record("b.json", c1="!raise")
-        result = evals_extras.compare_records(evals.read_record(a), evals.read_record(b))
+        result = evals_extras.compare_records(evals_extras.read_record(a),
+                                              evals_extras.read_record(b))
         self.assertEqual(result["paired"], 7)  # c2..c8: c0 and c1 errored once, c9 and extra
         self.assertEqual((result["only_in_a"], result["only_in_b"]), (["c9"], ["extra"]))
         changes = {e["id"]: e["change"] for e in result["record"]["cases"]}

@@ -827,7 +827,7 @@ class OldFilesTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             for name in ("cases.jsonl", "recordings.jsonl", "last_run.json"):
                 shutil.copy(os.path.join(ROOT, name), folder)
-            before = {e["id"]: e for e in evals.read_record(
+            before = {e["id"]: e for e in evals_extras.read_record(
                 os.path.join(folder, "last_run.json"))["cases"]}
             out, err = io.StringIO(), io.StringIO()
             code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--rescore",
@@ -836,7 +836,7 @@ class OldFilesTest(unittest.TestCase):
                                os.path.join(folder, "new.json"), "--record",
                                os.path.join(folder, "again.jsonl"), "--no-history"], out, err)
             self.assertEqual(code, 0, out.getvalue() + err.getvalue())
-            after = {e["id"]: e for e in evals.read_record(
+            after = {e["id"]: e for e in evals_extras.read_record(
                 os.path.join(folder, "new.json"))["cases"]}
             with open(os.path.join(folder, "recordings.jsonl"), encoding="utf-8") as handle:
                 old_rows = [json.loads(text) for text in handle if text.strip()]

@@ -376,7 +376,7 @@ class ShardMergeTest(Workspace):
 
     def test_many_missing_cases_say_how_many_are_not_listed(self):
         os.remove(self.baseline)
-        record = evals.read_record(self.run_shards()[0])  # the cases of shard 1 of 3
+        record = evals_extras.read_record(self.run_shards()[0])  # the cases of shard 1 of 3
         ran = [entry["id"] for entry in record["cases"]]
         lost = [f"lost-{n}" for n in range(12)]
         with self.assertRaises(evals.EvalsError) as caught:
