@@ -29,10 +29,12 @@ and `attempt=` only when its signature names them, and returns a str, or a mappi
 with `text` and any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`; attributes
 declare the rest (`accepts_conversations = True`, a `batch` method). It imports nothing from here.
 
-Sections, in pipeline order, each calling only the ones above it: errors and data, text units,
-checks, cases, runner, outcomes, reports, command line.
-evals_extras.py, beside this file, holds the optional parts (judge, JSON Schema, IFEval-style
-checks, HTML / JUnit / Markdown reports, history, compare, merge, batches, budgets): `_extras`.
+Sections, in pipeline order, each calling only those above it: errors and data (Case, Answer,
+CheckResult, atomic writes, loading callables, `_extras`: the one hook to evals_extras.py, which
+holds the optional parts); text units (folding, words, JSON); checks (`register`, a function a
+check, `evaluate`); cases (`load_cases`, selection); runner (calling the client: -j, timeouts,
+repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
+reports (the summary, annotations); command line (options, `main`).
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -112,14 +114,10 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
 
     def as_dict(self, kind):
         """The run record's dict: type, passed, reason; the flag, quoted and judge if set."""
-        entry = {"type": kind, "passed": self.passed, "reason": self.reason}
-        if self.flag:
-            entry[self.flag] = True
-        if self.quoted:
-            entry["quoted"] = list(self.quoted)
-        if self.judge is not None:
-            entry["judge"] = self.judge
-        return entry
+        return {"type": kind, "passed": self.passed, "reason": self.reason,
+                **({self.flag: True} if self.flag else {}),
+                **({"quoted": list(self.quoted)} if self.quoted else {}),
+                **({"judge": self.judge} if self.judge is not None else {})}
 
 
 class Case(collections.namedtuple(
@@ -2165,23 +2163,18 @@ def completed(record):
 class _Spool:
     """Record entries in an unnamed temporary file, not in memory: re-scoring 100,000 cases
     peaks within 2x of a minimal loop's memory (30,000: 92 MB held, 59 MB spooled). append()
-    as cases finish; iterate: new dicts; lines(): their JSON text; where(keys): the entries
-    whose (change, passed) is in `keys` (25,000 of 100,000: 0.5 s; 1.4 s reading them all)."""
+    as cases finish; iterate: new dicts; lines(): their JSON text."""
 
     def __init__(self):
         import tempfile
 
         self._file = tempfile.TemporaryFile(buffering=1 << 16)  # 8 KB would cost 1.5 us a case more
-        self._size, self._starts = 0, {}  # (change, passed): where each such entry starts
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
 
     def append(self, entry):
-        # "new" and "passed" apart: a summary lists a new case only when it does not pass
-        key = (entry.get("change"), entry.get("status") == "pass")
-        self._starts.setdefault(key, []).append(self._size)
-        self._size += self._file.write(_json_line(entry))
+        self._file.write(_json_line(entry))
 
     def lines(self):
         self._file.flush()
@@ -2190,12 +2183,6 @@ class _Spool:
 
     def __iter__(self):
         return map(json.loads, self.lines())
-
-    def where(self, keys):
-        self._file.flush()
-        for start in sorted(s for key in keys for s in self._starts.get(key, ())):
-            self._file.seek(start)
-            yield json.loads(self._file.readline())
 
 
 def record_chunks(record):
@@ -2334,12 +2321,11 @@ def format_summary(record, quiet=False):
         flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
     sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
-    # A new case is listed only when it does not pass; a _Spool reads only the entries listed.
-    keys = {(change, passed) for change in sections for passed in (False, change != "new")}
-    cases, listed = record["cases"], {change: [] for change in sections}
-    for entry in (cases.where(keys) if isinstance(cases, _Spool) else
-                  (e for e in cases if (e.get("change"), e.get("status") == "pass") in keys)):
-        listed[entry["change"]].append(entry)
+    listed = {change: [] for change in sections}
+    for entry in record["cases"]:  # a new case is listed only when it does not pass
+        if entry.get("change") in sections and not (entry["change"] == "new"
+                                                    and entry.get("status") == "pass"):
+            listed[entry["change"]].append(entry)
     for change, label in sections.items():
         entries, groups = listed[change], {}
         if change == "errored":  # an error of three or more cases once (a missing key errs on all)
@@ -2555,9 +2541,8 @@ _OPTIONS = {
 
 
 def _parser(command, extras):
-    """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS and,
-    when `extras` (the optional module) is there, its COMMANDS and OPTIONS. An option of the
-    extras is None when they are missing, and a usage error naming it says what to copy."""
+    """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS and
+    `extras`' (None: missing; its options are then None, and a usage error names the file)."""
     import textwrap
 
     def wrap(text):
@@ -2610,18 +2595,13 @@ def main(argv=None, stdout=None, stderr=None):
         return EXIT_OK
     try:
         extras = _extras(f"`evals.py {command}`" if command else None)
-    except EvalsError as exc:
-        stderr.write(f"evals: {exc}\n")
-        return EXIT_INVALID
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            args = _parser(command, extras).parse_args(argv[1:] if command else argv)
-        except SystemExit as exc:  # --help, --version or a usage error, already printed
-            return EXIT_OK if exc.code == 0 else EXIT_INVALID
-    run = (extras.COMMANDS if command else _COMMANDS)[command][0]
-    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                args = _parser(command, extras).parse_args(argv[1:] if command else argv)
+            except SystemExit as exc:  # --help, --version or a usage error, already printed
+                return EXIT_OK if exc.code == 0 else EXIT_INVALID
         with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
-            return run(args, stdout, stderr)
+            return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
@@ -2673,15 +2653,6 @@ def _exit_code(summary, strict=False, accepted=False):
     failed = (summary["regressed"] and not accepted) or (
         strict and summary["passed"] < summary["total"])
     return EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK
-
-
-def _beside_baseline(args, name):
-    """A file in the .evals folder beside the baseline (history, judge cache)."""
-    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
-
-
-def _history_path(args):
-    return args.history or _beside_baseline(args, "history.sqlite")
 
 
 # What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
@@ -2744,8 +2715,8 @@ def _run_command(args, stdout, stderr):
     _warn_other_case_file(args, baseline, cases, stderr)
     selected = _selection(args, cases, baseline)
     if selected is None:
-        stdout.write("nothing to rerun: " + (f"the history ({_history_path(args)}) marks no "
-                                             "selected case flaky\n" if args.repeat_flaky else
+        stdout.write("nothing to rerun: " + ("the history marks no selected case flaky\n"
+                                             if args.repeat_flaky else
                                              f"every case passed in {args.baseline}\n"))
         return EXIT_OK
     # A --baseline that names the wrong file would make every regression new, and CI green.
@@ -2818,8 +2789,7 @@ def _warn_other_case_file(args, baseline, cases, stderr):
     if theirs is None or args.no_save or args.out or args.shard or (
             os.path.normpath(theirs) == os.path.normpath(args.cases)):
         return
-    ids = {case.id for case in cases}
-    dropped = sum(case_id not in ids for case_id in baseline.entries)
+    dropped = len(set(baseline.entries) - {case.id for case in cases})
     if dropped:
         stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
                      f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
@@ -2955,9 +2925,8 @@ def _write_reports(args, record, previous, stdout):
             with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
                 handle.write(summary + "\n")
 def _save_recordings(path, record, stderr):
-    """Record the outputs of the cases `record` ran in a recordings file (each a str, or the
-    whole reply when it called tools or did not end by itself: stored_output): rows of the
-    cases run are updated (or added at the end), every other row is kept as it was."""
+    """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
+    rows updated (or added at the end), every other row kept as it was."""
     rows = {row["id"]: row for row, _ in _recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
@@ -2997,8 +2966,8 @@ _COMMANDS = {
          "  python evals.py review              turn captured calls into cases\n"
          "These commands, and the options for the judge, reports, history, prices, budgets\n"
          "and batches, need evals_extras.py beside evals.py.",
-         _EXIT_CODES + "\n\nThe default client my_client:ask replays recordings.jsonl offline "
-         "until a provider is configured (see my_client.py).", {
+         _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
+         "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.", {
              None: ("--version",),
              "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
                                     "--validate", "--list-checks"),

@@ -38,16 +38,15 @@ from evals import (  # the core's names this file builds on
     Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
-    _below_floor, _beside_baseline, _bounds, _callable_name, _check_calls, _compile, _counted,
-    _counts, _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines,
-    _history_path, _input_problems, _is_number, _is_texts, _json_equal, _json_line, _json_type,
-    _kind, _level, _line, _now, _number, _offline, _paragraphs, _parse_json, _percent, _plural,
-    _quote, _quote_all, _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting,
-    _refuse_pairs, _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json,
-    _tool_calls, _truncated_list, _unfence, _visible, _within, _words, _write_reports,
-    case_problems, case_reasons, completed, decide, evaluate, format_summary, load_baseline,
-    load_callable, load_cases, record_problem, register, stored_output, summarize,
-    write_atomic, write_record,
+    _below_floor, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
+    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines, _input_problems,
+    _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level, _line, _now,
+    _number, _offline, _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all,
+    _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting, _refuse_pairs,
+    _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
+    _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
+    case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
+    load_cases, record_problem, register, stored_output, summarize, write_atomic, write_record,
 )
 
 
@@ -2764,4 +2763,16 @@ def open_sqlite(path, schema):
 
 def _needs_judge(check):
     return CHECKS[check["type"]].needs_judge
+
+
+
+
+def _beside_baseline(args, name):
+    """A file in the .evals folder beside the baseline (history, judge cache)."""
+    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
+
+
+
+def _history_path(args):
+    return args.history or _beside_baseline(args, "history.sqlite")
 
