@@ -1372,7 +1372,7 @@ def _attribute(value, name, kind):
 _REPLY_PARTS = {"text": str, "tool_calls": object, "finish_reason": object, "usage": dict,
                 "model": str, "reasoning": str, "sent": dict}
 _NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
-             '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see the README)')
+             '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see docs/clients.md)')
 
 
 def _reply_problem(whole, hint=""):
