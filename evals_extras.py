@@ -7,7 +7,15 @@ language), HTML / JUnit / Markdown reports, the run history with flaky-case dete
 `review` (turning bad answers into cases), prices and budgets, and provider batches.
 
 evals.py imports this file only when a case or an option needs it, and refuses that case or
-option (exit 2) when it is missing. This file depends on evals.py, never the other way round.
+option (exit 2) when it is missing. This file depends on evals.py, never the other way round:
+its checks register in the core's registry, and the core's command line calls prepare_run()
+before a run's calls, after_summary() and write_reports() after them.
+
+Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, cost, the
+judge), cases (appending), runner (prices and budgets, batches, the cache's flags), outcomes
+(reading, comparing and merging records; statistics; history; --omit-outputs), reports (JUnit,
+Markdown, HTML), commands (merge, history, add, check, report, compare, review) and the
+command line's options.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
