@@ -2387,7 +2387,8 @@ def _review_command(args, stdout, stderr):
 # ---------------------------------------------------------------------------------------------
 
 def write_reports(args, record, previous):
-    """The JUnit, Markdown and HTML files asked for (args.junit, .markdown, .html); `previous`:
+    """The JUnit, Markdown and HTML files asked for (args.junit, .markdown, .html), and the
+    Markdown report in GitHub's step summary (args.github); `previous`:
     the baseline's entries, which the HTML report shows with the output that earned their
     baseline (a regression's last passing answer; none when the record omits outputs)."""
     writers = ((args.junit, lambda: render_junit(record)),
@@ -2397,6 +2398,9 @@ def write_reports(args, record, previous):
     for path, render in writers:
         if path:
             write_atomic(path, [render()])
+    if args.github and os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+            handle.write(render_markdown(record) + "\n")
 
 
 def _use_history(args, done, stderr, use):
