@@ -528,9 +528,9 @@ Param = collections.namedtuple("Param", "kind required default")
 CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
-# The check types evals_extras.py registers: a case using one needs that file.
-_EXTRA_CHECKS = ("sentence_count", "paragraph_count", "bullet_count", "letter_case",
-                 "uppercase_word_count", "language", "judge", "max_cost_usd", "json_schema")
+# What a copy without evals_extras.py says of the check types only that file registers.
+_NO_EXTRAS = ("evals_extras.py, which adds the judge, JSON Schema, cost and IFEval-style text "
+              "checks, is not beside evals.py")
 
 
 def _kind(test, message):
@@ -1019,15 +1019,10 @@ def validate_check(check):
     kind = check.get("type")
     if not isinstance(kind, str):
         return ["has no 'type' (a string naming the check)"]
-    if kind not in CHECKS and kind in _EXTRA_CHECKS:
-        try:
-            _extras(f"check {kind!r}")  # registers its checks
-        except EvalsError as exc:
-            return [str(exc)]
-    spec = CHECKS.get(kind)
+    spec = CHECKS.get(kind) or _extras() and CHECKS.get(kind)  # the optional file registers
     if spec is None:
         return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
-                + ", ".join(sorted(CHECKS))]
+                + ", ".join(sorted(CHECKS)) + ("" if _extras() else f" ({_NO_EXTRAS})")]
     # "on" picks the text a check reads; a check of the whole reply reads no text
     params = {"negate": _NEGATE, **({} if spec.whole else {"on": _ON}), **spec.params}
     problems = []
@@ -2457,8 +2452,7 @@ def _check_table():
         lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
                   textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
                                 subsequent_indent=" " * 6)]
-    missing = ", ".join(name for name in _EXTRA_CHECKS if name not in CHECKS)
-    lines += [f"\nWith evals_extras.py beside evals.py: {missing}"] if missing else []
+    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
     return "\n".join(lines) + "\n"
 
 

@@ -98,7 +98,7 @@ class CoreAloneTest(unittest.TestCase):
             with self.subTest(argv=argv):
                 code, out = self.evals(*argv)
                 self.assertEqual(code, 2, out)
-                self.assertIn("needs evals_extras.py", out)
+                self.assertIn("evals_extras.py", out)  # named, with what it adds or is needed for
                 self.assertNotIn("Traceback", out)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "last_run.json")))
 
