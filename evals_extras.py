@@ -320,6 +320,81 @@ _Number = _kind(_is_number, "must be a number")
 _Anything = _kind(lambda v: True, "")
 
 
+# The `format` values checked (JSON Schema 2020-12, section 7.3, as assertions):
+# - date, time, date-time: RFC 3339's full-date, full-time and date-time (a real calendar day;
+#   "T" and "Z" in either case; second 60 only at 23:59 UTC, a leap second);
+# - email: a pragmatic local@domain, not all of RFC 5321: the local part dot-separated runs of
+#   letters, digits and !#$%&'*+/=?^_`{|}~- (at most 64 characters), the domain dot-separated
+#   labels of letters, digits and inner hyphens (at most 63 characters each, 253 in all);
+#   no quoted local parts, no [address] domains;
+# - uri: RFC 3986's absolute URI: a scheme (a letter, then letters, digits, + - .), ":", then
+#   only URI characters (unreserved, reserved, %XX escapes; no spaces, no non-ASCII);
+# - uuid: RFC 4122's 8-4-4-4-12 hexadecimal digits (any version, either case);
+# - ipv4, ipv6: what the ipaddress module accepts, ASCII only, without a %zone on IPv6.
+_DATE = r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+_TIME = r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(?:([zZ])|([+-])([0-9]{2}):([0-9]{2}))"
+_FORMAT_PATTERNS = {
+    "date": re.compile(_DATE), "time": re.compile(_TIME),
+    "date-time": re.compile(_DATE + "[tT]" + _TIME),
+    "email": re.compile(r"(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+                        r"(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+                        r"@(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+                        r"(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*", re.DOTALL),
+    "uri": re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]"
+                      r"|%[0-9A-Fa-f]{2})*"),
+    "uuid": re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"),
+}
+
+
+def _valid_time(match, first):
+    """Whether the full-time matched from group `first` of `match` is a real time."""
+    hour, minute, second, zulu, sign, off_hour, off_minute = match.groups()[first:first + 7]
+    hour, minute, second = int(hour), int(minute), int(second)
+    if hour > 23 or minute > 59 or second > 60:
+        return False
+    offset = 0 if zulu else int(off_hour) * 60 + int(off_minute)
+    if not zulu and (int(off_hour) > 23 or int(off_minute) > 59):
+        return False
+    utc = (hour * 60 + minute - (offset if sign == "+" else -offset)) % 1440
+    return second < 60 or utc == 23 * 60 + 59  # a leap second ends a UTC day
+
+
+def _valid_date(match):
+    import datetime
+
+    try:
+        datetime.date(*map(int, match.groups()[:3]))
+        return True
+    except ValueError:
+        return False
+
+
+def _valid_ip(text, version):
+    import ipaddress
+
+    if not text.isascii() or "%" in text:  # "%eth0": a zone, not part of the address
+        return False
+    try:
+        return ipaddress.ip_address(text).version == version
+    except ValueError:
+        return False
+
+
+def _is_format(text, name):
+    """Whether the string `text` is a valid `name` (one of FORMATS)."""
+    if name in ("ipv4", "ipv6"):
+        return _valid_ip(text, int(name[-1]))
+    match = _FORMAT_PATTERNS[name].fullmatch(text)
+    if match is None or name in ("email", "uri", "uuid"):
+        return match is not None
+    if name == "time":
+        return _valid_time(match, 0)
+    return _valid_date(match) and (name == "date" or _valid_time(match, 3))
+
+
+FORMATS = ("date", "date-time", "time", "email", "uri", "uuid", "ipv4", "ipv6")
+
+
 _SCHEMA_KEYWORDS = {
     "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
                              if isinstance(v, list) else v in _SCHEMA_TYPES),
@@ -330,7 +405,7 @@ _SCHEMA_KEYWORDS = {
     "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
     "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
     "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": _regex_problem,
+    "maxItems": Count, "pattern": _regex_problem, "format": Choice(*FORMATS),
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
 
@@ -374,6 +449,10 @@ def schema_errors(value, schema, path, quoted):
     if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
         quoted.append(_quote(value, 40))
         errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
+    fmt = schema.get("format")
+    if isinstance(value, str) and fmt is not None and not _is_format(value, fmt):
+        quoted.append(_quote(value, 40))
+        errors.append(f"{path}: {quoted[-1]} is not a valid {fmt}")
     if isinstance(value, list) and "items" in schema:
         for index, item in enumerate(value):
             errors += schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
@@ -435,6 +514,186 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
     if errors:
         return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
     return CheckResult(True, "matches the schema")
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedded JSON and XML: json_embedded, xml_valid
+# ---------------------------------------------------------------------------------------------
+
+_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([^`\n]*?)[ \t]*$", re.MULTILINE)
+# Where a JSON object or array may start: { before a key or }, [ before a value or ] (or NaN,
+# Infinity: named when they fail); "{name}" and "[citation]" are prose.
+_JSON_START = re.compile(r'\{(?=[ \t\n\r]*["}])|\[(?=[ \t\n\r]*[-0-9"\[{tfnNI\]])')
+# Candidates tried in prose before giving up: each failure costs a pass over the text (the
+# decoder's error counts lines), so a text of 100,000 "{" would take minutes.
+_MAX_FAILED_CANDIDATES = 100
+_NOT_JSON_CONSTANT = re.compile(r"-?(?:NaN|Infinity)")
+
+
+def _json_fences(text):
+    """(start, end) of the bodies of the ```json and bare ``` fences of `text`, in order: a
+    fence line opens a block (```python too, so its closing line is not taken for an opening)
+    and a bare ``` line closes it."""
+    bodies, opened = [], None
+    for line in _FENCE_LINE.finditer(text):
+        if opened is None:
+            opened = line
+        elif not line.group(1):
+            if opened.group(1).lower() in ("", "json"):
+                bodies.append((opened.end() + 1, line.start()))
+            opened = None
+    return bodies
+
+
+def _line_column(text, pos):
+    return f"line {text.count(chr(10), 0, pos) + 1} column {pos - text.rfind(chr(10), 0, pos)}"
+
+
+_LENIENT_DECODER = json.JSONDecoder()  # only to find where a text with NaN or Infinity ends
+
+
+def _embedded_json(text):
+    """(values, failures, fenced) of the JSON objects and arrays in `text`: values as (where,
+    value), failures as (where, why, at), `where` and `at` positions in `text` (`at` may be
+    None), fenced: whether they are fences' bodies.
+
+    The bodies of ```json (or bare ```) fences that start with { or [ are the candidates when
+    there are any, each parsed whole; else the prose is scanned, a JSON decoder trying each {
+    and [ (a text it decodes is skipped, so a nested value counts once; a failed one is skipped
+    up to where it failed)."""
+    values, failures = [], []
+    fences = [(start, end) for start, end in _json_fences(text)
+              if text[start:end].lstrip()[:1] in ("{", "[")]
+    for start, end in fences:
+        body = text[start:end]
+        start += len(body) - len(body.lstrip())
+        try:
+            values.append((start, _strict_json(body.strip())))
+        except RecursionError:
+            failures.append((start, "nested too deeply", None))
+        except json.JSONDecodeError as exc:
+            failures.append((start, exc.msg, start + exc.pos))
+        except ValueError as exc:  # NaN or Infinity
+            failures.append((start, str(exc), None))
+    if fences:
+        return values, failures, True
+    match = _JSON_START.search(text)
+    while match:
+        pos = match.start()
+        try:
+            value, end = _STRICT_DECODER.raw_decode(text, pos)
+            values.append((pos, value))
+        except RecursionError:
+            failures.append((pos, "nested too deeply", None))
+            break  # the positions inside it nest as deep: no use trying them one by one
+        except json.JSONDecodeError as exc:
+            failures.append((pos, exc.msg, exc.pos))
+            end = max(exc.pos, pos + 1)
+        except ValueError as exc:  # NaN or Infinity: skip the value that holds it
+            failures.append((pos, str(exc), None))
+            try:
+                end = _LENIENT_DECODER.raw_decode(text, pos)[1]
+            except json.JSONDecodeError as error:
+                end = max(error.pos, pos + 1)
+            except RecursionError:
+                break
+        if len(failures) == _MAX_FAILED_CANDIDATES:
+            failures.append((end, "not read: too many candidates fail to parse", None))
+            break
+        match = _JSON_START.search(text, end)
+    return values, failures, False
+
+
+def _where(text, pos, fenced):
+    return f"{'the fenced block at ' if fenced else ''}{_line_column(text, pos)}"
+
+
+@register
+def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
+    """Exactly one JSON object or array in the output, in prose or in a ```json (or bare ```)
+    fence; it has all of `keys` and matches `schema` when given.
+
+    Candidates are the bodies of ```json / ``` fences that start with `{` or `[` when there
+    are any, else every `{` and `[` of the text, read by a JSON decoder (RFC 8259: NaN and
+    Infinity are not JSON; a value nested in another counts once). The check passes when
+    exactly one candidate parses; it fails when none is found, when none parses or when
+    several do, saying where."""
+    values, failures, fenced = _embedded_json(output)
+    if len(failures) > _MAX_FAILED_CANDIDATES:
+        return CheckResult(False, f"more than {_MAX_FAILED_CANDIDATES} candidates fail to "
+                                  f"parse; the text after {_line_column(output, failures[-1][0])}"
+                                  " was not read")
+    if not values:
+        if not failures:
+            return CheckResult(False, "no JSON object or array in the output")
+        shown = [f"{_where(output, pos, fenced)}: {why}"
+                 + (f" at {_line_column(output, at)}" if at is not None else "")
+                 for pos, why, at in failures[:3]]
+        more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+        return CheckResult(False, f"no valid JSON object or array: "
+                                  f"{_plural(len(failures), 'candidate')}, none parses: "
+                                  f"{'; '.join(shown)}{more}")
+    if len(values) > 1:
+        shown = [f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
+                 for pos, value in values[:3]]
+        more = f" (+{len(values) - 3} more)" if len(values) > 3 else ""
+        return CheckResult(False, f"{len(values)} JSON values, expected exactly one: "
+                                  f"{'; '.join(shown)}{more}")
+    pos, value = values[0]
+    where = _where(output, pos, fenced)
+    if keys is not None:
+        if not isinstance(value, dict):
+            return CheckResult(False, f"the JSON at {where} is an array, expected an object")
+        missing = [k for k in keys if k not in value]
+        if missing:
+            return CheckResult(False, f"the JSON at {where} misses keys: {_quote_all(missing)}")
+    if schema is not None:
+        quoted = []
+        errors = schema_errors(value, schema, "$", quoted)
+        if errors:
+            return CheckResult(False, f"the JSON at {where}: {_truncated_list(errors, 3)}",
+                               tuple(quoted))
+    return CheckResult(True, f"one JSON {_json_type(value)} at {where}"
+                             + (f" with keys {_quote_all(keys)}" if keys else "")
+                             + (", matching the schema" if schema is not None else ""))
+
+
+def _unfence_xml(text):
+    """The body of a ```xml (or bare ```) fence that wraps ALL of the stripped `text`, or None."""
+    opening = re.match(r"```[ \t]*(?i:xml)?[ \t]*\r?\n", text)
+    if opening is None or not text.endswith("```") or len(text) < opening.end() + 3:
+        return None
+    return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
+
+
+@register
+def check_xml_valid(output, allow_fence: Bool = False):
+    """The output is one well-formed XML document (xml.etree.ElementTree; white space around
+    it ignored); `allow_fence` accepts one wrapping ```xml fence."""
+    import xml.etree.ElementTree as ElementTree
+
+    stripped = output.strip()
+    body = _unfence_xml(stripped) if allow_fence else None
+    text = stripped if body is None else body
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        line, column = exc.position
+        # Lines and columns of the output as given (1-based), not of its stripped text.
+        before = output[:output.index(text)] if text and text in output else ""
+        if line == 1 and "\n" in before:
+            column += len(before) - before.rindex("\n") - 1
+        elif line == 1:
+            column += len(before)
+        line += before.count("\n")
+        message = re.sub(r": line \d+, column \d+$", "", str(exc))
+        hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
+                if not allow_fence and _unfence_xml(stripped) is not None else "")
+        return CheckResult(False, f"not well-formed XML: {message} at line {line}, column "
+                                  f"{column + 1}{hint}")
+    except RecursionError:
+        return CheckResult(False, "cannot parse the XML: nested too deeply")
+    return CheckResult(True, f"well-formed XML (root element {_quote(root.tag, 40)})")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -70,6 +70,8 @@ EXAMPLES = {
     "json_valid": ({"type": "json_valid"}, '{"a": 1}', "{a: 1}"),
     "json_keys": ({"type": "json_keys", "keys": ["a"]}, '{"a": 1}', '{"b": 1}'),
     "json_schema": ({"type": "json_schema", "schema": {"type": "object"}}, "{}", "[]"),
+    "json_embedded": ({"type": "json_embedded", "keys": ["a"]}, 'Here: {"a": 1}.', "None."),
+    "xml_valid": ({"type": "xml_valid"}, "<a><b/></a>", "<a><b></a>"),
     # Checks of the whole reply score an Answer: its tool calls and how it ended.
     "tool_called": ({"type": "tool_called", "name": "lookup_order",
                      "arguments": {"order_id": "A-1"}},
@@ -922,8 +924,8 @@ class JsonSchemaTest(CheckTestCase):
                                       "schema: unsupported keyword 'patternProperties'")
         self.assertIn("supported:", problems[0])
         self.assertProblem({"type": "json_schema",
-                            "schema": {"properties": {"a": {"format": "email"}}}},
-                           "schema.properties.a: unsupported keyword 'format'")
+                            "schema": {"properties": {"a": {"minProperties": 1}}}},
+                           "schema.properties.a: unsupported keyword 'minProperties'")
         self.assertProblem({"type": "json_schema", "schema": {"items": {"oneOf": []}}},
                            "schema.items: unsupported keyword 'oneOf'")
 
