@@ -11,11 +11,11 @@ option (exit 2) when it is missing. This file depends on evals.py, never the oth
 its checks register in the core's registry, and the core's command line calls prepare_run()
 before a run's calls, after_summary() and write_reports() after them.
 
-Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, cost, the
-judge), cases (appending), runner (prices and budgets, batches, the cache's flags), outcomes
-(reading, comparing and merging records; statistics; history; --omit-outputs), reports (JUnit,
-Markdown, HTML), commands (merge, history, add, check, report, compare, review) and the
-command line's options.
+Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, cost,
+reference answers, the judge), cases (appending), runner (prices and budgets, batches, the
+cache's flags), outcomes (reading, comparing and merging records; statistics; history;
+--omit-outputs), reports (JUnit, Markdown, HTML), commands (merge, history, add, check,
+report, compare, review) and the command line's options.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -28,6 +28,7 @@ import math
 import os
 import re
 import sqlite3
+import string
 import sys
 import threading
 import time
@@ -710,6 +711,232 @@ def check_max_cost_usd(reply, usd: Amount):
                                  "table; see --prices)", flag="skipped")
     return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
                                               f"${usd:g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference answers: one of several exact answers, a number within a tolerance, a similarity
+# ---------------------------------------------------------------------------------------------
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def squad_normalize(text):
+    """SQuAD v1.1's answer normalisation, as evaluate-v1.1.py normalize_answer does it: lower
+    case, remove punctuation (string.punctuation), remove the articles a, an, the as whole
+    words, collapse white space. "The Cat!" -> "cat"."""
+    text = text.lower().translate(_PUNCTUATION)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+_NORMALIZERS = {"none": str.strip, "squad": squad_normalize}
+
+
+Normalization = Choice(*_NORMALIZERS)
+
+
+def _equals_any_rule(check):
+    """A value that the normalisation empties would equal any article or punctuation."""
+    if check.get("normalize") != "squad":
+        return []
+    empty = [v for v in check["values"] if not squad_normalize(v)]
+    verb = "normalises" if len(empty) == 1 else "normalise"
+    return [f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
+            "punctuation or white space)"] if empty else []
+
+
+@register(rule=_equals_any_rule)
+def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
+    """The whole output equals one of `values` after `normalize`: "none" (surrounding white
+    space stripped) or "squad" (SQuAD v1.1 evaluate-v1.1.py normalize_answer: lower case, no
+    punctuation, no articles a/an/the, white space collapsed).
+
+    A value that "squad" normalises to "" is refused at load."""
+    normal = _NORMALIZERS[normalize]
+    text = normal(output)
+    for value in values:
+        if normal(value) == text:
+            return CheckResult(True, f"equals {_quote(value)}"
+                               + (" after squad normalisation" if normalize == "squad" else ""))
+    got = _quote(output.strip())
+    shown = (got,) if normalize == "none" else (got, _quote(text))
+    reason = f"got {got}" + (f" (normalised {shown[1]})" if len(shown) > 1 else "")
+    return CheckResult(False, f"expected one of {_quote_all(values)}, {reason}", shown)
+
+
+# A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
+# thousands separators "1,000"), decimals, an exponent ("1e3"), a trailing "%"; not inside a
+# word or another number ("H2O", "1.2.3" and "v2" have none).
+_NUMBER_IN_TEXT = re.compile(r"""
+    (?<![\w.])
+    (?:[+-][$€£¥]?|[$€£¥][+-]?)?
+    (?P<digits>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?!\d|\.\d)
+    (?P<exponent>[eE][+-]?\d+)?
+    %?
+    """, re.VERBOSE)
+
+
+def numbers_in(text):
+    """The numbers of `text` as (value, as written): int when written whole, else a finite
+    float. A percentage reads as its number ("50%" is 50), a currency sign is dropped."""
+    found = []
+    for match in _NUMBER_IN_TEXT.finditer(text):
+        written = match.group()
+        sign = "-" if "-" in written[: match.start("digits") - match.start()] else ""
+        digits = sign + match["digits"].replace(",", "")
+        exponent = match["exponent"] or ""
+        value = int(digits) if "." not in digits and not exponent else float(digits + exponent)
+        if isinstance(value, int) or math.isfinite(value):  # "1e999" is no number to compare
+            found.append((value, written))
+    return found
+
+
+def _close(found, value, abs_tol, rel_tol):
+    """|found - value| <= abs_tol, or <= rel_tol times the larger magnitude (math.isclose's)."""
+    try:
+        difference = abs(found - value)
+        return difference <= abs_tol or difference <= rel_tol * max(abs(found), abs(value))
+    except OverflowError:  # an int beyond a float's range beside a float: no tolerance then
+        return found == value
+
+
+Which = Choice("first", "last", "only")
+
+
+@register
+def check_number_match(output, value: _Number, which: Which = "last",
+                       abs_tol: Amount = 0, rel_tol: Amount = 0):
+    """The `which` number of the output ("first", "last", or "only": fails when there are
+    several distinct ones) equals `value` within `abs_tol` or `rel_tol` (both 0: exactly).
+
+    Numbers read: a sign, thousands separators ("1,000"), decimals, an exponent ("1e3"), a
+    leading $ € £ or ¥, a trailing % (50% reads as 50, not 0.5)."""
+    numbers = numbers_in(output)
+    if not numbers:
+        return CheckResult(False, f"no number in the output, expected {value}")
+    if which == "only":
+        distinct = list(dict.fromkeys(found for found, _ in numbers))
+        if len(distinct) > 1:
+            shown = [written for _, written in numbers[:5]]
+            return CheckResult(False, f"{len(distinct)} distinct numbers, expected only one: "
+                                      f"{_quote_all(shown)}{' ...' if len(numbers) > 5 else ''}",
+                               tuple(_quote(w) for w in shown))
+    found, written = numbers[0 if which == "first" else -1]
+    got = _quote(written)
+    tolerance = "".join(f" (±{tol:g}{unit})" for tol, unit in ((abs_tol, ""), (rel_tol, " rel"))
+                        if tol)
+    if _close(found, value, abs_tol, rel_tol):
+        return CheckResult(True, f"{which} number {got} equals {value}{tolerance}", (got,))
+    return CheckResult(False, f"{which} number {got}, expected {value}{tolerance}", (got,))
+
+
+def _trimmed(a, b):
+    """`a` and `b` (sequences) without their common prefix and suffix, and that part's length:
+    it adds nothing to an edit distance, and all of itself to a longest common subsequence."""
+    shorter, start, tail = min(len(a), len(b)), 0, 0
+    while start < shorter and a[start] == b[start]:
+        start += 1
+    while tail < shorter - start and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return a[start:len(a) - tail], b[start:len(b) - tail], start + tail
+
+
+def _levenshtein(a, b):
+    """The edit distance of `a` and `b` (insertions, deletions, substitutions), two rows."""
+    a, b, _ = _trimmed(a, b)
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        left = i  # the cell before, in this row
+        for j, other in enumerate(b):
+            left += 1
+            up, diagonal = previous[j + 1] + 1, previous[j] + (char != other)
+            left = up if up < left else left
+            left = diagonal if diagonal < left else left
+            current.append(left)
+        previous = current
+    return previous[-1]
+
+
+def _lcs_length(a, b):
+    """The length of the longest common subsequence of the sequences `a` and `b`, two rows."""
+    a, b, common = _trimmed(a, b)
+    if len(a) < len(b):
+        a, b = b, a
+    previous = [0] * (len(b) + 1)
+    for item in a:
+        current = [0]
+        left = 0
+        for j, other in enumerate(b):
+            if item == other:
+                left = previous[j] + 1
+            elif previous[j + 1] > left:
+                left = previous[j + 1]
+            current.append(left)
+        previous = current
+    return common + previous[-1]
+
+
+def _f_measure(same, produced, expected):
+    """F1 of `same` matching items among `produced` and `expected` items (0 when none match)."""
+    if not same:
+        return 0.0
+    precision, recall = same / produced, same / expected
+    return 2 * precision * recall / (precision + recall)
+
+
+def levenshtein_ratio(text, reference):
+    """1 - edit distance / the longer length (1.0 for two empty strings)."""
+    longest = max(len(text), len(reference))
+    return 1.0 - _levenshtein(text, reference) / longest if longest else 1.0
+
+
+def token_f1(text, reference):
+    """SQuAD v1.1's token F1: bag-of-tokens overlap of the squad-normalised texts."""
+    produced, expected = squad_normalize(text).split(), squad_normalize(reference).split()
+    common = collections.Counter(produced) & collections.Counter(expected)
+    return _f_measure(sum(common.values()), len(produced), len(expected))
+
+
+def rouge_l(text, reference):
+    """ROUGE-L F-measure, beta 1 (Lin 2004): LCS of the lowercased white-space tokens over the
+    text's length (precision) and the reference's (recall)."""
+    produced, expected = text.lower().split(), reference.lower().split()
+    return _f_measure(_lcs_length(produced, expected), len(produced), len(expected))
+
+
+_SIMILARITIES = {"levenshtein": lambda text, reference: levenshtein_ratio(text.strip(),
+                                                                          reference.strip()),
+                 "token_f1": token_f1, "rouge_l": rouge_l}
+
+
+Metric = Choice(*_SIMILARITIES)
+
+
+Score = _kind(lambda v: _is_number(v) and 0 <= v <= 1, "must be a number from 0 to 1")
+
+
+def _similarity_rule(check):
+    """token_f1 against a reference of no tokens would score 0 on every output."""
+    if check.get("metric", "levenshtein") == "token_f1" and not squad_normalize(
+            check["reference"]):
+        return ["'reference' normalises to an empty string for token_f1 (only articles, "
+                "punctuation or white space)"]
+    return []
+
+
+@register(rule=_similarity_rule)
+def check_similarity(output, reference: Text, min: Score,
+                     metric: Metric = "levenshtein"):
+    """The output's `metric` similarity to `reference` is at least `min` (0 to 1): levenshtein
+    (1 - edit distance / the longer length, surrounding white space stripped), token_f1
+    (SQuAD v1.1's token F1 on normalised tokens) or rouge_l (ROUGE-L F-measure, Lin 2004, on
+    lowercased white-space tokens).
+
+    Levenshtein and ROUGE-L take time proportional to the product of the two lengths."""
+    score = _SIMILARITIES[metric](output, reference)
+    return CheckResult(score >= min, f"{metric} {score:.3f}, expected at least {min:g}")
 
 
 # ---------------------------------------------------------------------------------------------
