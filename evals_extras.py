@@ -2,20 +2,22 @@
 
 Copy it next to evals.py when you want any of: the `judge` check (a model grades what literal
 checks cannot), the IFEval-style text checks (sentences, paragraphs, bullets, letter case,
-language), HTML / JUnit / Markdown reports, the run history with flaky-case detection,
-`compare` (two models or prompts, with McNemar's test), `merge` (shards), `add` / `check` /
-`review` (turning bad answers into cases), prices and budgets, and provider batches.
+language), `tool_calls_valid` (tool calls against the declared tools), HTML / JUnit / Markdown
+reports, the run history with flaky-case detection, `compare` (two models or prompts, with
+McNemar's test), `merge` (shards), `add` / `check` / `review` (turning bad answers into cases),
+prices and budgets, and provider batches.
 
 evals.py imports this file only when a case or an option needs it, and refuses that case or
 option (exit 2) when it is missing. This file depends on evals.py, never the other way round:
 its checks register in the core's registry, and the core's command line calls prepare_run()
 before a run's calls, after_summary() and write_reports() after them.
 
-Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, cost,
-reference answers, the judge), cases (appending), runner (prices and budgets, batches, the
-cache's flags), outcomes (reading, comparing and merging records; statistics; history;
---omit-outputs), reports (JUnit, Markdown, HTML), commands (merge, history, add, check,
-report, compare, review) and the command line's options.
+Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, embedded JSON
+and XML, cost, reference answers, the judge, tool calls against the declared tools), cases
+(appending), runner (prices and budgets, batches, the cache's flags), outcomes (reading,
+comparing and merging records; statistics; history; --omit-outputs), reports (JUnit, Markdown,
+HTML), commands (merge, history, add, check, report, compare, review) and the command line's
+options.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -47,7 +49,7 @@ from evals import (  # the core's names this file builds on
     Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
-    _below_floor, _bounds, _callable_name, _check_calls, _compile, _counted, _counts,
+    _below_floor, _bounds, _call_text, _callable_name, _check_calls, _compile, _counted, _counts,
     _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines, _input_problems,
     _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level, _line, _now,
     _number, _offline, _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all,
@@ -1238,6 +1240,93 @@ def _judge_for(args, cases, stderr):
                          f"judge is configured ({len(needs)} case(s)); pass --judge "
                          "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool calls against the declared tools: names and arguments
+# ---------------------------------------------------------------------------------------------
+
+_TOOL_KEYS = ("name", "description", "parameters")
+
+
+def _tools_problems(tools):
+    """Problems (list of str) of a list of tool declarations: {"name", "description"?,
+    "parameters"?: JSON Schema}, the shape of an EVALS_TOOLS file (my_client's _load_tools)."""
+    if not isinstance(tools, list) or not tools:
+        return ['must be a non-empty list of tools {"name", "description", "parameters"}']
+    problems, names = [], set()
+    for number, tool in enumerate(tools, 1):
+        where = f"tool {number}"
+        if not isinstance(tool, dict):
+            problems.append(f"{where} must be an object, got {_json_type(tool)}")
+            continue
+        unknown = [key for key in tool if key not in _TOOL_KEYS]
+        if unknown:
+            problems.append(f"{where}: unknown key {unknown[0]!r} (a tool has "
+                            f"{', '.join(_TOOL_KEYS)})")
+        name = tool.get("name")
+        if not isinstance(name, str) or not name.strip():
+            problems.append(f"{where} has no 'name' (a non-empty string)")
+            continue
+        where = f"tool {number} ({name})"
+        if name in names:
+            problems.append(f"{where} repeats the name {name!r}")
+        names.add(name)
+        if not isinstance(tool.get("description", ""), str):
+            problems.append(f"{where}: 'description' must be a string")
+        if "parameters" in tool:
+            if not isinstance(tool["parameters"], dict):
+                problems.append(f"{where}: 'parameters' must be a JSON Schema object")
+            else:
+                problems += _schema_definition_problems(tool["parameters"],
+                                                        f"{where}: parameters")
+    return problems
+
+
+def Tools(value):
+    """The kind of a list of tool declarations: its problems, or None."""
+    return "; ".join(_tools_problems(value)) or None
+
+
+def _call_problem(call, declared, quoted):
+    """Why one tool call is not a call of a declared tool with valid arguments (str), or None."""
+    tool = declared.get(call["name"])
+    arguments = call.get("arguments", {})
+    if tool is None:
+        return (f"{_call_text(call, 120)} names no declared tool (declared: "
+                f"{_truncated_list(list(declared), 5, ', ')})")
+    if isinstance(arguments, str):  # the model wrote something that is not a JSON object
+        try:
+            value = _strict_json(arguments)
+        except (ValueError, RecursionError):
+            return f"{_call_text(call, 120)}: its arguments are not JSON"
+        if not isinstance(value, dict):
+            return f"{_call_text(call, 120)}: its arguments are not a JSON object"
+        arguments = value
+    errors = schema_errors(arguments, tool.get("parameters", {}), "$", quoted)
+    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}" if errors else None
+
+
+@register(rule=_bounds(needed=False))
+def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = None):
+    """Every tool call names one of the declared `tools` (a list of {"name", "description",
+    "parameters"}, as an EVALS_TOOLS file holds) and its arguments satisfy that tool's
+    `parameters` schema; `min` and `max` bound the number of calls."""
+    declared = {tool["name"]: tool for tool in tools}
+    calls, quoted = reply.tool_calls, []
+    for number, call in enumerate(calls, 1):
+        problem = _call_problem(call, declared, quoted)
+        if problem is not None:
+            quoted.append(_call_text(call, 120))
+            which = f"call {number} of {len(calls)}: " if len(calls) > 1 else ""
+            return CheckResult(False, which + problem, tuple(quoted))
+    if min is not None or max is not None:
+        counted = _counted(len(calls), ("tool call", "tool calls"), min, max)
+        if not counted.passed:
+            return counted
+        return CheckResult(True, f"{counted.reason}, each valid")
+    return CheckResult(True, f"{_plural(len(calls), 'tool call')}, each of a declared tool with "
+                             "valid arguments")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -84,6 +84,21 @@ call and are never printed, logged or put into an exception message):
                         "function"}``, Anthropic ``input_schema``, Gemini
                         ``functionDeclarations`` with ``parametersJsonSchema``);
                         never to the judge.
+``EVALS_TOOL_CHOICE``   whether the model must call a tool, when tools are
+                        offered: ``auto`` (default: it decides), ``required``
+                        (it must call one), ``none`` (it must not) or the
+                        name of one of the offered tools (it must call that
+                        one; another name is a ConfigError).  Sent
+                        explicitly with every request that offers tools, in
+                        each provider's spelling: OpenAI ``tool_choice``
+                        ``"auto"`` | ``"required"`` | ``"none"`` |
+                        ``{"type": "function", "function": {"name"}}``;
+                        Anthropic ``tool_choice`` ``{"type": "auto" | "any"
+                        | "none" | "tool", "name"}``; Gemini ``toolConfig``
+                        ``{"functionCallingConfig": {"mode": "AUTO" | "ANY"
+                        | "NONE", "allowedFunctionNames"}}``.  Ollama has no
+                        such field: nothing is sent (its models decide).
+                        Ignored without tools, and by the judge.
 ``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
                         (the API requires one), not sent for the others.
 ``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
@@ -189,7 +204,8 @@ Errors:
 * :class:`ConfigError` (a ``ValueError``): no provider configured (evals.py
   replays recordings itself then), unknown provider, missing key,
   unparseable number in an ``EVALS_*`` variable, an ``EVALS_TOOLS`` file that
-  is not a list of tools.
+  is not a list of tools, an ``EVALS_TOOL_CHOICE`` that is none of the choices
+  nor an offered tool's name.
 
 Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
 read timeouts, connection resets and dropped connections are retried, up to
@@ -407,7 +423,9 @@ class Reply(str):
             names it: ``temperature`` (None: none was sent, the provider's default applies),
             the token cap when one was sent (``max_tokens``, ``max_completion_tokens``,
             ``maxOutputTokens`` or ``num_predict``), Ollama's ``num_ctx`` and, when tools
-            were offered (EVALS_TOOLS), ``tools``: their names; e.g.
+            were offered (EVALS_TOOLS), ``tools``: their names, and ``tool_choice``: the
+            value sent for EVALS_TOOL_CHOICE, in the provider's spelling (Gemini's
+            ``toolConfig``; none for Ollama, which has no such field); e.g.
             ``{"temperature": None, "max_completion_tokens": 1024}``.  None for a replay.
     """
 
@@ -528,6 +546,7 @@ class Settings(NamedTuple):
     api_key: Optional[str] = None
     system_prompt: Optional[str] = None
     tools: Optional[List[Dict[str, Any]]] = None  # see _load_tools
+    tool_choice: Optional[str] = None  # with tools: see _tool_choice
     max_tokens: Optional[int] = None
     temperature: Optional[float] = None
     # True when the temperature is ours (DEFAULT_TEMPERATURE), not the user's: a model that
@@ -576,6 +595,7 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS
     temperature = pick("temperature", temperature_var)
     default_temperature = "temperature" not in overrides and temperature is None
+    tools = _load_tools(pick("tools", "EVALS_TOOLS"))
     token_field = pick("max_tokens_field", "EVALS_MAX_TOKENS_FIELD")
     if token_field not in (None,) + _TOKEN_FIELDS:
         raise ConfigError("EVALS_MAX_TOKENS_FIELD must be %s, got %r"
@@ -586,7 +606,8 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         base_url=(pick("base_url", "EVALS_BASE_URL") or DEFAULT_BASE_URLS[provider]).rstrip("/"),
         api_key=overrides.get("api_key"),
         system_prompt=pick("system_prompt", "EVALS_SYSTEM_PROMPT"),
-        tools=_load_tools(pick("tools", "EVALS_TOOLS")),
+        tools=tools,
+        tool_choice=_tool_choice(pick("tool_choice", "EVALS_TOOL_CHOICE"), tools),
         max_tokens=max_tokens,
         temperature=_parse_number(temperature_var, DEFAULT_TEMPERATURE if default_temperature
                                   else temperature, float, 0.0, allow_none=True),
@@ -650,6 +671,23 @@ def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
             raise ConfigError("%s: tool %d %s" % (where, number, problem))
         names.append(tool["name"])
     return [dict(tool) for tool in source] or None
+
+
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+def _tool_choice(raw: Any, tools: Optional[List[Dict[str, Any]]]) -> Optional[str]:
+    """EVALS_TOOL_CHOICE: ``auto`` (the default), ``required``, ``none`` or the name of one of
+    ``tools``; None when no tools are offered (nothing is sent then).  ConfigError otherwise."""
+    if not tools:
+        return None
+    if raw is None:
+        return "auto"
+    names = [tool["name"] for tool in tools]
+    if raw in TOOL_CHOICES or raw in names:
+        return raw
+    raise ConfigError("EVALS_TOOL_CHOICE must be %s or the name of an offered tool (%s), got %r"
+                      % (", ".join(TOOL_CHOICES), ", ".join(names), raw))
 
 
 def _checked_key(provider: str, where: str, value: str) -> str:
@@ -1117,12 +1155,46 @@ def _system_and_turns(settings: Settings,
 
 
 def _offer_tools(settings: Settings, body: Dict[str, Any], sent: Dict[str, Any],
-                 shape: Callable[[List[Dict[str, Any]]], Any]) -> None:
+                 shape: Callable[[List[Dict[str, Any]]], Any],
+                 choice: Optional[Tuple[str, Callable[[str], Any]]] = None) -> None:
     """Add the tools of EVALS_TOOLS to ``body`` in the provider's ``shape``, and their names to
-    ``sent`` (Reply.sent) as ``tools``; nothing when there are none."""
+    ``sent`` (Reply.sent) as ``tools``; nothing when there are none.  ``choice``: the body's
+    field for EVALS_TOOL_CHOICE and the function spelling it, the value sent also recorded in
+    ``sent`` as ``tool_choice``; None for a provider that has no such field (Ollama)."""
     if settings.tools:
         body["tools"] = shape(settings.tools)
         sent["tools"] = [tool["name"] for tool in settings.tools]
+        if choice is not None and settings.tool_choice is not None:
+            field, spell = choice
+            body[field] = sent["tool_choice"] = spell(settings.tool_choice)
+
+
+def _openai_tool_choice(choice: str) -> Any:
+    """``tool_choice``: ``"auto"`` | ``"required"`` | ``"none"`` | ``{"type": "function",
+    "function": {"name"}}`` (https://platform.openai.com/docs/api-reference/chat/create)."""
+    if choice in TOOL_CHOICES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _anthropic_tool_choice(choice: str) -> Dict[str, Any]:
+    """``tool_choice``: ``{"type": "auto" | "any" | "none"}`` or ``{"type": "tool", "name"}``,
+    ``required`` spelled ``any``; see
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use ."""
+    if choice in TOOL_CHOICES:
+        return {"type": {"required": "any"}.get(choice, choice)}
+    return {"type": "tool", "name": choice}
+
+
+def _gemini_tool_choice(choice: str) -> Dict[str, Any]:
+    """``toolConfig``: ``{"functionCallingConfig": {"mode": "AUTO" | "ANY" | "NONE",
+    "allowedFunctionNames"}}`` (https://ai.google.dev/gemini-api/docs/function-calling and
+    https://ai.google.dev/api/caching#FunctionCallingConfig): a tool's name is mode ANY with
+    that one name allowed."""
+    if choice in TOOL_CHOICES:
+        return {"functionCallingConfig": {"mode": {"required": "ANY"}.get(choice,
+                                                                          choice.upper())}}
+    return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice]}}
 
 
 def _function_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -1283,7 +1355,7 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     Shape: ``POST {base}/chat/completions`` with ``Authorization: Bearer <key>``
     and ``{"model", "messages": [{"role": "system"|"user"|"assistant",
     "content"}], "temperature", "max_completion_tokens" | "max_tokens",
-    "tools": [{"type": "function", "function"}]}``; see
+    "tools": [{"type": "function", "function"}], "tool_choice"}``; see
     https://platform.openai.com/docs/api-reference/chat/create .  The token
     cap's name is :func:`_token_field`'s.  No Authorization header is sent
     when ``key`` is None.
@@ -1291,7 +1363,7 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     sent = _sampling(settings, _token_field(settings))
     body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
                 **_present(sent))
-    _offer_tools(settings, body, sent, _function_tools)
+    _offer_tools(settings, body, sent, _function_tools, ("tool_choice", _openai_tool_choice))
     return Request(_root(settings) + "/chat/completions", _key_headers("openai", key), body,
                    sent)
 
@@ -1358,7 +1430,8 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     Shape: ``POST {base}/messages`` with ``x-api-key`` and
     ``anthropic-version: 2023-06-01``; body ``{"model", "max_tokens",
     "messages": [{"role": "user"|"assistant", "content"}], "system",
-    "temperature", "tools": [{"name", "description", "input_schema"}]}``: the
+    "temperature", "tools": [{"name", "description", "input_schema"}],
+    "tool_choice": {"type", "name"}}``: the
     system messages are joined into the top-level ``system``, and consecutive
     messages of one role are merged (the API requires the roles to
     alternate); see https://docs.anthropic.com/en/api/messages ,
@@ -1372,7 +1445,8 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     body = dict({"model": settings.model, "messages": messages}, **_present(sent))
     if system:
         body["system"] = "\n\n".join(system)
-    _offer_tools(settings, body, sent, _anthropic_tools)
+    _offer_tools(settings, body, sent, _anthropic_tools,
+                 ("tool_choice", _anthropic_tool_choice))
     return Request(_root(settings) + "/messages", _key_headers("anthropic", key), body, sent)
 
 
@@ -1442,7 +1516,8 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction":
     {"parts": [{"text"}]}, "generationConfig": {"temperature",
     "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
-    "description", "parametersJsonSchema"}]}]}``: an assistant message is a
+    "description", "parametersJsonSchema"}]}], "toolConfig":
+    {"functionCallingConfig": {"mode", "allowedFunctionNames"}}}``: an assistant message is a
     ``model`` turn, consecutive messages of one role are one turn's parts
     (the turns must alternate), the system messages are the system
     instruction's parts; see https://ai.google.dev/api/generate-content and
@@ -1461,7 +1536,7 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
         body["generationConfig"] = _present(sent)
-    _offer_tools(settings, body, sent, _gemini_tools)
+    _offer_tools(settings, body, sent, _gemini_tools, ("toolConfig", _gemini_tool_choice))
     url = "%s/%s:generateContent" % (_root(settings), _gemini_path(settings.model))
     return Request(url, _key_headers("gemini", key), body, sent)
 
@@ -1522,7 +1597,8 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     and https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion
     (options are the Modelfile's parameters, num_ctx among them).  The root is
     EVALS_BASE_URL without a trailing ``/v1`` (Ollama's OpenAI-compatible
-    endpoint, which this client called before) or ``/api``.
+    endpoint, which this client called before) or ``/api``.  Ollama's chat API
+    has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing (the model decides).
     """
     sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
     body = {"model": settings.model, "messages": _chat_messages(settings, prompt),
@@ -2323,6 +2399,7 @@ _OVERRIDES = frozenset(
         "api_key",
         "system_prompt",
         "tools",
+        "tool_choice",
         "max_tokens",
         "max_tokens_field",
         "temperature",
@@ -2348,7 +2425,8 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             ``base_url`` (str), ``api_key`` (str; otherwise the key variable is
             read on every call), ``system_prompt`` (str), ``tools`` (a list of
             ``{"name", "description", "parameters"}``, or the path of a JSON file
-            holding one, as EVALS_TOOLS; None for none), ``max_tokens`` (int),
+            holding one, as EVALS_TOOLS; None for none), ``tool_choice`` (as
+            EVALS_TOOL_CHOICE), ``max_tokens`` (int),
             ``max_tokens_field`` (``"max_tokens"`` or ``"max_completion_tokens"``),
             ``temperature`` (float or None to omit), ``num_ctx`` (int, Ollama),
             ``timeout`` (seconds per attempt), ``max_attempts`` (int),
@@ -2359,7 +2437,8 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
     Raises:
         ConfigError: no provider (EVALS_PROVIDER unset, empty or ``replay``: evals.py
             replays recordings itself), unknown provider (lists the known ones), an unparseable
-            number or a tools file that is not a list of tools.  A missing key
+            number, a tools file that is not a list of tools or a tool choice that is none
+            of the choices nor an offered tool's name.  A missing key
             is reported on the first call.
         TypeError: unknown override name.
     """
@@ -2399,6 +2478,7 @@ _ENV_VARS = (
     "EVALS_BASE_URL",
     "EVALS_SYSTEM_PROMPT",
     "EVALS_TOOLS",
+    "EVALS_TOOL_CHOICE",
     "EVALS_MAX_TOKENS",
     "EVALS_MAX_TOKENS_FIELD",
     "EVALS_TEMPERATURE",
@@ -2546,6 +2626,7 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
     overrides.setdefault("tools", None)  # the judge grades; it is offered no tools
+    overrides.setdefault("tool_choice", None)
     client = _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
     client.uses_cache = False  # type: ignore[attr-defined]  # evals keeps its verdicts itself
     return client

@@ -87,6 +87,14 @@ EXAMPLES = {
                                         {"name": "issue_refund", "arguments": {}})),
                       evals.Answer("", ({"name": "issue_refund", "arguments": {}},
                                         {"name": "lookup_order", "arguments": {}}))),
+    "tool_calls_valid": ({"type": "tool_calls_valid", "tools": [
+                             {"name": "lookup_order", "parameters": {
+                                 "type": "object", "required": ["order_id"],
+                                 "properties": {"order_id": {"type": "string"}}}}]},
+                         evals.Answer("", ({"name": "lookup_order",
+                                            "arguments": {"order_id": "B-2"}},), "tool_calls"),
+                         evals.Answer("", ({"name": "lookup_order", "arguments": {}},),
+                                      "tool_calls")),
     "finish_reason": ({"type": "finish_reason", "values": ["stop"]},
                       evals.Answer("Done.", finish_reason="stop"),
                       evals.Answer("Done, and then", finish_reason="length")),

@@ -465,6 +465,102 @@ class ToolsFileTests(LoopbackCase):
         self.assertEqual(self.server.requests[0]["json"]["tools"], GEMINI_TOOLS)
 
 
+class ToolChoiceTests(LoopbackCase):
+    """EVALS_TOOL_CHOICE: sent explicitly whenever tools are offered, in each provider's
+    spelling; nothing without tools, and nothing to Ollama, which has no such field."""
+
+    # OpenAI: https://platform.openai.com/docs/api-reference/chat/create (tool_choice);
+    # Anthropic: https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use
+    # #forcing-tool-use ; Gemini: https://ai.google.dev/api/caching#FunctionCallingConfig
+    SPELLED = {
+        "openai": ("tool_choice", {
+            "auto": "auto", "required": "required", "none": "none",
+            "issue_refund": {"type": "function", "function": {"name": "issue_refund"}}}),
+        "anthropic": ("tool_choice", {
+            "auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"},
+            "issue_refund": {"type": "tool", "name": "issue_refund"}}),
+        "gemini": ("toolConfig", {
+            "auto": {"functionCallingConfig": {"mode": "AUTO"}},
+            "required": {"functionCallingConfig": {"mode": "ANY"}},
+            "none": {"functionCallingConfig": {"mode": "NONE"}},
+            "issue_refund": {"functionCallingConfig": {
+                "mode": "ANY", "allowedFunctionNames": ["issue_refund"]}}}),
+    }
+
+    def call(self, provider, choice=None, tools=TOOLS):
+        env = {} if choice is None else {"EVALS_TOOL_CHOICE": choice}
+        self.server.add(TOOL_RESPONSES[provider])
+        reply = self.client(provider, tools=tools, env=env)("hi")
+        return self.server.requests[-1]["json"], reply.sent
+
+    def test_auto_is_sent_by_default(self):
+        for provider, (field, spelled) in self.SPELLED.items():
+            with self.subTest(provider=provider):
+                body, sent = self.call(provider)
+                self.assertEqual(body[field], spelled["auto"])
+                self.assertEqual(sent["tool_choice"], spelled["auto"])
+
+    def test_each_choice_in_each_providers_spelling(self):
+        for provider, (field, spelled) in self.SPELLED.items():
+            for choice, expected in spelled.items():
+                with self.subTest(provider=provider, choice=choice):
+                    body, sent = self.call(provider, choice)
+                    self.assertEqual(body[field], expected)
+                    self.assertEqual(sent["tool_choice"], expected)
+                    other = {"tool_choice", "toolConfig"} - {field}
+                    self.assertFalse(other & set(body), body)
+
+    def test_the_tool_choice_override_of_make_client(self):
+        self.server.add(openai_ok())
+        self.client(tools=TOOLS, tool_choice="lookup_order",
+                    env={"EVALS_TOOL_CHOICE": "none"})("hi")
+        self.assertEqual(self.server.requests[-1]["json"]["tool_choice"],
+                         {"type": "function", "function": {"name": "lookup_order"}})
+
+    def test_ollama_has_no_tool_choice_and_is_sent_none(self):
+        for choice in (None, "required", "lookup_order"):
+            with self.subTest(choice=choice):
+                body, sent = self.call("ollama", choice)
+                self.assertEqual(len(body["tools"]), 2)
+                self.assertFalse({"tool_choice", "toolConfig"} & set(body), body)
+                self.assertNotIn("tool_choice", sent)
+
+    def test_no_tools_no_tool_choice(self):
+        for provider in ("openai", "anthropic", "gemini", "ollama"):
+            for choice in (None, "required", "lookup_order"):  # ignored without tools
+                with self.subTest(provider=provider, choice=choice):
+                    self.server.add(OK_RESPONSES[provider]())
+                    env = {} if choice is None else {"EVALS_TOOL_CHOICE": choice}
+                    reply = self.client(provider, env=env)("hi")
+                    body = self.server.requests[-1]["json"]
+                    self.assertFalse({"tools", "tool_choice", "toolConfig"} & set(body), body)
+                    self.assertNotIn("tool_choice", reply.sent)
+
+    def test_a_name_that_is_not_an_offered_tool_is_a_config_error(self):
+        for choice in ("cancel_order", "any", "AUTO", ""):
+            with self.subTest(choice=choice):
+                with self.assertRaises(my_client.ConfigError) as ctx:
+                    my_client.make_client("openai", tools=TOOLS,
+                                          env={"EVALS_TOOL_CHOICE": choice or " "})
+                message = str(ctx.exception)
+                self.assertIn("EVALS_TOOL_CHOICE must be auto, required, none or the name of "
+                              "an offered tool (lookup_order, issue_refund)", message)
+        self.assertEqual(self.server.requests, [])
+
+    def test_the_judge_sends_no_tool_choice(self):
+        self.server.add(openai_ok('{"verdict": "pass"}'))
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        tools = os.path.join(tmp.name, "tools.json")
+        with open(tools, "w", encoding="utf-8") as handle:
+            json.dump(TOOLS, handle)
+        judge = my_client.make_judge(env={
+            "EVALS_JUDGE_PROVIDER": "openai", "EVALS_JUDGE_BASE_URL": self.server.url + "/v1",
+            "OPENAI_API_KEY": KEY, "EVALS_TOOLS": tools, "EVALS_TOOL_CHOICE": "lookup_order"})
+        self.assertNotIn("tool_choice", judge("Grade this.").sent)
+        self.assertNotIn("tool_choice", self.server.requests[0]["json"])
+
+
 class AcceptsConversationsTests(unittest.TestCase):
     def test_every_client_says_so(self):
         self.assertIs(my_client.ask.accepts_conversations, True)
