@@ -696,6 +696,9 @@ def check_xml_valid(output, allow_fence: Bool = False):
                                   f"{column + 1}{hint}")
     except RecursionError:
         return CheckResult(False, "cannot parse the XML: nested too deeply")
+    except UnicodeEncodeError:  # a lone surrogate (half a character) is no XML character
+        return CheckResult(False, "not well-formed XML: it holds a lone surrogate (half of a "
+                                  "\\uXXXX pair)")
     return CheckResult(True, f"well-formed XML (root element {_quote(root.tag, 40)})")
 
 

@@ -160,6 +160,7 @@ class XmlValidTest(CheckTest):
         self.assertFails(XML, "<a/><b/>", "junk after document element")
         self.assertFails(XML, "just text", "syntax error at line 1, column 1")
         self.assertFails(XML, "Here: <a/>", "not well-formed XML")
+        self.assertFails(XML, "<a>\ud800</a>", "lone surrogate")  # found by the property test
 
     def test_fence(self):
         fenced = "```xml\n<a/>\n```"
