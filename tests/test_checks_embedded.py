@@ -9,32 +9,7 @@ import unittest
 
 import evals
 import evals_extras  # noqa: F401  (registers json_embedded and xml_valid)
-
-
-class CheckTest(unittest.TestCase):
-    def run_valid(self, check, output):
-        self.assertEqual(evals.validate_check(check), [], check)
-        return evals.run_check(check, output)
-
-    def assertPasses(self, check, output, reason=None):
-        result = self.run_valid(check, output)
-        self.assertTrue(result.passed, f"{check!r} on {output!r}: {result.reason}")
-        if reason is not None:
-            self.assertIn(reason, result.reason)
-        return result
-
-    def assertFails(self, check, output, reason=None):
-        result = self.run_valid(check, output)
-        self.assertFalse(result.passed, f"{check!r} on {output!r} passed: {result.reason}")
-        if reason is not None:
-            self.assertIn(reason, result.reason)
-        return result
-
-    def assertProblem(self, check, fragment):
-        problems = evals.validate_check(check)
-        self.assertTrue(any(fragment in p for p in problems),
-                        f"{fragment!r} not in problems of {check!r}: {problems}")
-        return problems
+from tests.test_checks import CheckTestCase as CheckTest
 
 
 EMBEDDED = {"type": "json_embedded"}

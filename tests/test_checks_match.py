@@ -5,45 +5,11 @@ ROUGE-L), on the published examples where there are some.
 Run from the repository root: python -m unittest tests.test_checks_match
 """
 
-import sys
 import unittest
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-import evals  # noqa: E402
-import evals_extras  # noqa: E402  (registers the checks)
-
-
-def run(check, output):
-    """Validate `check` (it must be valid) and score it on `output`."""
-    problems = evals.validate_check(check)
-    if problems:
-        raise AssertionError(f"test check {check!r} is invalid: {problems}")
-    return evals.run_check(check, output)
-
-
-class MatchTestCase(unittest.TestCase):
-    def assertPasses(self, check, output, reason=None):
-        result = run(check, output)
-        self.assertTrue(result.passed, f"{check!r} on {output!r}: {result.reason}")
-        if reason is not None:
-            self.assertIn(reason, result.reason)
-        return result
-
-    def assertFails(self, check, output, reason=None):
-        result = run(check, output)
-        self.assertFalse(result.passed, f"{check!r} on {output!r} passed: {result.reason}")
-        if reason is not None:
-            self.assertIn(reason, result.reason)
-        return result
-
-    def assertProblem(self, check, fragment):
-        problems = evals.validate_check(check)
-        self.assertTrue(any(fragment in p for p in problems),
-                        f"{fragment!r} not in problems of {check!r}: {problems}")
+import evals
+import evals_extras  # noqa: F401  (registers the checks)
+from tests.test_checks import CheckTestCase as MatchTestCase
 
 
 class SquadNormalizeTest(unittest.TestCase):
