@@ -53,7 +53,7 @@ class JsonEmbeddedTest(CheckTest):
     def test_none_parses_and_says_which(self):
         result = self.assertFails(EMBEDDED, 'First {"a": 1,} then\n["x" "y"]',
                                   "2 candidates, none parses")
-        self.assertIn("line 1 column 7: Expecting property name", result.reason)
+        self.assertIn("line 1 column 7: ", result.reason)  # json's own words differ by version
         self.assertIn("line 2 column 1: Expecting ',' delimiter at line 2 column 6",
                       result.reason)
         self.assertFails(EMBEDDED, '```json\n{"a": 1,}\n```',
