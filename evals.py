@@ -2404,7 +2404,8 @@ def _gh_escape(value, prop=False):
 
 
 def github_annotations(record):
-    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`."""
+    """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
+    a case, and `::error` for a pass rate below --min-pass-rate."""
     lines = []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
@@ -2417,6 +2418,9 @@ def github_annotations(record):
         command = "error" if change == "regressed" and not errored else "warning"
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
+    if _below_floor(completed(record)["summary"]):  # the exit code's other reason, shown too
+        lines.append(f"::error title=Pass rate below the minimum::"
+                     f"{_gh_escape(_gate_lines(completed(record)['summary'])[0])}\n")
     return "".join(lines)
 
 

@@ -2082,6 +2082,11 @@ def render_junit(record):
     for entry, change in _rows(record):
         seconds += _seconds(entry.get("latency_s"))
         _junit_case(suite, entry, change, record, history)
+    gate = _gate_lines(record["summary"])  # --min-pass-rate, as a test a CI system shows
+    if gate:
+        testcase = ET.SubElement(suite, "testcase", classname="evals.gates", name="min_pass_rate")
+        if _below_floor(record["summary"]):
+            ET.SubElement(testcase, "failure", type="min_pass_rate", message=gate[0]).text = gate[0]
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         seconds = (finished - started).total_seconds()

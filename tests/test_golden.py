@@ -50,6 +50,15 @@ class GoldenTest(unittest.TestCase):
     def test_junit(self):
         self.assertGolden("junit.xml", evals_extras.render_junit(self.record))
 
+    def test_a_pass_rate_at_its_floor_is_a_passing_gate(self):
+        record = dict(self.record, summary=dict(self.record["summary"], min_pass_rate=0.3))
+        self.assertNotIn("Pass rate below", evals.github_annotations(record))
+        junit = evals_extras.render_junit(record)
+        gate = junit[junit.index('<testcase classname="evals.gates"'):]
+        self.assertTrue(gate.startswith('<testcase classname="evals.gates" name="min_pass_rate" '
+                                        '/>'), gate[:120])
+        self.assertIn('tests="10" failures="5"', junit)
+
     def test_html(self):
         self.assertGolden("report.html", evals_extras.render_html(self.record, self.previous))
 
