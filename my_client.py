@@ -2637,12 +2637,16 @@ _record_lock = threading.Lock()
 
 
 def _judge_model() -> str:
-    """What the judge is ("openai:gpt-4o-mini", "replay"): part of evals' judge cache key, so
-    changing the judge model never reuses another model's cached verdicts."""
-    provider, model, _ = _judge_config(os.environ)
+    """What the judge is, everything that changes its verdicts: provider and model, URL (no
+    credentials), temperature and token cap ("openai:gpt-4o-mini https://... temperature=0.0
+    max_tokens=None"), or "replay". Part of evals' judge cache key, so that changing any of
+    them never reuses another judge's cached verdicts."""
+    provider, _, _ = _judge_config(os.environ)
     if provider in _REPLAY_NAMES:
         return "replay"
-    return "%s:%s" % (provider, model or DEFAULT_MODELS.get(provider, "?"))
+    s = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge")).settings
+    return "%s:%s %s temperature=%s max_tokens=%s" % (
+        s.provider, s.model, _without_credentials(s.base_url), s.temperature, s.max_tokens)
 
 
 def judge(prompt: str) -> Reply:

@@ -648,7 +648,14 @@ class MyClientJudgeTest(unittest.TestCase):
             judge = evals_extras.Judge(my_client.judge, "my_client:judge")
             with contextlib.redirect_stderr(io.StringIO()) as err:
                 status, checks = evals.evaluate(case(), RIGHT, judge)
-            self.assertEqual(my_client.judge.judge_model(), "openai:judge-model")
+            self.assertEqual(my_client.judge.judge_model(), "openai:judge-model "
+                             f"{server.url}/v1 temperature=0.0 max_tokens=None")
+            # Another temperature, token cap or URL is another judge: its own cache key.
+            key = judge.key("a prompt")
+            for name, value in (("EVALS_JUDGE_TEMPERATURE", "0.7"), ("EVALS_MAX_TOKENS", "64"),
+                                ("EVALS_JUDGE_BASE_URL", server.url + "/v2")):
+                with self.env(**{name: value}), contextlib.redirect_stderr(io.StringIO()):
+                    self.assertNotEqual(judge.key("a prompt"), key, name)
         self.assertEqual(err.getvalue(), "my_client: judge calls openai model judge-model at "
                                          f"{server.url}/v1\n")
         self.assertEqual(status, "pass", checks)
