@@ -1359,7 +1359,7 @@ class RunOptions:
             concurrency, timeout, repeat, min_pass)
         self.budget, self.price, self.judge = budget, price, judge
         self.limiter = RateLimiter(rate_limit) if rate_limit else None
-        self.refused = None  # set when the provider refuses the key: no more calls are made
+        self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
 
