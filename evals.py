@@ -414,17 +414,26 @@ def _json_line(value):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
+# Characters that show as nothing: a zero-width space, word joiner and soft hyphen.
+_SHOW_NOTHING = dict.fromkeys(map(ord, "\u200b\u2060\u00ad"))
+
+
+def _normal(text):
+    """`text` as every check reads it, the output and a check's values and patterns alike
+    (docs/checks.md, "How checks read text"): CRLF line ends as LF, no invisible character, NFC."""
+    text = text.replace("\r\n", "\n") if "\r" in text else text
+    return text if text.isascii() else unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
 
 
 # Cached: a case's checks fold its output again and again (10 phrase checks on a 21,900-character
 # answer: 134 us a case, not 255).
 @functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
-    """`text` as matching compares it (docs/checks.md: casefold, NFC, ASCII quotes)."""
+    """`text` as matching compares it: _normal, and with ignore_case casefolded, ASCII quotes."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
         text = text if text.isascii() else text.translate(_QUOTES)
-    return unicodedata.normalize("NFC", text)
+    return _normal(text)
 
 
 def _is_word_char(char):
@@ -708,6 +717,8 @@ def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool 
 
 
 def _compile(pattern, flags=""):
+    # The text has no CRLF (_normal), so a pattern's own "\r\n" stands for its line end "\n".
+    pattern = re.sub(r"(?<!\\)((?:\\\\)*)\\r\\n", r"\1\\n", _normal(pattern))
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
 
@@ -913,9 +924,11 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
 @register
 def check_finish_reason(reply, values: FinishReasons):
     """The reply ended for one of `values`: `stop`, `length` (the token limit), `tool_calls`,
-    `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
-    as `stop`)."""
-    ended = reply.finish_reason or "stop"  # as stored_output keeps it a str: replays agree
+    `content_filter` or `refusal` (each provider's word normalised by my_client); a reply
+    whose client reported none fails."""
+    ended = reply.finish_reason
+    if ended is None:  # not known is not a pass, as for latency and cost
+        return CheckResult(False, "the client reported no finish reason")
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
@@ -1037,8 +1050,31 @@ def validate_check(check):
                             f"{', '.join(params)})")
     problems += [f"{kind}: missing required parameter {key!r}"
                  for key, param in params.items() if param.required and key not in check]
-    if not problems and spec.rule:
-        problems += [f"{kind}: {problem}" for problem in spec.rule(check)]
+    if not problems:
+        problems += [f"{kind}: {problem}"
+                     for problem in (spec.rule(check) if spec.rule else []) + _unmatchable(check)]
+    return problems
+
+
+# What `strip` (on by default) takes off the output, so that a value holding it never matches.
+_STRIPPED = {"equals": str.strip, "starts_with": str.lstrip, "ends_with": str.rstrip}
+
+
+def _unmatchable(check):
+    """Problems of a value no output can match under the check's own rule (docs/checks.md, "How
+    checks read text"): only invisible characters, or white space at an end strip removes."""
+    strip = _STRIPPED.get(check["type"]) if check.get("strip", True) else None
+    problems = []
+    for key in ("value", "values", "phrase"):
+        given = check.get(key)
+        for value in [given] if isinstance(given, str) else given if _is_texts(given) else ():
+            if not _normal(value):
+                problems.append(f"parameter {key!r}: {_quote(value)} is only invisible "
+                                "characters, which every check removes")
+            elif strip and strip(value) != value:
+                problems.append(f"parameter {key!r}: {_quote(value)} has white space at an end "
+                                "that strip removes from the output: it can never match (remove "
+                                "it, or set strip to false)")
     return problems
 
 
@@ -1054,8 +1090,12 @@ def _did_you_mean(name, known):
 def run_check(check, output, ask=None, case_input="", reasoning=None):
     """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
 
-    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
-    raises KeyError. reasoning: the model's thinking, for "on": "reasoning"."""
+    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; a check that
+    validate_check refuses raises ValueError. reasoning: the model's thinking, for "on":
+    "reasoning"."""
+    problems = validate_check(check)
+    if problems:
+        raise ValueError("; ".join(problems))
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1070,10 +1110,9 @@ _ENDINGS = {"length": "the answer was cut at the token limit",
 
 
 def _scorable(output):
-    """`output` with "\r\n" as "\n" (for "m" patterns and line counts), or None when blank."""
-    if not output or output.isspace():  # isspace: no copy of a long output
-        return None
-    return output.replace("\r\n", "\n") if "\r" in output else output
+    """`output` as checks read it (_normal), or None when blank."""
+    output = output and _normal(output)
+    return None if not output or output.isspace() else output
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
@@ -1673,12 +1712,13 @@ def load_outputs(path, repeat=1):
 
 
 def stored_output(text, tool_calls=(), finish_reason=None):
-    """A reply as recordings store it: its text when it has no tool calls and ended normally
-    (finish_reason None or "stop"), else {"text", "finish_reason", "tool_calls"}; my_client's
-    reply_dict keeps the same rule, so that either's recordings replay through both."""
-    return text if not tool_calls and finish_reason in (None, "stop") else {
-        "text": text, "finish_reason": finish_reason,
-        "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]}
+    """A reply as recordings store it: its text when that is all the client reported, else
+    {"text", "finish_reason", "tool_calls"}; my_client's reply_dict keeps the same rule, so
+    that either's recordings replay through both."""
+    return text if not tool_calls and finish_reason is None else {
+        "text": text, "finish_reason": finish_reason, **({"tool_calls": [
+            {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]} if tool_calls
+            else {})}
 
 
 def _recorded(row, beside=("reasoning", "model")):

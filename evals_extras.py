@@ -1131,8 +1131,9 @@ class Judge:
     """The judge of a run: a callable (prompt str -> str), its name (default "module:function")
     and an optional reply cache, cache_path: JSONL, one {"key", "name", "model", "reply", "ts"}
     a line, keyed by sha256 of the name, the callable's `judge_model` (a str or a function
-    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls. The
-    callable is passed `case=` and `attempt=` when its signature names them."""
+    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls, `hits`
+    the replies the cache gave. The callable is passed `case=` and `attempt=` when its signature
+    names them."""
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
@@ -1140,7 +1141,7 @@ class Judge:
         self.name = name or _callable_name(func)
         self.cache_path = cache_path
         self.timeout = timeout
-        self.calls = 0
+        self.calls = self.hits = 0
         self._lock = threading.Lock()
         self._cache = _judge_cache(cache_path) if cache_path else {}
 
@@ -1156,6 +1157,8 @@ class Judge:
         key = self.key(prompt) if self.cache_path else None
         hit = self._cache.get(key)  # none without a cache
         if hit is not None:
+            with self._lock:
+                self.hits += 1
             return _Reply(hit["reply"], hit.get("model"), cached=True)
         answer = _within(lambda: self._ask(prompt, case, attempt), self.timeout)
         with self._lock:
@@ -3043,12 +3046,17 @@ def prepare_run(args, cases, options, stderr):
 
 
 def after_summary(args, record, cases, skipped, options, stdout, stderr):
-    """What follows the summary of a finished run: how many replies the cache gave (kept in
-    the record's summary), the judge checks --no-judge skipped, a budget that could not price
-    every call."""
+    """What follows the summary of a finished run: how many replies and judge verdicts a cache
+    gave (kept in the record's summary), the judge checks --no-judge skipped, a budget that
+    could not price every call."""
     if options.cache:
         record["summary"]["cached"] = options.cached
         stdout.write(cache_note(options))
+    judge = options.judge
+    if isinstance(judge, Judge) and judge.hits:  # a verdict asked again would cost a call
+        record["summary"]["judge_cached"] = judge.hits
+        stdout.write(f"{judge.hits} of {judge.hits + judge.calls} judge replies came from the "
+                     f"judge's cache ({judge.cache_path}); delete it to ask the judge again\n")
     if args.no_judge and any(_needs_judge(c) for case in cases for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")

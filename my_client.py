@@ -147,8 +147,8 @@ called tools), with the attributes its docstring lists: ``tool_calls``,
 ``replayed``, ``cached``, ``reasoning`` and ``sent``.
 
 ``reply_dict(reply)`` is the reply as recordings and captures store it: the
-string when it has no tool calls and ended normally (``stop`` or unknown), else
-``{"text", "tool_calls", "finish_reason"}``.
+string when that is all the provider said (no tool calls, no finish reason), else
+``{"text", "finish_reason"}`` and its ``tool_calls`` when it made any.
 
 Finish reasons, normalised (``finish_reason``; the provider's word stays in
 ``finish_reason_raw``):
@@ -458,16 +458,17 @@ class Reply(str):
 
 
 def reply_dict(reply: Any) -> Any:
-    """A reply as recordings and captures store it: the str itself when it has no tool calls
-    and ended normally (finish_reason None or ``stop``), else the whole reply ``{"text": str,
-    "tool_calls": [{"name", "arguments"}], "finish_reason": str|None}``."""
+    """A reply as recordings and captures store it: the str itself when that is all the
+    provider reported, else the whole reply ``{"text": str, "finish_reason": str|None}`` with
+    ``"tool_calls": [{"name", "arguments"}]`` when it made any (a finish reason, ``stop``
+    included, is kept: a check of it on a replay must see what the live call saw)."""
     calls = getattr(reply, "tool_calls", None) or []
     finish = getattr(reply, "finish_reason", None)
-    if not calls and finish in (None, "stop"):
+    if not calls and finish is None:
         return str(reply)
-    return {"text": str(reply), "finish_reason": finish,
-            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
-                           for call in calls]}
+    return {"text": str(reply), "finish_reason": finish, **({"tool_calls": [
+        {"name": call["name"], "arguments": call["arguments"]} for call in calls]} if calls
+        else {})}
 
 
 class ProviderError(Exception):

@@ -505,12 +505,82 @@ class CharCountTest(CheckTestCase):
         self.assertFails({"type": "char_count", "max": 7}, output, "expected at most 7")
         self.assertEqual(len(output.encode("utf-8")), 12)
 
-    def test_combining_mark_is_a_code_point(self):
-        self.assertPasses({"type": "char_count", "min": 2, "max": 2}, "e\u0301")
+    def test_code_points_of_the_text_as_checks_read_it(self):
+        # docs/checks.md, "How checks read text": NFC, CRLF as one line end, no invisible
+        # characters; a combining mark with no precomposed form stays a code point of its own.
+        for text, count in (("e\u0301", 1), ("q\u0301", 2), ("a\r\nb", 3), ("a\u200bb", 2)):
+            with self.subTest(text=text):
+                self.assertPasses({"type": "char_count", "min": count, "max": count}, text)
 
     def test_whitespace_counts(self):
         self.assertPasses({"type": "char_count", "min": 5, "max": 5}, " a b ")
         self.assertFails({"type": "char_count", "min": 6}, " a b ", "5 characters, expected at least 6")
+
+
+class OneRuleForBothSidesTest(CheckTestCase):
+    """docs/checks.md, "How checks read text": what a check does to the output it does to its
+    values and patterns; a value no output can match is refused when the file loads."""
+
+    def test_crlf_in_a_value_is_the_line_end_it_stands_for(self):
+        output = "Step 1: unplug it.\r\nStep 2: wait."
+        for value in ("unplug it.\r\nStep 2", "unplug it.\nStep 2"):
+            with self.subTest(value=value):  # not_contains passed on the verbatim CRLF text
+                self.assertFails({"type": "not_contains", "values": [value]}, output)
+                self.assertPasses({"type": "contains_all", "values": [value]}, output)
+        self.assertPasses({"type": "equals", "value": output}, output)  # byte-identical
+        self.assertPasses({"type": "starts_with", "value": "Step 1: unplug it.\r\n",
+                           "strip": False}, output)
+
+    def test_a_patterns_crlf_matches_the_line_end(self):
+        output = "total: 3\r\nok"
+        self.assertPasses({"type": "regex", "pattern": "3\\r\\nok"}, output)
+        self.assertPasses({"type": "regex", "pattern": "3\r\nok"}, output)
+        self.assertPasses({"type": "regex", "pattern": "^total: 3$", "flags": "m"}, output)
+        # an escaped backslash before "r" is a literal backslash, not a carriage return
+        self.assertFails({"type": "regex", "pattern": "\\\\r\\nok"}, output)
+
+    def test_invisible_characters_do_not_split_words(self):
+        output = "Your re\u200bfund was appro\u00adved."
+        self.assertPasses({"type": "contains_all", "values": ["refund", "approved"]}, output)
+        self.assertPasses({"type": "regex", "pattern": r"\brefund\b"}, output)
+        self.assertPasses({"type": "equals", "value": "Your refund was approved."}, output)
+        self.assertFails({"type": "contains_any", "values": ["x"]}, "\u200b", "the output is empty")
+
+    def test_unicode_forms_match_in_patterns_too(self):
+        self.assertPasses({"type": "regex", "pattern": "caf\u00e9"}, "cafe\u0301 au lait")
+        self.assertPasses({"type": "regex", "pattern": "cafe\u0301"}, "caf\u00e9 au lait")
+
+    def test_values_strip_makes_unmatchable_are_refused(self):
+        for check in ({"type": "equals", "value": " yes"}, {"type": "equals", "value": "yes\n"},
+                      {"type": "starts_with", "value": " Dear"},
+                      {"type": "ends_with", "value": "Regards \t"}):
+            with self.subTest(check=check):
+                self.assertEqual(evals.validate_check(check), [
+                    f"{check['type']}: parameter 'value': {check['value']!r} has white space "
+                    "at an end that strip removes from the output: it can never match (remove "
+                    "it, or set strip to false)"])
+                self.assertEqual(evals.validate_check(dict(check, strip=False)), [])
+        # white space where strip keeps it can match
+        self.assertEqual(evals.validate_check({"type": "starts_with", "value": "Dear "}), [])
+        self.assertEqual(evals.validate_check({"type": "contains_any", "values": [" a "]}), [])
+
+    def test_a_value_of_invisible_characters_only_is_refused(self):
+        self.assertProblem({"type": "not_contains", "values": ["ok", "\u200b"]},
+                           "parameter 'values': " + repr("\u200b") + " is only invisible")
+        self.assertProblem({"type": "phrase_count", "phrase": "\u2060", "min": 1},
+                           "parameter 'phrase'")
+
+    def test_the_case_file_names_line_and_parameter(self):
+        import tempfile, os
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "cases.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "a", "input": "q", "checks": [
+                    {"type": "equals", "value": "ok "}]}) + "\n")
+            with self.assertRaises(evals.CaseFileError) as caught:
+                evals.load_cases(path)
+        self.assertIn(f"{path}:1: check 1: equals: parameter 'value': 'ok ' has white space",
+                      str(caught.exception))
 
 
 class SentenceCountTest(CheckTestCase):
@@ -1146,9 +1216,14 @@ class EmptyOutputTest(CheckTestCase):
                 self.assertFalse(run(check, "  \n").passed)
                 self.assertTrue(run(check, "ok").passed)
 
-    def test_unknown_type_raises(self):
-        with self.assertRaises(KeyError):
-            evals.run_check({"type": "nope"}, "text")
+    def test_an_invalid_check_raises_what_the_case_file_would_say(self):
+        # One validation for the command line and the API: run_check scored "STOP" and
+        # unknown types were a bare KeyError.
+        for check in ({"type": "nope"}, {"type": "finish_reason", "values": ["STOP"]},
+                      {"type": "contains_any", "values": ["a"], "ignore_case": "yes"}):
+            with self.subTest(check=check), self.assertRaises(ValueError) as caught:
+                evals.run_check(check, "text")
+            self.assertEqual(str(caught.exception), "; ".join(evals.validate_check(check)))
 
 
 class EvaluateTest(CheckTestCase):

@@ -575,7 +575,13 @@ class AcceptsConversationsTests(unittest.TestCase):
 class ReplyDictTests(unittest.TestCase):
     def test_a_plain_answer_stays_a_string(self):
         self.assertEqual(my_client.reply_dict("hi"), "hi")
-        self.assertEqual(my_client.reply_dict(my_client.Reply("hi", finish_reason="stop")), "hi")
+        self.assertEqual(my_client.reply_dict(my_client.Reply("hi")), "hi")
+
+    def test_a_known_ending_is_kept_stop_included(self):
+        # A replay must see the ending the live call saw: stored as a bare str, "stop" came
+        # back as "not reported", which a finish_reason check fails.
+        self.assertEqual(my_client.reply_dict(my_client.Reply("hi", finish_reason="stop")),
+                         {"text": "hi", "finish_reason": "stop"})
 
     def test_tool_calls_or_another_ending_make_a_dict(self):
         calls = [{"name": "lookup_order", "arguments": ARGUMENTS}]
@@ -583,7 +589,7 @@ class ReplyDictTests(unittest.TestCase):
                                                                tool_calls=calls)),
                          {"text": "", "tool_calls": calls, "finish_reason": "tool_calls"})
         self.assertEqual(my_client.reply_dict(my_client.Reply("The refund", finish_reason="length")),
-                         {"text": "The refund", "tool_calls": [], "finish_reason": "length"})
+                         {"text": "The refund", "finish_reason": "length"})
 
 
 class WholeReplyReplayTests(unittest.TestCase):
@@ -668,7 +674,8 @@ class CaptureWholeReplyTests(unittest.TestCase):
                           path=self.captures)("hello")
         bot(CONVERSATION)
         plain, whole = self.rows()
-        self.assertEqual((plain["input"], plain["output"]), ("hello", "Hi"))
+        self.assertEqual((plain["input"], plain["output"]),
+                         ("hello", {"text": "Hi", "finish_reason": "stop"}))
         self.assertEqual(whole["input"], CONVERSATION)
         self.assertEqual(whole["output"], {"text": "", "tool_calls": calls,
                                            "finish_reason": "tool_calls"})
