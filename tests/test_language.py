@@ -73,6 +73,13 @@ class DetectableTest(unittest.TestCase):
         self.assertEqual(len(problems), 1)
         self.assertIn("must be an ISO 639-1 code", problems[0])
 
+    def test_accuracy_script_finds_the_detector_beside_evals_py(self):
+        # It lives in evals_extras.py since 0.2.0; the script looked for it in evals.py only.
+        for name in ("evals.py", "evals_extras.py"):
+            with self.subTest(name):
+                detect = accuracy.load_detector(REPO_ROOT / name)
+                self.assertEqual(detect("Это очень хорошо, и мы это знаем."), "ru")
+
     def test_no_evidence_in_a_shared_script_gives_the_next_script(self):
         detect = evals_extras._detect_language
         self.assertEqual(detect("“ ” は無効な形式の値です。 YYYY-MM-DD HH:MM[:ss[.uuuuuu]]"), "ja")
