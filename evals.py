@@ -472,11 +472,11 @@ def _paragraphs(text, separator=None):
 
 
 def _unfence(text):
-    """The body of a ```json fence that wraps ALL of the stripped `text`, or None."""
-    opening = re.match(r"```[ \t]*(?i:json)?[ \t]*\r?\n", text)
-    if opening is None or not text.endswith("```"):
-        return None
-    return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
+    """The stripped `text` less a ```json (or ```) fence at its start and a ``` at its end, each
+    optional as IFEval's JsonFormat strips them; None when it has neither."""
+    opening = re.match(r"```[ \t]*(?i:json)?\s*", text)
+    start, end = (opening.end() if opening else 0), (-3 if text.endswith("```") else None)
+    return None if (start, end) == (0, None) else text[start:end]
 
 
 class _NotJson(ValueError):
@@ -510,16 +510,16 @@ def _strict_json(text, unique_keys=False):
 
 
 def _parse_json(output, allow_fence=False):
-    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, or with
-    allow_fence its wrapping ``` fence's body (a fence inside prose: that is not JSON)."""
+    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
+    less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
     body = _unfence(output.strip()) if allow_fence else None
     try:
         return _strict_json(output if body is None else body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
-    except ValueError as exc:  # a fenced output parsed whole fails at its first character
-        hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-                if not allow_fence and _unfence(output.strip()) is not None else "")
+    except ValueError as exc:  # the hint only where allow_fence would make it pass
+        hint = (" (the output has a ``` fence around the JSON; set allow_fence to accept that)"
+                if not allow_fence and _parse_json(output, True)[1] is None else "")
         return None, f"not valid JSON: {exc}{hint}"
 
 
@@ -798,7 +798,7 @@ def check_line_count(output, min: Count = None, max: Count = None):
 @register
 def check_json_valid(output, allow_fence: Bool = False):
     """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
-    `allow_fence` accepts one wrapping ``` fence."""
+    `allow_fence` accepts a ```json fence before it and a ``` after it (either or both)."""
     value, problem = _parse_json(output, allow_fence)
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 

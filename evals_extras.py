@@ -220,16 +220,19 @@ _DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIP
 def _detect_language(text):
     """ISO 639-1 code of the main language of `text` (str), or "und" (like langdetect).
 
-    The script with the most letters (kana, hangul and CJK count 3) decides; in a shared one,
-    the most stop words and telltales (1/k each if k languages share it), else the next script.
+    The script with the most letters and marks (kana, hangul and CJK count 3) decides; in a
+    shared one, the most stop words and telltales (1/k each if k languages share it), else the
+    next script.
     """
     folded = unicodedata.normalize("NFC", text).lower()
     counts, spaces = collections.Counter(), {}
     for char, n in collections.Counter(folded).items():
-        if char.isalpha():
+        # Marks belong to words and count for their script: in Devanagari, Bengali or Tamil a
+        # third of the text is vowel signs, and left out a few English words would outweigh it.
+        if char.isalpha() or unicodedata.category(char).startswith("M"):
             script = _script(char)
             counts[script] += 3 * n if script in ("ja", "ko", "zh") else n
-        elif not unicodedata.category(char).startswith("M"):  # marks belong to words
+        else:
             spaces[ord(char)] = " "
     words = folded.translate(spaces).split()
     joined, scores = "_%s_" % "_".join(words), collections.Counter()

@@ -771,10 +771,23 @@ class JsonValidTest(CheckTestCase):
 
     def test_fence_wrapping_the_whole_output(self):
         fenced = '```json\n{"a": 1}\n```'
-        self.assertFails(self.CHECK, fenced, "wrapped in a ``` fence; set allow_fence")
+        self.assertFails(self.CHECK, fenced, "a ``` fence around the JSON; set allow_fence")
         self.assertPasses({"type": "json_valid", "allow_fence": True}, fenced)
         self.assertPasses({"type": "json_valid", "allow_fence": True}, '\n```\n[1, 2]\n```\n')
         self.assertPasses({"type": "json_valid", "allow_fence": True}, '```JSON\n"x"\n```')
+
+    def test_a_lone_fence_as_ifeval_strips_it(self):
+        # IFEval's JsonFormat strips an opening and a closing fence each on its own: a model that
+        # drops one of the two still answered with JSON only.
+        allowed = {"type": "json_valid", "allow_fence": True}
+        for output in ('{"a": 1}\n```', '[1, 2]```', '```json\n{"a": 1}', '```{"a": 1}```'):
+            with self.subTest(output):
+                self.assertPasses(allowed, output)
+                self.assertFails(self.CHECK, output, "set allow_fence")
+        for output in ('{"a": 1}\n```\nMore', '```python\n{"a": 1}\n```', '```\n```'):
+            with self.subTest(output):
+                self.assertFails(allowed, output, "not valid JSON")
+                self.assertNotIn("allow_fence", self.assertFails(self.CHECK, output).reason)
 
     def test_multiline_fence(self):
         fenced = '```json\n{\n  "a": 1,\n  "b": [\n    2\n  ]\n}\n```'
