@@ -1652,14 +1652,15 @@ def load_outputs(path, repeat=1):
                 or entry.get("status") == "error" and entry.get("output") is None)):
             continue
         calls = entry.get("attempts")
-        if repeat > 1 and not (isinstance(calls, list) and calls
-                               and all(isinstance(a, dict) for a in calls)):
+        made = len(calls) if isinstance(calls, list) and calls and all(
+            isinstance(a, dict) for a in calls) else 1
+        if repeat > made:  # replaying a call again would score it as a new answer
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
-            # as for recordings: one output scored as N answers of the model
-            raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
-                             f"--repeat {repeat} would score its output as {repeat} answers; "
-                             "re-score a record of a repeated run, or drop --repeat")
+            raise EvalsError(f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
+                             f"in that run, so --repeat {repeat} would score its recorded "
+                             f"calls again as new answers; re-score with --repeat {made} or "
+                             "fewer (each call is replayed once, never invented)")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
         for number, row in enumerate(rows):
@@ -1737,11 +1738,11 @@ def replay_client(outputs, source="recorded outputs", hint=""):
         output = outputs[case.id]
         if output is None:
             raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
-        if isinstance(output, tuple):  # a repeated run's calls: the same one each time
-            number = attempt % len(output)
-            output = output[number]
-            if output is None:
-                raise LookupError(f"call {number + 1} of case {case.id!r} errored in {source}")
+        if isinstance(output, tuple):  # a repeated run's calls, each replayed once
+            if attempt >= len(output) or output[attempt] is None:
+                raise LookupError(f"call {attempt + 1} of case {case.id!r} " + (
+                    "errored" if attempt < len(output) else "was not made") + f" in {source}")
+            output = output[attempt]
         return output
 
     replay.model = "replay"  # recorded answers: neither timed nor priced

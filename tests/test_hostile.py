@@ -521,3 +521,50 @@ class FileModulesTest(unittest.TestCase):
         self.assertIs(ask.__globals__, judge.__globals__)
         self.assertEqual(ask.__globals__["RUNS"], [1])
         self.assertEqual(judge("p"), "Verdict(ok=True)")
+
+
+class NothingInventedTest(unittest.TestCase):
+    """Issue 21: what the report counts was measured, once."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write_cases(self, *cases):
+        with open(self.path("cases.jsonl"), "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(case) + "\n" for case in cases)
+
+    def main(self, *argv, client=None):
+        if client:
+            module = type(sys)("_hostile_client")
+            module.ask = client
+            sys.modules["_hostile_client"] = module
+            self.addCleanup(sys.modules.pop, "_hostile_client", None)
+            argv = ("--client", "_hostile_client:ask", *argv)
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["--cases", self.path("cases.jsonl"), "--baseline",
+                           self.path("last_run.json"), "--no-history", *argv], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_rescoring_more_calls_than_were_recorded_is_refused(self):
+        self.write_cases({"id": "k", "input": "q", "checks": [
+            {"type": "contains_all", "values": ["yes"]}]})
+        answers = iter(["yes", "yes", "no"])
+        code, _, err = self.main("--repeat", "3", "--out", self.path("run.json"),
+                                 client=lambda prompt: next(answers))
+        self.assertEqual(code, 0, err)
+        # calls 1-2 were replayed again as calls 4-5: "4/5 calls passed", two answers invented
+        code, out, err = self.main("--rescore", self.path("run.json"), "--repeat", "5",
+                                   "--no-save")
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertIn("run.json: case 'k' was called 3 times in that run, so --repeat 5 would "
+                      "score its recorded calls again as new answers; re-score with --repeat 3 "
+                      "or fewer", err)
+        code, out, err = self.main("--rescore", self.path("run.json"), "--repeat", "3",
+                                   "--no-save")
+        self.assertEqual(code, 0, err)
+        self.assertIn("(2/3 calls passed)", out)
