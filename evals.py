@@ -364,7 +364,8 @@ def _within(func, timeout):
         overrun.abandoned = True  # the call goes on in its thread
         raise overrun from None
     _CALLERS.caller = jobs, answers
-    if kind == "error":
+    if kind == "error":  # raised by func itself: a signal (Ctrl-C) reaches the main thread only
+        value.by_call = True
         raise value
     return value
 
@@ -995,7 +996,9 @@ def check_python(output, function: Function, **params):
     an exception, or a call over 10 seconds, makes the case an error."""
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
-    except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
+    except BaseException as exc:  # noqa: B902 - sys.exit(), pytest.fail(): its case's error
+        if isinstance(exc, KeyboardInterrupt) and not getattr(exc, "by_call", False):
+            raise  # Ctrl-C (the check ran in this thread, or the user's key stopped the wait)
         description, quoted = _raised(exc)
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
     reason = None

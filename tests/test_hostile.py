@@ -568,3 +568,64 @@ class NothingInventedTest(unittest.TestCase):
                                    "--no-save")
         self.assertEqual(code, 0, err)
         self.assertIn("(2/3 calls passed)", out)
+
+
+class ChecksThatRaiseTest(unittest.TestCase):
+    """Issue 21: whatever a `python` check raises is its case's error; Ctrl-C still stops."""
+
+    def test_a_base_exception_or_keyboard_interrupt_from_a_check_is_that_cases_error(self):
+        with tempfile.TemporaryDirectory() as folder:
+            cases = os.path.join(folder, "cases.jsonl")
+            with open(cases, "w", encoding="utf-8") as handle:
+                for case_id, function in (("a", "fails_like_pytest"), ("b", "interrupts"),
+                                          ("c", "is_short")):
+                    handle.write(json.dumps({"id": case_id, "input": "q", "checks": [
+                        {"type": "python", "function": "tests.user_checks:" + function}]}) + "\n")
+            module = type(sys)("_hostile_client")
+            module.ask = lambda prompt: "short"
+            sys.modules["_hostile_client"] = module
+            self.addCleanup(sys.modules.pop, "_hostile_client", None)
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["--cases", cases, "--baseline", os.path.join(folder, "b.json"),
+                               "--client", "_hostile_client:ask", "--no-save"], out, err)
+        self.assertEqual(code, 2, err.getvalue())
+        self.assertNotIn("Traceback", err.getvalue())
+        self.assertIn("pass rate 33.3% (1/3)", out.getvalue())
+        self.assertIn("ERROR: a\n    tests.user_checks:fails_like_pytest raised Failed: the "
+                      "answer is wrong\nERROR: b\n    tests.user_checks:interrupts raised "
+                      "KeyboardInterrupt\n", out.getvalue())
+
+    def test_ctrl_c_while_a_check_runs_still_interrupts_the_run(self):
+        import signal
+        import subprocess
+        import time
+
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "mine.py"), "w") as handle:
+                handle.write("import os, time\n"
+                             "def ask(prompt):\n    return 'fine'\n"
+                             "def slow(output):\n"
+                             "    open(os.path.join(os.path.dirname(__file__), 'started'), 'w')"
+                             ".close()\n    time.sleep(30)\n    return True\n")
+            with open(os.path.join(folder, "cases.jsonl"), "w") as handle:
+                handle.write(json.dumps({"id": "a", "input": "q", "checks": [
+                    {"type": "python", "function": "mine:slow"}]}) + "\n")
+            process = subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, "evals.py"), "--client", "mine:ask"],
+                cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            try:
+                deadline = time.monotonic() + 20
+                while not os.path.exists(os.path.join(folder, "started")):
+                    self.assertIsNone(process.poll(), "evals.py exited early")
+                    self.assertLess(time.monotonic(), deadline, "the check never started")
+                    time.sleep(0.05)
+                process.send_signal(signal.SIGINT)
+                out, err = process.communicate(timeout=20)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+            self.assertEqual(process.returncode, 130, err)
+            self.assertIn("interrupted", err)
+            self.assertFalse(os.path.exists(os.path.join(folder, "last_run.json")))
