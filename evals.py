@@ -994,6 +994,9 @@ def check_python(output, function: Function, **params):
     """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
     an exception, or a call over 10 seconds, makes the case an error."""
+    cwd = os.getcwd()  # what the check changes stays in its call: the folder, its parameters
+    with contextlib.suppress(ValueError):  # JSON's values, copied (others: as they are)
+        params = marshal.loads(marshal.dumps(params))
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except BaseException as exc:  # noqa: B902 - sys.exit(), pytest.fail(): its case's error
@@ -1001,6 +1004,8 @@ def check_python(output, function: Function, **params):
             raise  # Ctrl-C (the check ran in this thread, or the user's key stopped the wait)
         description, quoted = _raised(exc)
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
+    finally:
+        os.chdir(cwd)
     reason = None
     if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
         verdict, reason = verdict

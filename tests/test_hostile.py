@@ -629,3 +629,43 @@ class ChecksThatRaiseTest(unittest.TestCase):
             self.assertEqual(process.returncode, 130, err)
             self.assertIn("interrupted", err)
             self.assertFalse(os.path.exists(os.path.join(folder, "last_run.json")))
+
+
+class ChecksKeepToThemselvesTest(unittest.TestCase):
+    """Issue 21: a `python` check's side effects stay in its call."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = os.path.realpath(tmp.name)
+        self.addCleanup(os.chdir, os.getcwd())
+        module = type(sys)("_hostile_client")
+        module.ask = lambda prompt: "fine"
+        sys.modules["_hostile_client"] = module
+        self.addCleanup(sys.modules.pop, "_hostile_client", None)
+
+    def main(self, checks, *argv):
+        with open(os.path.join(self.dir, "cases.jsonl"), "w", encoding="utf-8") as handle:
+            for case_id in ("a", "b"):  # equal check lists: load_cases shares them
+                handle.write(json.dumps({"id": case_id, "input": "q", "checks": checks}) + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        os.chdir(self.dir)
+        code = evals.main(["--client", "_hostile_client:ask", "--no-history", *argv], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_a_check_that_changes_its_list_parameter_changes_it_for_no_other_call(self):
+        code, out, err = self.main([{"type": "python", "function":
+                                     "tests.user_checks:takes_its_values", "values": ["a", "b"]}],
+                                   "--repeat", "3", "--no-save")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("pass rate 100.0% (2/2)", out)
+        self.assertNotIn("calls passed", out)  # 3/3 each, not flaky
+
+    def test_a_check_that_changes_folder_leaves_the_record_where_the_run_says(self):
+        os.mkdir(os.path.join(self.dir, "elsewhere"))
+        code, out, err = self.main([{"type": "python", "function": "tests.user_checks:moves_away",
+                                     "folder": os.path.join(self.dir, "elsewhere")}])
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(os.getcwd(), self.dir)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "last_run.json")))
+        self.assertEqual(os.listdir(os.path.join(self.dir, "elsewhere")), [])

@@ -57,3 +57,17 @@ def fails_like_pytest(output):
 
 def interrupts(output):
     raise KeyboardInterrupt
+
+
+def takes_its_values(output, values):
+    """Passes on the values the case gave, and changes them, as a careless check might."""
+    given = list(values)
+    values.pop()
+    return given == ["a", "b"], f"got {given}"
+
+
+def moves_away(output, folder):
+    import os
+
+    os.chdir(folder)
+    return True
