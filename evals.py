@@ -1640,7 +1640,7 @@ def load_outputs(path, repeat=1):
             head, record = handle.read(200).lstrip(), None
             if head.startswith("{") and '"format"' in head:  # a run record, not JSON Lines
                 handle.seek(0)
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):  # read as lines below
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
             if repeat > 1:  # one output a case: N replays of it would count as N answers
@@ -1722,7 +1722,7 @@ def _recording_rows(path):
                 continue
             try:  # only the first line can begin with a byte order mark
                 row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
-            except ValueError as exc:  # not UTF-8 too
+            except (ValueError, RecursionError) as exc:  # not UTF-8, nested too deeply
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
                     and isinstance(row.get("output"), (str, dict))):
@@ -2008,7 +2008,7 @@ def load_baseline(path):
             record = json.load(handle)
     except FileNotFoundError:
         return Baseline({})
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError too; nested too deeply
         raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
                             "it is not overwritten") from None
     except OSError as exc:
@@ -2236,8 +2236,12 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _reasons(entry):
-    return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+def _reasons(entry, limit=1000):
+    """case_reasons of a record's entry, each cut to `limit` characters for the reports (the
+    record keeps them whole): no report prints a megabyte of one check's words."""
+    return [r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+            for r in case_reasons(entry.get("status"), _text(entry.get("error")),
+                                  entry.get("checks"))]
 
 
 def _reply_lines(entry, limit=None):
@@ -2354,10 +2358,10 @@ def format_summary(record, quiet=False):
             for entry in entries:
                 groups.setdefault(entry.get("error"), []).append(entry)
             entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
-        for error, group in groups.items():
+        for group in groups.values():
             if len(group) >= 3:
                 ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"]
+                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
         for entry in entries:
             review = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{review}")
@@ -2829,6 +2833,8 @@ def _refuse_contradictions(args):
                          "calls each flaky case N times; choose one")
     option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
     args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
+    if args.repeat > 1000:  # each call is kept until the record is written: memory, not a test
+        raise EvalsError(f"{option} {args.repeat}: at most 1000 calls a case")
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
     _refuse_pairs(args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"),

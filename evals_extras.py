@@ -1119,7 +1119,7 @@ def _judge_cache(path):
     cache = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 row = json.loads(line)
                 if (isinstance(row, dict) and isinstance(row.get("key"), str)
                         and isinstance(row.get("reply"), str)):
@@ -1418,7 +1418,7 @@ def load_prices(path):
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
     if not isinstance(data, dict):
         raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
@@ -1515,7 +1515,7 @@ def _saved_batches(path):
             saved = json.load(handle)
     except FileNotFoundError:
         return []
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise EvalsError(f"{path}: not JSON ({exc})") from None
     batches = saved.get("batches") if isinstance(saved, dict) else None
     if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
@@ -1618,7 +1618,7 @@ def read_record(path, error=EvalsError):
     try:
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
         raise error(f"{path}: cannot read the run record: {exc}" + (
             " (one JSON value a line, as in a case or recordings file; a run record is one "
@@ -2520,7 +2520,7 @@ def _added_checks(args):
     for number, text in enumerate(args.check, 1):
         try:
             checks.append(_strict_json(text, unique_keys=True))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     checks += [{"type": kind, "values": getattr(args, kind)}
                for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
@@ -2748,7 +2748,7 @@ def _read_captures(path):
     for line in (line.rstrip("\r") for line in lines if line.strip()):
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             row = None
         if isinstance(row, dict) and "input" in row and "output" in row:
             captures.setdefault(hashlib.sha256(line.encode("utf-8")).hexdigest(), row)
@@ -2859,7 +2859,7 @@ def _pasted_case(row, text, cases_path, stdout):
         lines += [line] if line.strip() else []
     try:
         case = json.loads("".join(lines))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         stdout.write(f"not valid JSON: {exc}\n")
         return None
     problems = case_problems(case)

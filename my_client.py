@@ -657,7 +657,7 @@ def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
                 source = json.load(handle)
         except OSError as exc:
             raise ConfigError("%s: cannot be read (%s)" % (where, exc.strerror or exc)) from None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError("%s: not valid JSON (%s)" % (where, exc)) from None
     if source is None:
         return None

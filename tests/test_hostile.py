@@ -669,3 +669,77 @@ class ChecksKeepToThemselvesTest(unittest.TestCase):
         self.assertEqual(os.getcwd(), self.dir)
         self.assertTrue(os.path.exists(os.path.join(self.dir, "last_run.json")))
         self.assertEqual(os.listdir(os.path.join(self.dir, "elsewhere")), [])
+
+
+class BoundedTest(unittest.TestCase):
+    """Issue 21: no option, file or reason the user gives grows without end or crashes."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        for name in ("cases.jsonl", "recordings.jsonl"):
+            shutil.copy(os.path.join(ROOT, name), self.dir)
+        deep = "[" * 100_000 + "]" * 100_000
+        self.write("deep.json", '{"format": "evals-run", "version": 1, "cases": %s}' % deep)
+        self.write("deep.jsonl", '{"id": "a", "output": %s}\n' % deep)
+
+    def write(self, name, text):
+        with open(os.path.join(self.dir, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def main(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            code = evals.main(list(argv), out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_a_repeat_past_any_use_is_refused(self):
+        code, _, err = self.main("--rescore", "recordings.jsonl", "--no-save",
+                                 "--repeat", "9223372036854775808")
+        self.assertEqual(code, 2)
+        self.assertIn("--repeat 9223372036854775808: at most 1000 calls a case", err)
+
+    def test_json_nested_too_deeply_is_an_error_naming_the_file(self):
+        for argv, words in (
+                (("--baseline", "deep.json", "--rescore", "recordings.jsonl", "--no-save"),
+                 "deep.json: the baseline is not valid JSON (maximum recursion depth"),
+                (("--rescore", "deep.json", "--no-save"), "deep.json:1: invalid JSON: maximum "),
+                (("--rescore", "deep.jsonl", "--no-save"), "deep.jsonl:1: invalid JSON: maximum"),
+                (("--rescore", "recordings.jsonl", "--no-save", "--prices", "deep.json"),
+                 "--prices deep.json: cannot read a JSON price table: maximum recursion depth"),
+                (("report", "deep.json"), "deep.json: cannot read the run record: maximum"),
+                (("merge", "deep.json", "--out", "m.json"), "deep.json: cannot read the run")):
+            with self.subTest(argv=argv):
+                code, _, err = self.main(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertNotIn("Traceback", err)
+                self.assertIn(words, err)
+
+    def test_a_tools_file_nested_too_deeply_names_the_file(self):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        environ.update(EVALS_PROVIDER="openai", OPENAI_API_KEY="k", EVALS_TOOLS="deep.json",
+                       EVALS_BASE_URL="http://127.0.0.1:9/v1", EVALS_MAX_ATTEMPTS="1")
+        with unittest.mock.patch.dict(os.environ, environ, clear=True):
+            code, out, err = self.main("--client", os.path.join(ROOT, "my_client.py") + ":ask",
+                                       "--no-save", "--no-history", "--id", "refund-under-limit")
+        self.assertEqual(code, 2, err)
+        self.assertIn("ConfigError: EVALS_TOOLS file deep.json: not valid JSON (maximum "
+                      "recursion depth", out)
+
+    def test_a_huge_reason_is_cut_in_the_summary_and_kept_in_the_record(self):
+        self.write("cases.jsonl", json.dumps({"id": "a", "input": "q", "checks": [
+            {"type": "python", "function": "tests.user_checks:says_a_lot"}]}) + "\n")
+        self.write("recordings.jsonl", json.dumps({"id": "a", "output": "fine"}) + "\n")
+        code, out, err = self.main("--rescore", "recordings.jsonl", "--no-history")
+        self.assertEqual(code, 0, err)
+        self.assertLess(len(out), 5000)
+        self.assertIn("why why ", out)
+        self.assertIn("... (4,999,008 more characters)", out)
+        with open(os.path.join(self.dir, "last_run.json"), encoding="utf-8") as handle:
+            reason = json.load(handle)["cases"][0]["checks"][0]["reason"]
+        self.assertEqual(len(reason), 5_000_000)

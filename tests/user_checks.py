@@ -71,3 +71,7 @@ def moves_away(output, folder):
 
     os.chdir(folder)
     return True
+
+
+def says_a_lot(output):
+    return False, "why " * 1_250_000  # 5 MB
