@@ -2379,11 +2379,12 @@ def format_summary(record, quiet=False):
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
 
-# Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
-# line separators other than LF/CR, bidirectional overrides (text that reads differently from
-# what it is), lone surrogates (not encodable as UTF-8) and the two non-characters.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                        "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Shown as \xNN / \uNNNN in every report: controls (ANSI escapes included), line separators but
+# LF/CR, bidirectional overrides, characters that show nothing (zero-width space, BOM, soft
+# hyphen; not U+200C/U+200D, which join visible letters and emoji), lone surrogates (not
+# encodable as UTF-8) and non-characters: what differs in an id is seen to differ.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
+                        "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]")
 
 
 def _text(value):

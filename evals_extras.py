@@ -1981,9 +1981,6 @@ _DIFF_TOKEN_LIMIT = 6000
 
 # Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
 # U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
-_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 
@@ -2008,8 +2005,9 @@ _SECTIONS = {
 
 
 def _xml_text(value):
-    """Text an XML 1.0 document can hold: forbidden characters removed."""
-    return _XML_FORBIDDEN.sub("", _text(value))
+    """Text an XML 1.0 document can hold: the characters it forbids spelled out, as by
+    _visible (which every report shares), so that ids "b" and "b\\ufffe" stay two names."""
+    return _visible(value)
 
 
 def _outputs_shown(record):

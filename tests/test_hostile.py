@@ -743,3 +743,56 @@ class BoundedTest(unittest.TestCase):
         with open(os.path.join(self.dir, "last_run.json"), encoding="utf-8") as handle:
             reason = json.load(handle)["cases"][0]["checks"][0]["reason"]
         self.assertEqual(len(reason), 5_000_000)
+
+
+class IdsAsTheyAreTest(unittest.TestCase):
+    """Issue 21: one rule for how ids are shown, in every report."""
+
+    def test_an_invisible_character_in_an_id_is_spelled_out_everywhere(self):
+        import xml.etree.ElementTree as ET
+
+        ids = ["b", "b\ufffe", "zw\u200bsp", "\ufeffbom", "rlo\u202e"]
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"id": i, "input": "q", "checks": [
+                    {"type": "equals", "value": "a"}]}) + "\n" for i in ids)
+            with open(os.path.join(folder, "rec.jsonl"), "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"id": i, "output": "b"}) + "\n" for i in ids)
+            out, err = io.StringIO(), io.StringIO()
+            junit = os.path.join(folder, "junit.xml")
+            code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--baseline",
+                               os.path.join(folder, "last_run.json"), "--rescore",
+                               os.path.join(folder, "rec.jsonl"), "--no-save", "--junit", junit],
+                              out, err)
+            self.assertEqual(code, 0, err.getvalue())
+            names = [case.get("name") for case in ET.parse(junit).iter("testcase")]
+        shown = ["b", "b\\ufffe", "zw\\u200bsp", "\\ufeffbom", "rlo\\u202e"]
+        for name in shown:
+            self.assertIn(f"NEW FAIL: {name}\n", out.getvalue())
+        self.assertEqual(names, shown)  # two ids, two test names
+
+    def test_a_bare_tool_call_object_is_an_error_naming_its_shape(self):
+        from tests._loopback import LoopbackServer
+
+        server = LoopbackServer().start()
+        self.addCleanup(server.stop)
+        call = {"id": "c1", "type": "function",
+                "function": {"name": "lookup_order", "arguments": "{}"}}
+        server.add({"json": {"model": "m", "choices": [{"finish_reason": "tool_calls", "message": {
+            "content": "", "tool_calls": call}}]}})
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "k", "input": "q", "checks": [
+                    {"type": "tool_called", "name": "lookup_order"}]}) + "\n")
+            environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+            environ.update(EVALS_PROVIDER="openai", OPENAI_API_KEY="k", EVALS_MAX_ATTEMPTS="1",
+                           EVALS_BASE_URL=server.url + "/v1")
+            out, err = io.StringIO(), io.StringIO()
+            with unittest.mock.patch.dict(os.environ, environ, clear=True):
+                code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--baseline",
+                                   os.path.join(folder, "last_run.json"), "--no-save",
+                                   "--client", os.path.join(ROOT, "my_client.py") + ":ask"],
+                                  out, err)
+        self.assertEqual(code, 2, out.getvalue() + err.getvalue())  # not "called no tool"
+        self.assertIn("ERROR: k\n    ProviderError: openai: response's message.tool_calls is an "
+                      "object, not an array of calls", out.getvalue())
