@@ -1006,9 +1006,8 @@ def check_python(output, function: Function, **params):
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
     finally:
         os.chdir(cwd)
-    reason = None
-    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
-        verdict, reason = verdict
+    pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
+    verdict, reason = verdict if pair else (verdict, None)
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
                                   "bool or (bool, reason)", flag="error")
@@ -1631,10 +1630,9 @@ def _finished(cases, call, options, stop):
 
 def load_outputs(path, repeat=1):
     """Recorded replies by case id (see _recorded; None for a case that errored), from a
-    recordings JSONL file (rows {"id", "output"}; "input" is ignored) or a run record saved with
-    outputs. With `repeat` > 1, a run record's case maps to the tuple of its calls ("attempts";
-    None for one that errored), which replay_client answers in turn. EvalsError names file and
-    line (or case) for anything else."""
+    recordings JSONL file ({"id", "output"} rows) or a run record saved with outputs; with
+    `repeat` > 1 a record's case maps to the tuple of its calls (None: errored), each replayed
+    once. EvalsError names the file and line (or case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
@@ -1644,10 +1642,8 @@ def load_outputs(path, repeat=1):
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
             if repeat > 1:  # one output a case: N replays of it would count as N answers
-                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat "
-                                 f"{repeat} would score each as {repeat} answers of the model; "
-                                 "re-score a run record of a repeated run (its calls), or "
-                                 "drop --repeat")
+                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat {repeat} "
+                                 f"would score each as {repeat} answers; drop --repeat")
             return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
@@ -1659,16 +1655,14 @@ def load_outputs(path, repeat=1):
                 isinstance(entry.get("output"), str)
                 or entry.get("status") == "error" and entry.get("output") is None)):
             continue
-        calls = entry.get("attempts")
-        made = len(calls) if isinstance(calls, list) and calls and all(
-            isinstance(a, dict) for a in calls) else 1
+        calls = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
+        made = len(calls) if calls and all(isinstance(a, dict) for a in calls) else 1
         if repeat > made:  # replaying a call again would score it as a new answer
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
             raise EvalsError(f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
-                             f"in that run, so --repeat {repeat} would score its recorded "
-                             f"calls again as new answers; re-score with --repeat {made} or "
-                             "fewer (each call is replayed once, never invented)")
+                             f"in that run, so --repeat {repeat} would score its recorded calls "
+                             f"again as new answers; re-score with --repeat {made} or fewer")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
         for number, row in enumerate(rows):
@@ -1746,11 +1740,10 @@ def replay_client(outputs, source="recorded outputs", hint=""):
         output = outputs[case.id]
         if output is None:
             raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
-        if isinstance(output, tuple):  # a repeated run's calls, each replayed once
-            if attempt >= len(output) or output[attempt] is None:
-                raise LookupError(f"call {attempt + 1} of case {case.id!r} " + (
-                    "errored" if attempt < len(output) else "was not made") + f" in {source}")
+        if isinstance(output, tuple):  # a repeated run's calls, each once (load_outputs)
             output = output[attempt]
+            if output is None:
+                raise LookupError(f"call {attempt + 1} of case {case.id!r} errored in {source}")
         return output
 
     replay.model = "replay"  # recorded answers: neither timed nor priced
@@ -2236,12 +2229,10 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _reasons(entry, limit=1000):
-    """case_reasons of a record's entry, each cut to `limit` characters for the reports (the
-    record keeps them whole): no report prints a megabyte of one check's words."""
+def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
+    reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
     return [r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
-            for r in case_reasons(entry.get("status"), _text(entry.get("error")),
-                                  entry.get("checks"))]
+            for r in reasons]
 
 
 def _reply_lines(entry, limit=None):
@@ -2379,10 +2370,9 @@ def format_summary(record, quiet=False):
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
 
-# Shown as \xNN / \uNNNN in every report: controls (ANSI escapes included), line separators but
-# LF/CR, bidirectional overrides, characters that show nothing (zero-width space, BOM, soft
-# hyphen; not U+200C/U+200D, which join visible letters and emoji), lone surrogates (not
-# encodable as UTF-8) and non-characters: what differs in an id is seen to differ.
+# Shown as \xNN / \uNNNN in every report: controls (ANSI escapes too), line separators but LF/CR,
+# bidirectional overrides, what shows nothing (zero-width space, BOM, soft hyphen; not U+200C/D,
+# which join letters and emoji), lone surrogates and non-characters, so ids differ visibly.
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
                         "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]")
 
@@ -2474,14 +2464,15 @@ def _check_table():
     return "\n".join(lines) + "\n"
 
 
-def _number(kind, low):
-    """An argparse type: a `kind` (int or float) of `low` or more; a float also finite, above 0."""
+def _number(kind, low, high=math.inf):
+    """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
     def convert(text):
         value = kind(text)
         if kind is float and not 0 < value < math.inf:
             raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be {low} or more, got {text}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError((f"must be {low} or more" if value < low else
+                                              f"must be at most {high}") + f", got {text}")
         return value
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
@@ -2550,7 +2541,8 @@ _OPTIONS = {
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
     "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
                          help="start at most this many calls per second"),
-    "--repeat": dict(type=_number(int, 1), default=1, metavar="N", help="call each case N times"),
+    "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
+                     help="call each case N times (at most 1000)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
                        "needs (default: a majority, 2 of 3)"),
     "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
@@ -2834,8 +2826,6 @@ def _refuse_contradictions(args):
                          "calls each flaky case N times; choose one")
     option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
     args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
-    if args.repeat > 1000:  # each call is kept until the record is written: memory, not a test
-        raise EvalsError(f"{option} {args.repeat}: at most 1000 calls a case")
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
     _refuse_pairs(args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"),

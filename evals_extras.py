@@ -3067,7 +3067,7 @@ OPTIONS = {
                "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
                "empties it",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
-    "--repeat-flaky": dict(type=_number(int, 2), metavar="N", help="run only the cases the "
+    "--repeat-flaky": dict(type=_number(int, 2, 1000), metavar="N", help="run only the cases the "
                            "history marks flaky, N calls each, to measure their pass rates"),
     "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
                      "estimated cost would pass this many dollars; cases not called are errors"),

@@ -702,7 +702,7 @@ class BoundedTest(unittest.TestCase):
         code, _, err = self.main("--rescore", "recordings.jsonl", "--no-save",
                                  "--repeat", "9223372036854775808")
         self.assertEqual(code, 2)
-        self.assertIn("--repeat 9223372036854775808: at most 1000 calls a case", err)
+        self.assertIn("argument --repeat: must be at most 1000, got 9223372036854775808", err)
 
     def test_json_nested_too_deeply_is_an_error_naming_the_file(self):
         for argv, words in (
