@@ -364,7 +364,8 @@ def _within(func, timeout):
         overrun.abandoned = True  # the call goes on in its thread
         raise overrun from None
     _CALLERS.caller = jobs, answers
-    if kind == "error":
+    if kind == "error":  # raised by func itself: a signal (Ctrl-C) reaches the main thread only
+        value.by_call = True
         raise value
     return value
 
@@ -1006,14 +1007,20 @@ def check_python(output, function: Function, **params):
     """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
     an exception, or a call over 10 seconds, makes the case an error."""
+    cwd = os.getcwd()  # what the check changes stays in its call: the folder, its parameters
+    with contextlib.suppress(ValueError):  # JSON's values, copied (others: as they are)
+        params = marshal.loads(marshal.dumps(params))
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
-    except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
+    except BaseException as exc:  # noqa: B902 - sys.exit(), pytest.fail(): its case's error
+        if isinstance(exc, KeyboardInterrupt) and not getattr(exc, "by_call", False):
+            raise  # Ctrl-C (the check ran in this thread, or the user's key stopped the wait)
         description, quoted = _raised(exc)
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
-    reason = None
-    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
-        verdict, reason = verdict
+    finally:
+        os.chdir(cwd)
+    pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
+    verdict, reason = verdict if pair else (verdict, None)
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
                                   "bool or (bool, reason)", flag="error")
@@ -1662,23 +1669,20 @@ def _finished(cases, call, options, stop):
 
 def load_outputs(path, repeat=1):
     """Recorded replies by case id (see _recorded; None for a case that errored), from a
-    recordings JSONL file (rows {"id", "output"}; "input" is ignored) or a run record saved with
-    outputs. With `repeat` > 1, a run record's case maps to the tuple of its calls ("attempts";
-    None for one that errored), which replay_client answers in turn. EvalsError names file and
-    line (or case) for anything else."""
+    recordings JSONL file ({"id", "output"} rows) or a run record saved with outputs; with
+    `repeat` > 1 a record's case maps to the tuple of its calls (None: errored), each replayed
+    once. EvalsError names the file and line (or case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
             if head.startswith("{") and '"format"' in head:  # a run record, not JSON Lines
                 handle.seek(0)
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):  # read as lines below
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
             if repeat > 1:  # one output a case: N replays of it would count as N answers
-                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat "
-                                 f"{repeat} would score each as {repeat} answers of the model; "
-                                 "re-score a run record of a repeated run (its calls), or "
-                                 "drop --repeat")
+                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat {repeat} "
+                                 f"would score each as {repeat} answers; drop --repeat")
             return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
@@ -1690,15 +1694,14 @@ def load_outputs(path, repeat=1):
                 isinstance(entry.get("output"), str)
                 or entry.get("status") == "error" and entry.get("output") is None)):
             continue
-        calls = entry.get("attempts")
-        if repeat > 1 and not (isinstance(calls, list) and calls
-                               and all(isinstance(a, dict) for a in calls)):
+        calls = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
+        made = len(calls) if calls and all(isinstance(a, dict) for a in calls) else 1
+        if repeat > made:  # replaying a call again would score it as a new answer
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
-            # as for recordings: one output scored as N answers of the model
-            raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
-                             f"--repeat {repeat} would score its output as {repeat} answers; "
-                             "re-score a record of a repeated run, or drop --repeat")
+            raise EvalsError(f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
+                             f"in that run, so --repeat {repeat} would score its recorded calls "
+                             f"again as new answers; re-score with --repeat {made} or fewer")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
         for number, row in enumerate(rows):
@@ -1753,7 +1756,7 @@ def _recording_rows(path):
                 continue
             try:  # only the first line can begin with a byte order mark
                 row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
-            except ValueError as exc:  # not UTF-8 too
+            except (ValueError, RecursionError) as exc:  # not UTF-8, nested too deeply
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
                     and isinstance(row.get("output"), (str, dict))):
@@ -1777,11 +1780,10 @@ def replay_client(outputs, source="recorded outputs", hint=""):
         output = outputs[case.id]
         if output is None:
             raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
-        if isinstance(output, tuple):  # a repeated run's calls: the same one each time
-            number = attempt % len(output)
-            output = output[number]
+        if isinstance(output, tuple):  # a repeated run's calls, each once (load_outputs)
+            output = output[attempt]
             if output is None:
-                raise LookupError(f"call {number + 1} of case {case.id!r} errored in {source}")
+                raise LookupError(f"call {attempt + 1} of case {case.id!r} errored in {source}")
         return output
 
     replay.model = "replay"  # recorded answers: neither timed nor priced
@@ -2039,7 +2041,7 @@ def load_baseline(path):
             record = json.load(handle)
     except FileNotFoundError:
         return Baseline({})
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError too; nested too deeply
         raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
                             "it is not overwritten") from None
     except OSError as exc:
@@ -2267,8 +2269,10 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _reasons(entry):
-    return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
+    reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+    return [r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+            for r in reasons]
 
 
 def _reply_lines(entry, limit=None):
@@ -2385,10 +2389,10 @@ def format_summary(record, quiet=False):
             for entry in entries:
                 groups.setdefault(entry.get("error"), []).append(entry)
             entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
-        for error, group in groups.items():
+        for group in groups.values():
             if len(group) >= 3:
                 ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"]
+                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
         for entry in entries:
             review = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{review}")
@@ -2406,11 +2410,11 @@ def format_summary(record, quiet=False):
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
 
-# Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
-# line separators other than LF/CR, bidirectional overrides (text that reads differently from
-# what it is), lone surrogates (not encodable as UTF-8) and the two non-characters.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                        "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Shown as \xNN / \uNNNN in every report: controls (ANSI escapes too), line separators but LF/CR,
+# bidirectional overrides, what shows nothing (zero-width space, BOM, soft hyphen; not U+200C/D,
+# which join letters and emoji), lone surrogates and non-characters, so ids differ visibly.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
+                        "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]")
 
 
 def _text(value):
@@ -2500,14 +2504,15 @@ def _check_table():
     return "\n".join(lines) + "\n"
 
 
-def _number(kind, low):
-    """An argparse type: a `kind` (int or float) of `low` or more; a float also finite, above 0."""
+def _number(kind, low, high=math.inf):
+    """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
     def convert(text):
         value = kind(text)
         if kind is float and not 0 < value < math.inf:
             raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be {low} or more, got {text}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError((f"must be {low} or more" if value < low else
+                                              f"must be at most {high}") + f", got {text}")
         return value
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
@@ -2576,7 +2581,8 @@ _OPTIONS = {
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
     "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
                          help="start at most this many calls per second"),
-    "--repeat": dict(type=_number(int, 1), default=1, metavar="N", help="call each case N times"),
+    "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
+                     help="call each case N times (at most 1000)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
                        "needs (default: a majority, 2 of 3)"),
     "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",

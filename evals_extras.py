@@ -1122,7 +1122,7 @@ def _judge_cache(path):
     cache = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 row = json.loads(line)
                 if (isinstance(row, dict) and isinstance(row.get("key"), str)
                         and isinstance(row.get("reply"), str)):
@@ -1424,7 +1424,7 @@ def load_prices(path):
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
     if not isinstance(data, dict):
         raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
@@ -1521,7 +1521,7 @@ def _saved_batches(path):
             saved = json.load(handle)
     except FileNotFoundError:
         return []
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise EvalsError(f"{path}: not JSON ({exc})") from None
     batches = saved.get("batches") if isinstance(saved, dict) else None
     if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
@@ -1624,7 +1624,7 @@ def read_record(path, error=EvalsError):
     try:
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
         raise error(f"{path}: cannot read the run record: {exc}" + (
             " (one JSON value a line, as in a case or recordings file; a run record is one "
@@ -1987,9 +1987,6 @@ _DIFF_TOKEN_LIMIT = 6000
 
 # Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
 # U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
-_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 
@@ -2014,8 +2011,9 @@ _SECTIONS = {
 
 
 def _xml_text(value):
-    """Text an XML 1.0 document can hold: forbidden characters removed."""
-    return _XML_FORBIDDEN.sub("", _text(value))
+    """Text an XML 1.0 document can hold: the characters it forbids spelled out, as by
+    _visible (which every report shares), so that ids "b" and "b\\ufffe" stay two names."""
+    return _visible(value)
 
 
 def _outputs_shown(record):
@@ -2526,7 +2524,7 @@ def _added_checks(args):
     for number, text in enumerate(args.check, 1):
         try:
             checks.append(_strict_json(text, unique_keys=True))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     checks += [{"type": kind, "values": getattr(args, kind)}
                for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
@@ -2754,7 +2752,7 @@ def _read_captures(path):
     for line in (line.rstrip("\r") for line in lines if line.strip()):
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             row = None
         if isinstance(row, dict) and "input" in row and "output" in row:
             captures.setdefault(hashlib.sha256(line.encode("utf-8")).hexdigest(), row)
@@ -2865,7 +2863,7 @@ def _pasted_case(row, text, cases_path, stdout):
         lines += [line] if line.strip() else []
     try:
         case = json.loads("".join(lines))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         stdout.write(f"not valid JSON: {exc}\n")
         return None
     problems = case_problems(case)
@@ -3080,7 +3078,7 @@ OPTIONS = {
                "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
                "empties it",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
-    "--repeat-flaky": dict(type=_number(int, 2), metavar="N", help="run only the cases the "
+    "--repeat-flaky": dict(type=_number(int, 2, 1000), metavar="N", help="run only the cases the "
                            "history marks flaky, N calls each, to measure their pass rates"),
     "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
                      "estimated cost would pass this many dollars; cases not called are errors"),

@@ -658,7 +658,7 @@ def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
                 source = json.load(handle)
         except OSError as exc:
             raise ConfigError("%s: cannot be read (%s)" % (where, exc.strerror or exc)) from None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError("%s: not valid JSON (%s)" % (where, exc)) from None
     if source is None:
         return None
@@ -1372,9 +1372,13 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
     arguments are an object), then the deprecated ``message.function_call``:
-    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ."""
-    calls = [call.get("function") or {} for call in message.get("tool_calls") or []
-             if isinstance(call, dict)]
+    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices .  Any
+    other shape (a bare call object, a call that is not an object) is _Failed, never no call."""
+    listed = message.get("tool_calls") or []
+    if not isinstance(listed, list):
+        shape = "an object" if isinstance(listed, dict) else type(listed).__name__
+        raise _Failed("response's message.tool_calls is %s, not an array of calls" % shape)
+    calls = [(call.get("function") or {}) if isinstance(call, dict) else {} for call in listed]
     if isinstance(message.get("function_call"), dict):
         calls.append(message["function_call"])
     return [_tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
