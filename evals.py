@@ -68,7 +68,7 @@ __all__ = [  # each check_* function is public too
     "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
     "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    "format_summary", "github_annotations", "main",
+    "format_summary", "github_annotations", "mask_secrets", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -369,6 +369,46 @@ def _within(func, timeout):
     return value
 
 
+# Variables whose value is a credential (OPENAI_API_KEY, GITHUB_TOKEN): none of 8 characters or
+# more reaches a file or a stream, whatever carries it (a reply, a model name, an error), even
+# with a backslash before any of its characters, as Markdown and JSON escape them.
+_SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+
+
+@functools.lru_cache(maxsize=4)
+def _secret_pattern(values):
+    return values and re.compile("|".join("".join(r"\\?" + re.escape(c) for c in value)
+                                          for value in values))
+
+
+def mask_secrets(value):
+    """`value` (str, or lists, tuples and dicts of them) with each secret replaced by
+    [redacted]: the value of an environment variable named like a credential (_SECRET_NAME)."""
+    pattern = _secret_pattern(tuple(sorted({v for k, v in os.environ.items() if len(v) >= 8
+                                            and _SECRET_NAME.search(k)}, key=len, reverse=True)))
+    if not pattern or isinstance(value, str):
+        return pattern.sub("[redacted]", value) if pattern and value else value
+    if isinstance(value, dict):
+        return {key: mask_secrets(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [mask_secrets(item) for item in value]
+        return value._make(items) if hasattr(value, "_make") else type(value)(items)
+    return value
+
+
+class _Masking:
+    """A stream writing what it is given with the secrets masked (mask_secrets)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        return self._stream.write(mask_secrets(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path` atomically
     (a new file beside it, fsync, os.replace): an interrupted write never leaves a truncated
@@ -381,8 +421,8 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines([data] if isinstance(data, bytes) else
-                              (chunk.encode("utf-8", "backslashreplace") for chunk in data))
+            handle.writelines([data] if isinstance(data, bytes) else (  # _json_line masks
+                mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -404,7 +444,7 @@ def write_jsonl_atomic(path, rows):
 
 def _json_line(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
-    return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
+    return mask_secrets(_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1459,11 +1499,11 @@ def _attempt(case, attempt, call, options):
             if getattr(exc, "status", None) in (401, 403):
                 options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
                                    f"on case {case.id!r}; fix the key and run again")
-            return CaseResult(case.id, "error", error=_describe_error(exc),
+            return CaseResult(case.id, "error", error=mask_secrets(_describe_error(exc)),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
         try:
-            answer, reply = _whole_reply(output)
+            answer, reply = mask_secrets(_whole_reply(output))  # before a check quotes it
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
@@ -2600,7 +2640,7 @@ def main(argv=None, stdout=None, stderr=None):
     anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = _Masking(stdout or sys.stdout), _Masking(stderr or sys.stderr)
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
     if argv[:1] == ["--version"]:  # answered before the optional file is looked for

@@ -57,7 +57,8 @@ from evals import (  # the core's names this file builds on
     _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
     _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
     case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
-    load_cases, record_problem, register, stored_output, summarize, write_atomic, write_record,
+    load_cases, mask_secrets, record_problem, register, stored_output, summarize, write_atomic,
+    write_record,
 )
 
 
@@ -1826,7 +1827,8 @@ def history_append(path, record):
                 ((run_id, e["id"], e["status"],
                   # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
                   # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                  mask_secrets("\n".join(case_reasons(e["status"], e.get("error"),
+                                                       e.get("checks"))))
                   .encode("utf-8", "backslashreplace").decode("utf-8"),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
@@ -2983,7 +2985,7 @@ def write_reports(args, record, previous):
             write_atomic(path, [render()])
     if args.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(record) + "\n")
+            handle.write(mask_secrets(render_markdown(record)) + "\n")
 
 
 def _use_history(args, done, stderr, use):

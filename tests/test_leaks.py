@@ -1,0 +1,135 @@
+"""Nothing leaked, nothing lost, nothing green by accident: the configured key reaches no file
+and no stream, a malformed batch row costs one case, a doubled id is refused, a misspelled
+variable or a replay is said, and each case file keeps its own baseline."""
+
+import glob
+import io
+import json
+import os
+import tempfile
+import unittest
+from unittest import mock
+
+import evals
+from tests.test_live_runs import KEY, LiveRunCase, completion
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def every_file(directory):
+    """{relative path: bytes} of every file under `directory` (SQLite files too)."""
+    found = {}
+    for path in glob.glob(os.path.join(directory, "**", "*"), recursive=True):
+        if os.path.isfile(path):
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, directory)] = handle.read()
+    return found
+
+
+class TheKeyReachesNoFileTest(LiveRunCase):
+    def test_a_reply_echoing_the_key_is_masked_in_every_file_and_stream(self):
+        """The provider echoes the key in the text, the model name and a tool call's arguments:
+        the record, --json, JUnit, --record, HTML, Markdown, the step summary, the history and
+        the summary on stdout all show [redacted] instead."""
+        def behave(prompt, n):
+            body = completion(text="Your key is %s, a manager said." % KEY)
+            body["model"] = "gpt-" + KEY
+            body["choices"][0]["message"]["tool_calls"] = [{
+                "id": "c1", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"key": KEY})}}]
+            body["choices"][0]["finish_reason"] = "tool_calls"
+            return {"json": body}
+
+        server = self.start_server(behave)
+        with open(os.path.join(self.dir, "cases.jsonl"), "w") as handle:
+            handle.write(json.dumps({"id": "echo", "input": "Question", "checks": [
+                {"type": "contains_all", "values": ["never said"]}]}) + "\n")
+        summary = os.path.join(self.dir, "step_summary.md")
+        code = self.run_evals(server, "--json", "run.json", "--junit", "junit.xml", "--html",
+                              "report.html", "--markdown", "report.md", "--record",
+                              "recordings.jsonl", "--github", GITHUB_STEP_SUMMARY=summary)
+        self.assertEqual(code, 0, self.describe())
+        files = every_file(self.dir)
+        for name in ("record.json", "run.json", "junit.xml", "report.html", "report.md",
+                     "recordings.jsonl", "step_summary.md"):
+            self.assertIn(b"[redacted]", files[name], name)
+        for name, data in files.items():
+            self.assertNotIn(KEY.encode(), data, name)
+        self.assertNotIn(KEY, self.stdout + self.stderr)
+        self.assertIn('-> lookup({"key": "[redacted]"})', self.stdout)
+        self.assertEqual(self.entries()["echo"]["model"], "gpt-[redacted]")
+
+
+try:
+    from hypothesis import HealthCheck, given, settings, strategies as st
+except ImportError:  # the property test is skipped (below); the decorators do nothing
+    st = None
+
+    def given(**strategies):
+        return lambda test: test
+
+    def settings(**options):
+        return lambda test: test
+
+    HealthCheck = mock.Mock()
+
+if st is not None:
+    # Keys as providers issue them ("-" and "_" are Markdown punctuation, escaped there).
+    KEYS = st.from_regex(r"\A(sk-|AIza|ghp_)[A-Za-z0-9_\-]{16,40}\Z")
+    # Text as models write it, with invisible and control characters: what a writer drops or
+    # spells out must not join two halves of a key into the key.
+    PIECES = st.one_of(st.text(max_size=30), st.sampled_from(
+        ["\x00", "\x1b[31m", "\u200b", "\u202e", "\ufeff", "\r\n", "\r", "\ufffe", "\ud800",
+         "\\", "`", "_", "-", "*", "|", "<", "&", "%", "\n", "::error::", "]]>"]))
+
+
+@unittest.skipIf(st is None, "Hypothesis is not installed (pip install hypothesis; .ci/run does)")
+class NoReportShowsTheKeyPropertyTest(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        with open(os.path.join(self.dir, "cases.jsonl"), "w") as handle:
+            handle.write(json.dumps({"id": "a", "input": "Question", "checks": [
+                {"type": "contains_all", "values": ["absent"]},
+                {"type": "regex", "pattern": "^nothing$"}]}) + "\n")
+        for patch in (mock.patch.object(os, "fsync"),
+                      mock.patch.object(evals, "_git_commit", return_value=None)):
+            patch.start()
+            self.addCleanup(patch.stop)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(key=KEYS, pieces=st.lists(PIECES, max_size=12), data=st.data())
+    def test_random_text_around_and_inside_the_key_never_shows_it(self, key, pieces, data):
+        """The key, whole or cut by a control or invisible character, among random text, in
+        the output, the reasoning, the model name and a tool call: every report format, the
+        summary and the annotations show no key."""
+        cut = data.draw(st.integers(0, len(key)))
+        inside = data.draw(st.sampled_from(["", "\x00", "\x1b", "\u200b", "\ufffe", "\x0b"]))
+        text = "".join(pieces[:3]) + key[:cut] + inside + key[cut:] + "".join(pieces[3:]) + key
+        reply = {"text": text, "finish_reason": "tool_calls",
+                 "tool_calls": [{"name": "lookup", "arguments": {"q": text}}]}
+        with open(os.path.join(self.dir, "recordings.jsonl"), "w", encoding="utf-8",
+                  errors="surrogatepass") as handle:
+            handle.write(json.dumps({"id": "a", "input": "Question", "output": reply,
+                                     "reasoning": text, "model": "m-" + text}) + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        summary = os.path.join(self.dir, "summary.md")
+        env = {"GITHUB_STEP_SUMMARY": summary, "OPENAI_API_KEY": key}
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with mock.patch.dict(os.environ, env):
+                code = evals.main(["--rescore", "recordings.jsonl", "--no-history", "--json",
+                                   "run.json", "--junit", "junit.xml", "--html", "report.html",
+                                   "--markdown", "report.md", "--record", "recorded.jsonl",
+                                   "--github"], out, err)
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(code, 0, err.getvalue())
+        for name, content in every_file(self.dir).items():
+            if name not in ("recordings.jsonl", "cases.jsonl"):  # the inputs, as given
+                self.assertNotIn(key.encode(), content, name)
+        self.assertNotIn(key, out.getvalue() + err.getvalue())
+        os.remove(summary)
+
