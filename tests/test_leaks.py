@@ -11,6 +11,7 @@ import unittest
 from unittest import mock
 
 import evals
+from tests import test_batch
 from tests.test_live_runs import KEY, LiveRunCase, completion
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -133,3 +134,45 @@ class NoReportShowsTheKeyPropertyTest(unittest.TestCase):
         self.assertNotIn(key, out.getvalue() + err.getvalue())
         os.remove(summary)
 
+class MalformedBatchRowsTest(test_batch.BatchCase):
+    """A batch whose results hold a malformed row (a custom_id that is not a string, a line
+    that is not JSON), a request answered twice, and progress counts of the wrong type: each
+    bad row costs its own case at most, the others are collected, and --batch-resume too."""
+
+    def serve(self):
+        server = super().serve()
+        state, files = server.state, server.openai_files
+
+        def bad_state(batch_id):
+            found = state(batch_id)
+            found["request_counts"] = {"total": "4", "completed": None, "failed": [1]}
+            return found
+
+        def bad_files(batch_id, batch):
+            names = files(batch_id, batch)
+            output = names["output_file_id"]
+            rows = [json.loads(line) for line in server.files[output].splitlines()]
+            twice = next(r for r in rows if "help" in json.dumps(r))  # the "hours" case's
+            other = json.loads(json.dumps(twice))
+            other["response"]["body"]["choices"][0]["message"]["content"] = "Open 9am to 5pm."
+            extra = [dict(twice, custom_id=["not", "a", "string"]), {"custom_id": {"a": 1}},
+                     other]
+            server.files[output] += b"not JSON at all\n" + b"".join(
+                json.dumps(r).encode() + b"\n" for r in extra)
+            return names
+
+        server.state, server.openai_files = bad_state, bad_files
+        return server
+
+    def test_a_bad_row_is_its_case_error_and_the_rest_are_collected(self):
+        server = self.serve()
+        for args in (("--batch",), ("--batch-resume", "batch_1")):
+            with self.subTest(args=args):
+                code = self.run_evals(server, *args)
+                self.assertEqual(code, 2, self.describe())
+                entries = {e["id"]: e for e in self.record()["cases"]}
+                self.assertEqual({i: e["status"] for i, e in entries.items()},
+                                 {"refund": "pass", "refund-chat": "pass", "hours": "error",
+                                  "broken": "error"}, self.describe())
+                self.assertIn("answered this request twice", entries["hours"]["error"])
+        self.assertEqual(server.created(), ["/v1/batches"])
