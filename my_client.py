@@ -2350,8 +2350,9 @@ def _from_cache(client: "Client", prompt: Prompt,
 
 def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
     """Keep ``reply`` in the cache at ``slot`` (from :func:`_from_cache`; None: the cache is off)
-    and return it.  Only answers get here, an empty one included: an error raises before."""
-    if slot is None:
+    and return it.  Only answers get here, an empty one included: an error raises before.  One
+    a content filter stopped is not kept: the filter may let the same request through next time."""
+    if slot is None or reply.finish_reason == "content_filter":
         return reply
     import sqlite3
 

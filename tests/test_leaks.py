@@ -176,3 +176,21 @@ class MalformedBatchRowsTest(test_batch.BatchCase):
                                   "broken": "error"}, self.describe())
                 self.assertIn("answered this request twice", entries["hours"]["error"])
         self.assertEqual(server.created(), ["/v1/batches"])
+
+
+class ContentFilterNotCachedTest(LiveRunCase):
+    def test_a_reply_the_content_filter_stopped_is_asked_again_next_run(self):
+        def behave(prompt, n):
+            return {"json": completion(text="", finish="content_filter") if n == 1
+                    else completion(text="A manager will call.")}
+
+        server = self.start_server(behave)
+        self.write_cases([("filtered", "Question")])
+        cache = os.path.join(self.dir, "cache.sqlite")
+        self.run_evals(server, "--cache", EVALS_CACHE_PATH=cache)
+        self.assertEqual(self.entries()["filtered"]["finish_reason"], "content_filter")
+        self.run_evals(server, "--cache", EVALS_CACHE_PATH=cache)
+        self.assertEqual(server.counts(), {"Question": 2}, self.describe())
+        self.assertEqual(self.entries()["filtered"]["status"], "pass")
+        self.run_evals(server, "--cache", EVALS_CACHE_PATH=cache)  # an answer is kept
+        self.assertEqual(server.counts(), {"Question": 2}, self.describe())
