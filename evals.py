@@ -2009,10 +2009,13 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
+    seen = set()
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = _entry_problem(entry)
+        problem = ("listed twice (a record holds each case once)" if entry["id"] in seen
+                   else _entry_problem(entry))
+        seen.add(entry["id"])
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):

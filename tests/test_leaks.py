@@ -6,6 +6,7 @@ import glob
 import io
 import json
 import os
+import shutil
 import tempfile
 import unittest
 from unittest import mock
@@ -194,3 +195,41 @@ class ContentFilterNotCachedTest(LiveRunCase):
         self.assertEqual(self.entries()["filtered"]["status"], "pass")
         self.run_evals(server, "--cache", EVALS_CACHE_PATH=cache)  # an answer is kept
         self.assertEqual(server.counts(), {"Question": 2}, self.describe())
+
+
+class ACaseListedTwiceTest(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        for name in ("cases.jsonl", "recordings.jsonl", "last_run.json"):
+            shutil.copy(os.path.join(ROOT, name), self.dir)
+
+    def main(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            code = evals.main(list(argv), out, err)
+        finally:
+            os.chdir(cwd)
+        return code, err.getvalue()
+
+    def test_a_record_listing_a_case_twice_is_refused_as_baseline_and_by_compare(self):
+        path = os.path.join(self.dir, "last_run.json")
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+        first = record["cases"][0]
+        shutil.copy(path, os.path.join(self.dir, "good.json"))
+        record["cases"].append(dict(first, status="fail", baseline="fail"))
+        with open(os.path.join(self.dir, "twice.json"), "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        said = "twice.json: case %r: listed twice" % first["id"]
+        for argv in (("--baseline", "twice.json", "--no-save"),
+                     ("compare", "good.json", "twice.json"),
+                     ("compare", "twice.json", "good.json"),
+                     ("report", "twice.json", "--html", "r.html")):
+            with self.subTest(argv=argv):
+                code, err = self.main(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertIn(said, err)
