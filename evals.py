@@ -1800,6 +1800,23 @@ def _offline(spec, function, *variables):
     return provider.strip().lower() in ("", "replay")
 
 
+# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
+# of these, is a misspelling that would otherwise replay the recordings, green, forever.
+_VARIABLES = tuple("EVALS_" + name for name in (
+    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
+    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
+    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
+    "JUDGE_RECORD JUDGE_RECORDINGS").split())
+
+
+def _warn_misspelled(stderr):
+    for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
+        hint = _did_you_mean(name, _VARIABLES) if name not in _VARIABLES else "."
+        if hint != "." or name.startswith("EVAL_"):
+            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
+                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
+
+
 def _offline_client(repeat, stderr):
     """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
     `stderr`; ClientError when there is no such file."""
@@ -2352,6 +2369,12 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                      ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
 
 
+def _replayed(record):
+    """", replayed ...: no model was called" when the offline default replayed the outputs."""
+    client = str(record.get("client") or "")
+    return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rates, counts, then each case listed with
     its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
@@ -2362,7 +2385,8 @@ def format_summary(record, quiet=False):
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
     lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
+             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record),
+             ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2449,7 +2473,8 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = []
+    lines = [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"
+             ] if _replayed(record) else []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
         if not (errored or change in ("regressed", "lower_not_significant")):
@@ -2763,6 +2788,7 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     _refuse_contradictions(args)
+    _warn_misspelled(stderr)
     baseline = load_baseline(args.baseline)
     _warn_other_case_file(args, baseline, cases, stderr)
     selected = _selection(args, cases, baseline)

@@ -2,7 +2,6 @@
 and no stream, a malformed batch row costs one case, a doubled id is refused, a misspelled
 variable or a replay is said, and each case file keeps its own baseline."""
 
-import glob
 import io
 import json
 import os
@@ -21,10 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def every_file(directory):
     """{relative path: bytes} of every file under `directory` (SQLite files too)."""
     found = {}
-    for path in glob.glob(os.path.join(directory, "**", "*"), recursive=True):
-        if os.path.isfile(path):
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, directory)] = handle.read()
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                found[os.path.relpath(os.path.join(folder, name), directory)] = handle.read()
     return found
 
 
@@ -197,7 +196,9 @@ class ContentFilterNotCachedTest(LiveRunCase):
         self.assertEqual(server.counts(), {"Question": 2}, self.describe())
 
 
-class ACaseListedTwiceTest(unittest.TestCase):
+class FolderCase(unittest.TestCase):
+    """A temporary folder holding this repository's cases, recordings and baseline."""
+
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -215,6 +216,8 @@ class ACaseListedTwiceTest(unittest.TestCase):
             os.chdir(cwd)
         return code, err.getvalue()
 
+
+class ACaseListedTwiceTest(FolderCase):
     def test_a_record_listing_a_case_twice_is_refused_as_baseline_and_by_compare(self):
         path = os.path.join(self.dir, "last_run.json")
         with open(path, encoding="utf-8") as handle:
@@ -233,3 +236,34 @@ class ACaseListedTwiceTest(unittest.TestCase):
                 code, err = self.main(*argv)
                 self.assertEqual(code, 2, err)
                 self.assertIn(said, err)
+
+
+class AMisspelledVariableIsSaidTest(FolderCase):
+    def test_a_misspelled_provider_warns_and_the_replay_says_so_in_the_summary(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALS_", "EVAL_"))}
+        env["EVAL_PROVIDER"] = "openai"
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with mock.patch.dict(os.environ, env, clear=True):
+                code = evals.main(["--no-save", "--github", "-q"], out, err)
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(code, 0, err.getvalue())
+        self.assertIn("evals: warning: EVAL_PROVIDER is not a variable evals or my_client reads;"
+                      " did you mean 'EVALS_PROVIDER'?", err.getvalue())
+        lines = out.getvalue().splitlines()
+        self.assertEqual(lines[0], "pass rate 100.0% (22/22), last run 100.0%, replayed "
+                                   "recordings.jsonl: no model was called")
+        self.assertIn("::warning title=Recorded outputs::replayed recordings.jsonl: no model was "
+                      "called", lines)
+
+    def test_every_variable_the_runtime_files_read_is_known(self):
+        import re
+        names = set()
+        for name in ("evals.py", "evals_extras.py", "my_client.py"):
+            with open(os.path.join(ROOT, name), encoding="utf-8") as handle:
+                names |= set(re.findall(r"\bEVALS_[A-Z0-9_]*[A-Z0-9]\b", handle.read()))
+        self.assertEqual(sorted(names - set(evals._VARIABLES)), [])
+
