@@ -2577,8 +2577,9 @@ _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
                     help=f"case file, JSONL (default: {DEFAULT_CASES})"),
-    "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the previous run record, "
-                       f"compared with and updated (default: {DEFAULT_BASELINE})"),
+    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and "
+                       f"updated (default: {DEFAULT_BASELINE} for {DEFAULT_CASES}, NAME.last_run."
+                       "json beside any other case file NAME.jsonl)"),
     "--accept": "take this run as the new baseline, regressions included (listed, not failing)",
     "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
@@ -2787,6 +2788,9 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
+    if args.baseline is None:  # each case file its own: another suite replaces no baseline
+        args.baseline = DEFAULT_BASELINE if os.path.normpath(args.cases) == DEFAULT_CASES else (
+            os.path.splitext(args.cases)[0] + "." + DEFAULT_BASELINE)
     _refuse_contradictions(args)
     _warn_misspelled(stderr)
     baseline = load_baseline(args.baseline)

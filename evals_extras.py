@@ -3236,8 +3236,12 @@ def _needs_judge(check):
 
 
 def _beside_baseline(args, name):
-    """A file in the .evals folder beside the baseline (history, judge cache)."""
-    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
+    """A file in the .evals folder beside the baseline (history, judge cache, batches): `name`
+    for last_run.json, NAME.`name` for NAME.last_run.json or NAME.json, so that each baseline
+    keeps its own."""
+    folder, base = os.path.split(os.path.abspath(args.baseline))
+    stem = re.sub(r"\.?last_run$", "", os.path.splitext(base)[0])
+    return os.path.join(folder, ".evals", f"{stem}.{name}" if stem else name)
 
 
 def _history_path(args):

@@ -267,3 +267,32 @@ class AMisspelledVariableIsSaidTest(FolderCase):
                 names |= set(re.findall(r"\bEVALS_[A-Z0-9_]*[A-Z0-9]\b", handle.read()))
         self.assertEqual(sorted(names - set(evals._VARIABLES)), [])
 
+
+class EachCaseFileHasItsOwnBaselineTest(FolderCase):
+    def test_a_second_case_file_keeps_its_own_baseline_history_and_failed_list(self):
+        with open(os.path.join(self.dir, "cases.jsonl"), encoding="utf-8") as handle:
+            lines = handle.readlines()
+        with open(os.path.join(self.dir, "other.jsonl"), "w", encoding="utf-8") as handle:
+            handle.writelines(lines[:3])
+        before = every_file(self.dir)["last_run.json"]
+        code, err = self.main("--cases", "other.jsonl")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("warning", err)
+        files = every_file(self.dir)
+        self.assertEqual(files["last_run.json"], before)  # the main suite's, untouched
+        record = json.loads(files["other.last_run.json"])
+        self.assertEqual(len(record["cases"]), 3)
+        self.assertIn(os.path.join(".evals", "other.history.sqlite"), files)
+        self.assertNotIn(os.path.join(".evals", "history.sqlite"), files)
+        code, err = self.main("--cases", "other.jsonl", "--failed")  # reads its own baseline
+        self.assertEqual(code, 0, err)
+        code, err = self.main("--cases", "other.jsonl", "--accept")
+        self.assertEqual((code, every_file(self.dir)["last_run.json"]), (0, before))
+        # The default case file keeps last_run.json; an explicit --baseline still wins.
+        code, err = self.main("--cases", "other.jsonl", "--baseline", "mine.json")
+        self.assertEqual(code, 0, err)
+        self.assertIn("mine.json", every_file(self.dir))
+        self.assertIn(os.path.join(".evals", "mine.history.sqlite"), every_file(self.dir))
+        code, err = self.main()
+        self.assertEqual(code, 0, err)
+        self.assertNotEqual(every_file(self.dir)["last_run.json"], before)
