@@ -369,44 +369,38 @@ def _within(func, timeout):
     return value
 
 
-# Variables whose value is a credential (OPENAI_API_KEY, GITHUB_TOKEN): none of 8 characters or
-# more reaches a file or a stream, whatever carries it (a reply, a model name, an error), even
-# with a backslash before any of its characters, as Markdown and JSON escape them.
-_SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+# Values (8 characters or more) of variables named like a credential (OPENAI_API_KEY) reach no
+# file or stream, whatever carries them, not even with a backslash (Markdown, JSON) in them.
+_SECRET_NAME = re.compile(r"(^|_)(API)?(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+_SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
 
 
-@functools.lru_cache(maxsize=4)
-def _secret_pattern(values):
-    return values and re.compile("|".join("".join(r"\\?" + re.escape(c) for c in value)
-                                          for value in values))
+def _find_secrets():
+    values = sorted({v for k, v in os.environ.items() if len(v) >= 8 and _SECRET_NAME.search(k)},
+                    key=len, reverse=True)
+    _SECRETS[:] = [values and re.compile("|".join(re.escape(value[0]) + "".join(
+        r"\\?" + re.escape(char) for char in value[1:]) for value in values))]
 
 
 def mask_secrets(value):
-    """`value` (str, or lists, tuples and dicts of them) with each secret replaced by
-    [redacted]: the value of an environment variable named like a credential (_SECRET_NAME)."""
-    pattern = _secret_pattern(tuple(sorted({v for k, v in os.environ.items() if len(v) >= 8
-                                            and _SECRET_NAME.search(k)}, key=len, reverse=True)))
+    """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
+    pattern = _SECRETS[0] if _SECRETS else _find_secrets() or _SECRETS[0]
     if not pattern or isinstance(value, str):
         return pattern.sub("[redacted]", value) if pattern and value else value
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        items = [mask_secrets(item) for item in value]
-        return value._make(items) if hasattr(value, "_make") else type(value)(items)
-    return value
+    return getattr(value, "_make", type(value))(map(mask_secrets, value)) if isinstance(
+        value, (list, tuple)) else value
 
 
-class _Masking:
+class _Masking(collections.namedtuple("_Masking", "stream")):
     """A stream writing what it is given with the secrets masked (mask_secrets)."""
 
-    def __init__(self, stream):
-        self._stream = stream
-
     def write(self, text):
-        return self._stream.write(mask_secrets(text))
+        return self.stream.write(mask_secrets(text))
 
     def __getattr__(self, name):
-        return getattr(self._stream, name)
+        return getattr(self.stream, name)
 
 
 def write_atomic(path, data):
@@ -1800,23 +1794,6 @@ def _offline(spec, function, *variables):
     return provider.strip().lower() in ("", "replay")
 
 
-# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
-# of these, is a misspelling that would otherwise replay the recordings, green, forever.
-_VARIABLES = tuple("EVALS_" + name for name in (
-    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
-    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
-    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
-    "JUDGE_RECORD JUDGE_RECORDINGS").split())
-
-
-def _warn_misspelled(stderr):
-    for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
-        hint = _did_you_mean(name, _VARIABLES) if name not in _VARIABLES else "."
-        if hint != "." or name.startswith("EVAL_"):
-            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
-                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
-
-
 def _offline_client(repeat, stderr):
     """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
     `stderr`; ClientError when there is no such file."""
@@ -1832,15 +1809,8 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    replay = replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
-                           f"run python evals.py --record {path})")
-
-    def batch(*_args, **_kwargs):
-        raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
-                          "anthropic; see my_client.py)")
-
-    replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
-    return replay, f"replay:{path}"
+    return replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
+                         f"run python evals.py --record {path})"), f"replay:{path}"
 
 
 def latency_percentiles(latencies):
@@ -2026,13 +1996,11 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
-    seen = set()
+    ids = {}  # each case's first entry
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = ("listed twice (a record holds each case once)" if entry["id"] in seen
-                   else _entry_problem(entry))
-        seen.add(entry["id"])
+        problem = "listed twice" if ids.setdefault(entry["id"], number) < number else _entry_problem(entry)
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2369,8 +2337,7 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                      ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
 
 
-def _replayed(record):
-    """", replayed ...: no model was called" when the offline default replayed the outputs."""
+def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
     client = str(record.get("client") or "")
     return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
 
@@ -2385,8 +2352,7 @@ def format_summary(record, quiet=False):
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
     lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record),
-             ", ".join(counts)]
+             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2577,9 +2543,8 @@ _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
                     help=f"case file, JSONL (default: {DEFAULT_CASES})"),
-    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and "
-                       f"updated (default: {DEFAULT_BASELINE} for {DEFAULT_CASES}, NAME.last_run."
-                       "json beside any other case file NAME.jsonl)"),
+    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and updated "
+                       f"(default: {DEFAULT_BASELINE}; NAME.last_run.json for --cases NAME.jsonl)"),
     "--accept": "take this run as the new baseline, regressions included (listed, not failing)",
     "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
@@ -2670,6 +2635,7 @@ def main(argv=None, stdout=None, stderr=None):
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout, stderr = _Masking(stdout or sys.stdout), _Masking(stderr or sys.stderr)
+    _find_secrets()
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
     if argv[:1] == ["--version"]:  # answered before the optional file is looked for
@@ -2682,7 +2648,8 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, extras).parse_args(argv[1:] if command else argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
+        with _sigterm_as_interrupt(), (  # the optional file tells the client of its cache
+                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()):
             return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -2715,17 +2682,6 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _environ_kept(name):
-    """`name` in the environment kept as it was: a run tells the client through it."""
-    before = os.environ.get(name)
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)
-        os.environ.update({} if before is None else {name: before})
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -2788,13 +2744,11 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
-    if args.baseline is None:  # each case file its own: another suite replaces no baseline
-        args.baseline = DEFAULT_BASELINE if os.path.normpath(args.cases) == DEFAULT_CASES else (
-            os.path.splitext(args.cases)[0] + "." + DEFAULT_BASELINE)
+    args.baseline = args.baseline or (DEFAULT_BASELINE if os.path.abspath(args.cases) == (
+        os.path.abspath(DEFAULT_CASES)) else os.path.splitext(args.cases)[0] + ".last_run.json")
     _refuse_contradictions(args)
-    _warn_misspelled(stderr)
     baseline = load_baseline(args.baseline)
-    _warn_other_case_file(args, baseline, cases, stderr)
+    _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
     selected = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + ("the history marks no selected case flaky\n"
@@ -2861,23 +2815,6 @@ def _client_for(args, cases, options, stderr):
     return call_model, name
 
 
-# ---- --batch: every call of the run in one provider batch, then scored as a live run ----
-
-
-def _warn_other_case_file(args, baseline, cases, stderr):
-    """Warn, before any call, that this run replaces another case file's baseline."""
-    theirs = baseline.case_file
-    if theirs is None or args.no_save or args.out or args.shard or (
-            os.path.normpath(theirs) == os.path.normpath(args.cases)):
-        return
-    dropped = len(set(baseline.entries) - {case.id for case in cases})
-    if dropped:
-        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
-                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
-                     f"{args.cases} lacks (--baseline FILE keeps a separate one; --no-save "
-                     "writes none)\n")
-
-
 def _refuse_pairs(args, *pairs):
     """EvalsError for the first pair of options (dests) that `args` both has."""
     for first, second in pairs:
@@ -2916,18 +2853,8 @@ def _selection(args, cases, baseline):
         return None
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
-                         + _selection_hint(args, cases))
+                         + (_extras().selection_hint(args, cases) if _extras() else ""))
     return selected
-
-
-def _selection_hint(args, cases):
-    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
-    tags = sorted({tag for case in cases for tag in case.tags})
-    if set(args.tag or ()) - set(tags):
-        return f"; the case file's tags: {', '.join(tags) or 'none'}"
-    ids = [c.id for c in cases]
-    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
-    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
 def _with_progress(cases, call_model, options, quiet, stream, stopped):

@@ -1461,6 +1461,10 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
     selection, client and EVALS_* settings), priced at batch prices. The client offers
     `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
     {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
+    if client_name.startswith("replay:"):  # the offline default: said as what is missing
+        raise EvalsError("--batch: " + ("EVALS_PROVIDER=replay" if os.environ.get(
+            "EVALS_PROVIDER", "").strip() else "EVALS_PROVIDER is not set") + ": a batch needs "
+                         "a provider (EVALS_PROVIDER=openai or anthropic; see my_client.py)")
     batch = getattr(call_model, "batch", None)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
@@ -3023,6 +3027,56 @@ def flaky_cases(args, cases):
         except sqlite3.Error as exc:
             raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
     return [c for c in cases if c.id in {item["id"] for item in flaky}]
+
+
+# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
+# of these, is a misspelling that would otherwise replay the recordings, green, forever.
+VARIABLES = tuple("EVALS_" + name for name in (
+    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
+    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
+    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
+    "JUDGE_RECORD JUDGE_RECORDINGS").split())
+
+
+@contextlib.contextmanager
+def environ_kept(name):
+    """`name` in the environment kept as it was: a run tells the client through it."""
+    before = os.environ.get(name)
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        os.environ.update({} if before is None else {name: before})
+
+
+def selection_hint(args, cases):
+    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
+    tags = sorted({tag for case in cases for tag in case.tags})
+    if set(args.tag or ()) - set(tags):
+        return f"; the case file's tags: {', '.join(tags) or 'none'}"
+    ids = [c.id for c in cases]
+    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
+    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
+
+
+def warn_before_run(args, baseline, cases, stderr):
+    """Warnings before any call: each misspelled variable (VARIABLES), with a did-you-mean, and a
+    run that would replace another case file's baseline (given with --baseline)."""
+    for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
+        hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
+        if hint != "." or name.startswith("EVAL_"):
+            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
+                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
+    theirs = baseline.case_file
+    if theirs is None or args.no_save or args.out or args.shard or (
+            os.path.normpath(theirs) == os.path.normpath(args.cases)):
+        return
+    dropped = len(set(baseline.entries) - {case.id for case in cases})
+    if dropped:
+        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
+                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+                     f"{args.cases} lacks (without --baseline each case file has its own; "
+                     "--no-save writes none)\n")
 
 
 def prepare_run(args, cases, options, stderr):
