@@ -68,7 +68,7 @@ __all__ = [  # each check_* function is public too
     "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
     "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
     "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    "format_summary", "github_annotations", "main",
+    "format_summary", "github_annotations", "mask_secrets", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -370,6 +370,40 @@ def _within(func, timeout):
     return value
 
 
+# Values (8 characters or more) of variables named like a credential (OPENAI_API_KEY) reach no
+# file or stream, whatever carries them, not even with a backslash (Markdown, JSON) in them.
+_SECRET_NAME = re.compile(r"(^|_)(API)?(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+_SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
+
+
+def _find_secrets():
+    values = sorted({v for k, v in os.environ.items() if len(v) >= 8 and _SECRET_NAME.search(k)},
+                    key=len, reverse=True)
+    _SECRETS[:] = [values and re.compile("|".join(re.escape(value[0]) + "".join(
+        r"\\?" + re.escape(char) for char in value[1:]) for value in values))]
+
+
+def mask_secrets(value):
+    """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
+    pattern = _SECRETS[0] if _SECRETS else _find_secrets() or _SECRETS[0]
+    if not pattern or isinstance(value, str):
+        return pattern.sub("[redacted]", value) if pattern and value else value
+    if isinstance(value, dict):
+        return {key: mask_secrets(item) for key, item in value.items()}
+    return getattr(value, "_make", type(value))(map(mask_secrets, value)) if isinstance(
+        value, (list, tuple)) else value
+
+
+class _Masking(collections.namedtuple("_Masking", "stream")):
+    """A stream writing what it is given with the secrets masked (mask_secrets)."""
+
+    def write(self, text):
+        return self.stream.write(mask_secrets(text))
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def write_atomic(path, data):
     """Write `data` (bytes, or an iterable of str chunks written as UTF-8) to `path` atomically
     (a new file beside it, fsync, os.replace): an interrupted write never leaves a truncated
@@ -382,8 +416,8 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines([data] if isinstance(data, bytes) else
-                              (chunk.encode("utf-8", "backslashreplace") for chunk in data))
+            handle.writelines([data] if isinstance(data, bytes) else (  # _json_line masks
+                mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -405,7 +439,7 @@ def write_jsonl_atomic(path, rows):
 
 def _json_line(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
-    return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
+    return mask_secrets(_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1505,11 +1539,11 @@ def _attempt(case, attempt, call, options):
             if getattr(exc, "status", None) in (401, 403):
                 options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
                                    f"on case {case.id!r}; fix the key and run again")
-            return CaseResult(case.id, "error", error=_describe_error(exc),
+            return CaseResult(case.id, "error", error=mask_secrets(_describe_error(exc)),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
         try:
-            answer, reply = _whole_reply(output)
+            answer, reply = mask_secrets(_whole_reply(output))  # before a check quotes it
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
@@ -1817,15 +1851,8 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    replay = replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
-                           f"run python evals.py --record {path})")
-
-    def batch(*_args, **_kwargs):
-        raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
-                          "anthropic; see my_client.py)")
-
-    replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
-    return replay, f"replay:{path}"
+    return replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
+                         f"run python evals.py --record {path})"), f"replay:{path}"
 
 
 def latency_percentiles(latencies):
@@ -2011,10 +2038,11 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
+    ids = {}  # each case's first entry
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = _entry_problem(entry)
+        problem = "listed twice" if ids.setdefault(entry["id"], number) < number else _entry_problem(entry)
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2353,6 +2381,11 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                      ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
 
 
+def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
+    client = str(record.get("client") or "")
+    return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rates, counts, then each case listed with
     its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
@@ -2363,7 +2396,7 @@ def format_summary(record, quiet=False):
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
     lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
+             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2450,7 +2483,8 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = []
+    lines = [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"
+             ] if _replayed(record) else []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
         if not (errored or change in ("regressed", "lower_not_significant")):
@@ -2554,8 +2588,8 @@ _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
                     help=f"case file, JSONL (default: {DEFAULT_CASES})"),
-    "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the previous run record, "
-                       f"compared with and updated (default: {DEFAULT_BASELINE})"),
+    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and updated "
+                       f"(default: {DEFAULT_BASELINE}; NAME.last_run.json for --cases NAME.jsonl)"),
     "--accept": "take this run as the new baseline, regressions included (listed, not failing)",
     "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
@@ -2646,7 +2680,8 @@ def main(argv=None, stdout=None, stderr=None):
     anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = _Masking(stdout or sys.stdout), _Masking(stderr or sys.stderr)
+    _find_secrets()
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
     if argv[:1] == ["--version"]:  # answered before the optional file is looked for
@@ -2659,7 +2694,8 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, extras).parse_args(argv[1:] if command else argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
+        with _sigterm_as_interrupt(), (  # the optional file tells the client of its cache
+                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()):
             return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -2692,17 +2728,6 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _environ_kept(name):
-    """`name` in the environment kept as it was: a run tells the client through it."""
-    before = os.environ.get(name)
-    try:
-        yield
-    finally:
-        os.environ.pop(name, None)
-        os.environ.update({} if before is None else {name: before})
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -2765,9 +2790,11 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
+    args.baseline = args.baseline or (DEFAULT_BASELINE if os.path.abspath(args.cases) == (
+        os.path.abspath(DEFAULT_CASES)) else os.path.splitext(args.cases)[0] + ".last_run.json")
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
-    _warn_other_case_file(args, baseline, cases, stderr)
+    _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
     selected = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + ("the history marks no selected case flaky\n"
@@ -2834,23 +2861,6 @@ def _client_for(args, cases, options, stderr):
     return call_model, name
 
 
-# ---- --batch: every call of the run in one provider batch, then scored as a live run ----
-
-
-def _warn_other_case_file(args, baseline, cases, stderr):
-    """Warn, before any call, that this run replaces another case file's baseline."""
-    theirs = baseline.case_file
-    if theirs is None or args.no_save or args.out or args.shard or (
-            os.path.normpath(theirs) == os.path.normpath(args.cases)):
-        return
-    dropped = len(set(baseline.entries) - {case.id for case in cases})
-    if dropped:
-        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
-                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
-                     f"{args.cases} lacks (--baseline FILE keeps a separate one; --no-save "
-                     "writes none)\n")
-
-
 def _refuse_pairs(args, *pairs):
     """EvalsError for the first pair of options (dests) that `args` both has."""
     for first, second in pairs:
@@ -2889,18 +2899,8 @@ def _selection(args, cases, baseline):
         return None
     if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
-                         + _selection_hint(args, cases))
+                         + (_extras().selection_hint(args, cases) if _extras() else ""))
     return selected
-
-
-def _selection_hint(args, cases):
-    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
-    tags = sorted({tag for case in cases for tag in case.tags})
-    if set(args.tag or ()) - set(tags):
-        return f"; the case file's tags: {', '.join(tags) or 'none'}"
-    ids = [c.id for c in cases]
-    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
-    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
 def _with_progress(cases, call_model, options, quiet, stream, stopped):

@@ -57,7 +57,8 @@ from evals import (  # the core's names this file builds on
     _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
     _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
     case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
-    load_cases, record_problem, register, stored_output, summarize, write_atomic, write_record,
+    load_cases, mask_secrets, record_problem, register, stored_output, summarize, write_atomic,
+    write_record,
 )
 
 
@@ -1466,6 +1467,10 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
     selection, client and EVALS_* settings), priced at batch prices. The client offers
     `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
     {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
+    if client_name.startswith("replay:"):  # the offline default: said as what is missing
+        raise EvalsError("--batch: " + ("EVALS_PROVIDER=replay" if os.environ.get(
+            "EVALS_PROVIDER", "").strip() else "EVALS_PROVIDER is not set") + ": a batch needs "
+                         "a provider (EVALS_PROVIDER=openai or anthropic; see my_client.py)")
     batch = getattr(call_model, "batch", None)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
@@ -1832,7 +1837,8 @@ def history_append(path, record):
                 ((run_id, e["id"], e["status"],
                   # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
                   # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                  mask_secrets("\n".join(case_reasons(e["status"], e.get("error"),
+                                                       e.get("checks"))))
                   .encode("utf-8", "backslashreplace").decode("utf-8"),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
@@ -2987,7 +2993,7 @@ def write_reports(args, record, previous):
             write_atomic(path, [render()])
     if args.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(record) + "\n")
+            handle.write(mask_secrets(render_markdown(record)) + "\n")
 
 
 def _use_history(args, done, stderr, use):
@@ -3025,6 +3031,56 @@ def flaky_cases(args, cases):
         except sqlite3.Error as exc:
             raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
     return [c for c in cases if c.id in {item["id"] for item in flaky}]
+
+
+# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
+# of these, is a misspelling that would otherwise replay the recordings, green, forever.
+VARIABLES = tuple("EVALS_" + name for name in (
+    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
+    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
+    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
+    "JUDGE_RECORD JUDGE_RECORDINGS").split())
+
+
+@contextlib.contextmanager
+def environ_kept(name):
+    """`name` in the environment kept as it was: a run tells the client through it."""
+    before = os.environ.get(name)
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        os.environ.update({} if before is None else {name: before})
+
+
+def selection_hint(args, cases):
+    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
+    tags = sorted({tag for case in cases for tag in case.tags})
+    if set(args.tag or ()) - set(tags):
+        return f"; the case file's tags: {', '.join(tags) or 'none'}"
+    ids = [c.id for c in cases]
+    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
+    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
+
+
+def warn_before_run(args, baseline, cases, stderr):
+    """Warnings before any call: each misspelled variable (VARIABLES), with a did-you-mean, and a
+    run that would replace another case file's baseline (given with --baseline)."""
+    for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
+        hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
+        if hint != "." or name.startswith("EVAL_"):
+            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
+                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
+    theirs = baseline.case_file
+    if theirs is None or args.no_save or args.out or args.shard or (
+            os.path.normpath(theirs) == os.path.normpath(args.cases)):
+        return
+    dropped = len(set(baseline.entries) - {case.id for case in cases})
+    if dropped:
+        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
+                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+                     f"{args.cases} lacks (without --baseline each case file has its own; "
+                     "--no-save writes none)\n")
 
 
 def prepare_run(args, cases, options, stderr):
@@ -3243,8 +3299,12 @@ def _needs_judge(check):
 
 
 def _beside_baseline(args, name):
-    """A file in the .evals folder beside the baseline (history, judge cache)."""
-    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
+    """A file in the .evals folder beside the baseline (history, judge cache, batches): `name`
+    for last_run.json, NAME.`name` for NAME.last_run.json or NAME.json, so that each baseline
+    keeps its own."""
+    folder, base = os.path.split(os.path.abspath(args.baseline))
+    stem = re.sub(r"\.?last_run$", "", os.path.splitext(base)[0])
+    return os.path.join(folder, ".evals", f"{stem}.{name}" if stem else name)
 
 
 def _history_path(args):

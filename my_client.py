@@ -1979,6 +1979,8 @@ class _BatchAnswers(collections.abc.Mapping):
             api, settings, key, built, parse)
         self._missing = missing
         self._starts = {}  # type: Dict[str, int]
+        self._twice = set()  # the custom_ids answered more than once
+        self._unreadable = 0  # lines that name no request (not JSON, no string custom_id)
         self._lock = threading.Lock()
 
     def __del__(self) -> None:
@@ -1998,7 +2000,9 @@ class _BatchAnswers(collections.abc.Mapping):
         _retrying(once, self._settings, self._key)
 
     def index(self) -> "_BatchAnswers":
-        """Note where each result line starts, by its custom_id."""
+        """Note where each result line starts, by its custom_id.  A line that names no request
+        (not JSON, a custom_id that is no string) answers none; a request answered twice is an
+        error: neither answer can be told the right one."""
         self.file.seek(0)
         offset = 0
         for line in self.file:
@@ -2006,10 +2010,13 @@ class _BatchAnswers(collections.abc.Mapping):
                 try:
                     row = json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError):
-                    raise ProviderError(self._settings.provider, "a batch result line is not "
-                                        "JSON: %s" % _truncate(line.decode("utf-8", "replace")))
+                    row = None
                 custom_id = row.get("custom_id") if isinstance(row, dict) else None
-                if custom_id in self._built:
+                if not isinstance(custom_id, str):
+                    self._unreadable += 1
+                elif custom_id in self._starts:
+                    self._twice.add(custom_id)
+                elif custom_id in self._built:
                     self._starts[custom_id] = offset
             offset += len(line)
         return self
@@ -2023,8 +2030,13 @@ class _BatchAnswers(collections.abc.Mapping):
     def __getitem__(self, custom_id: str) -> Any:
         request = self._built[custom_id]
         start = self._starts.get(custom_id)
+        if custom_id in self._twice:
+            return ProviderError(self._settings.provider, "the batch answered this request "
+                                 "twice (custom_id %s): neither answer is taken" % custom_id)
         if start is None:
-            return ProviderError(self._settings.provider, self._missing)
+            return ProviderError(self._settings.provider, self._missing + (
+                " (%d result line(s) named no request: not JSON, or no string custom_id)"
+                % self._unreadable if self._unreadable else ""))
         with self._lock:
             self.file.seek(start)
             line = self.file.readline()
@@ -2103,13 +2115,20 @@ def _openai_batch_submit(settings: Settings, key: Optional[str],
     return _field(settings, batch, "id", "the batch creation")
 
 
+def _batch_count(batch: Dict[str, Any], name: str) -> int:
+    """A batch's request count ``name``: 0 when it is missing or no whole number (progress
+    only: the answers are read from the results)."""
+    counts = batch.get("request_counts")
+    value = counts.get(name) if isinstance(counts, dict) else None
+    return value if type(value) is int else 0
+
+
 def _openai_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    counts = batch.get("request_counts") or {}
     status = batch.get("status")
-    done = (counts.get("completed") or 0) + (counts.get("failed") or 0)
+    done = _batch_count(batch, "completed") + _batch_count(batch, "failed")
     return (status in ("completed", "expired", "cancelled", "failed"),
             "%s, %d of %s requests done, %d failed"
-            % (status, done, counts.get("total", "?"), counts.get("failed") or 0))
+            % (status, done, _batch_count(batch, "total") or "?", _batch_count(batch, "failed")))
 
 
 def _openai_batch_files(settings: Settings, batch: Dict[str, Any]) -> List[str]:
@@ -2152,12 +2171,11 @@ def _anthropic_batch_submit(settings: Settings, key: Optional[str],
 
 
 def _anthropic_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    counts = batch.get("request_counts") or {}
-    done = sum(counts.get(k) or 0 for k in ("succeeded", "errored", "canceled", "expired"))
+    done = sum(_batch_count(batch, k) for k in ("succeeded", "errored", "canceled", "expired"))
     return (batch.get("processing_status") == "ended",
             "%s, %d of %d requests done, %d errored" % (
-                batch.get("processing_status"), done, done + (counts.get("processing") or 0),
-                counts.get("errored") or 0))
+                batch.get("processing_status"), done, done + _batch_count(batch, "processing"),
+                _batch_count(batch, "errored")))
 
 
 def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[str]:
@@ -2337,8 +2355,9 @@ def _from_cache(client: "Client", prompt: Prompt,
 
 def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
     """Keep ``reply`` in the cache at ``slot`` (from :func:`_from_cache`; None: the cache is off)
-    and return it.  Only answers get here, an empty one included: an error raises before."""
-    if slot is None:
+    and return it.  Only answers get here, an empty one included: an error raises before.  One
+    a content filter stopped is not kept: the filter may let the same request through next time."""
+    if slot is None or reply.finish_reason == "content_filter":
         return reply
     import sqlite3
 
