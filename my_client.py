@@ -1371,7 +1371,7 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
-    arguments are an object), then the deprecated ``message.function_call``:
+    arguments are an object), or else the deprecated ``message.function_call``:
     https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices .  Any
     other shape (a bare call object, a call that is not an object) is _Failed, never no call."""
     listed = message.get("tool_calls") or []
@@ -1379,7 +1379,8 @@ def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
         shape = "an object" if isinstance(listed, dict) else type(listed).__name__
         raise _Failed("response's message.tool_calls is %s, not an array of calls" % shape)
     calls = [(call.get("function") or {}) if isinstance(call, dict) else {} for call in listed]
-    if isinstance(message.get("function_call"), dict):
+    # Not both: llama-cpp-python's server repeats a call of tool_calls in function_call.
+    if not listed and isinstance(message.get("function_call"), dict):
         calls.append(message["function_call"])
     return [_tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
             for call in calls if isinstance(call, dict)]

@@ -277,6 +277,19 @@ class ToolCallReplyTests(LoopbackCase):
         self.assertEqual((reply.tool_calls, reply.finish_reason),
                          ([{"name": "lookup_order", "arguments": ARGUMENTS}], "tool_calls"))
 
+    def test_a_call_in_tool_calls_and_function_call_alike_is_one_call(self):
+        # llama-cpp-python's server (chat format chatml-function-calling, a named tool_choice)
+        # gives the call in both fields; its arguments here are cut at the token limit.
+        raw = '{ "order_id": "1234567890123456789012'
+        call = {"name": "lookup_order", "arguments": raw}
+        response = openai_ok(finish="tool_calls")
+        response["json"]["choices"][0]["message"].update(
+            content=None, function_call=dict(call),
+            tool_calls=[{"id": "call__0_lookup_order_cmpl-1", "type": "function",
+                         "function": dict(call)}])
+        reply = self.reply("openai", response)
+        self.assertEqual((reply.tool_calls, reply.finish_reason), ([call], "tool_calls"))
+
     def test_a_tool_call_without_a_name_is_a_malformed_body(self):
         response = json.loads(json.dumps(OPENAI_TOOL_CALLS))
         response["json"]["choices"][0]["message"]["tool_calls"][0]["function"].pop("name")
