@@ -16,6 +16,7 @@ import time
 import unittest
 
 import evals
+import my_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "local-model")
@@ -72,6 +73,40 @@ class SmokeSuiteTest(unittest.TestCase):
         self.assertEqual(again, recorded)
         self.assertIn("0 regressed, 0 fixed", done.stdout)
 
+    def test_the_tool_cases_offer_the_tools_and_check_the_calls(self):
+        # The smoke suite runs them against the server with chatml-function-calling, the tools
+        # of tools.json offered and lookup_order required (EVALS_TOOL_CHOICE).
+        tools = json.loads(read(os.path.join(EXAMPLE, "tools.json")))
+        names = [tool["name"] for tool in tools]
+        self.assertIn("lookup_order", names)
+        client = my_client.make_client("openai", env={
+            "EVALS_TOOLS": os.path.join(EXAMPLE, "tools.json"),
+            "EVALS_TOOL_CHOICE": "lookup_order"})
+        self.assertEqual([t["name"] for t in client.settings.tools], names)
+        smoke = read(os.path.join(EXAMPLE, "smoke"))
+        self.assertIn("--chat-format chatml-function-calling", smoke)
+        self.assertIn('EVALS_TOOLS="$HERE/tools.json" EVALS_TOOL_CHOICE=lookup_order', smoke)
+        cases, _ = evals.load_cases(os.path.join(EXAMPLE, "tool_cases.jsonl"))
+        self.assertGreaterEqual(len(cases), 3)
+        kinds = {check["type"] for case in cases for check in case.checks}
+        self.assertTrue({"tool_called", "tool_calls_valid", "tool_sequence",
+                         "finish_reason"} <= kinds, kinds)
+        for case in cases:
+            for check in case.checks:
+                if check["type"] == "tool_calls_valid":  # judged against what was offered
+                    self.assertEqual(check["tools"], tools, case.id)
+
+    def test_a_tool_call_whose_arguments_are_not_json_fails_with_a_reason(self):
+        # What the server answers with its arguments cut at the token limit (seen live).
+        cases, _ = evals.load_cases(os.path.join(EXAMPLE, "tool_cases.jsonl"))
+        case = next(c for c in cases if c.id == "tool-lookup-where-is-my-order")
+        raw = '{ "order_id": "A-1001, order_date: \'2023-04-28\''
+        status, results = evals.evaluate(case, evals.Answer(
+            "", ({"name": "lookup_order", "arguments": raw},), "tool_calls"))
+        self.assertEqual((status, [r["passed"] for r in results]), ("fail", [False, False]))
+        self.assertIn("its arguments are not a JSON object", results[0]["reason"])
+        self.assertIn("its arguments are not JSON", results[1]["reason"])
+
     def test_the_readme_shows_the_offline_command_and_its_summary(self):
         readme = read(os.path.join(ROOT, "docs", "local-model.md"))
         section = readme[readme.index("## Try it with a real model, no key needed"):]
@@ -126,6 +161,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             print("ggml_compute_forward_mul_mat: AMX tile config", flush=True)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
             os.kill(os.getpid(), signal.SIGSEGV)
+            time.sleep(60)  # the signal may reach another thread: answer nothing meanwhile
         if mode == "no-completion":
             time.sleep(3600)
         self.answer({"object": "chat.completion", "model": "smollm2", "choices": [
