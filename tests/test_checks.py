@@ -570,6 +570,23 @@ class OneRuleForBothSidesTest(CheckTestCase):
         self.assertProblem({"type": "phrase_count", "phrase": "\u2060", "min": 1},
                            "parameter 'phrase'")
 
+    def test_a_zero_width_space_in_an_answer_on_the_command_line(self):
+        # A zero-width space inside "refund" failed contains_all and regex (issue 21, item 8).
+        import io, os, tempfile
+        with tempfile.TemporaryDirectory() as folder:
+            def write(name, row):
+                with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
+                    handle.write(json.dumps(row) + "\n")
+            write("cases.jsonl", {"id": "zw", "input": "q", "checks": [
+                {"type": "contains_all", "values": ["refund approved"]},
+                {"type": "regex", "pattern": "\\brefund\\b"}]})
+            write("rec.jsonl", {"id": "zw", "output": "Your re\u200bfund approved."})
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--rescore",
+                               os.path.join(folder, "rec.jsonl"), "--no-save"], out, err)
+        self.assertEqual(code, 0, out.getvalue() + err.getvalue())
+        self.assertIn("pass rate 100.0% (1/1)", out.getvalue())
+
     def test_the_case_file_names_line_and_parameter(self):
         import tempfile, os
         with tempfile.TemporaryDirectory() as folder:
