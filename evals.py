@@ -608,7 +608,6 @@ _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.V
 Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
-Confidence = Choice("high", "medium")
 _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
@@ -1309,13 +1308,11 @@ def case_problems(data, memo=None):
             problems += _input_problems(data)
         elif name == "checks":
             key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = memo.get(key) if key else None
-            if shared is None:
-                shared = (tuple(data["checks"]), [f"check {number}: {problem}" for number, check
-                          in enumerate(data["checks"], 1) for problem in validate_check(check)])
-                if key:
-                    memo[key] = shared
-            data["checks"] = shared[0] if key else data["checks"]  # shared by equal lists
+            shared = (memo or {}).get(key) or (tuple(data["checks"]), [
+                f"check {number}: {problem}" for number, check in enumerate(data["checks"], 1)
+                for problem in validate_check(check)])
+            if memo is not None:  # equal lists validated once and shared as one tuple
+                data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
     return problems
 
@@ -1355,8 +1352,8 @@ def load_cases(path):
                           else "nested too deeply" if isinstance(exc, RecursionError) else exc)
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
-                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a value "
-                                    "spread over lines; the rest of the file was not read")
+                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a "
+                                    "value spread over lines; the rest of the file was not read")
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
@@ -1510,9 +1507,8 @@ def _whole_reply(output):
                             "input_tokens and output_tokens")
         usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
-                    "sent": parts["sent"], "cached": bool(_attribute(output, "cached", bool)),
-                    "replayed": bool(_attribute(output, "replayed", bool))}
+    return answer, dict(parts, usage=usage, cached=bool(_attribute(output, "cached", bool)),
+                        replayed=bool(_attribute(output, "replayed", bool)))
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
@@ -2038,11 +2034,12 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
-    ids = {}  # each case's first entry
+    ids = set()
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = "listed twice" if ids.setdefault(entry["id"], number) < number else _entry_problem(entry)
+        problem = "listed twice" if entry["id"] in ids else _entry_problem(entry)
+        ids.add(entry["id"])
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2395,8 +2392,8 @@ def format_summary(record, quiet=False):
     counts += [f"{summary[key]} {label}" for key, label in (
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
-    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
+    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+             + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2969,6 +2966,8 @@ def _write_reports(args, record, previous, stdout):
         stdout.write(github_annotations(record))
     if _extras():
         _extras().write_reports(args, record, previous)
+
+
 def _save_recordings(path, record, stderr):
     """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
     rows updated (or added at the end), every other row kept as it was."""

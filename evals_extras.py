@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 from evals import (  # the core's names this file builds on
-    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
+    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
     _below_floor, _bounds, _call_text, _callable_name, _check_calls, _compile, _counted, _counts,
@@ -1084,6 +1084,9 @@ def _judge_rule(check):
         problems.append("'negate' is not supported; put what the answer must not say in "
                         "'must_not_claim'")
     return problems
+
+
+Confidence = Choice("high", "medium")
 
 
 @register(rule=_judge_rule, needs_judge=True)
