@@ -62,7 +62,7 @@ __all__ = [  # each check_* function is public too
     "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
     "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
-    "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
+    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs",
     "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
     "load_baseline", "completed", "make_record", "summarize", "case_status",
     "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
@@ -1401,20 +1401,6 @@ class BudgetExceeded(Exception):
     """The next call could take the run past its budget; the case is an error, not a call."""
 
 
-class RateLimiter:
-    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
-
-    def __init__(self, per_second):
-        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
-
-    def wait(self):
-        with self._lock:
-            start = max(now := time.monotonic(), self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
 class Interrupted(Exception):
     """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
 
@@ -1435,7 +1421,7 @@ class RunOptions:
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
         self.budget, self.price, self.judge = budget, price, judge
-        self.limiter = RateLimiter(rate_limit) if rate_limit else None
+        self.limiter = _extras("a rate limit").RateLimiter(rate_limit) if rate_limit else None
         self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
@@ -2571,13 +2557,6 @@ def _fraction(text, alpha=False):
 _alpha = functools.partial(_fraction, alpha=True)
 
 
-def _shard(text):
-    match = re.fullmatch(r"(\d+)/(\d+)", text)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
 # meaning of its own) -> add_argument keywords, or the help of an on/off flag (store_true).
 # _COMMANDS lists each command's options.
@@ -2598,8 +2577,6 @@ _OPTIONS = {
     "--id": dict(action="append", default=[], metavar="PATTERN",
                  help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
     "--failed": "run only cases that did not pass in the baseline's last run",
-    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
-                    "case id); combine the shards' records with `evals.py merge`"),
     "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
                      f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})"),
     "--rescore": dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a run "
@@ -2609,9 +2586,6 @@ _OPTIONS = {
                              help="calls in flight at once (default: 1)"),
     "--timeout": dict(type=_number(float, 0), metavar="SECONDS",
                       help="per-call time limit; a slower call is an error (default: none)"),
-    # 0.001: one call a thousand seconds; below, the wait overflows the clock
-    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
-                         help="start at most this many calls per second"),
     "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
                      help="call each case N times (at most 1000)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
@@ -3008,8 +2982,8 @@ _COMMANDS = {
          "  python evals.py report RECORD       write reports for a saved run record\n"
          "  python evals.py compare A B         compare two run records (two models, prompts)\n"
          "  python evals.py review              turn captured calls into cases\n"
-         "These commands, and the options for the judge, reports, history, prices, budgets\n"
-         "and batches, need evals_extras.py beside evals.py.",
+         "These commands, and the options for the judge, reports, history, shards, the rate\n"
+         "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
          _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
          "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.", {
              None: ("--version",),
