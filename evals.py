@@ -7,7 +7,7 @@ Copy this file into your repository, write cases from real failures, and run it 
     python evals.py --client app.llm:ask   # any callable str -> str answers each input
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
-    python evals.py --list-checks          # the check vocabulary
+    python evals.py --list-checks          # the check vocabulary (with evals_extras.py)
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -62,13 +62,13 @@ __all__ = [  # each check_* function is public too
     "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
     "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
-    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs",
-    "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
-    "load_baseline", "completed", "make_record", "summarize", "case_status",
-    "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
-    "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    "format_summary", "github_annotations", "mask_secrets", "main",
+    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
+    "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult", "load_baseline",
+    "completed", "make_record", "summarize", "case_status", "JudgeRequired", "record_problem",
+    "case_reasons", "record_chunks", "write_record", "write_atomic", "write_jsonl_atomic",
+    "Decision", "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange",
+    "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS", "format_summary", "github_annotations",
+    "mask_secrets", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -226,12 +226,6 @@ def _check_calls(check):
 def _now():
     """The current time in UTC, ISO 8601 to the second (str)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-
-
-def _sha256(text):
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _describe_error(exc):
@@ -1376,7 +1370,9 @@ def load_cases(path):
 def shard_of(case_id, count):
     """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
     not change when cases are reordered, added or removed elsewhere in the file."""
-    return int(_sha256(case_id)[:16], 16) % count
+    import hashlib
+
+    return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16], 16) % count
 
 
 def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
@@ -1464,8 +1460,7 @@ def _whole_reply(output):
     "cached", "replayed"}), or TypeError naming what is wrong (a mapping's unknown key or part of
     another kind; an object's is ignored, but for tool calls and finish reason)."""
     if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
-        return Answer(output), {"usage": None, "model": None, "reasoning": None, "sent": None,
-                                "cached": False, "replayed": False}
+        return Answer(output), {**dict.fromkeys(_REPLY_PARTS), "cached": False, "replayed": False}
     mapping = isinstance(output, collections.abc.Mapping)
     if mapping:
         unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
@@ -2492,33 +2487,12 @@ def github_annotations(record):
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_EXIT_CODES = (
-    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case that passed "
-    "in the baseline fails or needs review now, a repeated case's pass rate dropped "
-    "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
-    "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
-    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, nothing written."
-)
-
-
-def _check_table():
-    """--list-checks: every registered check with its parameters and summary (str)."""
-    import textwrap
-
-    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
-    lines = [textwrap.fill(
-        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
-        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
-        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
-    for spec in CHECKS.values():
-        params = [key if param.required else f"[{key}]" if param.default is None
-                  else f"[{key}={json.dumps(param.default)}]"
-                  for key, param in spec.params.items()]
-        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
-                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
-                                subsequent_indent=" " * 6)]
-    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
-    return "\n".join(lines) + "\n"
+_EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
+               "that passed in the baseline fails or needs review now, a repeated case's pass "
+               "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
+               "--strict: any case does not pass); 2 invalid case file, baseline, option or "
+               "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
+               "interrupted by Ctrl-C or SIGTERM, nothing written.")
 
 
 def _number(kind, low, high=math.inf):
@@ -2571,7 +2545,6 @@ _OPTIONS = {
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
                   "(default with --shard: run-shard-K-of-N.json)"),
     "--validate": "only validate the case file, call nothing",
-    "--list-checks": "print the check types and their parameters",
     "--tag": dict(action="append", default=[], metavar="TAG",
                   help="run only cases with this tag (repeatable: any of them)"),
     "--id": dict(action="append", default=[], metavar="PATTERN",
@@ -2754,8 +2727,7 @@ def _refuse_overwriting(args, read, written=None):
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
-        _extras()  # its checks too, when it is there
-        stdout.write(_check_table())
+        stdout.write(_extras().check_table())
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
@@ -2778,9 +2750,8 @@ def _run_command(args, stdout, stderr):
                      + ("--failed runs every case\n" if args.failed else "every case is new\n"))
     options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
                          min_pass=args.min_pass, rate_limit=args.rate_limit)
-    extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
-    if extras:
-        selected, skipped = extras.prepare_run(args, selected, options, stderr)
+    selected, skipped = _extras().prepare_run(args, selected, options, stderr) if _extras() else (
+        selected, [])  # prices, the judge and the cache are the optional file's
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -2819,15 +2790,14 @@ def _client_for(args, cases, options, stderr):
     """(call_model, its name): the recordings replayed (--rescore), else the client to load:
     --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
     the replay of EVALS_RECORDINGS (see _offline_client)."""
+    name = f"rescore:{args.rescore}" if args.rescore else (
+        args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
     if args.rescore:
-        name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        if not _offline(name, "ask", "EVALS_PROVIDER"):
-            call_model = load_callable(name)
-        else:  # the harness replays what my_client would have called a model for
-            call_model, name = _offline_client(options.repeat, stderr)
+    elif not _offline(name, "ask", "EVALS_PROVIDER"):
+        call_model = load_callable(name)
+    else:  # the harness replays what my_client would have called a model for
+        call_model, name = _offline_client(options.repeat, stderr)
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
@@ -2865,10 +2835,9 @@ def _selection(args, cases, baseline):
                             args.shard)
     if args.repeat_flaky:
         selected = _extras().flaky_cases(args, selected)
-    if not selected and not args.shard and (  # a shard still writes its (empty) record
-            args.repeat_flaky or args.failed and not (args.tag or args.id)):
-        return None
-    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+    if not selected and not args.shard:  # a shard writes its record, even an empty one
+        if args.repeat_flaky or args.failed and not (args.tag or args.id):
+            return None
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
                          + (_extras().selection_hint(args, cases) if _extras() else ""))
     return selected
@@ -2910,8 +2879,7 @@ def _finish_run(args, record, selected, skipped, baseline, options, stdout, stde
         extras.after_summary(args, record, selected, skipped, options, stdout, stderr)
     if args.record:
         _save_recordings(args.record, record, stderr)
-    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
-                       else None)
+    out = args.out or args.shard and f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
     if out:
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
