@@ -7,7 +7,7 @@ Copy this file into your repository, write cases from real failures, and run it 
     python evals.py --client app.llm:ask   # any callable str -> str answers each input
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
-    python evals.py --list-checks          # the check vocabulary
+    python evals.py --list-checks          # the check vocabulary (with evals_extras.py)
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -62,13 +62,13 @@ __all__ = [  # each check_* function is public too
     "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
     "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
-    "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
-    "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
-    "load_baseline", "completed", "make_record", "summarize", "case_status",
-    "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
-    "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    "format_summary", "github_annotations", "mask_secrets", "main",
+    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
+    "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult", "load_baseline",
+    "completed", "make_record", "summarize", "case_status", "JudgeRequired", "record_problem",
+    "case_reasons", "record_chunks", "write_record", "write_atomic", "write_jsonl_atomic",
+    "Decision", "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange",
+    "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS", "format_summary", "github_annotations",
+    "mask_secrets", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -226,12 +226,6 @@ def _check_calls(check):
 def _now():
     """The current time in UTC, ISO 8601 to the second (str)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-
-
-def _sha256(text):
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _describe_error(exc):
@@ -608,7 +602,6 @@ _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.V
 Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
-Confidence = Choice("high", "medium")
 _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
@@ -1309,13 +1302,11 @@ def case_problems(data, memo=None):
             problems += _input_problems(data)
         elif name == "checks":
             key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = memo.get(key) if key else None
-            if shared is None:
-                shared = (tuple(data["checks"]), [f"check {number}: {problem}" for number, check
-                          in enumerate(data["checks"], 1) for problem in validate_check(check)])
-                if key:
-                    memo[key] = shared
-            data["checks"] = shared[0] if key else data["checks"]  # shared by equal lists
+            shared = (memo or {}).get(key) or (tuple(data["checks"]), [
+                f"check {number}: {problem}" for number, check in enumerate(data["checks"], 1)
+                for problem in validate_check(check)])
+            if memo is not None:  # equal lists validated once and shared as one tuple
+                data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
     return problems
 
@@ -1355,8 +1346,8 @@ def load_cases(path):
                           else "nested too deeply" if isinstance(exc, RecursionError) else exc)
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
-                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a value "
-                                    "spread over lines; the rest of the file was not read")
+                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a "
+                                    "value spread over lines; the rest of the file was not read")
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
@@ -1379,7 +1370,9 @@ def load_cases(path):
 def shard_of(case_id, count):
     """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
     not change when cases are reordered, added or removed elsewhere in the file."""
-    return int(_sha256(case_id)[:16], 16) % count
+    import hashlib
+
+    return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16], 16) % count
 
 
 def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
@@ -1404,20 +1397,6 @@ class BudgetExceeded(Exception):
     """The next call could take the run past its budget; the case is an error, not a call."""
 
 
-class RateLimiter:
-    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
-
-    def __init__(self, per_second):
-        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
-
-    def wait(self):
-        with self._lock:
-            start = max(now := time.monotonic(), self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
 class Interrupted(Exception):
     """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
 
@@ -1438,7 +1417,7 @@ class RunOptions:
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
         self.budget, self.price, self.judge = budget, price, judge
-        self.limiter = RateLimiter(rate_limit) if rate_limit else None
+        self.limiter = _extras("a rate limit").RateLimiter(rate_limit) if rate_limit else None
         self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
@@ -1481,8 +1460,7 @@ def _whole_reply(output):
     "cached", "replayed"}), or TypeError naming what is wrong (a mapping's unknown key or part of
     another kind; an object's is ignored, but for tool calls and finish reason)."""
     if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
-        return Answer(output), {"usage": None, "model": None, "reasoning": None, "sent": None,
-                                "cached": False, "replayed": False}
+        return Answer(output), {**dict.fromkeys(_REPLY_PARTS), "cached": False, "replayed": False}
     mapping = isinstance(output, collections.abc.Mapping)
     if mapping:
         unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
@@ -1510,9 +1488,8 @@ def _whole_reply(output):
                             "input_tokens and output_tokens")
         usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
-                    "sent": parts["sent"], "cached": bool(_attribute(output, "cached", bool)),
-                    "replayed": bool(_attribute(output, "replayed", bool))}
+    return answer, dict(parts, usage=usage, cached=bool(_attribute(output, "cached", bool)),
+                        replayed=bool(_attribute(output, "replayed", bool)))
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
@@ -2038,11 +2015,12 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
-    ids = {}  # each case's first entry
+    ids = set()
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = "listed twice" if ids.setdefault(entry["id"], number) < number else _entry_problem(entry)
+        problem = "listed twice" if entry["id"] in ids else _entry_problem(entry)
+        ids.add(entry["id"])
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2395,8 +2373,8 @@ def format_summary(record, quiet=False):
     counts += [f"{summary[key]} {label}" for key, label in (
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
-    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
+    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+             + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2509,33 +2487,12 @@ def github_annotations(record):
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_EXIT_CODES = (
-    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case that passed "
-    "in the baseline fails or needs review now, a repeated case's pass rate dropped "
-    "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
-    "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
-    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, nothing written."
-)
-
-
-def _check_table():
-    """--list-checks: every registered check with its parameters and summary (str)."""
-    import textwrap
-
-    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
-    lines = [textwrap.fill(
-        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
-        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
-        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
-    for spec in CHECKS.values():
-        params = [key if param.required else f"[{key}]" if param.default is None
-                  else f"[{key}={json.dumps(param.default)}]"
-                  for key, param in spec.params.items()]
-        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
-                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
-                                subsequent_indent=" " * 6)]
-    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
-    return "\n".join(lines) + "\n"
+_EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
+               "that passed in the baseline fails or needs review now, a repeated case's pass "
+               "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
+               "--strict: any case does not pass); 2 invalid case file, baseline, option or "
+               "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
+               "interrupted by Ctrl-C or SIGTERM, nothing written.")
 
 
 def _number(kind, low, high=math.inf):
@@ -2574,13 +2531,6 @@ def _fraction(text, alpha=False):
 _alpha = functools.partial(_fraction, alpha=True)
 
 
-def _shard(text):
-    match = re.fullmatch(r"(\d+)/(\d+)", text)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
 # meaning of its own) -> add_argument keywords, or the help of an on/off flag (store_true).
 # _COMMANDS lists each command's options.
@@ -2595,14 +2545,11 @@ _OPTIONS = {
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
                   "(default with --shard: run-shard-K-of-N.json)"),
     "--validate": "only validate the case file, call nothing",
-    "--list-checks": "print the check types and their parameters",
     "--tag": dict(action="append", default=[], metavar="TAG",
                   help="run only cases with this tag (repeatable: any of them)"),
     "--id": dict(action="append", default=[], metavar="PATTERN",
                  help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
     "--failed": "run only cases that did not pass in the baseline's last run",
-    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
-                    "case id); combine the shards' records with `evals.py merge`"),
     "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
                      f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})"),
     "--rescore": dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a run "
@@ -2612,9 +2559,6 @@ _OPTIONS = {
                              help="calls in flight at once (default: 1)"),
     "--timeout": dict(type=_number(float, 0), metavar="SECONDS",
                       help="per-call time limit; a slower call is an error (default: none)"),
-    # 0.001: one call a thousand seconds; below, the wait overflows the clock
-    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
-                         help="start at most this many calls per second"),
     "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
                      help="call each case N times (at most 1000)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
@@ -2783,8 +2727,7 @@ def _refuse_overwriting(args, read, written=None):
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
-        _extras()  # its checks too, when it is there
-        stdout.write(_check_table())
+        stdout.write(_extras().check_table())
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
@@ -2807,9 +2750,8 @@ def _run_command(args, stdout, stderr):
                      + ("--failed runs every case\n" if args.failed else "every case is new\n"))
     options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
                          min_pass=args.min_pass, rate_limit=args.rate_limit)
-    extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
-    if extras:
-        selected, skipped = extras.prepare_run(args, selected, options, stderr)
+    selected, skipped = _extras().prepare_run(args, selected, options, stderr) if _extras() else (
+        selected, [])  # prices, the judge and the cache are the optional file's
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -2848,15 +2790,14 @@ def _client_for(args, cases, options, stderr):
     """(call_model, its name): the recordings replayed (--rescore), else the client to load:
     --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
     the replay of EVALS_RECORDINGS (see _offline_client)."""
+    name = f"rescore:{args.rescore}" if args.rescore else (
+        args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
     if args.rescore:
-        name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        if not _offline(name, "ask", "EVALS_PROVIDER"):
-            call_model = load_callable(name)
-        else:  # the harness replays what my_client would have called a model for
-            call_model, name = _offline_client(options.repeat, stderr)
+    elif not _offline(name, "ask", "EVALS_PROVIDER"):
+        call_model = load_callable(name)
+    else:  # the harness replays what my_client would have called a model for
+        call_model, name = _offline_client(options.repeat, stderr)
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
@@ -2894,10 +2835,9 @@ def _selection(args, cases, baseline):
                             args.shard)
     if args.repeat_flaky:
         selected = _extras().flaky_cases(args, selected)
-    if not selected and not args.shard and (  # a shard still writes its (empty) record
-            args.repeat_flaky or args.failed and not (args.tag or args.id)):
-        return None
-    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+    if not selected and not args.shard:  # a shard writes its record, even an empty one
+        if args.repeat_flaky or args.failed and not (args.tag or args.id):
+            return None
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
                          + (_extras().selection_hint(args, cases) if _extras() else ""))
     return selected
@@ -2939,8 +2879,7 @@ def _finish_run(args, record, selected, skipped, baseline, options, stdout, stde
         extras.after_summary(args, record, selected, skipped, options, stdout, stderr)
     if args.record:
         _save_recordings(args.record, record, stderr)
-    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
-                       else None)
+    out = args.out or args.shard and f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
     if out:
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
@@ -2969,6 +2908,8 @@ def _write_reports(args, record, previous, stdout):
         stdout.write(github_annotations(record))
     if _extras():
         _extras().write_reports(args, record, previous)
+
+
 def _save_recordings(path, record, stderr):
     """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
     rows updated (or added at the end), every other row kept as it was."""
@@ -3009,8 +2950,8 @@ _COMMANDS = {
          "  python evals.py report RECORD       write reports for a saved run record\n"
          "  python evals.py compare A B         compare two run records (two models, prompts)\n"
          "  python evals.py review              turn captured calls into cases\n"
-         "These commands, and the options for the judge, reports, history, prices, budgets\n"
-         "and batches, need evals_extras.py beside evals.py.",
+         "These commands, and the options for the judge, reports, history, shards, the rate\n"
+         "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
          _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
          "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.", {
              None: ("--version",),

@@ -4,8 +4,8 @@ Copy it next to evals.py when you want any of: the `judge` check (a model grades
 checks cannot), the IFEval-style text checks (sentences, paragraphs, bullets, letter case,
 language), `tool_calls_valid` (tool calls against the declared tools), HTML / JUnit / Markdown
 reports, the run history with flaky-case detection, `compare` (two models or prompts, with
-McNemar's test), `merge` (shards), `add` / `check` / `review` (turning bad answers into cases),
-prices and budgets, and provider batches.
+McNemar's test), `--shard` and `merge`, `add` / `check` / `review` (turning bad answers into
+cases), a rate limit, prices and budgets, and provider batches.
 
 evals.py imports this file only when a case or an option needs it, and refuses that case or
 option (exit 2) when it is missing. This file depends on evals.py, never the other way round:
@@ -14,10 +14,10 @@ before a run's calls, after_summary() and write_reports() after them.
 
 Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, embedded JSON
 and XML, cost, reference answers, the judge, tool calls against the declared tools), cases
-(appending), runner (prices and budgets, batches, the cache's flags), outcomes (reading,
-comparing and merging records; statistics; history; --omit-outputs), reports (JUnit, Markdown,
-HTML), commands (merge, history, add, check, report, compare, review) and the command line's
-options.
+(appending), runner (the rate limit, prices and budgets, batches, the cache's flags), outcomes
+(reading, comparing and merging records; statistics; history; --omit-outputs), reports (JUnit,
+Markdown, HTML), commands (merge, history, add, check, report, compare, review) and the command
+line's options.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -38,15 +38,15 @@ import unicodedata
 
 __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case", "open_sqlite",
-    "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
+    "RateLimiter", "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case",
+    "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
-    "read_record", "OPTIONS", "COMMANDS",
+    "read_record", "check_table", "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
-    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
+    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
     _below_floor, _bounds, _call_text, _callable_name, _check_calls, _compile, _counted, _counts,
@@ -54,12 +54,16 @@ from evals import (  # the core's names this file builds on
     _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level, _line, _now,
     _number, _offline, _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all,
     _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting, _refuse_pairs,
-    _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
+    _regex_problem, _reply_lines, _rows, _strict_json, _text, _to_json, _tool_calls,
     _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
     case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
     load_cases, mask_secrets, record_problem, register, stored_output, summarize, write_atomic,
     write_record,
 )
+
+
+def _sha256(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1086,6 +1090,9 @@ def _judge_rule(check):
     return problems
 
 
+Confidence = Choice("high", "medium")
+
+
 @register(rule=_judge_rule, needs_judge=True)
 def check_judge(output, rubric: Text = None, must_include: Texts = None,
                 must_not_claim: Texts = None, context: Text = None,
@@ -1375,8 +1382,22 @@ def _append_line(path, row, data=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Prices and budgets
+# The rate limit, prices and budgets
 # ---------------------------------------------------------------------------------------------
+
+class RateLimiter:
+    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
+
+    def __init__(self, per_second):
+        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
+
+    def wait(self):
+        with self._lock:
+            start = max(now := time.monotonic(), self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
 
 class Budget:
     """A spending limit in US dollars shared by all calls of a run (thread-safe). reserve()
@@ -3126,7 +3147,42 @@ def after_summary(args, record, cases, skipped, options, stdout, stderr):
                      "they were not counted\n")
 
 
+def _shard(text):
+    """--shard K/N: (K, N), 1 <= K <= N."""
+    import argparse
+
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def check_table():
+    """--list-checks: every registered check with its parameters and summary (str)."""
+    import textwrap
+
+    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
+    lines = [textwrap.fill(
+        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
+        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
+        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
+    for spec in CHECKS.values():
+        params = [key if param.required else f"[{key}]" if param.default is None
+                  else f"[{key}={json.dumps(param.default)}]"
+                  for key, param in spec.params.items()]
+        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
+                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
+                                subsequent_indent=" " * 6)]
+    return "\n".join(lines) + "\n"
+
+
 OPTIONS = {
+    "--list-checks": "print the check types and their parameters",
+    # 0.001: one call a thousand seconds; below, the wait overflows the clock
+    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
+                         help="start at most this many calls per second"),
+    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
+                    "case id); combine the shards' records with `evals.py merge`"),
     "--cache": "answer each call made before with the same request (model, parameters, input, "
                "repeat index) from the cache of live calls, without calling the model, and "
                "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "

@@ -10,6 +10,7 @@ import unittest
 from pathlib import Path
 
 import evals
+import evals_extras
 
 IFEVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "ifeval"
 
@@ -143,7 +144,7 @@ class RegistryTest(CheckTestCase):
         self.assertEqual([n for n, s in evals.CHECKS.items() if s.needs_judge], ["judge"])
 
     def test_check_table_lists_every_type(self):
-        table = evals._check_table()
+        table = evals_extras.check_table()
         for name in evals.CHECKS:
             self.assertIn(f"  {name} ", table)
         self.assertIn("  python function [KEY=VALUE...]", table)
@@ -167,7 +168,7 @@ class RegistryTest(CheckTestCase):
         self.assertTrue(run({"type": "shouts"}, "Hi!").passed)
         self.assertTrue(run({"type": "shouts", "min": 2, "negate": True}, "Hi!").passed)
         self.assertIn("  shouts [min=1]\n      At least `min` exclamation marks.",
-                      evals._check_table())
+                      evals_extras.check_table())
 
 
 def readme_table():
