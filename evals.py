@@ -7,7 +7,7 @@ Copy this file into your repository, write cases from real failures, and run it 
     python evals.py --client app.llm:ask   # any callable str -> str answers each input
     python evals.py --rescore recordings.jsonl   # score recorded outputs, call no model
     python evals.py --accept               # take this run as the new baseline
-    python evals.py --list-checks          # the check vocabulary (with evals_extras.py)
+    python evals.py --list-checks          # the check vocabulary
 
 Case file (JSONL, one case a line; blank lines, CRLF and a UTF-8 BOM are accepted):
 
@@ -2495,6 +2495,26 @@ _EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regression
                "interrupted by Ctrl-C or SIGTERM, nothing written.")
 
 
+def _check_table():
+    """--list-checks: every registered check with its parameters and summary (str)."""
+    import textwrap
+
+    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
+    lines = [textwrap.fill(
+        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
+        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
+        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
+    for spec in CHECKS.values():
+        params = [key if param.required else f"[{key}]" if param.default is None
+                  else f"[{key}={json.dumps(param.default)}]"
+                  for key, param in spec.params.items()]
+        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
+                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
+                                subsequent_indent=" " * 6)]
+    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
+    return "\n".join(lines) + "\n"
+
+
 def _number(kind, low, high=math.inf):
     """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
     def convert(text):
@@ -2545,6 +2565,7 @@ _OPTIONS = {
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
                   "(default with --shard: run-shard-K-of-N.json)"),
     "--validate": "only validate the case file, call nothing",
+    "--list-checks": "print the check types and their parameters",
     "--tag": dict(action="append", default=[], metavar="TAG",
                   help="run only cases with this tag (repeatable: any of them)"),
     "--id": dict(action="append", default=[], metavar="PATTERN",
@@ -2727,7 +2748,8 @@ def _refuse_overwriting(args, read, written=None):
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
-        stdout.write(_extras().check_table())
+        _extras()  # its checks too, when it is there
+        stdout.write(_check_table())
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:

@@ -42,7 +42,7 @@ __all__ = [
     "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
-    "read_record", "check_table", "OPTIONS", "COMMANDS",
+    "read_record", "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
@@ -3157,27 +3157,7 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
-def check_table():
-    """--list-checks: every registered check with its parameters and summary (str)."""
-    import textwrap
-
-    whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
-    lines = [textwrap.fill(
-        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
-        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
-        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
-    for spec in CHECKS.values():
-        params = [key if param.required else f"[{key}]" if param.default is None
-                  else f"[{key}={json.dumps(param.default)}]"
-                  for key, param in spec.params.items()]
-        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
-                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
-                                subsequent_indent=" " * 6)]
-    return "\n".join(lines) + "\n"
-
-
 OPTIONS = {
-    "--list-checks": "print the check types and their parameters",
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
     "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
                          help="start at most this many calls per second"),

@@ -144,7 +144,7 @@ class RegistryTest(CheckTestCase):
         self.assertEqual([n for n, s in evals.CHECKS.items() if s.needs_judge], ["judge"])
 
     def test_check_table_lists_every_type(self):
-        table = evals_extras.check_table()
+        table = evals._check_table()
         for name in evals.CHECKS:
             self.assertIn(f"  {name} ", table)
         self.assertIn("  python function [KEY=VALUE...]", table)
@@ -168,7 +168,7 @@ class RegistryTest(CheckTestCase):
         self.assertTrue(run({"type": "shouts"}, "Hi!").passed)
         self.assertTrue(run({"type": "shouts", "min": 2, "negate": True}, "Hi!").passed)
         self.assertIn("  shouts [min=1]\n      At least `min` exclamation marks.",
-                      evals_extras.check_table())
+                      evals._check_table())
 
 
 def readme_table():

@@ -320,7 +320,7 @@ class ValidationTest(unittest.TestCase):
 
     def test_listed_in_the_check_table(self):
         self.assertIn("  judge [rubric] [must_include] [must_not_claim] [context] "
-                      '[min_confidence="medium"]', evals_extras.check_table())
+                      '[min_confidence="medium"]', evals._check_table())
 
 
 class CacheTest(unittest.TestCase):

@@ -599,7 +599,7 @@ class TextChecksOnTheWholeReplyTest(unittest.TestCase):
                          "the output is empty")
 
     def test_list_checks_says_which_checks_see_the_whole_reply(self):
-        table = evals_extras.check_table()
+        table = evals._check_table()
         whole = [name for name, spec in evals.CHECKS.items() if spec.whole]
         self.assertEqual(whole[:3], ["tool_called", "tool_sequence", "finish_reason"])
         self.assertIn(f"({', '.join(whole)} see the whole reply)", " ".join(table.split()))
