@@ -596,8 +596,11 @@ Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
 Count = _kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
               "must be a non-negative integer")
 Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
-Text = _kind(lambda v: isinstance(v, str) and v, "must be a non-empty string")
-Texts = _kind(_is_texts, "must be a non-empty list of non-empty strings")
+# Invisible characters do not count: every check removes them (_normal), and "" matches anywhere.
+Text = _kind(lambda v: isinstance(v, str) and _normal(v),
+             "must be a string with a visible character")
+Texts = _kind(lambda v: _is_texts(v) and all(map(_normal, v)),
+              "must be a non-empty list of strings with a visible character each")
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
@@ -698,7 +701,18 @@ def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_wo
                        else f"none of {_quote_all(values)} found")
 
 
-@register
+def _stripped(strip):
+    """A rule: no white space at an end of `value` that `strip` (str.strip, lstrip or rstrip)
+    takes off the output when the check's `strip` is on: such a value could never match."""
+    def rule(check):
+        value = check["value"]
+        return [f"parameter 'value': {_quote(value)} has white space at an end that strip "
+                "removes from the output: it can never match (remove it, or set strip to false)"
+                ] if check.get("strip", True) and strip(value) != value else []
+    return rule
+
+
+@register(rule=_stripped(str.strip))
 def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
     text = output.strip() if strip else output
@@ -724,7 +738,7 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     return CheckResult(False, f"{where}{verb} with {got}, expected {_quote(value)}", (got,))
 
 
-@register
+@register(rule=_stripped(str.lstrip))
 def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                       whole_word: Bool = False, paragraph: Position = None):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
@@ -737,7 +751,7 @@ def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Boo
     return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
-@register
+@register(rule=_stripped(str.rstrip))
 def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                     whole_word: Bool = False):
     """The output ends with `value` (surrounding white space stripped by default)."""
@@ -1084,31 +1098,8 @@ def validate_check(check):
                             f"{', '.join(params)})")
     problems += [f"{kind}: missing required parameter {key!r}"
                  for key, param in params.items() if param.required and key not in check]
-    if not problems:
-        problems += [f"{kind}: {problem}"
-                     for problem in (spec.rule(check) if spec.rule else []) + _unmatchable(check)]
-    return problems
-
-
-# What `strip` (on by default) takes off the output, so that a value holding it never matches.
-_STRIPPED = {"equals": str.strip, "starts_with": str.lstrip, "ends_with": str.rstrip}
-
-
-def _unmatchable(check):
-    """Problems of a value no output can match under the check's own rule (docs/checks.md, "How
-    checks read text"): only invisible characters, or white space at an end strip removes."""
-    strip = _STRIPPED.get(check["type"]) if check.get("strip", True) else None
-    problems = []
-    for key in ("value", "values", "phrase"):
-        given = check.get(key)
-        for value in [given] if isinstance(given, str) else given if _is_texts(given) else ():
-            if not _normal(value):
-                problems.append(f"parameter {key!r}: {_quote(value)} is only invisible "
-                                "characters, which every check removes")
-            elif strip and strip(value) != value:
-                problems.append(f"parameter {key!r}: {_quote(value)} has white space at an end "
-                                "that strip removes from the output: it can never match (remove "
-                                "it, or set strip to false)")
+    if not problems and spec.rule:
+        problems += [f"{kind}: {problem}" for problem in spec.rule(check)]
     return problems
 
 

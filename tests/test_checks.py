@@ -566,10 +566,13 @@ class OneRuleForBothSidesTest(CheckTestCase):
         self.assertEqual(evals.validate_check({"type": "contains_any", "values": [" a "]}), [])
 
     def test_a_value_of_invisible_characters_only_is_refused(self):
+        # Once the invisible characters are removed it is "", which every output contains.
         self.assertProblem({"type": "not_contains", "values": ["ok", "\u200b"]},
-                           "parameter 'values': " + repr("\u200b") + " is only invisible")
+                           "parameter 'values' must be a non-empty list of strings with a "
+                           "visible character each")
         self.assertProblem({"type": "phrase_count", "phrase": "\u2060", "min": 1},
-                           "parameter 'phrase'")
+                           "parameter 'phrase' must be a string with a visible character")
+        self.assertProblem({"type": "regex", "pattern": "\u00ad"}, "parameter 'pattern'")
 
     def test_a_zero_width_space_in_an_answer_on_the_command_line(self):
         # A zero-width space inside "refund" failed contains_all and regex (issue 21, item 8).
@@ -1119,11 +1122,11 @@ class ValidateCheckTest(CheckTestCase):
 
     def test_wrong_typed_parameters(self):
         self.assertProblem({"type": "contains_any", "values": "refund"},
-                           "parameter 'values' must be a non-empty list of non-empty strings")
+                           "parameter 'values' must be a non-empty list of strings with a visible character each")
         self.assertProblem({"type": "contains_any", "values": []}, "parameter 'values' must be")
         self.assertProblem({"type": "contains_any", "values": [""]}, "parameter 'values' must be")
         self.assertProblem({"type": "contains_any", "values": ["a", 1]}, "parameter 'values' must be")
-        self.assertProblem({"type": "equals", "value": ""}, "parameter 'value' must be a non-empty string")
+        self.assertProblem({"type": "equals", "value": ""}, "parameter 'value' must be a string with a visible character")
         self.assertProblem({"type": "contains_any", "values": ["a"], "ignore_case": "yes"},
                            "parameter 'ignore_case' must be true or false")
         self.assertProblem({"type": "contains_any", "values": ["a"], "negate": 1},
@@ -1155,8 +1158,8 @@ class ValidateCheckTest(CheckTestCase):
     def test_invalid_regex(self):
         self.assertProblem({"type": "regex", "pattern": "(unclosed"},
                            "regex: parameter 'pattern' is not a valid regular expression")
-        self.assertProblem({"type": "regex", "pattern": ""}, "must be a non-empty string")
-        self.assertProblem({"type": "regex", "pattern": ["a"]}, "must be a non-empty string")
+        self.assertProblem({"type": "regex", "pattern": ""}, "must be a string with a visible character")
+        self.assertProblem({"type": "regex", "pattern": ["a"]}, "must be a string with a visible character")
 
     def test_pattern_is_validated_with_its_flags(self):
         # In verbose mode "#" starts a comment, so the "(" is not part of the pattern.

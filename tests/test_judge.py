@@ -313,8 +313,8 @@ class ValidationTest(unittest.TestCase):
     def test_bad_parameters(self):
         self.assertIn("judge: parameter 'min_confidence' must be one of 'high', 'medium'",
                       evals.validate_check(dict(JUDGE_CHECK, min_confidence="low")))
-        self.assertIn("judge: parameter 'must_include' must be a non-empty list of non-empty "
-                      "strings", evals.validate_check(dict(JUDGE_CHECK, must_include="x")))
+        self.assertIn("judge: parameter 'must_include' must be a non-empty list of strings "
+                      "with a visible character each", evals.validate_check(dict(JUDGE_CHECK, must_include="x")))
         self.assertTrue(any("'negate' is not supported" in p
                             for p in evals.validate_check(dict(JUDGE_CHECK, negate=True))))
 

@@ -451,7 +451,7 @@ class ToolCalledTest(unittest.TestCase):
             '{"arguments": ["A-1001"]}': "parameter 'arguments' must be a JSON object",
             '{"schema": {"type": "objet"}}': "parameter 'schema' schema.type must be one of",
             '{"on": "reasoning"}': "unknown parameter 'on'",
-            '{"name": ""}': "parameter 'name' must be a non-empty string",
+            '{"name": ""}': "parameter 'name' must be a string with a visible character",
         }
         for extra, words in problems.items():
             with self.subTest(extra):
