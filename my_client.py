@@ -554,6 +554,8 @@ class Settings(NamedTuple):
     default_temperature: bool = False
     token_field: Optional[str] = None  # None: by the host
     num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
+    rpm: Optional[float] = None  # EVALS_RPM / EVALS_TPM: limits set by hand (see _Pacer)
+    tpm: Optional[float] = None
 
     def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
         return "Settings(provider=%r, model=%r, base_url=%r)" % (
@@ -617,6 +619,8 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         timeout=number("timeout", "EVALS_TIMEOUT", 60, float, 0.001),
         max_attempts=number("max_attempts", "EVALS_MAX_ATTEMPTS", 4, int, 1),
         max_retry_wait=number("max_retry_wait", "EVALS_MAX_RETRY_WAIT", 60, float, 0.0),
+        rpm=_parse_number("EVALS_RPM", pick("rpm", "EVALS_RPM"), float, 1, allow_none=True),
+        tpm=_parse_number("EVALS_TPM", pick("tpm", "EVALS_TPM"), float, 1, allow_none=True),
         env=env,
     )
 
@@ -976,10 +980,12 @@ def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
 
 
 def _attempt(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-             method: str = "POST") -> Any:
+             method: str = "POST", seen: Optional[Callable[[Mapping[str, str]], Any]] = None) -> Any:
     """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
-    _Failed otherwise."""
+    _Failed otherwise.  ``seen(headers)`` gets the headers of any HTTP answer (the pacer's)."""
     status, resp_headers, body = _send_once(url, headers, data, timeout, method)
+    if seen is not None:
+        seen(resp_headers)
     if not 200 <= status < 300:
         raise _http_failure(status, resp_headers, body)
     try:
@@ -1059,6 +1065,209 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
         if delay > 0:
             (sleep_fn or sleep)(delay)
         waited += delay
+
+
+# --------------------------------------------------------------------------
+# Pacing: wait for the provider's rate limits instead of running into them
+# --------------------------------------------------------------------------
+
+# Providers say on every answer how much of each limit is left and when it refills; a request
+# that does not fit is refused (429), and on OpenAI a refused request counts against the limit
+# too.  So before each request the client waits until it fits what is left, the provider's own
+# admission rule: a request costs 1 of the requests limit and its estimated prompt tokens plus
+# its token cap of the tokens limit (Anthropic: the prompt of input tokens, the cap of output
+# tokens).  What is left refills continuously (a token bucket, as OpenAI and Anthropic describe
+# their limits), at the rate the reset time implies.  Waiting is not an attempt: it spends
+# neither EVALS_MAX_ATTEMPTS nor EVALS_MAX_RETRY_WAIT.  With no such headers and no
+# EVALS_RPM / EVALS_TPM nothing waits.
+#
+# OpenAI (and the OpenAI-compatible servers that copy it): x-ratelimit-{limit,remaining,reset}-
+# {requests,tokens}, the reset a duration ("6m0s", "20ms"),
+# https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers .  Anthropic:
+# anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}, the
+# reset an RFC 3339 time, https://docs.anthropic.com/en/api/rate-limits#response-headers .
+# Gemini sends none: its limits can be given by hand.
+
+_LIMIT_NAMES = ("requests", "tokens", "input-tokens", "output-tokens")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?$")
+PACE_NOTICE_EVERY = 10.0  # seconds between two "waiting for the limit" lines of one endpoint
+PACE_NOTICE_MIN = 1.0  # a wait shorter than this is not said
+PACE_SLEEP_MAX = 1.0  # a waiting call looks again at least this often (answers update the state)
+
+
+def parse_reset(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """Seconds until a rate limit refills, from a reset header: a duration (OpenAI's ``"1s"``,
+    ``"6m0s"``, ``"20ms"``, or plain seconds) or an RFC 3339 time (Anthropic's
+    ``"2025-01-01T00:00:30Z"``; ``now``: Unix time, default ``time.time()``).  None when
+    absent or unreadable."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+        return max(0.0, seconds) if seconds == seconds else None
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if parts and "".join(n + unit for n, unit in parts) == value:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(n) * scale[unit] for n, unit in parts)
+    match = _RFC3339.match(value)
+    if not match:
+        return None
+    import datetime
+
+    zone = (match.group(3) or "+00:00").upper().replace("Z", "+00:00")
+    try:
+        when = datetime.datetime.fromisoformat(match.group(1).replace("t", "T").replace(" ", "T")
+                                               + (zone if ":" in zone else zone[:3] + ":" + zone[3:]))
+    except ValueError:
+        return None
+    fraction = float(match.group(2) or 0)
+    return max(0.0, when.timestamp() + fraction - (time.time() if now is None else now))
+
+
+def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Optional[float]]]:
+    """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
+    headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
+    found = {}
+    for name in _LIMIT_NAMES:
+        for limit, left, reset in (("x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name,
+                                    "x-ratelimit-reset-" + name),
+                                   tuple("anthropic-ratelimit-%s-%s" % (name, part)
+                                         for part in ("limit", "remaining", "reset"))):
+            try:
+                values = float(headers.get(limit) or ""), float(headers.get(left) or "")
+            except ValueError:
+                continue
+            if values[0] > 0 and values[1] >= 0:
+                found[name] = (values[0], values[1], parse_reset(headers.get(reset)))
+    return found
+
+
+def _prompt_chars(value: Any) -> int:
+    """Characters of the strings in a request body (its messages, system prompt, tools)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_prompt_chars(v) for k, v in value.items() if k != "model")
+    if isinstance(value, list):
+        return sum(_prompt_chars(v) for v in value)
+    return 0
+
+
+def _costs(body: Mapping[str, Any], cap: Optional[int]) -> Dict[str, float]:
+    """What a request counts against each limit: 1 request; its prompt, estimated at 4
+    characters a token (OpenAI's rule of thumb; the answers' headers correct the estimate),
+    plus its token cap."""
+    prompt = -(-_prompt_chars(body) // 4)
+    return {"requests": 1.0, "tokens": float(prompt + (cap or 0)), "input-tokens": float(prompt),
+            "output-tokens": float(cap or 0)}
+
+
+class _Bucket:
+    """One limit as the client reckons it: ``level`` left at monotonic time ``at``, refilling
+    at ``rate`` a second up to ``limit``."""
+
+    __slots__ = ("limit", "level", "rate", "at")
+
+    def __init__(self, limit: float, level: float, rate: float, at: float) -> None:
+        self.limit, self.level, self.rate, self.at = limit, level, rate, at
+
+    def left(self, now: float) -> float:
+        return min(self.limit, self.level + self.rate * (now - self.at))
+
+
+class _Pacer:
+    """The limits of one endpoint (provider, URL, model), shared by every call to it in this
+    process: :meth:`take` before a request, :meth:`update` with the headers of its answer."""
+
+    def __init__(self, name: str, rpm: Optional[float] = None, tpm: Optional[float] = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep_fn: Callable[[float], Any] = time.sleep) -> None:
+        self.name, self.clock, self.sleep = name, clock, sleep_fn
+        self.lock = threading.Lock()
+        self.told = {}  # type: Dict[str, _Bucket]  # from the provider's headers
+        now = clock()
+        # Set by hand: never overwritten by headers, so the lower of both applies.
+        self.manual = {name: _Bucket(limit, limit, limit / 60.0, now)
+                       for name, limit in (("requests", rpm), ("tokens", tpm)) if limit}
+        self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
+        self.said = float("-inf")
+
+    def _wait(self, costs: Mapping[str, float], now: float) -> Tuple[float, str]:
+        """(seconds until a request of ``costs`` fits every limit, the limit it waits for)."""
+        wait, which = 0.0, ""
+        for name, bucket in list(self.told.items()) + list(self.manual.items()):
+            need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
+            short = need - bucket.left(now)
+            if short > 0 and short / bucket.rate > wait:
+                wait, which = short / bucket.rate, name
+        return wait, which
+
+    def take(self, costs: Mapping[str, float]) -> Dict[str, float]:
+        """Wait until a request of ``costs`` fits every known limit, count it against them and
+        return the ticket :meth:`update` needs (what had been reserved, this one included)."""
+        while True:
+            with self.lock:
+                now = self.clock()
+                wait, which = self._wait(costs, now)
+                if wait <= 0:
+                    for name, bucket in list(self.told.items()) + list(self.manual.items()):
+                        bucket.level, bucket.at = bucket.left(now) - costs[name], now
+                    for name in self.spent:
+                        self.spent[name] += costs[name]
+                    return dict(self.spent)
+                if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
+                    self.said = now
+                    self._notice(which, wait)
+            self.sleep(min(wait, PACE_SLEEP_MAX))
+
+    def _notice(self, which: str, wait: float) -> None:
+        """One stderr line: the calls wait for the provider's limit, and until when."""
+        told = which in self.told
+        bucket = self.told.get(which) or self.manual[which]
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
+        where = ("%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
+                 if told else "%s by hand" % ("EVALS_RPM" if which == "requests" else "EVALS_TPM"))
+        clear = "\r%s\r" % (" " * 60) if getattr(sys.stderr, "isatty", bool)() else ""
+        sys.stderr.write("%smy_client: waiting for %s's rate limit (%s: %s) until about %s; "
+                         "waiting is not a retry\n" % (clear, self.name, which, where, until))
+        sys.stderr.flush()
+
+    def update(self, headers: Mapping[str, str], ticket: Mapping[str, float]) -> None:
+        """Take the limits an answer's ``headers`` report, less what was reserved after its
+        request (``ticket``): those requests may not be counted in them yet."""
+        found = rate_limits(headers)
+        if not found:
+            return
+        with self.lock:
+            now = self.clock()
+            for name, (limit, left, reset) in found.items():
+                known = self.told.get(name)
+                if reset and limit > left:  # refills to full in `reset` seconds
+                    rate = (limit - left) / reset
+                else:  # limits are per minute when the answer does not tell
+                    rate = known.rate if known else limit / 60.0
+                later = self.spent[name] - ticket.get(name, self.spent[name])
+                self.told[name] = _Bucket(limit, min(limit, left) - later, rate, now)
+
+
+_pacers = {}  # type: Dict[Tuple[Any, ...], _Pacer]
+_pacers_lock = threading.Lock()
+
+
+def _pacer_for(settings: Settings) -> _Pacer:
+    """The pacer of the settings' endpoint, one per provider, URL, model and hand-set limits:
+    every client of the process calling it shares what the answers report."""
+    key = (settings.provider, _without_credentials(settings.base_url), settings.model,
+           settings.rpm, settings.tpm)
+    with _pacers_lock:
+        pacer = _pacers.get(key)
+        if pacer is None:
+            pacer = _pacers[key] = _Pacer(settings.provider, settings.rpm, settings.tpm)
+        return pacer
 
 
 # --------------------------------------------------------------------------
@@ -1779,15 +1988,22 @@ class Client:
             return cached
         s, key, spent = self.settings, _read_key(self.settings), 0
         build, parse = _ADAPTERS[s.provider]
+        pacer = _pacer_for(s)
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             data = json.dumps(request.body).encode("utf-8")
             headers = dict(request.headers, **{"Content-Type": "application/json",
                                                "Accept": "application/json"})
+            costs = _costs(request.body, s.max_tokens)
+
+            def once() -> Parsed:  # each attempt waits for the provider's limit, then sends
+                ticket = pacer.take(costs)
+                return parse(_attempt(request.url, headers, data, s.timeout,
+                                      seen=lambda found: pacer.update(found, ticket)),
+                             request.sent)
+
             try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
-                parsed, attempts = _retrying(
-                    lambda: parse(_attempt(request.url, headers, data, s.timeout), request.sent),
-                    s, key, self._sleep, self._rand)
+                parsed, attempts = _retrying(once, s, key, self._sleep, self._rand)
                 break
             except ProviderError as error:
                 error.attempts += spent
@@ -2407,6 +2623,8 @@ _OVERRIDES = frozenset(
         "timeout",
         "max_attempts",
         "max_retry_wait",
+        "rpm",
+        "tpm",
         "sleep",
         "rand",
         "env",
@@ -2486,6 +2704,8 @@ _ENV_VARS = (
     "EVALS_TIMEOUT",
     "EVALS_MAX_ATTEMPTS",
     "EVALS_MAX_RETRY_WAIT",
+    "EVALS_RPM",
+    "EVALS_TPM",
 )
 _clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
 _clients_lock = threading.Lock()
