@@ -121,6 +121,11 @@ call and are never printed, logged or put into an exception message):
 ``EVALS_MAX_ATTEMPTS``  HTTP attempts per prompt, default 4 (1 = no retry).
 ``EVALS_MAX_RETRY_WAIT`` seconds, default 60: total time slept between
                         attempts for one prompt.
+``EVALS_RPM``           requests a minute, ``EVALS_TPM`` tokens a minute
+``EVALS_TPM``           (prompt estimate + token cap): limits set by hand
+                        for a provider that sends no rate-limit headers
+                        (Gemini, most local servers); calls wait to stay
+                        within them (see "Pacing" below).  Unset: none.
 ``EVALS_CACHE``         ``1`` keeps each live reply in a cache and answers a
                         call already made from it, with no request; ``0`` or
                         unset: off.  ``python evals.py --cache`` / ``--no-cache``
@@ -225,6 +230,22 @@ anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
 ``false`` overrides the status, as the official SDKs let it.  The waits are
 slept in the calling thread, as any caller of an HTTP API does (under
 ``python evals.py -j N`` the other workers go on meanwhile).
+
+Pacing: OpenAI (and OpenAI-compatible servers that copy its
+``x-ratelimit-*`` headers) and Anthropic (``anthropic-ratelimit-*``) say on
+every answer how much of each rate limit is left and when it refills.  The
+client reads them and, before each request, waits until the request fits
+what is left, by the provider's own admission rule: 1 request, and its
+prompt (estimated at 4 characters a token) plus its token cap in tokens
+(Anthropic: the prompt in input tokens, the cap in output tokens).  All the
+calls of the process to one endpoint (provider, URL, model) share what the
+answers report, so ``-j 16`` stays within the limit together.  Waiting is
+not an attempt: it spends neither ``EVALS_MAX_ATTEMPTS`` nor
+``EVALS_MAX_RETRY_WAIT``; a wait of a second or more is said on stderr (at
+most every 10 s): ``my_client: waiting for openai's rate limit (tokens: 0
+left of 4500) until about 14:02:31; waiting is not a retry``.  With no
+such headers and no ``EVALS_RPM`` / ``EVALS_TPM`` nothing waits.  A 429
+that still comes is retried as above.
 
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
@@ -1181,7 +1202,15 @@ class _Bucket:
 
 class _Pacer:
     """The limits of one endpoint (provider, URL, model), shared by every call to it in this
-    process: :meth:`take` before a request, :meth:`update` with the headers of its answer."""
+    process: :meth:`take` before a request, :meth:`done` with the headers of its answer.
+
+    Between answers the client counts its own requests against what is left; an answer's
+    headers correct that.  They are as of the moment the provider admitted the request, which
+    the client does not know: requests sent after it may or may not be counted in them, and so
+    may those still in flight when it was sent.  So an answer may lower what is left to what it
+    reports less all that (a request racing ahead of another is never counted twice as free),
+    and raise it only to what it reports less both (the client's own estimates of the prompts
+    may be too high: the provider's figures bring it back)."""
 
     def __init__(self, name: str, rpm: Optional[float] = None, tpm: Optional[float] = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -1194,6 +1223,7 @@ class _Pacer:
         self.manual = {name: _Bucket(limit, limit, limit / 60.0, now)
                        for name, limit in (("requests", rpm), ("tokens", tpm)) if limit}
         self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
+        self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
         self.said = float("-inf")
 
     def _wait(self, costs: Mapping[str, float], now: float) -> Tuple[float, str]:
@@ -1202,13 +1232,14 @@ class _Pacer:
         for name, bucket in list(self.told.items()) + list(self.manual.items()):
             need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
             short = need - bucket.left(now)
-            if short > 0 and short / bucket.rate > wait:
+            if short > 1e-6 and short / bucket.rate > wait:  # not a rounding error's wait
                 wait, which = short / bucket.rate, name
         return wait, which
 
-    def take(self, costs: Mapping[str, float]) -> Dict[str, float]:
+    def take(self, costs: Mapping[str, float]) -> Tuple[Dict[str, float], ...]:
         """Wait until a request of ``costs`` fits every known limit, count it against them and
-        return the ticket :meth:`update` needs (what had been reserved, this one included)."""
+        return the ticket :meth:`done` needs: (its costs, what had been reserved, this one
+        included, and what was in flight before it)."""
         while True:
             with self.lock:
                 now = self.clock()
@@ -1216,9 +1247,11 @@ class _Pacer:
                 if wait <= 0:
                     for name, bucket in list(self.told.items()) + list(self.manual.items()):
                         bucket.level, bucket.at = bucket.left(now) - costs[name], now
+                    before = dict(self.flying)
                     for name in self.spent:
                         self.spent[name] += costs[name]
-                    return dict(self.spent)
+                        self.flying[name] += costs[name]
+                    return dict(costs), dict(self.spent), before
                 if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
                     self.said = now
                     self._notice(which, wait)
@@ -1236,13 +1269,15 @@ class _Pacer:
                          "waiting is not a retry\n" % (clear, self.name, which, where, until))
         sys.stderr.flush()
 
-    def update(self, headers: Mapping[str, str], ticket: Mapping[str, float]) -> None:
-        """Take the limits an answer's ``headers`` report, less what was reserved after its
-        request (``ticket``): those requests may not be counted in them yet."""
-        found = rate_limits(headers)
-        if not found:
-            return
+    def done(self, ticket: Tuple[Dict[str, float], ...],
+             headers: Optional[Mapping[str, str]] = None) -> None:
+        """The request of ``ticket`` (from :meth:`take`) is over; ``headers``: its answer's
+        (an HTTP error's too), None when none came."""
+        found = rate_limits(headers) if headers is not None else {}
+        costs, mark, before = ticket
         with self.lock:
+            for name in self.flying:
+                self.flying[name] -= costs[name]
             now = self.clock()
             for name, (limit, left, reset) in found.items():
                 known = self.told.get(name)
@@ -1250,8 +1285,10 @@ class _Pacer:
                     rate = (limit - left) / reset
                 else:  # limits are per minute when the answer does not tell
                     rate = known.rate if known else limit / 60.0
-                later = self.spent[name] - ticket.get(name, self.spent[name])
-                self.told[name] = _Bucket(limit, min(limit, left) - later, rate, now)
+                told = min(limit, left) - (self.spent[name] - mark[name])  # less those after it
+                safe = told - before[name]  # less those it may have overtaken, too
+                level = max(min(known.left(now), told), safe) if known else safe
+                self.told[name] = _Bucket(limit, level, rate, now)
 
 
 _pacers = {}  # type: Dict[Tuple[Any, ...], _Pacer]
@@ -1997,10 +2034,12 @@ class Client:
             costs = _costs(request.body, s.max_tokens)
 
             def once() -> Parsed:  # each attempt waits for the provider's limit, then sends
-                ticket = pacer.take(costs)
-                return parse(_attempt(request.url, headers, data, s.timeout,
-                                      seen=lambda found: pacer.update(found, ticket)),
-                             request.sent)
+                ticket, seen = pacer.take(costs), []  # type: ignore[var-annotated]
+                try:
+                    return parse(_attempt(request.url, headers, data, s.timeout,
+                                          seen=seen.append), request.sent)
+                finally:
+                    pacer.done(ticket, seen[0] if seen else None)
 
             try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
                 parsed, attempts = _retrying(once, s, key, self._sleep, self._rand)
