@@ -2613,7 +2613,7 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, extras).parse_args(argv[1:] if command else argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE"):
+        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE EVALS_JOURNAL EVALS_RESUME"):
             return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -2649,14 +2649,14 @@ def _sigterm_as_interrupt():
 
 
 @contextlib.contextmanager
-def _environ_kept(name):
-    """`name` in the environment kept as it was: a run tells the client through it."""
-    before = os.environ.get(name)
+def _environ_kept(names):
+    """`names` (space-separated) kept as they were: a run tells the client through them."""
+    before = {name: os.environ.get(name) for name in names.split()}
     try:
         yield
     finally:
-        os.environ.pop(name, None)
-        os.environ.update({} if before is None else {name: before})
+        for name, value in before.items():  # set back, or taken out when it was not set
+            os.environ.update({name: value}) if value is not None else os.environ.pop(name, None)
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -2760,7 +2760,7 @@ def _run_command(args, stdout, stderr):
     if stopped:  # nothing is written, so accepting made no difference
         stdout.write(format_summary(record, args.quiet))
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
-                     f"{len(selected)} cases; nothing was written\n")
+                     f"{len(selected)} cases; no record written (--resume reuses its answers)\n")
         return EXIT_INTERRUPTED
     _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
@@ -2970,11 +2970,11 @@ _COMMANDS = {
              None: ("--version",),
              "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
                                     "--validate", "--list-checks"),
-             "selection": ("--tag", "--id", "--failed", "--shard"),
+             "selection": ("--tag", "--id", "--failed", "--errored", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
                              "--rate-limit", "--repeat", "--min-pass", "--repeat-flaky",
-                             "--budget", "--prices", "--cache", "--no-cache", "--batch",
-                             "--batch-resume", "--judge", "--no-judge"),
+                             "--budget", "--prices", "--cache", "--no-cache", "--resume",
+                             "--batch", "--batch-resume", "--judge", "--no-judge"),
              "pass rates and gates": ("--alpha", "--min-pass-rate"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
 }

@@ -2553,12 +2553,23 @@ def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
     sys.stderr.flush()
 
 
+def _stores(env: Mapping[str, str]) -> Tuple[List[str], List[str]]:
+    """(the files a reply is looked up in, those it is kept in): the cache when EVALS_CACHE is
+    on; the journal of a run (``EVALS_JOURNAL``, which evals sets for a live run so that an
+    interrupted one loses no answer) always kept in, and looked up in with ``EVALS_RESUME=1``
+    (``python evals.py --resume``)."""
+    cache = [cache_path(env)] if cache_on(env) else []
+    journal = [env["EVALS_JOURNAL"]] if env.get("EVALS_JOURNAL") else []
+    resume = (env.get("EVALS_RESUME") or "").strip().lower() in _CACHE_ON
+    return cache + (journal if resume else []), cache + journal
+
+
 def _from_cache(client: "Client", prompt: Prompt,
                 attempt: int = 0) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
-    """(where to keep the reply: (path, key, provider, repeat index ``attempt``), the cached
+    """(where to keep the reply: (paths, key, provider, repeat index ``attempt``), the cached
     reply or None);
-    (None, None) when the cache is off for ``client`` (a judge's client, or EVALS_CACHE off in
-    its environment).
+    (None, None) when neither the cache nor a journal is on for ``client`` (a judge's client,
+    or EVALS_CACHE off and no EVALS_JOURNAL in its environment; see :func:`_stores`).
 
     The key is that of the request as configured, before any default the model refused is
     dropped (see :func:`_refusal`): a new process builds that request first, so its calls hit.
@@ -2566,23 +2577,25 @@ def _from_cache(client: "Client", prompt: Prompt,
     model, finish reason, tool calls, reasoning and ``sent`` as they were, and ``attempts`` 0.
     """
     s = client.settings
-    if not (client.uses_cache and cache_on(s.env)):
+    reads, writes = _stores(s.env) if client.uses_cache else ([], [])
+    if not writes:
         return None, None
     import sqlite3
 
     request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
-    slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
-    try:
-        row = _cache_db(slot[0]).execute("SELECT reply FROM replies WHERE key = ?",
-                                         (slot[1],)).fetchone()
-        if row is None:
-            return slot, None
-        data = json.loads(row[0])
-        kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
-        return slot, Reply(data["text"], replayed=True, cached=True, **kept)
-    except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
-        _cache_trouble(slot[0], "read", exc)
-        return slot, None
+    slot = (writes, _cache_key(s.provider, request, attempt), s.provider, attempt)
+    for path in reads:
+        try:
+            row = _cache_db(path).execute("SELECT reply FROM replies WHERE key = ?",
+                                          (slot[1],)).fetchone()
+            if row is None:
+                continue
+            data = json.loads(row[0])
+            kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
+            return slot, Reply(data["text"], replayed=True, cached=True, **kept)
+        except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
+            _cache_trouble(path, "read", exc)
+    return slot, None
 
 
 def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
@@ -2594,14 +2607,15 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
 
     data = dict({name: getattr(reply, name) for name in _CACHED}, text=str(reply))
     created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    try:
-        # One statement, so one transaction: a run at once sees the reply whole or not at all.
-        _cache_db(slot[0]).execute(
-            "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)", (slot[1], slot[2], reply.model, slot[3],
-                                          json.dumps(data), created))
-    except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
-        _cache_trouble(slot[0], "written", exc)
+    for path in slot[0]:
+        try:
+            # One statement, so one transaction: a run at once sees the reply whole or not at all.
+            _cache_db(path).execute(
+                "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (slot[1], slot[2], reply.model, slot[3],
+                                              json.dumps(data), created))
+        except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
+            _cache_trouble(path, "written", exc)
     return reply
 
 
