@@ -2436,7 +2436,7 @@ _EXIT_CODES = (
     "in the baseline fails or needs review now, a repeated case's pass rate dropped "
     "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
     "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
-    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, nothing written."
+    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, no record written."
 )
 
 

@@ -1152,6 +1152,11 @@ def parse_reset(value: Optional[str], now: Optional[float] = None) -> Optional[f
 def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Optional[float]]]:
     """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
     headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
+    # One pass over the headers (an HTTPMessage looks each name up by scanning them all).
+    headers = {name.lower(): value for name, value in headers.items()
+               if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")}
+    if not headers:
+        return {}
     found = {}
     for name in _LIMIT_NAMES:
         for limit, left, reset in (("x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name,
@@ -1164,6 +1169,10 @@ def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Opt
                 continue
             if values[0] > 0 and values[1] >= 0:
                 found[name] = (values[0], values[1], parse_reset(headers.get(reset)))
+    if "input-tokens" in found or "output-tokens" in found:
+        # Anthropic's tokens-* repeat the most restrictive of those two: counting the prompt and
+        # the cap against it would count each twice.
+        found.pop("tokens", None)
     return found
 
 
@@ -2484,6 +2493,7 @@ _CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model",
 _cache_threads = threading.local()  # each thread's open connections, by absolute path
 _cache_warned = set()  # type: set
 _cache_lock = threading.Lock()
+_cache_write_lock = threading.Lock()  # one write at a time in this process (see _into_cache)
 
 
 def cache_on(env: Mapping[str, str]) -> bool:
@@ -2530,6 +2540,9 @@ def _cache_db(path: str) -> Any:
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
         try:
             connection.execute("PRAGMA journal_mode=WAL")
+            # A write survives the process being killed without an fsync each (in WAL mode),
+            # only a power cut may lose the last ones: a reply a call costs milliseconds less.
+            connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(_CACHE_SCHEMA)
             break
         except sqlite3.OperationalError as exc:
@@ -2610,10 +2623,13 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
     for path in slot[0]:
         try:
             # One statement, so one transaction: a run at once sees the reply whole or not at all.
-            _cache_db(path).execute(
-                "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)", (slot[1], slot[2], reply.model, slot[3],
-                                              json.dumps(data), created))
+            # The process's threads take turns here: SQLite would make a thread that finds the
+            # file locked sleep milliseconds before trying again.
+            with _cache_write_lock:
+                _cache_db(path).execute(
+                    "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (slot[1], slot[2], reply.model, slot[3], json.dumps(data), created))
         except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
             _cache_trouble(path, "written", exc)
     return reply

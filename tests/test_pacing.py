@@ -10,11 +10,10 @@ import os
 import threading
 import time
 import unittest
-from unittest import mock
 
 import my_client
 from tests._loopback import LoopbackServer
-from tests.test_live_runs import KEY, MODEL, completion, run_evals_in_process, write_cases
+from tests.test_live_runs import KEY, completion, run_evals_in_process, write_cases
 
 
 class FakeClock:
@@ -65,7 +64,9 @@ class HeadersTest(unittest.TestCase):
             "anthropic-ratelimit-input-tokens-limit": "30000",
             "anthropic-ratelimit-input-tokens-remaining": "29000",
             "anthropic-ratelimit-output-tokens-limit": "8000",
-            "anthropic-ratelimit-output-tokens-remaining": "x"})
+            "anthropic-ratelimit-output-tokens-remaining": "x",
+            "anthropic-ratelimit-tokens-limit": "30000",  # the stricter of the two, again
+            "anthropic-ratelimit-tokens-remaining": "29000"})
         self.assertEqual(set(found), {"requests", "input-tokens"})
         self.assertEqual(found["input-tokens"], (30000, 29000, None))
         self.assertEqual(my_client.rate_limits({"content-type": "application/json"}), {})
@@ -166,7 +167,6 @@ class PacedRunTest(unittest.TestCase):
         attempt a call (a 429 would be the case's error) every case is answered, none refused."""
         server = BucketServer(tokens=500, window=0.5)
         self.addCleanup(server.stop)
-        server.url_v1 = server.url + "/v1"
         with tempfile_dir() as folder:
             write_cases(folder, [("case-%02d" % i, "Question %02d" % i) for i in range(12)])
             code, out, err = run_evals_in_process(
