@@ -446,6 +446,33 @@ class RateLimitTests(LiveRunCase):
         self.assertLess(arrivals[3] - arrivals[0], 0.15)
 
 
+class ErroredTests(LiveRunCase):
+    def test_errored_reruns_only_the_cases_whose_call_failed(self):
+        broken = {"Question 1"}
+
+        def behave(prompt, n):
+            if prompt in broken:
+                return _always_500(prompt, n)
+            return {"json": completion(GOOD_TEXT if prompt != "Question 2" else BAD_TEXT)}
+
+        server = self.start_server(behave)
+        self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(3)])
+        self.assertEqual(self.run_evals(server), 2, self.describe())  # into record.json
+        broken.clear()
+        before = server.counts()
+        code = self.run_evals(server, "--errored", "--baseline", "record.json", "--out", "rerun.json")
+        self.assertEqual(code, 0, self.describe())
+        after = server.counts()
+        self.assertEqual({p: after[p] - before.get(p, 0) for p in after
+                          if after[p] != before.get(p, 0)}, {"Question 1": 1})
+        entries = {e["id"]: e for e in read_record(self.dir, "rerun.json")["cases"]}
+        self.assertEqual(entries["case-1"]["status"], "pass")
+        self.assertEqual(entries["case-2"]["change"], "not_run")  # failed, not errored: kept
+        code = self.run_evals(server, "--errored", "--baseline", "rerun.json", "--out", "x.json")
+        self.assertEqual(code, 2)
+        self.assertIn("--errored: no selected case errored", self.stderr)
+
+
 class ResumeTests(unittest.TestCase):
     """A live run stopped after some answers (SIGTERM, as a CI timeout sends) keeps them; the
     next run with --resume calls only the rest and ends with the record an uninterrupted run
