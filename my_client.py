@@ -132,6 +132,12 @@ call and are never printed, logged or put into an exception message):
                         set it.  See "Cache" below.
 ``EVALS_CACHE_PATH``    the cache, SQLite; default ``.evals/cache.sqlite``
                         (relative to the current directory).
+``EVALS_JOURNAL``       set by ``python evals.py`` for a live run: a file
+                        (the cache's format) each live answer is also kept
+                        in as it comes, so that an interrupted run loses
+                        none; ``EVALS_RESUME=1`` (``--resume``) answers
+                        from it the calls it holds.  evals deletes it once
+                        the run finishes.
 ``EVALS_BATCH_POLL_S``  seconds between polls of a batch (``ask.batch``);
                         unset: 5, then 1.5 times the last wait, up to 60.
 ======================  ======================================================
