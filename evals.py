@@ -62,13 +62,13 @@ __all__ = [  # each check_* function is public too
     "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
     "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
     "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
-    "BudgetExceeded", "RateLimiter", "Interrupted", "latency_percentiles", "load_outputs",
-    "replay_client", "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult",
-    "load_baseline", "completed", "make_record", "summarize", "case_status",
-    "JudgeRequired", "record_problem", "case_reasons", "record_chunks", "write_record",
-    "write_atomic", "write_jsonl_atomic", "Decision", "fisher_one_sided", "min_detectable",
-    "repeat_change", "RepeatChange", "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS",
-    "format_summary", "github_annotations", "main",
+    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
+    "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult", "load_baseline",
+    "completed", "make_record", "summarize", "case_status", "JudgeRequired", "record_problem",
+    "case_reasons", "record_chunks", "write_record", "write_atomic", "write_jsonl_atomic",
+    "Decision", "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange",
+    "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS", "format_summary", "github_annotations",
+    "mask_secrets", "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -228,12 +228,6 @@ def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
-def _sha256(text):
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _describe_error(exc):
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -364,9 +358,44 @@ def _within(func, timeout):
         overrun.abandoned = True  # the call goes on in its thread
         raise overrun from None
     _CALLERS.caller = jobs, answers
-    if kind == "error":
+    if kind == "error":  # raised by func itself: a signal (Ctrl-C) reaches the main thread only
+        value.by_call = True
         raise value
     return value
+
+
+# Values (8 characters or more) of variables named like a credential (OPENAI_API_KEY) reach no
+# file or stream, whatever carries them, not even with a backslash (Markdown, JSON) in them.
+_SECRET_NAME = re.compile(r"(^|_)(API)?(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+_SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
+
+
+def _find_secrets():
+    values = sorted({v for k, v in os.environ.items() if len(v) >= 8 and _SECRET_NAME.search(k)},
+                    key=len, reverse=True)
+    _SECRETS[:] = [values and re.compile("|".join(re.escape(value[0]) + "".join(
+        r"\\?" + re.escape(char) for char in value[1:]) for value in values))]
+
+
+def mask_secrets(value):
+    """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
+    pattern = _SECRETS[0] if _SECRETS else _find_secrets() or _SECRETS[0]
+    if not pattern or isinstance(value, str):
+        return pattern.sub("[redacted]", value) if pattern and value else value
+    if isinstance(value, dict):
+        return {key: mask_secrets(item) for key, item in value.items()}
+    return getattr(value, "_make", type(value))(map(mask_secrets, value)) if isinstance(
+        value, (list, tuple)) else value
+
+
+class _Masking(collections.namedtuple("_Masking", "stream")):
+    """A stream writing what it is given with the secrets masked (mask_secrets)."""
+
+    def write(self, text):
+        return self.stream.write(mask_secrets(text))
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def write_atomic(path, data):
@@ -381,8 +410,8 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines([data] if isinstance(data, bytes) else
-                              (chunk.encode("utf-8", "backslashreplace") for chunk in data))
+            handle.writelines([data] if isinstance(data, bytes) else (  # _json_line masks
+                mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data))
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -404,7 +433,7 @@ def write_jsonl_atomic(path, rows):
 
 def _json_line(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
-    return (_to_json(value) + "\n").encode("utf-8", "backslashreplace")
+    return mask_secrets(_to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,17 +443,26 @@ def _json_line(value):
 
 # Typographic quotes and apostrophes as the ASCII ones people type ("can’t" is "can't").
 _QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "''''\"\"\"\"")
+# Characters that show as nothing: a zero-width space, word joiner and soft hyphen.
+_SHOW_NOTHING = dict.fromkeys(map(ord, "\u200b\u2060\u00ad"))
+
+
+def _normal(text):
+    """`text` as every check reads it, the output and a check's values and patterns alike
+    (docs/checks.md, "How checks read text"): CRLF line ends as LF, no invisible character, NFC."""
+    text = text.replace("\r\n", "\n") if "\r" in text else text
+    return text if text.isascii() else unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
 
 
 # Cached: a case's checks fold its output again and again (10 phrase checks on a 21,900-character
 # answer: 134 us a case, not 255).
 @functools.lru_cache(maxsize=256)
 def _fold(text, ignore_case):
-    """`text` as matching compares it (docs/checks.md: casefold, NFC, ASCII quotes)."""
+    """`text` as matching compares it: _normal, and with ignore_case casefolded, ASCII quotes."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
         text = text if text.isascii() else text.translate(_QUOTES)
-    return unicodedata.normalize("NFC", text)
+    return _normal(text)
 
 
 def _is_word_char(char):
@@ -463,11 +501,11 @@ def _paragraphs(text, separator=None):
 
 
 def _unfence(text):
-    """The body of a ```json fence that wraps ALL of the stripped `text`, or None."""
-    opening = re.match(r"```[ \t]*(?i:json)?[ \t]*\r?\n", text)
-    if opening is None or not text.endswith("```"):
-        return None
-    return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
+    """The stripped `text` less a ```json (or ```) fence at its start and a ``` at its end, each
+    optional as IFEval's JsonFormat strips them; None when it has neither."""
+    opening = re.match(r"```[ \t]*(?i:json)?\s*", text)
+    start, end = (opening.end() if opening else 0), (-3 if text.endswith("```") else None)
+    return None if (start, end) == (0, None) else text[start:end]
 
 
 class _NotJson(ValueError):
@@ -501,16 +539,16 @@ def _strict_json(text, unique_keys=False):
 
 
 def _parse_json(output, allow_fence=False):
-    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, or with
-    allow_fence its wrapping ``` fence's body (a fence inside prose: that is not JSON)."""
+    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
+    less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
     body = _unfence(output.strip()) if allow_fence else None
     try:
         return _strict_json(output if body is None else body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
-    except ValueError as exc:  # a fenced output parsed whole fails at its first character
-        hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-                if not allow_fence and _unfence(output.strip()) is not None else "")
+    except ValueError as exc:  # the hint only where allow_fence would make it pass
+        hint = (" (the output has a ``` fence around the JSON; set allow_fence to accept that)"
+                if not allow_fence and _parse_json(output, True)[1] is None else "")
         return None, f"not valid JSON: {exc}{hint}"
 
 
@@ -558,13 +596,15 @@ Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
 Count = _kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
               "must be a non-negative integer")
 Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
-Text = _kind(lambda v: isinstance(v, str) and v, "must be a non-empty string")
-Texts = _kind(_is_texts, "must be a non-empty list of non-empty strings")
+# Invisible characters do not count: every check removes them (_normal), and "" matches anywhere.
+Text = _kind(lambda v: isinstance(v, str) and _normal(v),
+             "must be a string with a visible character")
+Texts = _kind(lambda v: _is_texts(v) and all(map(_normal, v)),
+              "must be a non-empty list of strings with a visible character each")
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
               "must be a string of regex flag letters from 'imsx'")
 Split = Choice("whitespace", "alphanumeric")
-Confidence = Choice("high", "medium")
 _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
@@ -661,7 +701,18 @@ def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_wo
                        else f"none of {_quote_all(values)} found")
 
 
-@register
+def _stripped(strip):
+    """A rule: no white space at an end of `value` that `strip` (str.strip, lstrip or rstrip)
+    takes off the output when the check's `strip` is on: such a value could never match."""
+    def rule(check):
+        value = check["value"]
+        return [f"parameter 'value': {_quote(value)} has white space at an end that strip "
+                "removes from the output: it can never match (remove it, or set strip to false)"
+                ] if check.get("strip", True) and strip(value) != value else []
+    return rule
+
+
+@register(rule=_stripped(str.strip))
 def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
     text = output.strip() if strip else output
@@ -687,7 +738,7 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     return CheckResult(False, f"{where}{verb} with {got}, expected {_quote(value)}", (got,))
 
 
-@register
+@register(rule=_stripped(str.lstrip))
 def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                       whole_word: Bool = False, paragraph: Position = None):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
@@ -700,7 +751,7 @@ def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Boo
     return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
-@register
+@register(rule=_stripped(str.rstrip))
 def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
                     whole_word: Bool = False):
     """The output ends with `value` (surrounding white space stripped by default)."""
@@ -708,6 +759,8 @@ def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool 
 
 
 def _compile(pattern, flags=""):
+    # The text has no CRLF (_normal), so a pattern's own "\r\n" stands for its line end "\n".
+    pattern = re.sub(r"(?<!\\)((?:\\\\)*)\\r\\n", r"\1\\n", _normal(pattern))
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
 
@@ -787,7 +840,7 @@ def check_line_count(output, min: Count = None, max: Count = None):
 @register
 def check_json_valid(output, allow_fence: Bool = False):
     """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
-    `allow_fence` accepts one wrapping ``` fence."""
+    `allow_fence` accepts a ```json fence before it and a ``` after it (either or both)."""
     value, problem = _parse_json(output, allow_fence)
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
@@ -913,9 +966,11 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
 @register
 def check_finish_reason(reply, values: FinishReasons):
     """The reply ended for one of `values`: `stop`, `length` (the token limit), `tool_calls`,
-    `content_filter` or `refusal` (each provider's word normalised by my_client; none counts
-    as `stop`)."""
-    ended = reply.finish_reason or "stop"  # as stored_output keeps it a str: replays agree
+    `content_filter` or `refusal` (each provider's word normalised by my_client); a reply
+    whose client reported none fails."""
+    ended = reply.finish_reason
+    if ended is None:  # not known is not a pass, as for latency and cost
+        return CheckResult(False, "the client reported no finish reason")
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
@@ -993,14 +1048,20 @@ def check_python(output, function: Function, **params):
     """Your own check: `function` (MODULE:FUNCTION, importable from the current folder) is
     called as FUNCTION(output, **the check's other keys) and returns a bool or (bool, reason);
     an exception, or a call over 10 seconds, makes the case an error."""
+    cwd = os.getcwd()  # what the check changes stays in its call: the folder, its parameters
+    with contextlib.suppress(ValueError):  # JSON's values, copied (others: as they are)
+        params = marshal.loads(marshal.dumps(params))
     try:
         verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
-    except (Exception, SystemExit) as exc:  # a check's sys.exit() is its case's error
+    except BaseException as exc:  # noqa: B902 - sys.exit(), pytest.fail(): its case's error
+        if isinstance(exc, KeyboardInterrupt) and not getattr(exc, "by_call", False):
+            raise  # Ctrl-C (the check ran in this thread, or the user's key stopped the wait)
         description, quoted = _raised(exc)
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
-    reason = None
-    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
-        verdict, reason = verdict
+    finally:
+        os.chdir(cwd)
+    pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
+    verdict, reason = verdict if pair else (verdict, None)
     if not isinstance(verdict, bool):
         return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
                                   "bool or (bool, reason)", flag="error")
@@ -1054,8 +1115,12 @@ def _did_you_mean(name, known):
 def run_check(check, output, ask=None, case_input="", reasoning=None):
     """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
 
-    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; an unknown type
-    raises KeyError. reasoning: the model's thinking, for "on": "reasoning"."""
+    A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; a check that
+    validate_check refuses raises ValueError. reasoning: the model's thinking, for "on":
+    "reasoning"."""
+    problems = validate_check(check)
+    if problems:
+        raise ValueError("; ".join(problems))
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
@@ -1070,10 +1135,9 @@ _ENDINGS = {"length": "the answer was cut at the token limit",
 
 
 def _scorable(output):
-    """`output` with "\r\n" as "\n" (for "m" patterns and line counts), or None when blank."""
-    if not output or output.isspace():  # isspace: no copy of a long output
-        return None
-    return output.replace("\r\n", "\n") if "\r" in output else output
+    """`output` as checks read it (_normal), or None when blank."""
+    output = output and _normal(output)
+    return None if not output or output.isspace() else output
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
@@ -1229,13 +1293,11 @@ def case_problems(data, memo=None):
             problems += _input_problems(data)
         elif name == "checks":
             key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = memo.get(key) if key else None
-            if shared is None:
-                shared = (tuple(data["checks"]), [f"check {number}: {problem}" for number, check
-                          in enumerate(data["checks"], 1) for problem in validate_check(check)])
-                if key:
-                    memo[key] = shared
-            data["checks"] = shared[0] if key else data["checks"]  # shared by equal lists
+            shared = (memo or {}).get(key) or (tuple(data["checks"]), [
+                f"check {number}: {problem}" for number, check in enumerate(data["checks"], 1)
+                for problem in validate_check(check)])
+            if memo is not None:  # equal lists validated once and shared as one tuple
+                data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
     return problems
 
@@ -1275,8 +1337,8 @@ def load_cases(path):
                           else "nested too deeply" if isinstance(exc, RecursionError) else exc)
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
-                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a value "
-                                    "spread over lines; the rest of the file was not read")
+                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a "
+                                    "value spread over lines; the rest of the file was not read")
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
@@ -1299,7 +1361,9 @@ def load_cases(path):
 def shard_of(case_id, count):
     """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
     not change when cases are reordered, added or removed elsewhere in the file."""
-    return int(_sha256(case_id)[:16], 16) % count
+    import hashlib
+
+    return int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16], 16) % count
 
 
 def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
@@ -1324,20 +1388,6 @@ class BudgetExceeded(Exception):
     """The next call could take the run past its budget; the case is an error, not a call."""
 
 
-class RateLimiter:
-    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
-
-    def __init__(self, per_second):
-        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
-
-    def wait(self):
-        with self._lock:
-            start = max(now := time.monotonic(), self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
 class Interrupted(Exception):
     """The run was stopped by Ctrl-C or SIGTERM. `results` holds the cases that finished."""
 
@@ -1358,7 +1408,7 @@ class RunOptions:
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
             concurrency, timeout, repeat, min_pass)
         self.budget, self.price, self.judge = budget, price, judge
-        self.limiter = RateLimiter(rate_limit) if rate_limit else None
+        self.limiter = _extras("a rate limit").RateLimiter(rate_limit) if rate_limit else None
         self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
         self.replies = self.cached = self.replayed = 0
         self._counting = threading.Lock()
@@ -1401,8 +1451,7 @@ def _whole_reply(output):
     "cached", "replayed"}), or TypeError naming what is wrong (a mapping's unknown key or part of
     another kind; an object's is ignored, but for tool calls and finish reason)."""
     if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
-        return Answer(output), {"usage": None, "model": None, "reasoning": None, "sent": None,
-                                "cached": False, "replayed": False}
+        return Answer(output), {**dict.fromkeys(_REPLY_PARTS), "cached": False, "replayed": False}
     mapping = isinstance(output, collections.abc.Mapping)
     if mapping:
         unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
@@ -1430,9 +1479,8 @@ def _whole_reply(output):
                             "input_tokens and output_tokens")
         usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    return answer, {"usage": usage, "model": parts["model"], "reasoning": parts["reasoning"],
-                    "sent": parts["sent"], "cached": bool(_attribute(output, "cached", bool)),
-                    "replayed": bool(_attribute(output, "replayed", bool))}
+    return answer, dict(parts, usage=usage, cached=bool(_attribute(output, "cached", bool)),
+                        replayed=bool(_attribute(output, "replayed", bool)))
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
@@ -1459,11 +1507,11 @@ def _attempt(case, attempt, call, options):
             if getattr(exc, "status", None) in (401, 403):
                 options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
                                    f"on case {case.id!r}; fix the key and run again")
-            return CaseResult(case.id, "error", error=_describe_error(exc),
+            return CaseResult(case.id, "error", error=mask_secrets(_describe_error(exc)),
                               latency_s=round(time.perf_counter() - started, 6))
         latency = round(time.perf_counter() - started, 6)
         try:
-            answer, reply = _whole_reply(output)
+            answer, reply = mask_secrets(_whole_reply(output))  # before a check quotes it
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"]
@@ -1623,23 +1671,20 @@ def _finished(cases, call, options, stop):
 
 def load_outputs(path, repeat=1):
     """Recorded replies by case id (see _recorded; None for a case that errored), from a
-    recordings JSONL file (rows {"id", "output"}; "input" is ignored) or a run record saved with
-    outputs. With `repeat` > 1, a run record's case maps to the tuple of its calls ("attempts";
-    None for one that errored), which replay_client answers in turn. EvalsError names file and
-    line (or case) for anything else."""
+    recordings JSONL file ({"id", "output"} rows) or a run record saved with outputs; with
+    `repeat` > 1 a record's case maps to the tuple of its calls (None: errored), each replayed
+    once. EvalsError names the file and line (or case) for anything else."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             head, record = handle.read(200).lstrip(), None
             if head.startswith("{") and '"format"' in head:  # a run record, not JSON Lines
                 handle.seek(0)
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):  # read as lines below
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
             if repeat > 1:  # one output a case: N replays of it would count as N answers
-                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat "
-                                 f"{repeat} would score each as {repeat} answers of the model; "
-                                 "re-score a run record of a repeated run (its calls), or "
-                                 "drop --repeat")
+                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat {repeat} "
+                                 f"would score each as {repeat} answers; drop --repeat")
             return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
@@ -1651,15 +1696,14 @@ def load_outputs(path, repeat=1):
                 isinstance(entry.get("output"), str)
                 or entry.get("status") == "error" and entry.get("output") is None)):
             continue
-        calls = entry.get("attempts")
-        if repeat > 1 and not (isinstance(calls, list) and calls
-                               and all(isinstance(a, dict) for a in calls)):
+        calls = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
+        made = len(calls) if calls and all(isinstance(a, dict) for a in calls) else 1
+        if repeat > made:  # replaying a call again would score it as a new answer
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
-            # as for recordings: one output scored as N answers of the model
-            raise EvalsError(f"{path}: case {entry['id']!r} was called once in that run, so "
-                             f"--repeat {repeat} would score its output as {repeat} answers; "
-                             "re-score a record of a repeated run, or drop --repeat")
+            raise EvalsError(f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
+                             f"in that run, so --repeat {repeat} would score its recorded calls "
+                             f"again as new answers; re-score with --repeat {made} or fewer")
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
         for number, row in enumerate(rows):
@@ -1673,12 +1717,13 @@ def load_outputs(path, repeat=1):
 
 
 def stored_output(text, tool_calls=(), finish_reason=None):
-    """A reply as recordings store it: its text when it has no tool calls and ended normally
-    (finish_reason None or "stop"), else {"text", "finish_reason", "tool_calls"}; my_client's
-    reply_dict keeps the same rule, so that either's recordings replay through both."""
-    return text if not tool_calls and finish_reason in (None, "stop") else {
-        "text": text, "finish_reason": finish_reason,
-        "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]}
+    """A reply as recordings store it: its text when that is all the client reported, else
+    {"text", "finish_reason", "tool_calls"}; my_client's reply_dict keeps the same rule, so
+    that either's recordings replay through both."""
+    return text if not tool_calls and finish_reason is None else {
+        "text": text, "finish_reason": finish_reason, **({"tool_calls": [
+            {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]} if tool_calls
+            else {})}
 
 
 def _recorded(row, beside=("reasoning", "model")):
@@ -1713,7 +1758,7 @@ def _recording_rows(path):
                 continue
             try:  # only the first line can begin with a byte order mark
                 row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
-            except ValueError as exc:  # not UTF-8 too
+            except (ValueError, RecursionError) as exc:  # not UTF-8, nested too deeply
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
             if not (isinstance(row, dict) and isinstance(row.get("id"), str)
                     and isinstance(row.get("output"), (str, dict))):
@@ -1737,11 +1782,10 @@ def replay_client(outputs, source="recorded outputs", hint=""):
         output = outputs[case.id]
         if output is None:
             raise LookupError(f"case {case.id!r} errored in {source}: no output to re-score")
-        if isinstance(output, tuple):  # a repeated run's calls: the same one each time
-            number = attempt % len(output)
-            output = output[number]
+        if isinstance(output, tuple):  # a repeated run's calls, each once (load_outputs)
+            output = output[attempt]
             if output is None:
-                raise LookupError(f"call {number + 1} of case {case.id!r} errored in {source}")
+                raise LookupError(f"call {attempt + 1} of case {case.id!r} errored in {source}")
         return output
 
     replay.model = "replay"  # recorded answers: neither timed nor priced
@@ -1775,15 +1819,8 @@ def _offline_client(repeat, stderr):
     outputs = load_outputs(path, repeat)
     stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
                  "(set EVALS_PROVIDER or --client to call one)\n")
-    replay = replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
-                           f"run python evals.py --record {path})")
-
-    def batch(*_args, **_kwargs):
-        raise ClientError(f"{why}: a batch needs a provider (EVALS_PROVIDER=openai or "
-                          "anthropic; see my_client.py)")
-
-    replay.batch = batch  # --batch: said as what is missing, not as a client lacking it
-    return replay, f"replay:{path}"
+    return replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
+                         f"run python evals.py --record {path})"), f"replay:{path}"
 
 
 def latency_percentiles(latencies):
@@ -1969,10 +2006,12 @@ def record_problem(record):
             return f"{key!r} must be an object"
     if not isinstance(record.get("cases"), list):
         return "'cases' must be a list"
+    ids = set()
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = _entry_problem(entry)
+        problem = "listed twice" if entry["id"] in ids else _entry_problem(entry)
+        ids.add(entry["id"])
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -1999,7 +2038,7 @@ def load_baseline(path):
             record = json.load(handle)
     except FileNotFoundError:
         return Baseline({})
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError too; nested too deeply
         raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
                             "it is not overwritten") from None
     except OSError as exc:
@@ -2227,8 +2266,10 @@ def _percent(rate):
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
-def _reasons(entry):
-    return case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
+    reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+    return [r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+            for r in reasons]
 
 
 def _reply_lines(entry, limit=None):
@@ -2309,6 +2350,11 @@ _SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
                      ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
 
 
+def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
+    client = str(record.get("client") or "")
+    return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
+
+
 def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rates, counts, then each case listed with
     its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
@@ -2318,8 +2364,8 @@ def format_summary(record, quiet=False):
     counts += [f"{summary[key]} {label}" for key, label in (
         ("review", "need review"), ("lower_not_significant", "lower, not significant"))
         if summary.get(key)]
-    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/"
-             f"{summary['total']})" + _earlier_rates(summary), ", ".join(counts)]
+    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+             + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
@@ -2345,10 +2391,10 @@ def format_summary(record, quiet=False):
             for entry in entries:
                 groups.setdefault(entry.get("error"), []).append(entry)
             entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
-        for error, group in groups.items():
+        for group in groups.values():
             if len(group) >= 3:
                 ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(error)}"]
+                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
         for entry in entries:
             review = " (needs review)" if entry["status"] == "review" else ""
             lines.append(f"{label}: {_line(entry['id'])}{review}")
@@ -2366,11 +2412,11 @@ def format_summary(record, quiet=False):
 # untrusted: each report (here and in evals_extras.py) escapes it for its format, and none
 # prints output text when the record says outputs_included is false.
 
-# Shown as \xNN / \uNNNN in Markdown, HTML and annotations: controls (ANSI escapes included),
-# line separators other than LF/CR, bidirectional overrides (text that reads differently from
-# what it is), lone surrogates (not encodable as UTF-8) and the two non-characters.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                        "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Shown as \xNN / \uNNNN in every report: controls (ANSI escapes too), line separators but LF/CR,
+# bidirectional overrides, what shows nothing (zero-width space, BOM, soft hyphen; not U+200C/D,
+# which join letters and emoji), lone surrogates and non-characters, so ids differ visibly.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
+                        "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]")
 
 
 def _text(value):
@@ -2406,7 +2452,8 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = []
+    lines = [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"
+             ] if _replayed(record) else []
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
         if not (errored or change in ("regressed", "lower_not_significant")):
@@ -2431,13 +2478,12 @@ def github_annotations(record):
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_EXIT_CODES = (
-    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case that passed "
-    "in the baseline fails or needs review now, a repeated case's pass rate dropped "
-    "significantly, or the pass rate is below --min-pass-rate (with --strict: any case does not "
-    "pass); 2 invalid case file, baseline, option or client, or any case errored (2 wins over "
-    "1: the run is incomplete); 130 interrupted by Ctrl-C or SIGTERM, no record written."
-)
+_EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
+               "that passed in the baseline fails or needs review now, a repeated case's pass "
+               "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
+               "--strict: any case does not pass); 2 invalid case file, baseline, option or "
+               "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
+               "interrupted by Ctrl-C or SIGTERM, no record written.")
 
 
 def _check_table():
@@ -2460,14 +2506,15 @@ def _check_table():
     return "\n".join(lines) + "\n"
 
 
-def _number(kind, low):
-    """An argparse type: a `kind` (int or float) of `low` or more; a float also finite, above 0."""
+def _number(kind, low, high=math.inf):
+    """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
     def convert(text):
         value = kind(text)
         if kind is float and not 0 < value < math.inf:
             raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be {low} or more, got {text}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError((f"must be {low} or more" if value < low else
+                                              f"must be at most {high}") + f", got {text}")
         return value
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
@@ -2495,13 +2542,6 @@ def _fraction(text, alpha=False):
 _alpha = functools.partial(_fraction, alpha=True)
 
 
-def _shard(text):
-    match = re.fullmatch(r"(\d+)/(\d+)", text)
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
 # meaning of its own) -> add_argument keywords, or the help of an on/off flag (store_true).
 # _COMMANDS lists each command's options.
@@ -2509,8 +2549,8 @@ _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
     "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
                     help=f"case file, JSONL (default: {DEFAULT_CASES})"),
-    "--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the previous run record, "
-                       f"compared with and updated (default: {DEFAULT_BASELINE})"),
+    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and updated "
+                       f"(default: {DEFAULT_BASELINE}; NAME.last_run.json for --cases NAME.jsonl)"),
     "--accept": "take this run as the new baseline, regressions included (listed, not failing)",
     "--no-save": "compare with the baseline; write no record and no history",
     "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
@@ -2522,8 +2562,6 @@ _OPTIONS = {
     "--id": dict(action="append", default=[], metavar="PATTERN",
                  help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
     "--failed": "run only cases that did not pass in the baseline's last run",
-    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
-                    "case id); combine the shards' records with `evals.py merge`"),
     "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
                      f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})"),
     "--rescore": dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a run "
@@ -2533,10 +2571,8 @@ _OPTIONS = {
                              help="calls in flight at once (default: 1)"),
     "--timeout": dict(type=_number(float, 0), metavar="SECONDS",
                       help="per-call time limit; a slower call is an error (default: none)"),
-    # 0.001: one call a thousand seconds; below, the wait overflows the clock
-    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
-                         help="start at most this many calls per second"),
-    "--repeat": dict(type=_number(int, 1), default=1, metavar="N", help="call each case N times"),
+    "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
+                     help="call each case N times (at most 1000)"),
     "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
                        "needs (default: a majority, 2 of 3)"),
     "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
@@ -2600,7 +2636,8 @@ def main(argv=None, stdout=None, stderr=None):
     anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    stdout, stderr = _Masking(stdout or sys.stdout), _Masking(stderr or sys.stderr)
+    _find_secrets()
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
     if argv[:1] == ["--version"]:  # answered before the optional file is looked for
@@ -2613,7 +2650,8 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, extras).parse_args(argv[1:] if command else argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt(), _environ_kept("EVALS_CACHE EVALS_JOURNAL EVALS_RESUME"):
+        with _sigterm_as_interrupt(), (  # the optional file tells the client of its cache
+                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()):
             return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -2646,17 +2684,6 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _environ_kept(names):
-    """`names` (space-separated) kept as they were: a run tells the client through them."""
-    before = {name: os.environ.get(name) for name in names.split()}
-    try:
-        yield
-    finally:
-        for name, value in before.items():  # set back, or taken out when it was not set
-            os.environ.update({name: value}) if value is not None else os.environ.pop(name, None)
 
 
 def _exit_code(summary, strict=False, accepted=False):
@@ -2719,9 +2746,11 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
+    args.baseline = args.baseline or (DEFAULT_BASELINE if os.path.abspath(args.cases) == (
+        os.path.abspath(DEFAULT_CASES)) else os.path.splitext(args.cases)[0] + ".last_run.json")
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
-    _warn_other_case_file(args, baseline, cases, stderr)
+    _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
     selected = _selection(args, cases, baseline)
     if selected is None:
         stdout.write("nothing to rerun: " + ("the history marks no selected case flaky\n"
@@ -2734,9 +2763,8 @@ def _run_command(args, stdout, stderr):
                      + ("--failed runs every case\n" if args.failed else "every case is new\n"))
     options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
                          min_pass=args.min_pass, rate_limit=args.rate_limit)
-    extras, skipped = _extras(), []  # prices, the judge and the cache are the optional file's
-    if extras:
-        selected, skipped = extras.prepare_run(args, selected, options, stderr)
+    selected, skipped = _extras().prepare_run(args, selected, options, stderr) if _extras() else (
+        selected, [])  # prices, the judge and the cache are the optional file's
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
@@ -2775,34 +2803,16 @@ def _client_for(args, cases, options, stderr):
     """(call_model, its name): the recordings replayed (--rescore), else the client to load:
     --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
     the replay of EVALS_RECORDINGS (see _offline_client)."""
+    name = f"rescore:{args.rescore}" if args.rescore else (
+        args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
     if args.rescore:
-        name = f"rescore:{args.rescore}"
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    else:
-        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        if not _offline(name, "ask", "EVALS_PROVIDER"):
-            call_model = load_callable(name)
-        else:  # the harness replays what my_client would have called a model for
-            call_model, name = _offline_client(options.repeat, stderr)
+    elif not _offline(name, "ask", "EVALS_PROVIDER"):
+        call_model = load_callable(name)
+    else:  # the harness replays what my_client would have called a model for
+        call_model, name = _offline_client(options.repeat, stderr)
     refuse_conversations(cases, call_model, name)
     return call_model, name
-
-
-# ---- --batch: every call of the run in one provider batch, then scored as a live run ----
-
-
-def _warn_other_case_file(args, baseline, cases, stderr):
-    """Warn, before any call, that this run replaces another case file's baseline."""
-    theirs = baseline.case_file
-    if theirs is None or args.no_save or args.out or args.shard or (
-            os.path.normpath(theirs) == os.path.normpath(args.cases)):
-        return
-    dropped = len(set(baseline.entries) - {case.id for case in cases})
-    if dropped:
-        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
-                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
-                     f"{args.cases} lacks (--baseline FILE keeps a separate one; --no-save "
-                     "writes none)\n")
 
 
 def _refuse_pairs(args, *pairs):
@@ -2838,23 +2848,12 @@ def _selection(args, cases, baseline):
                             args.shard)
     if args.repeat_flaky:
         selected = _extras().flaky_cases(args, selected)
-    if not selected and not args.shard and (  # a shard still writes its (empty) record
-            args.repeat_flaky or args.failed and not (args.tag or args.id)):
-        return None
-    if not selected and not args.shard:  # an empty shard is fine: small suite, many shards
+    if not selected and not args.shard:  # a shard writes its record, even an empty one
+        if args.repeat_flaky or args.failed and not (args.tag or args.id):
+            return None
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
-                         + _selection_hint(args, cases))
+                         + (_extras().selection_hint(args, cases) if _extras() else ""))
     return selected
-
-
-def _selection_hint(args, cases):
-    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
-    tags = sorted({tag for case in cases for tag in case.tags})
-    if set(args.tag or ()) - set(tags):
-        return f"; the case file's tags: {', '.join(tags) or 'none'}"
-    ids = [c.id for c in cases]
-    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
-    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
 
 
 def _with_progress(cases, call_model, options, quiet, stream, stopped):
@@ -2893,8 +2892,7 @@ def _finish_run(args, record, selected, skipped, baseline, options, stdout, stde
         extras.after_summary(args, record, selected, skipped, options, stdout, stderr)
     if args.record:
         _save_recordings(args.record, record, stderr)
-    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
-                       else None)
+    out = args.out or args.shard and f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
     if out:
         write_record(out, record)
         stderr.write(f"evals: run record written to {out}\n")
@@ -2923,6 +2921,8 @@ def _write_reports(args, record, previous, stdout):
         stdout.write(github_annotations(record))
     if _extras():
         _extras().write_reports(args, record, previous)
+
+
 def _save_recordings(path, record, stderr):
     """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
     rows updated (or added at the end), every other row kept as it was."""
@@ -2963,8 +2963,8 @@ _COMMANDS = {
          "  python evals.py report RECORD       write reports for a saved run record\n"
          "  python evals.py compare A B         compare two run records (two models, prompts)\n"
          "  python evals.py review              turn captured calls into cases\n"
-         "These commands, and the options for the judge, reports, history, prices, budgets\n"
-         "and batches, need evals_extras.py beside evals.py.",
+         "These commands, and the options for the judge, reports, history, shards, the rate\n"
+         "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
          _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
          "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.", {
              None: ("--version",),

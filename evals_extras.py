@@ -4,8 +4,8 @@ Copy it next to evals.py when you want any of: the `judge` check (a model grades
 checks cannot), the IFEval-style text checks (sentences, paragraphs, bullets, letter case,
 language), `tool_calls_valid` (tool calls against the declared tools), HTML / JUnit / Markdown
 reports, the run history with flaky-case detection, `compare` (two models or prompts, with
-McNemar's test), `merge` (shards), `add` / `check` / `review` (turning bad answers into cases),
-prices and budgets, and provider batches.
+McNemar's test), `--shard` and `merge`, `add` / `check` / `review` (turning bad answers into
+cases), a rate limit, prices and budgets, and provider batches.
 
 evals.py imports this file only when a case or an option needs it, and refuses that case or
 option (exit 2) when it is missing. This file depends on evals.py, never the other way round:
@@ -14,10 +14,10 @@ before a run's calls, after_summary() and write_reports() after them.
 
 Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, embedded JSON
 and XML, cost, reference answers, the judge, tool calls against the declared tools), cases
-(appending), runner (prices and budgets, batches, the cache's flags), outcomes (reading,
-comparing and merging records; statistics; history; --omit-outputs), reports (JUnit, Markdown,
-HTML), commands (merge, history, add, check, report, compare, review) and the command line's
-options.
+(appending), runner (the rate limit, prices and budgets, batches, the cache's flags), outcomes
+(reading, comparing and merging records; statistics; history; --omit-outputs), reports (JUnit,
+Markdown, HTML), commands (merge, history, add, check, report, compare, review) and the command
+line's options.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
@@ -38,15 +38,15 @@ import unicodedata
 
 __all__ = [
     "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case", "open_sqlite",
-    "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
+    "RateLimiter", "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case",
+    "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
     "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
     "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
     "read_record", "OPTIONS", "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
-    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Confidence, Count,
+    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Count,
     DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
     NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
     _below_floor, _bounds, _call_text, _callable_name, _check_calls, _compile, _counted, _counts,
@@ -54,11 +54,16 @@ from evals import (  # the core's names this file builds on
     _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level, _line, _now,
     _number, _offline, _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all,
     _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting, _refuse_pairs,
-    _regex_problem, _reply_lines, _rows, _sha256, _strict_json, _text, _to_json, _tool_calls,
+    _regex_problem, _reply_lines, _rows, _strict_json, _text, _to_json, _tool_calls,
     _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
     case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
-    load_cases, record_problem, register, stored_output, summarize, write_atomic, write_record,
+    load_cases, mask_secrets, record_problem, register, stored_output, summarize, write_atomic,
+    write_record,
 )
+
+
+def _sha256(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,16 +225,19 @@ _DETECTABLE = tuple(sorted(set(_LANG_STOPWORDS) | {code for _, _, code in _SCRIP
 def _detect_language(text):
     """ISO 639-1 code of the main language of `text` (str), or "und" (like langdetect).
 
-    The script with the most letters (kana, hangul and CJK count 3) decides; in a shared one,
-    the most stop words and telltales (1/k each if k languages share it), else the next script.
+    The script with the most letters and marks (kana, hangul and CJK count 3) decides; in a
+    shared one, the most stop words and telltales (1/k each if k languages share it), else the
+    next script.
     """
     folded = unicodedata.normalize("NFC", text).lower()
     counts, spaces = collections.Counter(), {}
     for char, n in collections.Counter(folded).items():
-        if char.isalpha():
+        # Marks belong to words and count for their script: in Devanagari, Bengali or Tamil a
+        # third of the text is vowel signs, and left out a few English words would outweigh it.
+        if char.isalpha() or unicodedata.category(char).startswith("M"):
             script = _script(char)
             counts[script] += 3 * n if script in ("ja", "ko", "zh") else n
-        elif not unicodedata.category(char).startswith("M"):  # marks belong to words
+        else:
             spaces[ord(char)] = " "
     words = folded.translate(spaces).split()
     joined, scores = "_%s_" % "_".join(words), collections.Counter()
@@ -1082,6 +1090,9 @@ def _judge_rule(check):
     return problems
 
 
+Confidence = Choice("high", "medium")
+
+
 @register(rule=_judge_rule, needs_judge=True)
 def check_judge(output, rubric: Text = None, must_include: Texts = None,
                 must_not_claim: Texts = None, context: Text = None,
@@ -1119,7 +1130,7 @@ def _judge_cache(path):
     cache = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 row = json.loads(line)
                 if (isinstance(row, dict) and isinstance(row.get("key"), str)
                         and isinstance(row.get("reply"), str)):
@@ -1131,8 +1142,9 @@ class Judge:
     """The judge of a run: a callable (prompt str -> str), its name (default "module:function")
     and an optional reply cache, cache_path: JSONL, one {"key", "name", "model", "reply", "ts"}
     a line, keyed by sha256 of the name, the callable's `judge_model` (a str or a function
-    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls. The
-    callable is passed `case=` and `attempt=` when its signature names them."""
+    returning one) and the prompt. timeout: seconds, or None. `calls` counts real calls, `hits`
+    the replies the cache gave. The callable is passed `case=` and `attempt=` when its signature
+    names them."""
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
@@ -1140,7 +1152,7 @@ class Judge:
         self.name = name or _callable_name(func)
         self.cache_path = cache_path
         self.timeout = timeout
-        self.calls = 0
+        self.calls = self.hits = 0
         self._lock = threading.Lock()
         self._cache = _judge_cache(cache_path) if cache_path else {}
 
@@ -1156,6 +1168,8 @@ class Judge:
         key = self.key(prompt) if self.cache_path else None
         hit = self._cache.get(key)  # none without a cache
         if hit is not None:
+            with self._lock:
+                self.hits += 1
             return _Reply(hit["reply"], hit.get("model"), cached=True)
         answer = _within(lambda: self._ask(prompt, case, attempt), self.timeout)
         with self._lock:
@@ -1368,8 +1382,22 @@ def _append_line(path, row, data=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Prices and budgets
+# The rate limit, prices and budgets
 # ---------------------------------------------------------------------------------------------
+
+class RateLimiter:
+    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
+
+    def __init__(self, per_second):
+        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
+
+    def wait(self):
+        with self._lock:
+            start = max(now := time.monotonic(), self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
 
 class Budget:
     """A spending limit in US dollars shared by all calls of a run (thread-safe). reserve()
@@ -1418,7 +1446,7 @@ def load_prices(path):
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EvalsError(f"--prices {path}: cannot read a JSON price table: {exc}") from None
     if not isinstance(data, dict):
         raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
@@ -1460,6 +1488,10 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
     selection, client and EVALS_* settings), priced at batch prices. The client offers
     `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
     {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
+    if client_name.startswith("replay:"):  # the offline default: said as what is missing
+        raise EvalsError("--batch: " + ("EVALS_PROVIDER=replay" if os.environ.get(
+            "EVALS_PROVIDER", "").strip() else "EVALS_PROVIDER is not set") + ": a batch needs "
+                         "a provider (EVALS_PROVIDER=openai or anthropic; see my_client.py)")
     batch = getattr(call_model, "batch", None)
     if not callable(batch):
         raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
@@ -1515,7 +1547,7 @@ def _saved_batches(path):
             saved = json.load(handle)
     except FileNotFoundError:
         return []
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise EvalsError(f"{path}: not JSON ({exc})") from None
     batches = saved.get("batches") if isinstance(saved, dict) else None
     if not (isinstance(batches, list) and all(isinstance(b, dict) for b in batches)):
@@ -1581,12 +1613,13 @@ def _answered_from(replies):
 # it, its record holding every answer; `--resume` answers from it the calls already made.
 
 def journal_path(args):
-    """The journal of the run `args` describes: .evals/unfinished-NAME.sqlite beside the
-    baseline, NAME that of the record it writes, so that shards in one folder keep theirs."""
+    """The journal of the run `args` describes: unfinished.sqlite beside the baseline (see
+    _beside_baseline), unfinished-NAME.sqlite for a run writing NAME.json (--out, a shard), so
+    that shards in one folder keep theirs."""
     out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
-                       else args.baseline)
-    name = os.path.splitext(os.path.basename(out))[0]
-    return _beside_baseline(args, f"unfinished-{name}.sqlite")
+                       else None)
+    name = f"-{os.path.splitext(os.path.basename(out))[0]}" if out else ""
+    return _beside_baseline(args, f"unfinished{name}.sqlite")
 
 
 def use_journal(args, stderr):
@@ -1667,7 +1700,7 @@ def read_record(path, error=EvalsError):
     try:
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
         raise error(f"{path}: cannot read the run record: {exc}" + (
             " (one JSON value a line, as in a case or recordings file; a run record is one "
@@ -1875,7 +1908,8 @@ def history_append(path, record):
                 ((run_id, e["id"], e["status"],
                   # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
                   # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
-                  "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                  mask_secrets("\n".join(case_reasons(e["status"], e.get("error"),
+                                                       e.get("checks"))))
                   .encode("utf-8", "backslashreplace").decode("utf-8"),
                   e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
     return run_id
@@ -2030,9 +2064,6 @@ _DIFF_TOKEN_LIMIT = 6000
 
 # Not allowed in XML 1.0 (its Char production): C0 controls but tab, LF and CR, surrogates,
 # U+FFFE and U+FFFF. A serializer that let them through would write a file parsers reject.
-_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 # Characters with a meaning in CommonMark/GFM inline text, escaped with a backslash.
 _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=$^])")
 
@@ -2057,8 +2088,9 @@ _SECTIONS = {
 
 
 def _xml_text(value):
-    """Text an XML 1.0 document can hold: forbidden characters removed."""
-    return _XML_FORBIDDEN.sub("", _text(value))
+    """Text an XML 1.0 document can hold: the characters it forbids spelled out, as by
+    _visible (which every report shares), so that ids "b" and "b\\ufffe" stay two names."""
+    return _visible(value)
 
 
 def _outputs_shown(record):
@@ -2569,7 +2601,7 @@ def _added_checks(args):
     for number, text in enumerate(args.check, 1):
         try:
             checks.append(_strict_json(text, unique_keys=True))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     checks += [{"type": kind, "values": getattr(args, kind)}
                for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
@@ -2797,7 +2829,7 @@ def _read_captures(path):
     for line in (line.rstrip("\r") for line in lines if line.strip()):
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             row = None
         if isinstance(row, dict) and "input" in row and "output" in row:
             captures.setdefault(hashlib.sha256(line.encode("utf-8")).hexdigest(), row)
@@ -2908,7 +2940,7 @@ def _pasted_case(row, text, cases_path, stdout):
         lines += [line] if line.strip() else []
     try:
         case = json.loads("".join(lines))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         stdout.write(f"not valid JSON: {exc}\n")
         return None
     problems = case_problems(case)
@@ -3032,7 +3064,7 @@ def write_reports(args, record, previous):
             write_atomic(path, [render()])
     if args.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(record) + "\n")
+            handle.write(mask_secrets(render_markdown(record)) + "\n")
 
 
 def _use_history(args, done, stderr, use):
@@ -3072,6 +3104,57 @@ def flaky_cases(args, cases):
     return [c for c in cases if c.id in {item["id"] for item in flaky}]
 
 
+# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
+# of these, is a misspelling that would otherwise replay the recordings, green, forever.
+VARIABLES = tuple("EVALS_" + name for name in (
+    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
+    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
+    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
+    "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM JOURNAL RESUME").split())
+
+
+@contextlib.contextmanager
+def environ_kept(name):
+    """`name`, and the journal's EVALS_JOURNAL and EVALS_RESUME (see use_journal), kept in the
+    environment as they were: a run tells the client through them."""
+    before = {key: os.environ.get(key) for key in (name, "EVALS_JOURNAL", "EVALS_RESUME")}
+    try:
+        yield
+    finally:
+        for key, value in before.items():  # set back, or taken out when it was not set
+            os.environ.update({key: value}) if value is not None else os.environ.pop(key, None)
+
+
+def selection_hint(args, cases):
+    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
+    tags = sorted({tag for case in cases for tag in case.tags})
+    if set(args.tag or ()) - set(tags):
+        return f"; the case file's tags: {', '.join(tags) or 'none'}"
+    ids = [c.id for c in cases]
+    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
+    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
+
+
+def warn_before_run(args, baseline, cases, stderr):
+    """Warnings before any call: each misspelled variable (VARIABLES), with a did-you-mean, and a
+    run that would replace another case file's baseline (given with --baseline)."""
+    for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
+        hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
+        if hint != "." or name.startswith("EVAL_"):
+            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
+                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
+    theirs = baseline.case_file
+    if theirs is None or args.no_save or args.out or args.shard or (
+            os.path.normpath(theirs) == os.path.normpath(args.cases)):
+        return
+    dropped = len(set(baseline.entries) - {case.id for case in cases})
+    if dropped:
+        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
+                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+                     f"{args.cases} lacks (without --baseline each case file has its own; "
+                     "--no-save writes none)\n")
+
+
 def prepare_run(args, cases, options, stderr):
     """This file's part of a run, before any call: prices and --budget, the judge (or
     --no-judge) and the call cache on `options` (EVALS_CACHE is set before the client is
@@ -3099,13 +3182,18 @@ def prepare_run(args, cases, options, stderr):
 
 
 def after_summary(args, record, cases, skipped, options, stdout, stderr):
-    """What follows the summary of a finished run: how many replies the cache gave (kept in
-    the record's summary), the judge checks --no-judge skipped, a budget that could not price
-    every call."""
+    """What follows the summary of a finished run: how many replies and judge verdicts a cache
+    gave (kept in the record's summary), the judge checks --no-judge skipped, a budget that
+    could not price every call."""
     if options.cache:
         record["summary"]["cached"] = options.cached
         stdout.write(cache_note(options))
     end_journal(args, options, record, stdout)
+    judge = options.judge
+    if isinstance(judge, Judge) and judge.hits:  # a verdict asked again would cost a call
+        record["summary"]["judge_cached"] = judge.hits
+        stdout.write(f"{judge.hits} of {judge.hits + judge.calls} judge replies came from the "
+                     f"judge's cache ({judge.cache_path}); delete it to ask the judge again\n")
     if args.no_judge and any(_needs_judge(c) for case in cases for c in case.checks):
         stdout.write("judge checks skipped (--no-judge): their cases were scored on "
                      "deterministic checks only\n")
@@ -3118,7 +3206,22 @@ def after_summary(args, record, cases, skipped, options, stdout, stderr):
                      "they were not counted\n")
 
 
+def _shard(text):
+    """--shard K/N: (K, N), 1 <= K <= N."""
+    import argparse
+
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
 OPTIONS = {
+    # 0.001: one call a thousand seconds; below, the wait overflows the clock
+    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
+                         help="start at most this many calls per second"),
+    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
+                    "case id); combine the shards' records with `evals.py merge`"),
     "--cache": "answer each call made before with the same request (model, parameters, input, "
                "repeat index) from the cache of live calls, without calling the model, and "
                "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
@@ -3127,10 +3230,10 @@ OPTIONS = {
                "empties it",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
     "--resume": "after a live run was interrupted (Ctrl-C, a CI timeout): reuse the answers it "
-                "got, which the client kept (my_client: in .evals/unfinished-NAME.sqlite beside "
-                "the baseline, deleted once a run finishes), and call only the rest",
+                "got, which the client kept (my_client: in .evals/unfinished.sqlite beside the "
+                "baseline, deleted once a run finishes), and call only the rest",
     "--errored": "run only cases that errored in the baseline's last run",
-    "--repeat-flaky": dict(type=_number(int, 2), metavar="N", help="run only the cases the "
+    "--repeat-flaky": dict(type=_number(int, 2, 1000), metavar="N", help="run only the cases the "
                            "history marks flaky, N calls each, to measure their pass rates"),
     "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
                      "estimated cost would pass this many dollars; cases not called are errors"),
@@ -3295,8 +3398,12 @@ def _needs_judge(check):
 
 
 def _beside_baseline(args, name):
-    """A file in the .evals folder beside the baseline (history, judge cache)."""
-    return os.path.join(os.path.dirname(os.path.abspath(args.baseline)), ".evals", name)
+    """A file in the .evals folder beside the baseline (history, judge cache, batches): `name`
+    for last_run.json, NAME.`name` for NAME.last_run.json or NAME.json, so that each baseline
+    keeps its own."""
+    folder, base = os.path.split(os.path.abspath(args.baseline))
+    stem = re.sub(r"\.?last_run$", "", os.path.splitext(base)[0])
+    return os.path.join(folder, ".evals", f"{stem}.{name}" if stem else name)
 
 
 def _history_path(args):

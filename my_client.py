@@ -158,8 +158,8 @@ called tools), with the attributes its docstring lists: ``tool_calls``,
 ``replayed``, ``cached``, ``reasoning`` and ``sent``.
 
 ``reply_dict(reply)`` is the reply as recordings and captures store it: the
-string when it has no tool calls and ended normally (``stop`` or unknown), else
-``{"text", "tool_calls", "finish_reason"}``.
+string when that is all the provider said (no tool calls, no finish reason), else
+``{"text", "finish_reason"}`` and its ``tool_calls`` when it made any.
 
 Finish reasons, normalised (``finish_reason``; the provider's word stays in
 ``finish_reason_raw``):
@@ -485,16 +485,17 @@ class Reply(str):
 
 
 def reply_dict(reply: Any) -> Any:
-    """A reply as recordings and captures store it: the str itself when it has no tool calls
-    and ended normally (finish_reason None or ``stop``), else the whole reply ``{"text": str,
-    "tool_calls": [{"name", "arguments"}], "finish_reason": str|None}``."""
+    """A reply as recordings and captures store it: the str itself when that is all the
+    provider reported, else the whole reply ``{"text": str, "finish_reason": str|None}`` with
+    ``"tool_calls": [{"name", "arguments"}]`` when it made any (a finish reason, ``stop``
+    included, is kept: a check of it on a replay must see what the live call saw)."""
     calls = getattr(reply, "tool_calls", None) or []
     finish = getattr(reply, "finish_reason", None)
-    if not calls and finish in (None, "stop"):
+    if not calls and finish is None:
         return str(reply)
-    return {"text": str(reply), "finish_reason": finish,
-            "tool_calls": [{"name": call["name"], "arguments": call["arguments"]}
-                           for call in calls]}
+    return {"text": str(reply), "finish_reason": finish, **({"tool_calls": [
+        {"name": call["name"], "arguments": call["arguments"]} for call in calls]} if calls
+        else {})}
 
 
 class ProviderError(Exception):
@@ -688,7 +689,7 @@ def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
                 source = json.load(handle)
         except OSError as exc:
             raise ConfigError("%s: cannot be read (%s)" % (where, exc.strerror or exc)) from None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError("%s: not valid JSON (%s)" % (where, exc)) from None
     if source is None:
         return None
@@ -1631,11 +1632,16 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
-    arguments are an object), then the deprecated ``message.function_call``:
-    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ."""
-    calls = [call.get("function") or {} for call in message.get("tool_calls") or []
-             if isinstance(call, dict)]
-    if isinstance(message.get("function_call"), dict):
+    arguments are an object), or else the deprecated ``message.function_call``:
+    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices .  Any
+    other shape (a bare call object, a call that is not an object) is _Failed, never no call."""
+    listed = message.get("tool_calls") or []
+    if not isinstance(listed, list):
+        shape = "an object" if isinstance(listed, dict) else type(listed).__name__
+        raise _Failed("response's message.tool_calls is %s, not an array of calls" % shape)
+    calls = [(call.get("function") or {}) if isinstance(call, dict) else {} for call in listed]
+    # Not both: llama-cpp-python's server repeats a call of tool_calls in function_call.
+    if not listed and isinstance(message.get("function_call"), dict):
         calls.append(message["function_call"])
     return [_tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
             for call in calls if isinstance(call, dict)]
@@ -2244,6 +2250,8 @@ class _BatchAnswers(collections.abc.Mapping):
             api, settings, key, built, parse)
         self._missing = missing
         self._starts = {}  # type: Dict[str, int]
+        self._twice = set()  # the custom_ids answered more than once
+        self._unreadable = 0  # lines that name no request (not JSON, no string custom_id)
         self._lock = threading.Lock()
 
     def __del__(self) -> None:
@@ -2263,7 +2271,9 @@ class _BatchAnswers(collections.abc.Mapping):
         _retrying(once, self._settings, self._key)
 
     def index(self) -> "_BatchAnswers":
-        """Note where each result line starts, by its custom_id."""
+        """Note where each result line starts, by its custom_id.  A line that names no request
+        (not JSON, a custom_id that is no string) answers none; a request answered twice is an
+        error: neither answer can be told the right one."""
         self.file.seek(0)
         offset = 0
         for line in self.file:
@@ -2271,10 +2281,13 @@ class _BatchAnswers(collections.abc.Mapping):
                 try:
                     row = json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError):
-                    raise ProviderError(self._settings.provider, "a batch result line is not "
-                                        "JSON: %s" % _truncate(line.decode("utf-8", "replace")))
+                    row = None
                 custom_id = row.get("custom_id") if isinstance(row, dict) else None
-                if custom_id in self._built:
+                if not isinstance(custom_id, str):
+                    self._unreadable += 1
+                elif custom_id in self._starts:
+                    self._twice.add(custom_id)
+                elif custom_id in self._built:
                     self._starts[custom_id] = offset
             offset += len(line)
         return self
@@ -2288,8 +2301,13 @@ class _BatchAnswers(collections.abc.Mapping):
     def __getitem__(self, custom_id: str) -> Any:
         request = self._built[custom_id]
         start = self._starts.get(custom_id)
+        if custom_id in self._twice:
+            return ProviderError(self._settings.provider, "the batch answered this request "
+                                 "twice (custom_id %s): neither answer is taken" % custom_id)
         if start is None:
-            return ProviderError(self._settings.provider, self._missing)
+            return ProviderError(self._settings.provider, self._missing + (
+                " (%d result line(s) named no request: not JSON, or no string custom_id)"
+                % self._unreadable if self._unreadable else ""))
         with self._lock:
             self.file.seek(start)
             line = self.file.readline()
@@ -2368,13 +2386,20 @@ def _openai_batch_submit(settings: Settings, key: Optional[str],
     return _field(settings, batch, "id", "the batch creation")
 
 
+def _batch_count(batch: Dict[str, Any], name: str) -> int:
+    """A batch's request count ``name``: 0 when it is missing or no whole number (progress
+    only: the answers are read from the results)."""
+    counts = batch.get("request_counts")
+    value = counts.get(name) if isinstance(counts, dict) else None
+    return value if type(value) is int else 0
+
+
 def _openai_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    counts = batch.get("request_counts") or {}
     status = batch.get("status")
-    done = (counts.get("completed") or 0) + (counts.get("failed") or 0)
+    done = _batch_count(batch, "completed") + _batch_count(batch, "failed")
     return (status in ("completed", "expired", "cancelled", "failed"),
             "%s, %d of %s requests done, %d failed"
-            % (status, done, counts.get("total", "?"), counts.get("failed") or 0))
+            % (status, done, _batch_count(batch, "total") or "?", _batch_count(batch, "failed")))
 
 
 def _openai_batch_files(settings: Settings, batch: Dict[str, Any]) -> List[str]:
@@ -2417,12 +2442,11 @@ def _anthropic_batch_submit(settings: Settings, key: Optional[str],
 
 
 def _anthropic_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    counts = batch.get("request_counts") or {}
-    done = sum(counts.get(k) or 0 for k in ("succeeded", "errored", "canceled", "expired"))
+    done = sum(_batch_count(batch, k) for k in ("succeeded", "errored", "canceled", "expired"))
     return (batch.get("processing_status") == "ended",
             "%s, %d of %d requests done, %d errored" % (
-                batch.get("processing_status"), done, done + (counts.get("processing") or 0),
-                counts.get("errored") or 0))
+                batch.get("processing_status"), done, done + _batch_count(batch, "processing"),
+                _batch_count(batch, "errored")))
 
 
 def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[str]:
@@ -2619,8 +2643,9 @@ def _from_cache(client: "Client", prompt: Prompt,
 
 def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
     """Keep ``reply`` in the cache at ``slot`` (from :func:`_from_cache`; None: the cache is off)
-    and return it.  Only answers get here, an empty one included: an error raises before."""
-    if slot is None:
+    and return it.  Only answers get here, an empty one included: an error raises before.  One
+    a content filter stopped is not kept: the filter may let the same request through next time."""
+    if slot is None or reply.finish_reason == "content_filter":
         return reply
     import sqlite3
 

@@ -72,7 +72,7 @@ class LoadCasesTest(unittest.TestCase):
         ])
         problems = self.problems(text)
         self.assertEqual(problems[0], "F:1: check 1: contains_any: parameter 'values' must be a "
-                                      "non-empty list of non-empty strings")
+                                      "non-empty list of strings with a visible character each")
         self.assertEqual(problems[1], "F:2: field 'input' must be a string or a list of "
                                       'messages ({"role": ..., "content": ...})')
         self.assertTrue(problems[2].startswith("F:2: check 1: regex: parameter 'pattern' is not a "

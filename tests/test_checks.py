@@ -10,6 +10,7 @@ import unittest
 from pathlib import Path
 
 import evals
+import evals_extras
 
 IFEVAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "ifeval"
 
@@ -505,12 +506,102 @@ class CharCountTest(CheckTestCase):
         self.assertFails({"type": "char_count", "max": 7}, output, "expected at most 7")
         self.assertEqual(len(output.encode("utf-8")), 12)
 
-    def test_combining_mark_is_a_code_point(self):
-        self.assertPasses({"type": "char_count", "min": 2, "max": 2}, "e\u0301")
+    def test_code_points_of_the_text_as_checks_read_it(self):
+        # docs/checks.md, "How checks read text": NFC, CRLF as one line end, no invisible
+        # characters; a combining mark with no precomposed form stays a code point of its own.
+        for text, count in (("e\u0301", 1), ("q\u0301", 2), ("a\r\nb", 3), ("a\u200bb", 2)):
+            with self.subTest(text=text):
+                self.assertPasses({"type": "char_count", "min": count, "max": count}, text)
 
     def test_whitespace_counts(self):
         self.assertPasses({"type": "char_count", "min": 5, "max": 5}, " a b ")
         self.assertFails({"type": "char_count", "min": 6}, " a b ", "5 characters, expected at least 6")
+
+
+class OneRuleForBothSidesTest(CheckTestCase):
+    """docs/checks.md, "How checks read text": what a check does to the output it does to its
+    values and patterns; a value no output can match is refused when the file loads."""
+
+    def test_crlf_in_a_value_is_the_line_end_it_stands_for(self):
+        output = "Step 1: unplug it.\r\nStep 2: wait."
+        for value in ("unplug it.\r\nStep 2", "unplug it.\nStep 2"):
+            with self.subTest(value=value):  # not_contains passed on the verbatim CRLF text
+                self.assertFails({"type": "not_contains", "values": [value]}, output)
+                self.assertPasses({"type": "contains_all", "values": [value]}, output)
+        self.assertPasses({"type": "equals", "value": output}, output)  # byte-identical
+        self.assertPasses({"type": "starts_with", "value": "Step 1: unplug it.\r\n",
+                           "strip": False}, output)
+
+    def test_a_patterns_crlf_matches_the_line_end(self):
+        output = "total: 3\r\nok"
+        self.assertPasses({"type": "regex", "pattern": "3\\r\\nok"}, output)
+        self.assertPasses({"type": "regex", "pattern": "3\r\nok"}, output)
+        self.assertPasses({"type": "regex", "pattern": "^total: 3$", "flags": "m"}, output)
+        # an escaped backslash before "r" is a literal backslash, not a carriage return
+        self.assertFails({"type": "regex", "pattern": "\\\\r\\nok"}, output)
+
+    def test_invisible_characters_do_not_split_words(self):
+        output = "Your re\u200bfund was appro\u00adved."
+        self.assertPasses({"type": "contains_all", "values": ["refund", "approved"]}, output)
+        self.assertPasses({"type": "regex", "pattern": r"\brefund\b"}, output)
+        self.assertPasses({"type": "equals", "value": "Your refund was approved."}, output)
+        self.assertFails({"type": "contains_any", "values": ["x"]}, "\u200b", "the output is empty")
+
+    def test_unicode_forms_match_in_patterns_too(self):
+        self.assertPasses({"type": "regex", "pattern": "caf\u00e9"}, "cafe\u0301 au lait")
+        self.assertPasses({"type": "regex", "pattern": "cafe\u0301"}, "caf\u00e9 au lait")
+
+    def test_values_strip_makes_unmatchable_are_refused(self):
+        for check in ({"type": "equals", "value": " yes"}, {"type": "equals", "value": "yes\n"},
+                      {"type": "starts_with", "value": " Dear"},
+                      {"type": "ends_with", "value": "Regards \t"}):
+            with self.subTest(check=check):
+                self.assertEqual(evals.validate_check(check), [
+                    f"{check['type']}: parameter 'value': {check['value']!r} has white space "
+                    "at an end that strip removes from the output: it can never match (remove "
+                    "it, or set strip to false)"])
+                self.assertEqual(evals.validate_check(dict(check, strip=False)), [])
+        # white space where strip keeps it can match
+        self.assertEqual(evals.validate_check({"type": "starts_with", "value": "Dear "}), [])
+        self.assertEqual(evals.validate_check({"type": "contains_any", "values": [" a "]}), [])
+
+    def test_a_value_of_invisible_characters_only_is_refused(self):
+        # Once the invisible characters are removed it is "", which every output contains.
+        self.assertProblem({"type": "not_contains", "values": ["ok", "\u200b"]},
+                           "parameter 'values' must be a non-empty list of strings with a "
+                           "visible character each")
+        self.assertProblem({"type": "phrase_count", "phrase": "\u2060", "min": 1},
+                           "parameter 'phrase' must be a string with a visible character")
+        self.assertProblem({"type": "regex", "pattern": "\u00ad"}, "parameter 'pattern'")
+
+    def test_a_zero_width_space_in_an_answer_on_the_command_line(self):
+        # A zero-width space inside "refund" failed contains_all and regex (issue 21, item 8).
+        import io, os, tempfile
+        with tempfile.TemporaryDirectory() as folder:
+            def write(name, row):
+                with open(os.path.join(folder, name), "w", encoding="utf-8") as handle:
+                    handle.write(json.dumps(row) + "\n")
+            write("cases.jsonl", {"id": "zw", "input": "q", "checks": [
+                {"type": "contains_all", "values": ["refund approved"]},
+                {"type": "regex", "pattern": "\\brefund\\b"}]})
+            write("rec.jsonl", {"id": "zw", "output": "Your re\u200bfund approved."})
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--rescore",
+                               os.path.join(folder, "rec.jsonl"), "--no-save"], out, err)
+        self.assertEqual(code, 0, out.getvalue() + err.getvalue())
+        self.assertIn("pass rate 100.0% (1/1)", out.getvalue())
+
+    def test_the_case_file_names_line_and_parameter(self):
+        import tempfile, os
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "cases.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "a", "input": "q", "checks": [
+                    {"type": "equals", "value": "ok "}]}) + "\n")
+            with self.assertRaises(evals.CaseFileError) as caught:
+                evals.load_cases(path)
+        self.assertIn(f"{path}:1: check 1: equals: parameter 'value': 'ok ' has white space",
+                      str(caught.exception))
 
 
 class SentenceCountTest(CheckTestCase):
@@ -701,10 +792,23 @@ class JsonValidTest(CheckTestCase):
 
     def test_fence_wrapping_the_whole_output(self):
         fenced = '```json\n{"a": 1}\n```'
-        self.assertFails(self.CHECK, fenced, "wrapped in a ``` fence; set allow_fence")
+        self.assertFails(self.CHECK, fenced, "a ``` fence around the JSON; set allow_fence")
         self.assertPasses({"type": "json_valid", "allow_fence": True}, fenced)
         self.assertPasses({"type": "json_valid", "allow_fence": True}, '\n```\n[1, 2]\n```\n')
         self.assertPasses({"type": "json_valid", "allow_fence": True}, '```JSON\n"x"\n```')
+
+    def test_a_lone_fence_as_ifeval_strips_it(self):
+        # IFEval's JsonFormat strips an opening and a closing fence each on its own: a model that
+        # drops one of the two still answered with JSON only.
+        allowed = {"type": "json_valid", "allow_fence": True}
+        for output in ('{"a": 1}\n```', '[1, 2]```', '```json\n{"a": 1}', '```{"a": 1}```'):
+            with self.subTest(output):
+                self.assertPasses(allowed, output)
+                self.assertFails(self.CHECK, output, "set allow_fence")
+        for output in ('{"a": 1}\n```\nMore', '```python\n{"a": 1}\n```', '```\n```'):
+            with self.subTest(output):
+                self.assertFails(allowed, output, "not valid JSON")
+                self.assertNotIn("allow_fence", self.assertFails(self.CHECK, output).reason)
 
     def test_multiline_fence(self):
         fenced = '```json\n{\n  "a": 1,\n  "b": [\n    2\n  ]\n}\n```'
@@ -1018,11 +1122,11 @@ class ValidateCheckTest(CheckTestCase):
 
     def test_wrong_typed_parameters(self):
         self.assertProblem({"type": "contains_any", "values": "refund"},
-                           "parameter 'values' must be a non-empty list of non-empty strings")
+                           "parameter 'values' must be a non-empty list of strings with a visible character each")
         self.assertProblem({"type": "contains_any", "values": []}, "parameter 'values' must be")
         self.assertProblem({"type": "contains_any", "values": [""]}, "parameter 'values' must be")
         self.assertProblem({"type": "contains_any", "values": ["a", 1]}, "parameter 'values' must be")
-        self.assertProblem({"type": "equals", "value": ""}, "parameter 'value' must be a non-empty string")
+        self.assertProblem({"type": "equals", "value": ""}, "parameter 'value' must be a string with a visible character")
         self.assertProblem({"type": "contains_any", "values": ["a"], "ignore_case": "yes"},
                            "parameter 'ignore_case' must be true or false")
         self.assertProblem({"type": "contains_any", "values": ["a"], "negate": 1},
@@ -1054,8 +1158,8 @@ class ValidateCheckTest(CheckTestCase):
     def test_invalid_regex(self):
         self.assertProblem({"type": "regex", "pattern": "(unclosed"},
                            "regex: parameter 'pattern' is not a valid regular expression")
-        self.assertProblem({"type": "regex", "pattern": ""}, "must be a non-empty string")
-        self.assertProblem({"type": "regex", "pattern": ["a"]}, "must be a non-empty string")
+        self.assertProblem({"type": "regex", "pattern": ""}, "must be a string with a visible character")
+        self.assertProblem({"type": "regex", "pattern": ["a"]}, "must be a string with a visible character")
 
     def test_pattern_is_validated_with_its_flags(self):
         # In verbose mode "#" starts a comment, so the "(" is not part of the pattern.
@@ -1146,9 +1250,14 @@ class EmptyOutputTest(CheckTestCase):
                 self.assertFalse(run(check, "  \n").passed)
                 self.assertTrue(run(check, "ok").passed)
 
-    def test_unknown_type_raises(self):
-        with self.assertRaises(KeyError):
-            evals.run_check({"type": "nope"}, "text")
+    def test_an_invalid_check_raises_what_the_case_file_would_say(self):
+        # One validation for the command line and the API: run_check scored "STOP" and
+        # unknown types were a bare KeyError.
+        for check in ({"type": "nope"}, {"type": "finish_reason", "values": ["STOP"]},
+                      {"type": "contains_any", "values": ["a"], "ignore_case": "yes"}):
+            with self.subTest(check=check), self.assertRaises(ValueError) as caught:
+                evals.run_check(check, "text")
+            self.assertEqual(str(caught.exception), "; ".join(evals.validate_check(check)))
 
 
 class EvaluateTest(CheckTestCase):

@@ -277,6 +277,19 @@ class ToolCallReplyTests(LoopbackCase):
         self.assertEqual((reply.tool_calls, reply.finish_reason),
                          ([{"name": "lookup_order", "arguments": ARGUMENTS}], "tool_calls"))
 
+    def test_a_call_in_tool_calls_and_function_call_alike_is_one_call(self):
+        # llama-cpp-python's server (chat format chatml-function-calling, a named tool_choice)
+        # gives the call in both fields; its arguments here are cut at the token limit.
+        raw = '{ "order_id": "1234567890123456789012'
+        call = {"name": "lookup_order", "arguments": raw}
+        response = openai_ok(finish="tool_calls")
+        response["json"]["choices"][0]["message"].update(
+            content=None, function_call=dict(call),
+            tool_calls=[{"id": "call__0_lookup_order_cmpl-1", "type": "function",
+                         "function": dict(call)}])
+        reply = self.reply("openai", response)
+        self.assertEqual((reply.tool_calls, reply.finish_reason), ([call], "tool_calls"))
+
     def test_a_tool_call_without_a_name_is_a_malformed_body(self):
         response = json.loads(json.dumps(OPENAI_TOOL_CALLS))
         response["json"]["choices"][0]["message"]["tool_calls"][0]["function"].pop("name")
@@ -575,7 +588,13 @@ class AcceptsConversationsTests(unittest.TestCase):
 class ReplyDictTests(unittest.TestCase):
     def test_a_plain_answer_stays_a_string(self):
         self.assertEqual(my_client.reply_dict("hi"), "hi")
-        self.assertEqual(my_client.reply_dict(my_client.Reply("hi", finish_reason="stop")), "hi")
+        self.assertEqual(my_client.reply_dict(my_client.Reply("hi")), "hi")
+
+    def test_a_known_ending_is_kept_stop_included(self):
+        # A replay must see the ending the live call saw: stored as a bare str, "stop" came
+        # back as "not reported", which a finish_reason check fails.
+        self.assertEqual(my_client.reply_dict(my_client.Reply("hi", finish_reason="stop")),
+                         {"text": "hi", "finish_reason": "stop"})
 
     def test_tool_calls_or_another_ending_make_a_dict(self):
         calls = [{"name": "lookup_order", "arguments": ARGUMENTS}]
@@ -583,7 +602,7 @@ class ReplyDictTests(unittest.TestCase):
                                                                tool_calls=calls)),
                          {"text": "", "tool_calls": calls, "finish_reason": "tool_calls"})
         self.assertEqual(my_client.reply_dict(my_client.Reply("The refund", finish_reason="length")),
-                         {"text": "The refund", "tool_calls": [], "finish_reason": "length"})
+                         {"text": "The refund", "finish_reason": "length"})
 
 
 class WholeReplyReplayTests(unittest.TestCase):
@@ -668,7 +687,8 @@ class CaptureWholeReplyTests(unittest.TestCase):
                           path=self.captures)("hello")
         bot(CONVERSATION)
         plain, whole = self.rows()
-        self.assertEqual((plain["input"], plain["output"]), ("hello", "Hi"))
+        self.assertEqual((plain["input"], plain["output"]),
+                         ("hello", {"text": "Hi", "finish_reason": "stop"}))
         self.assertEqual(whole["input"], CONVERSATION)
         self.assertEqual(whole["output"], {"text": "", "tool_calls": calls,
                                            "finish_reason": "tool_calls"})

@@ -521,3 +521,278 @@ class FileModulesTest(unittest.TestCase):
         self.assertIs(ask.__globals__, judge.__globals__)
         self.assertEqual(ask.__globals__["RUNS"], [1])
         self.assertEqual(judge("p"), "Verdict(ok=True)")
+
+
+class NothingInventedTest(unittest.TestCase):
+    """Issue 21: what the report counts was measured, once."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write_cases(self, *cases):
+        with open(self.path("cases.jsonl"), "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(case) + "\n" for case in cases)
+
+    def main(self, *argv, client=None):
+        if client:
+            module = type(sys)("_hostile_client")
+            module.ask = client
+            sys.modules["_hostile_client"] = module
+            self.addCleanup(sys.modules.pop, "_hostile_client", None)
+            argv = ("--client", "_hostile_client:ask", *argv)
+        out, err = io.StringIO(), io.StringIO()
+        code = evals.main(["--cases", self.path("cases.jsonl"), "--baseline",
+                           self.path("last_run.json"), "--no-history", *argv], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_rescoring_more_calls_than_were_recorded_is_refused(self):
+        self.write_cases({"id": "k", "input": "q", "checks": [
+            {"type": "contains_all", "values": ["yes"]}]})
+        answers = iter(["yes", "yes", "no"])
+        code, _, err = self.main("--repeat", "3", "--out", self.path("run.json"),
+                                 client=lambda prompt: next(answers))
+        self.assertEqual(code, 0, err)
+        # calls 1-2 were replayed again as calls 4-5: "4/5 calls passed", two answers invented
+        code, out, err = self.main("--rescore", self.path("run.json"), "--repeat", "5",
+                                   "--no-save")
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertIn("run.json: case 'k' was called 3 times in that run, so --repeat 5 would "
+                      "score its recorded calls again as new answers; re-score with --repeat 3 "
+                      "or fewer", err)
+        code, out, err = self.main("--rescore", self.path("run.json"), "--repeat", "3",
+                                   "--no-save")
+        self.assertEqual(code, 0, err)
+        self.assertIn("(2/3 calls passed)", out)
+
+
+class ChecksThatRaiseTest(unittest.TestCase):
+    """Issue 21: whatever a `python` check raises is its case's error; Ctrl-C still stops."""
+
+    def test_a_base_exception_or_keyboard_interrupt_from_a_check_is_that_cases_error(self):
+        with tempfile.TemporaryDirectory() as folder:
+            cases = os.path.join(folder, "cases.jsonl")
+            with open(cases, "w", encoding="utf-8") as handle:
+                for case_id, function in (("a", "fails_like_pytest"), ("b", "interrupts"),
+                                          ("c", "is_short")):
+                    handle.write(json.dumps({"id": case_id, "input": "q", "checks": [
+                        {"type": "python", "function": "tests.user_checks:" + function}]}) + "\n")
+            module = type(sys)("_hostile_client")
+            module.ask = lambda prompt: "short"
+            sys.modules["_hostile_client"] = module
+            self.addCleanup(sys.modules.pop, "_hostile_client", None)
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["--cases", cases, "--baseline", os.path.join(folder, "b.json"),
+                               "--client", "_hostile_client:ask", "--no-save"], out, err)
+        self.assertEqual(code, 2, err.getvalue())
+        self.assertNotIn("Traceback", err.getvalue())
+        self.assertIn("pass rate 33.3% (1/3)", out.getvalue())
+        self.assertIn("ERROR: a\n    tests.user_checks:fails_like_pytest raised Failed: the "
+                      "answer is wrong\nERROR: b\n    tests.user_checks:interrupts raised "
+                      "KeyboardInterrupt\n", out.getvalue())
+
+    def test_ctrl_c_while_a_check_runs_still_interrupts_the_run(self):
+        import signal
+        import subprocess
+        import time
+
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "mine.py"), "w") as handle:
+                handle.write("import os, time\n"
+                             "def ask(prompt):\n    return 'fine'\n"
+                             "def slow(output):\n"
+                             "    open(os.path.join(os.path.dirname(__file__), 'started'), 'w')"
+                             ".close()\n    time.sleep(30)\n    return True\n")
+            with open(os.path.join(folder, "cases.jsonl"), "w") as handle:
+                handle.write(json.dumps({"id": "a", "input": "q", "checks": [
+                    {"type": "python", "function": "mine:slow"}]}) + "\n")
+            process = subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, "evals.py"), "--client", "mine:ask"],
+                cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            try:
+                deadline = time.monotonic() + 20
+                while not os.path.exists(os.path.join(folder, "started")):
+                    self.assertIsNone(process.poll(), "evals.py exited early")
+                    self.assertLess(time.monotonic(), deadline, "the check never started")
+                    time.sleep(0.05)
+                process.send_signal(signal.SIGINT)
+                out, err = process.communicate(timeout=20)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+            self.assertEqual(process.returncode, 130, err)
+            self.assertIn("interrupted", err)
+            self.assertFalse(os.path.exists(os.path.join(folder, "last_run.json")))
+
+
+class ChecksKeepToThemselvesTest(unittest.TestCase):
+    """Issue 21: a `python` check's side effects stay in its call."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = os.path.realpath(tmp.name)
+        self.addCleanup(os.chdir, os.getcwd())
+        module = type(sys)("_hostile_client")
+        module.ask = lambda prompt: "fine"
+        sys.modules["_hostile_client"] = module
+        self.addCleanup(sys.modules.pop, "_hostile_client", None)
+
+    def main(self, checks, *argv):
+        with open(os.path.join(self.dir, "cases.jsonl"), "w", encoding="utf-8") as handle:
+            for case_id in ("a", "b"):  # equal check lists: load_cases shares them
+                handle.write(json.dumps({"id": case_id, "input": "q", "checks": checks}) + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        os.chdir(self.dir)
+        code = evals.main(["--client", "_hostile_client:ask", "--no-history", *argv], out, err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_a_check_that_changes_its_list_parameter_changes_it_for_no_other_call(self):
+        code, out, err = self.main([{"type": "python", "function":
+                                     "tests.user_checks:takes_its_values", "values": ["a", "b"]}],
+                                   "--repeat", "3", "--no-save")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("pass rate 100.0% (2/2)", out)
+        self.assertNotIn("calls passed", out)  # 3/3 each, not flaky
+
+    def test_a_check_that_changes_folder_leaves_the_record_where_the_run_says(self):
+        os.mkdir(os.path.join(self.dir, "elsewhere"))
+        code, out, err = self.main([{"type": "python", "function": "tests.user_checks:moves_away",
+                                     "folder": os.path.join(self.dir, "elsewhere")}])
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(os.getcwd(), self.dir)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "last_run.json")))
+        self.assertEqual(os.listdir(os.path.join(self.dir, "elsewhere")), [])
+
+
+class BoundedTest(unittest.TestCase):
+    """Issue 21: no option, file or reason the user gives grows without end or crashes."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        for name in ("cases.jsonl", "recordings.jsonl"):
+            shutil.copy(os.path.join(ROOT, name), self.dir)
+        deep = "[" * 100_000 + "]" * 100_000
+        self.write("deep.json", '{"format": "evals-run", "version": 1, "cases": %s}' % deep)
+        self.write("deep.jsonl", '{"id": "a", "output": %s}\n' % deep)
+
+    def write(self, name, text):
+        with open(os.path.join(self.dir, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def main(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            code = evals.main(list(argv), out, err)
+        finally:
+            os.chdir(cwd)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_a_repeat_past_any_use_is_refused(self):
+        code, _, err = self.main("--rescore", "recordings.jsonl", "--no-save",
+                                 "--repeat", "9223372036854775808")
+        self.assertEqual(code, 2)
+        self.assertIn("argument --repeat: must be at most 1000, got 9223372036854775808", err)
+
+    def test_json_nested_too_deeply_is_an_error_naming_the_file(self):
+        for argv, words in (
+                (("--baseline", "deep.json", "--rescore", "recordings.jsonl", "--no-save"),
+                 "deep.json: the baseline is not valid JSON (maximum recursion depth"),
+                (("--rescore", "deep.json", "--no-save"), "deep.json:1: invalid JSON: maximum "),
+                (("--rescore", "deep.jsonl", "--no-save"), "deep.jsonl:1: invalid JSON: maximum"),
+                (("--rescore", "recordings.jsonl", "--no-save", "--prices", "deep.json"),
+                 "--prices deep.json: cannot read a JSON price table: maximum recursion depth"),
+                (("report", "deep.json"), "deep.json: cannot read the run record: maximum"),
+                (("merge", "deep.json", "--out", "m.json"), "deep.json: cannot read the run")):
+            with self.subTest(argv=argv):
+                code, _, err = self.main(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertNotIn("Traceback", err)
+                self.assertIn(words, err)
+
+    def test_a_tools_file_nested_too_deeply_names_the_file(self):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        environ.update(EVALS_PROVIDER="openai", OPENAI_API_KEY="k", EVALS_TOOLS="deep.json",
+                       EVALS_BASE_URL="http://127.0.0.1:9/v1", EVALS_MAX_ATTEMPTS="1")
+        with unittest.mock.patch.dict(os.environ, environ, clear=True):
+            code, out, err = self.main("--client", os.path.join(ROOT, "my_client.py") + ":ask",
+                                       "--no-save", "--no-history", "--id", "refund-under-limit")
+        self.assertEqual(code, 2, err)
+        self.assertIn("ConfigError: EVALS_TOOLS file deep.json: not valid JSON (maximum "
+                      "recursion depth", out)
+
+    def test_a_huge_reason_is_cut_in_the_summary_and_kept_in_the_record(self):
+        self.write("cases.jsonl", json.dumps({"id": "a", "input": "q", "checks": [
+            {"type": "python", "function": "tests.user_checks:says_a_lot"}]}) + "\n")
+        self.write("recordings.jsonl", json.dumps({"id": "a", "output": "fine"}) + "\n")
+        code, out, err = self.main("--rescore", "recordings.jsonl", "--no-history")
+        self.assertEqual(code, 0, err)
+        self.assertLess(len(out), 5000)
+        self.assertIn("why why ", out)
+        self.assertIn("... (4,999,008 more characters)", out)
+        with open(os.path.join(self.dir, "last_run.json"), encoding="utf-8") as handle:
+            reason = json.load(handle)["cases"][0]["checks"][0]["reason"]
+        self.assertEqual(len(reason), 5_000_000)
+
+
+class IdsAsTheyAreTest(unittest.TestCase):
+    """Issue 21: one rule for how ids are shown, in every report."""
+
+    def test_an_invisible_character_in_an_id_is_spelled_out_everywhere(self):
+        import xml.etree.ElementTree as ET
+
+        ids = ["b", "b\ufffe", "zw\u200bsp", "\ufeffbom", "rlo\u202e"]
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"id": i, "input": "q", "checks": [
+                    {"type": "equals", "value": "a"}]}) + "\n" for i in ids)
+            with open(os.path.join(folder, "rec.jsonl"), "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"id": i, "output": "b"}) + "\n" for i in ids)
+            out, err = io.StringIO(), io.StringIO()
+            junit = os.path.join(folder, "junit.xml")
+            code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--baseline",
+                               os.path.join(folder, "last_run.json"), "--rescore",
+                               os.path.join(folder, "rec.jsonl"), "--no-save", "--junit", junit],
+                              out, err)
+            self.assertEqual(code, 0, err.getvalue())
+            names = [case.get("name") for case in ET.parse(junit).iter("testcase")]
+        shown = ["b", "b\\ufffe", "zw\\u200bsp", "\\ufeffbom", "rlo\\u202e"]
+        for name in shown:
+            self.assertIn(f"NEW FAIL: {name}\n", out.getvalue())
+        self.assertEqual(names, shown)  # two ids, two test names
+
+    def test_a_bare_tool_call_object_is_an_error_naming_its_shape(self):
+        from tests._loopback import LoopbackServer
+
+        server = LoopbackServer().start()
+        self.addCleanup(server.stop)
+        call = {"id": "c1", "type": "function",
+                "function": {"name": "lookup_order", "arguments": "{}"}}
+        server.add({"json": {"model": "m", "choices": [{"finish_reason": "tool_calls", "message": {
+            "content": "", "tool_calls": call}}]}})
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "k", "input": "q", "checks": [
+                    {"type": "tool_called", "name": "lookup_order"}]}) + "\n")
+            environ = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+            environ.update(EVALS_PROVIDER="openai", OPENAI_API_KEY="k", EVALS_MAX_ATTEMPTS="1",
+                           EVALS_BASE_URL=server.url + "/v1")
+            out, err = io.StringIO(), io.StringIO()
+            with unittest.mock.patch.dict(os.environ, environ, clear=True):
+                code = evals.main(["--cases", os.path.join(folder, "cases.jsonl"), "--baseline",
+                                   os.path.join(folder, "last_run.json"), "--no-save",
+                                   "--client", os.path.join(ROOT, "my_client.py") + ":ask"],
+                                  out, err)
+        self.assertEqual(code, 2, out.getvalue() + err.getvalue())  # not "called no tool"
+        self.assertIn("ERROR: k\n    ProviderError: openai: response's message.tool_calls is an "
+                      "object, not an array of calls", out.getvalue())

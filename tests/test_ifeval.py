@@ -186,5 +186,18 @@ class AgreementTest(unittest.TestCase):
         self.assertEqual(self.result["prompt_reference"]["passed"], 183)
 
 
+class SmallModelAgreementTest(unittest.TestCase):
+    """SmolLM2-135M's answers: short, messy and often off-format, unlike GPT-4's."""
+
+    def test_every_textual_verdict_agrees(self):
+        if not (DATA_DIR / "smollm2" / "reference_strict.jsonl").is_file():
+            self.skipTest("IFEval smollm2 data not found at %s" % DATA_DIR)
+        result = agreement.measure(DATA_DIR / "smollm2")
+        self.assertEqual((result["prompts"], result["textual"]["n"]), (230, 300))
+        self.assertEqual(agreement.passes_thresholds(result), [],
+                         agreement.format_report(result, verbose=True))
+        self.assertEqual(result["prompt_reference"]["passed"], 36)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -313,8 +313,8 @@ class ValidationTest(unittest.TestCase):
     def test_bad_parameters(self):
         self.assertIn("judge: parameter 'min_confidence' must be one of 'high', 'medium'",
                       evals.validate_check(dict(JUDGE_CHECK, min_confidence="low")))
-        self.assertIn("judge: parameter 'must_include' must be a non-empty list of non-empty "
-                      "strings", evals.validate_check(dict(JUDGE_CHECK, must_include="x")))
+        self.assertIn("judge: parameter 'must_include' must be a non-empty list of strings "
+                      "with a visible character each", evals.validate_check(dict(JUDGE_CHECK, must_include="x")))
         self.assertTrue(any("'negate' is not supported" in p
                             for p in evals.validate_check(dict(JUDGE_CHECK, negate=True))))
 
@@ -482,10 +482,17 @@ class CliTest(unittest.TestCase):
         self.assertEqual(judged["judge"]["name"], self.path("judge_mod.py") + ":judge")
         self.assertEqual(judged["judge"]["verdict"]["confidence"], "high")
         self.assertTrue(os.path.exists(self.path(".evals/judge_cache.jsonl")))
+        self.assertNotIn("judge's cache", out)
         code, out, err = self.run_cli()
         self.assertEqual(code, 0, out + err)
         self.assertEqual(self.count("judge.log"), 1)
         self.assertTrue(self.record()["approval"]["checks"][1]["judge"]["cached"])
+        # A replayed verdict is said, not silent: the run's judge settings may have changed.
+        cache = os.path.abspath(self.path(".evals/judge_cache.jsonl"))
+        self.assertIn(f"1 of 1 judge replies came from the judge's cache ({cache}); delete it "
+                      "to ask the judge again\n", out)
+        with open(self.path("last_run.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle)["summary"]["judge_cached"], 1)
 
     def test_review_after_a_pass_is_a_regression(self):
         self.assertEqual(self.run_cli()[0], 0)

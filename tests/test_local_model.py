@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,7 @@ import time
 import unittest
 
 import evals
+import my_client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "local-model")
@@ -71,6 +73,40 @@ class SmokeSuiteTest(unittest.TestCase):
         self.assertEqual(again, recorded)
         self.assertIn("0 regressed, 0 fixed", done.stdout)
 
+    def test_the_tool_cases_offer_the_tools_and_check_the_calls(self):
+        # The smoke suite runs them against the server with chatml-function-calling, the tools
+        # of tools.json offered and lookup_order required (EVALS_TOOL_CHOICE).
+        tools = json.loads(read(os.path.join(EXAMPLE, "tools.json")))
+        names = [tool["name"] for tool in tools]
+        self.assertIn("lookup_order", names)
+        client = my_client.make_client("openai", env={
+            "EVALS_TOOLS": os.path.join(EXAMPLE, "tools.json"),
+            "EVALS_TOOL_CHOICE": "lookup_order"})
+        self.assertEqual([t["name"] for t in client.settings.tools], names)
+        smoke = read(os.path.join(EXAMPLE, "smoke"))
+        self.assertIn("--chat-format chatml-function-calling", smoke)
+        self.assertIn('EVALS_TOOLS="$HERE/tools.json" EVALS_TOOL_CHOICE=lookup_order', smoke)
+        cases, _ = evals.load_cases(os.path.join(EXAMPLE, "tool_cases.jsonl"))
+        self.assertGreaterEqual(len(cases), 3)
+        kinds = {check["type"] for case in cases for check in case.checks}
+        self.assertTrue({"tool_called", "tool_calls_valid", "tool_sequence",
+                         "finish_reason"} <= kinds, kinds)
+        for case in cases:
+            for check in case.checks:
+                if check["type"] == "tool_calls_valid":  # judged against what was offered
+                    self.assertEqual(check["tools"], tools, case.id)
+
+    def test_a_tool_call_whose_arguments_are_not_json_fails_with_a_reason(self):
+        # What the server answers with its arguments cut at the token limit (seen live).
+        cases, _ = evals.load_cases(os.path.join(EXAMPLE, "tool_cases.jsonl"))
+        case = next(c for c in cases if c.id == "tool-lookup-where-is-my-order")
+        raw = '{ "order_id": "A-1001, order_date: \'2023-04-28\''
+        status, results = evals.evaluate(case, evals.Answer(
+            "", ({"name": "lookup_order", "arguments": raw},), "tool_calls"))
+        self.assertEqual((status, [r["passed"] for r in results]), ("fail", [False, False]))
+        self.assertIn("its arguments are not a JSON object", results[0]["reason"])
+        self.assertIn("its arguments are not JSON", results[1]["reason"])
+
     def test_the_readme_shows_the_offline_command_and_its_summary(self):
         readme = read(os.path.join(ROOT, "docs", "local-model.md"))
         section = readme[readme.index("## Try it with a real model, no key needed"):]
@@ -93,15 +129,20 @@ class SmokeSuiteTest(unittest.TestCase):
         self.assertIn("local-model/serve", readme)
 
 
-# A stand-in for `python -m llama_cpp.server`: answers GET /v1/models on the port it is given,
-# or misbehaves as FAKE_SERVER_MODE says (exit at once, or never answer).
+# A stand-in for `python -m llama_cpp.server`: answers GET /v1/models and POST
+# /v1/chat/completions on the port it is given, or misbehaves as FAKE_SERVER_MODE says (exit at
+# once, never answer, die of a fault on the first completion as ggml's AMX code did on a VM
+# that advertises AMX, or never answer a completion).
 FAKE_SERVER = '''
-import http.server, json, os, sys, time
+import http.server, json, os, resource, signal, sys, time
 args = sys.argv[1:]
 port = int(args[args.index("--port") + 1])
 assert args[args.index("--model_alias") + 1] == "smollm2"
 assert os.path.isfile(args[args.index("--model") + 1])
 mode = os.environ.get("FAKE_SERVER_MODE", "")
+print("fake server: chat format %s" % (args[args.index("--chat_format") + 1]
+                                       if "--chat_format" in args else "(the model's own)"))
+print("fake server: loaded the model", flush=True)
 if mode == "exit":
     print("error: cannot load the model")
     sys.exit(3)
@@ -111,7 +152,24 @@ if mode == "silent":
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = json.dumps({"object": "list", "data": [{"id": "smollm2"}]}).encode()
+        self.answer({"object": "list", "data": [{"id": "smollm2"}]})
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert self.path == "/v1/chat/completions" and request["max_tokens"] >= 1, request
+        if mode == "crash":
+            print("ggml_compute_forward_mul_mat: AMX tile config", flush=True)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
+            os.kill(os.getpid(), signal.SIGSEGV)
+            time.sleep(60)  # the signal may reach another thread: answer nothing meanwhile
+        if mode == "no-completion":
+            time.sleep(3600)
+        self.answer({"object": "chat.completion", "model": "smollm2", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "OK"},
+             "finish_reason": "length"}]})
+
+    def answer(self, data):
+        body = json.dumps(data).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -122,7 +180,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 '''
 
 
@@ -193,20 +251,83 @@ class ServeLifeCycleTest(unittest.TestCase):
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(again.stdout, done.stdout)
         self.assertIn("already running (pid %d)" % pid, again.stderr)
-        self.assertEqual(self.run_serve("--status").returncode, 0)
+        status = self.run_serve("--status")
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertIn("running: pid %d, http://127.0.0.1:%d/v1 answers" % (pid, port),
+                      status.stderr)
         # --stop ends it by its pid and forgets it.
         stopped = self.run_serve("--stop")
         self.assertEqual(stopped.returncode, 0, stopped.stderr)
         self.assertIn("stopped the server (pid %d)" % pid, stopped.stderr)
         self.assertFalse(serve.is_our_server(pid))
         self.assertEqual(serve.read_state(self.home), (None, None))
-        self.assertEqual(self.run_serve("--status").returncode, 1)
+        status = self.run_serve("--status")
+        self.assertEqual(status.returncode, 3)
+        self.assertIn("not running (not started, or stopped with --stop)", status.stderr)
         self.assertIn("no server to stop", self.run_serve("--stop").stderr)
+
+    def test_chat_format_is_passed_to_the_server_and_a_different_one_is_refused(self):
+        done = self.run_serve("--chat-format", "chatml-function-calling")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        log = read(os.path.join(self.home, "server.log"))
+        self.assertIn("--model_alias smollm2 --chat_format chatml-function-calling", log)
+        self.assertIn("fake server: chat format chatml-function-calling", log)
+        self.assertIn(", chat format chatml-function-calling", self.run_serve("--status").stderr)
+        same = self.run_serve("--chat-format", "chatml-function-calling")
+        self.assertEqual((same.returncode, same.stdout), (0, done.stdout), same.stderr)
+        other = self.run_serve()  # the model's own template: not what runs
+        self.assertEqual((other.returncode, other.stdout), (1, ""))
+        self.assertIn("runs with chat format chatml-function-calling; stop it with --stop to "
+                      "start one with the model's own", other.stderr)
+
+    def test_a_server_that_dies_on_its_first_completion_is_reported_with_its_log(self):
+        # It answers GET /v1/models, then a fault in the compiled code kills it on the first
+        # completion: serve must not print settings as if it answered.
+        done = self.run_serve(mode="crash")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("the server exited (killed by SIGSEGV) before it answered a completion "
+                      "(it answered GET /v1/models)", done.stderr)
+        self.assertIn("ggml_compute_forward_mul_mat: AMX tile config", done.stderr)
+        self.assertEqual(done.stdout, "")
+        self.assertEqual(serve.read_state(self.home), (None, None))
+
+    def test_a_server_that_never_answers_a_completion_is_stopped_after_the_wait(self):
+        started = time.monotonic()
+        done = self.run_serve("--wait", "2", mode="no-completion")
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertIn("answers GET /v1/models but did not answer a completion (POST "
+                      "/v1/chat/completions; last: timed out) within 2 s (--wait); it is "
+                      "stopped", done.stderr)
+        self.assertIn("fake server: loaded the model", done.stderr)
+        self.assertEqual(done.stdout, "")
+        pid = int(done.stderr.split("started the server (pid ")[1].split(",")[0])
+        self.assertFalse(serve.is_our_server(pid))
+
+    def test_status_says_when_the_server_died_with_the_end_of_its_log(self):
+        self.assertEqual(self.run_serve().returncode, 0)
+        pid, _ = serve.read_state(self.home)
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(100):  # it is not our child: wait until it is gone
+            if not serve.is_our_server(pid):
+                break
+            time.sleep(0.05)
+        status = self.run_serve("--status")
+        self.assertEqual(status.returncode, 1, status.stderr)
+        self.assertIn("not running: the server started earlier (pid %d) died. The end of " % pid,
+                      status.stderr)
+        self.assertIn("fake server: loaded the model", status.stderr)
+        # serve starts a new one, saying so first (the new log replaces that one).
+        again = self.run_serve()
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertIn("(pid %d) died" % pid, again.stderr)
+        self.assertIn("starting a new one", again.stderr)
 
     def test_a_server_that_exits_is_reported_with_its_log(self):
         done = self.run_serve(mode="exit")
         self.assertEqual(done.returncode, 1)
-        self.assertIn("the server exited (code 3) before it answered", done.stderr)
+        self.assertIn("the server exited (code 3) before it answered a completion. The end",
+                      done.stderr)
         self.assertIn("error: cannot load the model", done.stderr)
         self.assertEqual(done.stdout, "")  # no settings to eval
         self.assertEqual(serve.read_state(self.home), (None, None))

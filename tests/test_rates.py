@@ -548,8 +548,8 @@ class RepeatedRunCliTest(Workspace):
                                  "--rescore", self.path("once.json"), "--repeat", "10",
                                  "--no-save")
         self.assertEqual(code, 2)
-        self.assertIn("once.json: case 'k' was called once in that run, so --repeat 10 would "
-                      "score its output as 10 answers", err)
+        self.assertIn("once.json: case 'k' was called 1 time in that run, so --repeat 10 "
+                      "would score its recorded calls again as new answers", err)
 
     def test_rescoring_recordings_with_repeat_is_refused(self):
         # a recordings file holds one output a case: replayed ten times it would count as ten

@@ -451,7 +451,7 @@ class ToolCalledTest(unittest.TestCase):
             '{"arguments": ["A-1001"]}': "parameter 'arguments' must be a JSON object",
             '{"schema": {"type": "objet"}}': "parameter 'schema' schema.type must be one of",
             '{"on": "reasoning"}': "unknown parameter 'on'",
-            '{"name": ""}': "parameter 'name' must be a non-empty string",
+            '{"name": ""}': "parameter 'name' must be a string with a visible character",
         }
         for extra, words in problems.items():
             with self.subTest(extra):
@@ -507,16 +507,16 @@ class FinishReasonTest(unittest.TestCase):
         self.assertTrue(verdict({"type": "finish_reason", "values": ["refusal"]},
                                 A("I can't help with that.", (), "refusal")).passed)
 
-    def test_no_finish_reason_counts_as_stop(self):
-        # What a plain str client returns, and what a recording stored as a str replays: the
-        # verdict and the reason are those of the live "stop" it was recorded from.
-        for ended in (None, "stop"):
-            with self.subTest(ended=ended):
-                self.assertEqual(verdict({"type": "finish_reason", "values": ["stop"]},
-                                         A("Hi", (), ended)).reason, "ended with stop")
-                self.assertEqual(verdict({"type": "finish_reason", "values": ["length"]},
-                                         A("Hi", (), ended)).reason,
-                                 "ended with stop, expected length")
+    def test_no_finish_reason_is_never_a_pass(self):
+        # What a plain str client returns: its ending is not known, so no value of the check
+        # holds (it used to count as "stop": a client that reports nothing passed).
+        for values in (["stop"], ["length"], ["stop", "length", "refusal"]):
+            with self.subTest(values=values):
+                result = verdict({"type": "finish_reason", "values": values}, A("Hi", (), None))
+                self.assertEqual((result.passed, result.reason),
+                                 (False, "the client reported no finish reason"))
+        self.assertTrue(verdict({"type": "finish_reason", "values": ["stop"]},
+                                A("Hi", (), "stop")).passed)
 
     def test_values_are_the_normalised_words(self):
         self.assertEqual(evals.validate_check({"type": "finish_reason", "values": ["end_turn"]}),
@@ -658,14 +658,13 @@ class RecordAndRecordingsTest(Folder):
                       "answer was cut at the token limit: finish_reason length)\n"
                       "    [finish_reason: length]\n", out)
 
-    def test_recordings_keep_a_string_unless_the_reply_is_more(self):
+    def test_recordings_keep_a_string_when_the_text_is_all_the_client_said(self):
         self.main("--record", self.path("rec.jsonl"))
         outputs = {row["id"]: row["output"] for row in self.read_jsonl("rec.jsonl")}
         self.assertEqual(outputs, {
             "talk": {"text": "", "finish_reason": "tool_calls", "tool_calls": [LOOKUP]},
-            "cut": {"text": "Refunds over $100 need", "finish_reason": "length",
-                    "tool_calls": []},
-            "plain": "Refunds take 3-5 business days.",
+            "cut": {"text": "Refunds over $100 need", "finish_reason": "length"},
+            "plain": {"text": "Refunds take 3-5 business days.", "finish_reason": "stop"},
             "old": "Refunds take 3-5 business days.",
         })
         # The rule my_client.reply_dict keeps for captures and its own recordings.
@@ -1028,7 +1027,7 @@ class ProvidersEndToEndTest(unittest.TestCase):
                 self.assertEqual(recorded["order-lookup"]["input"], CONVERSATION)
                 self.assertEqual(recorded["order-lookup"]["output"]["tool_calls"],
                                  order["tool_calls"])
-                self.assertIsInstance(recorded["plain"]["output"], str)
+                self.assertEqual(recorded["plain"]["output"]["finish_reason"], "stop")
                 self.check_offline(folder, env, live)
 
     def check_offline(self, folder, env, live):

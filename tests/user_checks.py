@@ -45,3 +45,33 @@ def exits(output):
     import sys
 
     sys.exit(0)
+
+
+class Failed(BaseException):
+    """As pytest's fail() and skip() raise: not an Exception, so `except Exception` lets it by."""
+
+
+def fails_like_pytest(output):
+    raise Failed("the answer is wrong")
+
+
+def interrupts(output):
+    raise KeyboardInterrupt
+
+
+def takes_its_values(output, values):
+    """Passes on the values the case gave, and changes them, as a careless check might."""
+    given = list(values)
+    values.pop()
+    return given == ["a", "b"], f"got {given}"
+
+
+def moves_away(output, folder):
+    import os
+
+    os.chdir(folder)
+    return True
+
+
+def says_a_lot(output):
+    return False, "why " * 1_250_000  # 5 MB

@@ -4,7 +4,8 @@
 Usage:
     python examples/ifeval/agreement.py [DATA_DIR] [--check] [--verbose]
 
-DATA_DIR holds input_data.jsonl, responses_gpt4.jsonl and reference_strict.jsonl
+DATA_DIR holds input_data.jsonl, one responses_*.jsonl (responses_gpt4.jsonl, or
+responses_smollm2.jsonl in ../shared/ifeval/smollm2) and reference_strict.jsonl
 (default: ../shared/ifeval relative to the repository root).  Every prompt is
 imported with import_ifeval.py's mapping, every response is scored with
 evals.run_check, and each instruction's verdict is compared with the
@@ -14,8 +15,8 @@ Prints a per-type table, the agreement on the purely textual instruction
 types, the agreement on the five types for which the reference uses nltk
 punkt or langdetect, and prompt-level strict accuracy (ours vs reference).
 
---check exits 1 unless textual agreement is at least 99.5% and our
-prompt-level accuracy is within 1 point of the reference's.
+--check exits 1 unless every textual verdict agrees and our prompt-level
+accuracy is within 1 point of the reference's.
 --verbose lists every disagreement.
 
 Standard library only.
@@ -45,9 +46,8 @@ NON_TEXTUAL_TYPES = (
     "change_case:english_lowercase",
     "language:response_language",
 )
-TEXTUAL_THRESHOLD = 99.5     # percent, instruction level
+TEXTUAL_THRESHOLD = 100.0    # percent, instruction level: every textual verdict
 PROMPT_TOLERANCE = 1.0       # percentage points, prompt level
-RESPONSES_FILE = "responses_gpt4.jsonl"
 REFERENCE_FILE = "reference_strict.jsonl"
 
 
@@ -58,6 +58,14 @@ def _excerpt(text: str, limit: int = 70) -> str:
 
 def _rate(agree: int, n: int) -> Optional[float]:
     return 100.0 * agree / n if n else None
+
+
+def _responses_file(data_dir: Path) -> Path:
+    found = sorted(data_dir.glob("responses_*.jsonl"))
+    if len(found) != 1:
+        raise SystemExit("%s: expected one responses_*.jsonl, found %d"
+                         % (data_dir, len(found)))
+    return found[0]
 
 
 def measure(data_dir: Path) -> Dict[str, Any]:
@@ -74,7 +82,7 @@ def measure(data_dir: Path) -> Dict[str, Any]:
                 raise SystemExit("%s: invalid check %r: %s" % (case["id"], check, "; ".join(invalid)))
     prompts = {row["key"]: row["prompt"] for row in input_rows}
     recordings = import_ifeval.responses_to_recordings(
-        import_ifeval.read_jsonl(data_dir / RESPONSES_FILE), prompts)
+        import_ifeval.read_jsonl(_responses_file(data_dir)), prompts)
     outputs = {rec["id"]: rec["output"] for rec in recordings}
     reference = {import_ifeval.CASE_PREFIX + str(row["key"]): row
                  for row in import_ifeval.read_jsonl(data_dir / REFERENCE_FILE)}
@@ -185,7 +193,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error("no data folder at %s: pass the folder that holds input_data.jsonl, "
-                     "responses_gpt4.jsonl and reference_strict.jsonl (see "
+                     "a responses_*.jsonl and reference_strict.jsonl (see "
                      "examples/ifeval/README.md)" % args.data_dir)
     result = measure(args.data_dir)
     print(format_report(result, verbose=args.verbose))

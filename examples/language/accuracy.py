@@ -6,9 +6,9 @@ Usage:
         [--seed 1] [--evals [LABEL=]PATH ...] [--langdetect] [--misses N]
 
     # before and after a change, with langdetect for comparison:
-    git show HEAD:evals.py > /tmp/evals_before.py
-    python examples/language/accuracy.py --evals before=/tmp/evals_before.py \
-        --evals after=evals.py --langdetect
+    git show HEAD:evals_extras.py > /tmp/evals_extras_before.py
+    python examples/language/accuracy.py --evals before=/tmp/evals_extras_before.py \
+        --evals after=evals_extras.py --langdetect
 
 The text comes from test-only packages (not needed by evals.py itself):
 
@@ -153,11 +153,18 @@ def measure(detect, source="translations", count=40, seed=1):
     return result
 
 
-def load_evals(path):
-    spec = importlib.util.spec_from_file_location("evals_measured", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_detector(path):
+    """_detect_language of the copy at `path`: an evals_extras.py, or an evals.py that has it
+    (up to 0.1.x) or else the evals_extras.py beside it (where it lives since 0.2.0)."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))  # evals_extras.py imports the core as `evals`
+    for candidate in (path, path.with_name("evals_extras.py")):
+        spec = importlib.util.spec_from_file_location("evals_measured", candidate)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if hasattr(module, "_detect_language"):
+            return module._detect_language
+    raise SystemExit("%s: no _detect_language there or in evals_extras.py beside it" % path)
 
 
 def _langdetect():
@@ -185,8 +192,8 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=40, help="samples per language")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--evals", type=_labelled, action="append", metavar="[LABEL=]PATH",
-                        help="an evals.py to measure, repeatable (default: this repository's); "
-                             "the wrong answers shown are the last one's")
+                        help="an evals.py or evals_extras.py to measure, repeatable (default: "
+                             "this repository's); the wrong answers shown are the last one's")
     parser.add_argument("--langdetect", action="store_true",
                         help="also measure langdetect on the same samples")
     parser.add_argument("--misses", type=int, default=0, metavar="N",
@@ -197,7 +204,7 @@ def main(argv=None):
     if missing:
         parser.error("install the test-only packages first: pip install " + " ".join(missing))
     copies = args.evals or [("evals", REPO_ROOT / "evals.py")]
-    columns = [(label, measure(load_evals(path)._detect_language, args.source, args.samples,
+    columns = [(label, measure(load_detector(path), args.source, args.samples,
                                args.seed)) for label, path in copies]
     if args.langdetect:
         columns.append(("langdetect", measure(_langdetect(), args.source, args.samples,
