@@ -2483,7 +2483,7 @@ _EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regression
                "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
                "--strict: any case does not pass); 2 invalid case file, baseline, option or "
                "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
-               "interrupted by Ctrl-C or SIGTERM, nothing written.")
+               "interrupted by Ctrl-C or SIGTERM, no record written.")
 
 
 def _check_table():
@@ -2788,7 +2788,7 @@ def _run_command(args, stdout, stderr):
     if stopped:  # nothing is written, so accepting made no difference
         stdout.write(format_summary(record, args.quiet))
         stderr.write(f"evals: interrupted after {record['summary']['total']} of "
-                     f"{len(selected)} cases; nothing was written\n")
+                     f"{len(selected)} cases; no record written (--resume reuses its answers)\n")
         return EXIT_INTERRUPTED
     _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
@@ -2970,11 +2970,11 @@ _COMMANDS = {
              None: ("--version",),
              "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
                                     "--validate", "--list-checks"),
-             "selection": ("--tag", "--id", "--failed", "--shard"),
+             "selection": ("--tag", "--id", "--failed", "--errored", "--shard"),
              "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
                              "--rate-limit", "--repeat", "--min-pass", "--repeat-flaky",
-                             "--budget", "--prices", "--cache", "--no-cache", "--batch",
-                             "--batch-resume", "--judge", "--no-judge"),
+                             "--budget", "--prices", "--cache", "--no-cache", "--resume",
+                             "--batch", "--batch-resume", "--judge", "--no-judge"),
              "pass rates and gates": ("--alpha", "--min-pass-rate"),
              "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
 }

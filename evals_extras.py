@@ -1604,6 +1604,56 @@ def _answered_from(replies):
 
 
 # ---------------------------------------------------------------------------------------------
+# The journal of a live run: what an interrupted run got, reused by --resume (the client's)
+# ---------------------------------------------------------------------------------------------
+
+# A live run's answers are paid for: an interrupted one (Ctrl-C, a CI timeout) must not lose
+# them. The client keeps each answer in the run's journal as it comes (my_client: in the
+# format of its cache, keyed by the request and the repeat index); a run that finishes deletes
+# it, its record holding every answer; `--resume` answers from it the calls already made.
+
+def journal_path(args):
+    """The journal of the run `args` describes: unfinished.sqlite beside the baseline (see
+    _beside_baseline), unfinished-NAME.sqlite for a run writing NAME.json (--out, a shard), so
+    that shards in one folder keep theirs."""
+    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
+                       else None)
+    name = f"-{os.path.splitext(os.path.basename(out))[0]}" if out else ""
+    return _beside_baseline(args, f"unfinished{name}.sqlite")
+
+
+def use_journal(args, stderr):
+    """Tell the client, before it is loaded, to keep each live answer in the run's journal
+    (EVALS_JOURNAL) and, with --resume, to answer from it the calls made before (EVALS_RESUME).
+    No journal without a live call (--rescore, a batch) or with --omit-outputs (it keeps the
+    answers' text). Returns its path, or None."""
+    _refuse_pairs(args, *(("resume", other) for other in ("rescore", "batch", "batch_resume",
+                                                          "omit_outputs")))
+    if args.rescore or args.batch or args.batch_resume or args.omit_outputs:
+        return None
+    path = journal_path(args)
+    os.environ["EVALS_JOURNAL"], os.environ["EVALS_RESUME"] = path, "1" if args.resume else "0"
+    if args.resume and not os.path.exists(path):
+        stderr.write(f"evals: note: --resume: no interrupted run to resume ({path} does not "
+                     "exist); every case is called\n")
+    return path
+
+
+def end_journal(args, options, record, stdout):
+    """After a finished run: how many answers --resume reused (kept in the summary as
+    `reused`), and the journal deleted: the record holds every answer now."""
+    path = os.environ.get("EVALS_JOURNAL")
+    if args.resume and path:
+        record["summary"]["reused"] = options.cached
+        where = "the cache or the interrupted run" if options.cache else "the interrupted run"
+        stdout.write(f"{options.cached} of {_plural(options.replies, 'answer')} reused from "
+                     f"{where}; the other calls were made now\n")
+    for name in (path + suffix for suffix in ("", "-wal", "-shm")) if path else ():
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
+
+
+# ---------------------------------------------------------------------------------------------
 # The call cache's flags (the cache itself is the client's)
 # ---------------------------------------------------------------------------------------------
 
@@ -3060,18 +3110,19 @@ VARIABLES = tuple("EVALS_" + name for name in (
     "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
     "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
     "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
-    "JUDGE_RECORD JUDGE_RECORDINGS").split())
+    "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM JOURNAL RESUME").split())
 
 
 @contextlib.contextmanager
 def environ_kept(name):
-    """`name` in the environment kept as it was: a run tells the client through it."""
-    before = os.environ.get(name)
+    """`name`, and the journal's EVALS_JOURNAL and EVALS_RESUME (see use_journal), kept in the
+    environment as they were: a run tells the client through them."""
+    before = {key: os.environ.get(key) for key in (name, "EVALS_JOURNAL", "EVALS_RESUME")}
     try:
         yield
     finally:
-        os.environ.pop(name, None)
-        os.environ.update({} if before is None else {name: before})
+        for key, value in before.items():  # set back, or taken out when it was not set
+            os.environ.update({key: value}) if value is not None else os.environ.pop(key, None)
 
 
 def selection_hint(args, cases):
@@ -3113,9 +3164,16 @@ def prepare_run(args, cases, options, stderr):
     _refuse_pairs(args, ("judge", "no_judge"), ("cache", "no_cache"), ("rescore", "cache"),
                   *((option, batch) for option in ("rescore", "cache", "budget")
                     for batch in ("batch", "batch_resume")))
+    if args.errored:  # the cases whose answers a rerun may now get: not those that failed
+        entries = load_baseline(args.baseline).entries
+        cases = [c for c in cases if (entries.get(c.id) or {}).get("status") == "error"]
+        if not cases and not args.shard:
+            raise EvalsError(f"--errored: no selected case errored in {args.baseline}'s last "
+                             "run: nothing to rerun")
     priced(options, args.prices, args.budget)
     options.judge = _judge_for(args, cases, stderr)
     options.cache = use_cache(args)
+    use_journal(args, stderr)
     skipped = [c for c in cases if args.no_judge and all(_needs_judge(k) for k in c.checks)]
     if skipped and len(skipped) == len(cases) and not args.shard:
         raise EvalsError("every selected case has only judge checks, which --no-judge skips: "
@@ -3130,6 +3188,7 @@ def after_summary(args, record, cases, skipped, options, stdout, stderr):
     if options.cache:
         record["summary"]["cached"] = options.cached
         stdout.write(cache_note(options))
+    end_journal(args, options, record, stdout)
     judge = options.judge
     if isinstance(judge, Judge) and judge.hits:  # a verdict asked again would cost a call
         record["summary"]["judge_cached"] = judge.hits
@@ -3170,6 +3229,10 @@ OPTIONS = {
                "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
                "empties it",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
+    "--resume": "after a live run was interrupted (Ctrl-C, a CI timeout): reuse the answers it "
+                "got, which the client kept (my_client: in .evals/unfinished.sqlite beside the "
+                "baseline, deleted once a run finishes), and call only the rest",
+    "--errored": "run only cases that errored in the baseline's last run",
     "--repeat-flaky": dict(type=_number(int, 2, 1000), metavar="N", help="run only the cases the "
                            "history marks flaky, N calls each, to measure their pass rates"),
     "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "

@@ -121,12 +121,23 @@ call and are never printed, logged or put into an exception message):
 ``EVALS_MAX_ATTEMPTS``  HTTP attempts per prompt, default 4 (1 = no retry).
 ``EVALS_MAX_RETRY_WAIT`` seconds, default 60: total time slept between
                         attempts for one prompt.
+``EVALS_RPM``           requests a minute, ``EVALS_TPM`` tokens a minute
+``EVALS_TPM``           (prompt estimate + token cap): limits set by hand
+                        for a provider that sends no rate-limit headers
+                        (Gemini, most local servers); calls wait to stay
+                        within them (see "Pacing" below).  Unset: none.
 ``EVALS_CACHE``         ``1`` keeps each live reply in a cache and answers a
                         call already made from it, with no request; ``0`` or
                         unset: off.  ``python evals.py --cache`` / ``--no-cache``
                         set it.  See "Cache" below.
 ``EVALS_CACHE_PATH``    the cache, SQLite; default ``.evals/cache.sqlite``
                         (relative to the current directory).
+``EVALS_JOURNAL``       set by ``python evals.py`` for a live run: a file
+                        (the cache's format) each live answer is also kept
+                        in as it comes, so that an interrupted run loses
+                        none; ``EVALS_RESUME=1`` (``--resume``) answers
+                        from it the calls it holds.  evals deletes it once
+                        the run finishes.
 ``EVALS_BATCH_POLL_S``  seconds between polls of a batch (``ask.batch``);
                         unset: 5, then 1.5 times the last wait, up to 60.
 ======================  ======================================================
@@ -225,6 +236,22 @@ anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
 ``false`` overrides the status, as the official SDKs let it.  The waits are
 slept in the calling thread, as any caller of an HTTP API does (under
 ``python evals.py -j N`` the other workers go on meanwhile).
+
+Pacing: OpenAI (and OpenAI-compatible servers that copy its
+``x-ratelimit-*`` headers) and Anthropic (``anthropic-ratelimit-*``) say on
+every answer how much of each rate limit is left and when it refills.  The
+client reads them and, before each request, waits until the request fits
+what is left, by the provider's own admission rule: 1 request, and its
+prompt (estimated at 4 characters a token) plus its token cap in tokens
+(Anthropic: the prompt in input tokens, the cap in output tokens).  All the
+calls of the process to one endpoint (provider, URL, model) share what the
+answers report, so ``-j 16`` stays within the limit together.  Waiting is
+not an attempt: it spends neither ``EVALS_MAX_ATTEMPTS`` nor
+``EVALS_MAX_RETRY_WAIT``; a wait of a second or more is said on stderr (at
+most every 10 s): ``my_client: waiting for openai's rate limit (tokens: 0
+left of 4500) until about 14:02:31; waiting is not a retry``.  With no
+such headers and no ``EVALS_RPM`` / ``EVALS_TPM`` nothing waits.  A 429
+that still comes is retried as above.
 
 Connections: each thread keeps its HTTP connection to a provider open between
 calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
@@ -555,6 +582,8 @@ class Settings(NamedTuple):
     default_temperature: bool = False
     token_field: Optional[str] = None  # None: by the host
     num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
+    rpm: Optional[float] = None  # EVALS_RPM / EVALS_TPM: limits set by hand (see _Pacer)
+    tpm: Optional[float] = None
 
     def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
         return "Settings(provider=%r, model=%r, base_url=%r)" % (
@@ -618,6 +647,8 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         timeout=number("timeout", "EVALS_TIMEOUT", 60, float, 0.001),
         max_attempts=number("max_attempts", "EVALS_MAX_ATTEMPTS", 4, int, 1),
         max_retry_wait=number("max_retry_wait", "EVALS_MAX_RETRY_WAIT", 60, float, 0.0),
+        rpm=_parse_number("EVALS_RPM", pick("rpm", "EVALS_RPM"), float, 1, allow_none=True),
+        tpm=_parse_number("EVALS_TPM", pick("tpm", "EVALS_TPM"), float, 1, allow_none=True),
         env=env,
     )
 
@@ -977,10 +1008,12 @@ def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
 
 
 def _attempt(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-             method: str = "POST") -> Any:
+             method: str = "POST", seen: Optional[Callable[[Mapping[str, str]], Any]] = None) -> Any:
     """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
-    _Failed otherwise."""
+    _Failed otherwise.  ``seen(headers)`` gets the headers of any HTTP answer (the pacer's)."""
     status, resp_headers, body = _send_once(url, headers, data, timeout, method)
+    if seen is not None:
+        seen(resp_headers)
     if not 200 <= status < 300:
         raise _http_failure(status, resp_headers, body)
     try:
@@ -1060,6 +1093,234 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
         if delay > 0:
             (sleep_fn or sleep)(delay)
         waited += delay
+
+
+# --------------------------------------------------------------------------
+# Pacing: wait for the provider's rate limits instead of running into them
+# --------------------------------------------------------------------------
+
+# Providers say on every answer how much of each limit is left and when it refills; a request
+# that does not fit is refused (429), and on OpenAI a refused request counts against the limit
+# too.  So before each request the client waits until it fits what is left, the provider's own
+# admission rule: a request costs 1 of the requests limit and its estimated prompt tokens plus
+# its token cap of the tokens limit (Anthropic: the prompt of input tokens, the cap of output
+# tokens).  What is left refills continuously (a token bucket, as OpenAI and Anthropic describe
+# their limits), at the rate the reset time implies.  Waiting is not an attempt: it spends
+# neither EVALS_MAX_ATTEMPTS nor EVALS_MAX_RETRY_WAIT.  With no such headers and no
+# EVALS_RPM / EVALS_TPM nothing waits.
+#
+# OpenAI (and the OpenAI-compatible servers that copy it): x-ratelimit-{limit,remaining,reset}-
+# {requests,tokens}, the reset a duration ("6m0s", "20ms"),
+# https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers .  Anthropic:
+# anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}, the
+# reset an RFC 3339 time, https://docs.anthropic.com/en/api/rate-limits#response-headers .
+# Gemini sends none: its limits can be given by hand.
+
+_LIMIT_NAMES = ("requests", "tokens", "input-tokens", "output-tokens")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?$")
+PACE_NOTICE_EVERY = 10.0  # seconds between two "waiting for the limit" lines of one endpoint
+PACE_NOTICE_MIN = 1.0  # a wait shorter than this is not said
+PACE_SLEEP_MAX = 1.0  # a waiting call looks again at least this often (answers update the state)
+
+
+def parse_reset(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """Seconds until a rate limit refills, from a reset header: a duration (OpenAI's ``"1s"``,
+    ``"6m0s"``, ``"20ms"``, or plain seconds) or an RFC 3339 time (Anthropic's
+    ``"2025-01-01T00:00:30Z"``; ``now``: Unix time, default ``time.time()``).  None when
+    absent or unreadable."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+        return max(0.0, seconds) if seconds == seconds else None
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if parts and "".join(n + unit for n, unit in parts) == value:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(n) * scale[unit] for n, unit in parts)
+    match = _RFC3339.match(value)
+    if not match:
+        return None
+    import datetime
+
+    zone = (match.group(3) or "+00:00").upper().replace("Z", "+00:00")
+    try:
+        when = datetime.datetime.fromisoformat(match.group(1).replace("t", "T").replace(" ", "T")
+                                               + (zone if ":" in zone else zone[:3] + ":" + zone[3:]))
+    except ValueError:
+        return None
+    fraction = float(match.group(2) or 0)
+    return max(0.0, when.timestamp() + fraction - (time.time() if now is None else now))
+
+
+def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Optional[float]]]:
+    """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
+    headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
+    # One pass over the headers (an HTTPMessage looks each name up by scanning them all).
+    headers = {name.lower(): value for name, value in headers.items()
+               if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")}
+    if not headers:
+        return {}
+    found = {}
+    for name in _LIMIT_NAMES:
+        for limit, left, reset in (("x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name,
+                                    "x-ratelimit-reset-" + name),
+                                   tuple("anthropic-ratelimit-%s-%s" % (name, part)
+                                         for part in ("limit", "remaining", "reset"))):
+            try:
+                values = float(headers.get(limit) or ""), float(headers.get(left) or "")
+            except ValueError:
+                continue
+            if values[0] > 0 and values[1] >= 0:
+                found[name] = (values[0], values[1], parse_reset(headers.get(reset)))
+    if "input-tokens" in found or "output-tokens" in found:
+        # Anthropic's tokens-* repeat the most restrictive of those two: counting the prompt and
+        # the cap against it would count each twice.
+        found.pop("tokens", None)
+    return found
+
+
+def _prompt_chars(value: Any) -> int:
+    """Characters of the strings in a request body (its messages, system prompt, tools)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_prompt_chars(v) for k, v in value.items() if k != "model")
+    if isinstance(value, list):
+        return sum(_prompt_chars(v) for v in value)
+    return 0
+
+
+def _costs(body: Mapping[str, Any], cap: Optional[int]) -> Dict[str, float]:
+    """What a request counts against each limit: 1 request; its prompt, estimated at 4
+    characters a token (OpenAI's rule of thumb; the answers' headers correct the estimate),
+    plus its token cap."""
+    prompt = -(-_prompt_chars(body) // 4)
+    return {"requests": 1.0, "tokens": float(prompt + (cap or 0)), "input-tokens": float(prompt),
+            "output-tokens": float(cap or 0)}
+
+
+class _Bucket:
+    """One limit as the client reckons it: ``level`` left at monotonic time ``at``, refilling
+    at ``rate`` a second up to ``limit``."""
+
+    __slots__ = ("limit", "level", "rate", "at")
+
+    def __init__(self, limit: float, level: float, rate: float, at: float) -> None:
+        self.limit, self.level, self.rate, self.at = limit, level, rate, at
+
+    def left(self, now: float) -> float:
+        return min(self.limit, self.level + self.rate * (now - self.at))
+
+
+class _Pacer:
+    """The limits of one endpoint (provider, URL, model), shared by every call to it in this
+    process: :meth:`take` before a request, :meth:`done` with the headers of its answer.
+
+    Between answers the client counts its own requests against what is left; an answer's
+    headers correct that.  They are as of the moment the provider admitted the request, which
+    the client does not know: requests sent after it may or may not be counted in them, and so
+    may those still in flight when it was sent.  So an answer may lower what is left to what it
+    reports less all that (a request racing ahead of another is never counted twice as free),
+    and raise it only to what it reports less both (the client's own estimates of the prompts
+    may be too high: the provider's figures bring it back)."""
+
+    def __init__(self, name: str, rpm: Optional[float] = None, tpm: Optional[float] = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep_fn: Callable[[float], Any] = time.sleep) -> None:
+        self.name, self.clock, self.sleep = name, clock, sleep_fn
+        self.lock = threading.Lock()
+        self.told = {}  # type: Dict[str, _Bucket]  # from the provider's headers
+        now = clock()
+        # Set by hand: never overwritten by headers, so the lower of both applies.
+        self.manual = {name: _Bucket(limit, limit, limit / 60.0, now)
+                       for name, limit in (("requests", rpm), ("tokens", tpm)) if limit}
+        self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
+        self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
+        self.said = float("-inf")
+
+    def _wait(self, costs: Mapping[str, float], now: float) -> Tuple[float, str]:
+        """(seconds until a request of ``costs`` fits every limit, the limit it waits for)."""
+        wait, which = 0.0, ""
+        for name, bucket in list(self.told.items()) + list(self.manual.items()):
+            need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
+            short = need - bucket.left(now)
+            if short > 1e-6 and short / bucket.rate > wait:  # not a rounding error's wait
+                wait, which = short / bucket.rate, name
+        return wait, which
+
+    def take(self, costs: Mapping[str, float]) -> Tuple[Dict[str, float], ...]:
+        """Wait until a request of ``costs`` fits every known limit, count it against them and
+        return the ticket :meth:`done` needs: (its costs, what had been reserved, this one
+        included, and what was in flight before it)."""
+        while True:
+            with self.lock:
+                now = self.clock()
+                wait, which = self._wait(costs, now)
+                if wait <= 0:
+                    for name, bucket in list(self.told.items()) + list(self.manual.items()):
+                        bucket.level, bucket.at = bucket.left(now) - costs[name], now
+                    before = dict(self.flying)
+                    for name in self.spent:
+                        self.spent[name] += costs[name]
+                        self.flying[name] += costs[name]
+                    return dict(costs), dict(self.spent), before
+                if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
+                    self.said = now
+                    self._notice(which, wait)
+            self.sleep(min(wait, PACE_SLEEP_MAX))
+
+    def _notice(self, which: str, wait: float) -> None:
+        """One stderr line: the calls wait for the provider's limit, and until when."""
+        told = which in self.told
+        bucket = self.told.get(which) or self.manual[which]
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
+        where = ("%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
+                 if told else "%s by hand" % ("EVALS_RPM" if which == "requests" else "EVALS_TPM"))
+        clear = "\r%s\r" % (" " * 60) if getattr(sys.stderr, "isatty", bool)() else ""
+        sys.stderr.write("%smy_client: waiting for %s's rate limit (%s: %s) until about %s; "
+                         "waiting is not a retry\n" % (clear, self.name, which, where, until))
+        sys.stderr.flush()
+
+    def done(self, ticket: Tuple[Dict[str, float], ...],
+             headers: Optional[Mapping[str, str]] = None) -> None:
+        """The request of ``ticket`` (from :meth:`take`) is over; ``headers``: its answer's
+        (an HTTP error's too), None when none came."""
+        found = rate_limits(headers) if headers is not None else {}
+        costs, mark, before = ticket
+        with self.lock:
+            for name in self.flying:
+                self.flying[name] -= costs[name]
+            now = self.clock()
+            for name, (limit, left, reset) in found.items():
+                known = self.told.get(name)
+                if reset and limit > left:  # refills to full in `reset` seconds
+                    rate = (limit - left) / reset
+                else:  # limits are per minute when the answer does not tell
+                    rate = known.rate if known else limit / 60.0
+                told = min(limit, left) - (self.spent[name] - mark[name])  # less those after it
+                safe = told - before[name]  # less those it may have overtaken, too
+                level = max(min(known.left(now), told), safe) if known else safe
+                self.told[name] = _Bucket(limit, level, rate, now)
+
+
+_pacers = {}  # type: Dict[Tuple[Any, ...], _Pacer]
+_pacers_lock = threading.Lock()
+
+
+def _pacer_for(settings: Settings) -> _Pacer:
+    """The pacer of the settings' endpoint, one per provider, URL, model and hand-set limits:
+    every client of the process calling it shares what the answers report."""
+    key = (settings.provider, _without_credentials(settings.base_url), settings.model,
+           settings.rpm, settings.tpm)
+    with _pacers_lock:
+        pacer = _pacers.get(key)
+        if pacer is None:
+            pacer = _pacers[key] = _Pacer(settings.provider, settings.rpm, settings.tpm)
+        return pacer
 
 
 # --------------------------------------------------------------------------
@@ -1785,15 +2046,24 @@ class Client:
             return cached
         s, key, spent = self.settings, _read_key(self.settings), 0
         build, parse = _ADAPTERS[s.provider]
+        pacer = _pacer_for(s)
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             data = json.dumps(request.body).encode("utf-8")
             headers = dict(request.headers, **{"Content-Type": "application/json",
                                                "Accept": "application/json"})
+            costs = _costs(request.body, s.max_tokens)
+
+            def once() -> Parsed:  # each attempt waits for the provider's limit, then sends
+                ticket, seen = pacer.take(costs), []  # type: ignore[var-annotated]
+                try:
+                    return parse(_attempt(request.url, headers, data, s.timeout,
+                                          seen=seen.append), request.sent)
+                finally:
+                    pacer.done(ticket, seen[0] if seen else None)
+
             try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
-                parsed, attempts = _retrying(
-                    lambda: parse(_attempt(request.url, headers, data, s.timeout), request.sent),
-                    s, key, self._sleep, self._rand)
+                parsed, attempts = _retrying(once, s, key, self._sleep, self._rand)
                 break
             except ProviderError as error:
                 error.attempts += spent
@@ -2253,6 +2523,7 @@ _CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model",
 _cache_threads = threading.local()  # each thread's open connections, by absolute path
 _cache_warned = set()  # type: set
 _cache_lock = threading.Lock()
+_cache_write_lock = threading.Lock()  # one write at a time in this process (see _into_cache)
 
 
 def cache_on(env: Mapping[str, str]) -> bool:
@@ -2299,6 +2570,9 @@ def _cache_db(path: str) -> Any:
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
         try:
             connection.execute("PRAGMA journal_mode=WAL")
+            # A write survives the process being killed without an fsync each (in WAL mode),
+            # only a power cut may lose the last ones: a reply a call costs milliseconds less.
+            connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(_CACHE_SCHEMA)
             break
         except sqlite3.OperationalError as exc:
@@ -2322,12 +2596,23 @@ def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
     sys.stderr.flush()
 
 
+def _stores(env: Mapping[str, str]) -> Tuple[List[str], List[str]]:
+    """(the files a reply is looked up in, those it is kept in): the cache when EVALS_CACHE is
+    on; the journal of a run (``EVALS_JOURNAL``, which evals sets for a live run so that an
+    interrupted one loses no answer) always kept in, and looked up in with ``EVALS_RESUME=1``
+    (``python evals.py --resume``)."""
+    cache = [cache_path(env)] if cache_on(env) else []
+    journal = [env["EVALS_JOURNAL"]] if env.get("EVALS_JOURNAL") else []
+    resume = (env.get("EVALS_RESUME") or "").strip().lower() in _CACHE_ON
+    return cache + (journal if resume else []), cache + journal
+
+
 def _from_cache(client: "Client", prompt: Prompt,
                 attempt: int = 0) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
-    """(where to keep the reply: (path, key, provider, repeat index ``attempt``), the cached
+    """(where to keep the reply: (paths, key, provider, repeat index ``attempt``), the cached
     reply or None);
-    (None, None) when the cache is off for ``client`` (a judge's client, or EVALS_CACHE off in
-    its environment).
+    (None, None) when neither the cache nor a journal is on for ``client`` (a judge's client,
+    or EVALS_CACHE off and no EVALS_JOURNAL in its environment; see :func:`_stores`).
 
     The key is that of the request as configured, before any default the model refused is
     dropped (see :func:`_refusal`): a new process builds that request first, so its calls hit.
@@ -2335,23 +2620,25 @@ def _from_cache(client: "Client", prompt: Prompt,
     model, finish reason, tool calls, reasoning and ``sent`` as they were, and ``attempts`` 0.
     """
     s = client.settings
-    if not (client.uses_cache and cache_on(s.env)):
+    reads, writes = _stores(s.env) if client.uses_cache else ([], [])
+    if not writes:
         return None, None
     import sqlite3
 
     request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
-    slot = (cache_path(s.env), _cache_key(s.provider, request, attempt), s.provider, attempt)
-    try:
-        row = _cache_db(slot[0]).execute("SELECT reply FROM replies WHERE key = ?",
-                                         (slot[1],)).fetchone()
-        if row is None:
-            return slot, None
-        data = json.loads(row[0])
-        kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
-        return slot, Reply(data["text"], replayed=True, cached=True, **kept)
-    except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
-        _cache_trouble(slot[0], "read", exc)
-        return slot, None
+    slot = (writes, _cache_key(s.provider, request, attempt), s.provider, attempt)
+    for path in reads:
+        try:
+            row = _cache_db(path).execute("SELECT reply FROM replies WHERE key = ?",
+                                          (slot[1],)).fetchone()
+            if row is None:
+                continue
+            data = json.loads(row[0])
+            kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
+            return slot, Reply(data["text"], replayed=True, cached=True, **kept)
+        except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
+            _cache_trouble(path, "read", exc)
+    return slot, None
 
 
 def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
@@ -2364,14 +2651,18 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
 
     data = dict({name: getattr(reply, name) for name in _CACHED}, text=str(reply))
     created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    try:
-        # One statement, so one transaction: a run at once sees the reply whole or not at all.
-        _cache_db(slot[0]).execute(
-            "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)", (slot[1], slot[2], reply.model, slot[3],
-                                          json.dumps(data), created))
-    except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
-        _cache_trouble(slot[0], "written", exc)
+    for path in slot[0]:
+        try:
+            # One statement, so one transaction: a run at once sees the reply whole or not at all.
+            # The process's threads take turns here: SQLite would make a thread that finds the
+            # file locked sleep milliseconds before trying again.
+            with _cache_write_lock:
+                _cache_db(path).execute(
+                    "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (slot[1], slot[2], reply.model, slot[3], json.dumps(data), created))
+        except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
+            _cache_trouble(path, "written", exc)
     return reply
 
 
@@ -2432,6 +2723,8 @@ _OVERRIDES = frozenset(
         "timeout",
         "max_attempts",
         "max_retry_wait",
+        "rpm",
+        "tpm",
         "sleep",
         "rand",
         "env",
@@ -2511,6 +2804,8 @@ _ENV_VARS = (
     "EVALS_TIMEOUT",
     "EVALS_MAX_ATTEMPTS",
     "EVALS_MAX_RETRY_WAIT",
+    "EVALS_RPM",
+    "EVALS_TPM",
 )
 _clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
 _clients_lock = threading.Lock()

@@ -11,6 +11,8 @@ machine moves both sides alike.
     python benchmarks/bench.py --n 1000 --latency 0.2 --concurrency 1,8,32 --rounds 3
     python benchmarks/bench.py --evals 15ff8ea=git:15ff8ea --evals start=git:8998a38 \\
         --evals now=evals.py                   # before/after, side by side, in one run
+    python benchmarks/bench.py --evals main=git:main --evals now=evals.py \\
+        --skip throughput --skip rescore --skip startup   # the rate-limited parts only
 
 --evals [LABEL=]PATH or [LABEL=]git:REV (repeatable; default: this repository's evals.py)
 names each copy of evals.py to measure; every part runs for every copy in the same run and
@@ -48,6 +50,14 @@ the machine's other work only ever adds time. Every round's time is printed.
    request was answered), and ceil(answers / 16) x latency.  The longest chain alone is
    printed too.  Target: wall <= 1.3 x the bound; the server's peak of requests in flight
    reaches 16.  One run per copy.
+1c. At the provider's limit: a loopback server enforcing rate-limit buckets as OpenAI
+   documents them (60 requests and 4,500 tokens a "minute" of 6 s, each a bucket refilling
+   continuously; a request is counted at admission as its prompt tokens plus its token cap, 99
+   here, and refused 429 when it does not fit), sending x-ratelimit-* headers; then the same
+   with Anthropic's anthropic-ratelimit-* names (input and output tokens apart). 150 cases at
+   -j 16.  The physical bound: the last request admitted as soon as every bucket holds its cost,
+   plus the latency.  Targets: every case answered (exit 0), wall <= 1.15 x the bound, at most
+   5 % of requests refused.  One run per copy and flavour.
 2. Re-scoring: N generated cases (100,000) with 5 checks each and their recorded outputs
    (written to disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore
    recordings.jsonl --out RECORD --no-history -q` scores them and writes its run record; the
@@ -651,6 +661,211 @@ def part_rate_limited(copies, n, latency, level, workdir, summary):
 
 
 # ---------------------------------------------------------------------------------------------
+# 1c. Live calls at the provider's limit (rate-limit buckets and their headers)
+# ---------------------------------------------------------------------------------------------
+
+# OpenAI's limits, scaled down: 60 requests and 4,500 tokens a "minute" of 6 s, each a bucket
+# refilling continuously; a request is admitted when it fits both, counted at admission as its
+# prompt tokens (4 characters a token here) plus its token cap, else refused 429 (and, as on
+# OpenAI, nothing is admitted meanwhile). With a cap of 89 each case costs 99 tokens: 45 fit a
+# full bucket, then one every 0.132 s. The Anthropic flavour has the same requests limit and
+# splits the tokens: input tokens (the prompts, 1,000) and output tokens (the caps, 45 x 89).
+LIMITED_CASES = 150
+LIMITED_CONCURRENCY = 16
+LIMITED_WINDOW = 6.0  # seconds, the server's "minute"
+LIMITED_CAP = 89  # EVALS_MAX_TOKENS: 10 prompt tokens + 89 = 99 a request
+LIMITED_LIMITS = {"openai": {"requests": 60, "tokens": 4500},
+                  "anthropic": {"requests": 60, "input-tokens": 1000, "output-tokens": 45 * 89}}
+LIMITED_TARGET = 1.15  # x the physical bound
+LIMITED_REFUSED_TARGET = 0.05  # of requests answered 429
+
+
+class _BucketHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        request = json.loads(self.rfile.read(length).decode("utf-8"))
+        refused, headers = self.server.owner.admit(request)
+        if not refused:
+            time.sleep(self.server.owner.latency)
+        payload = self.server.owner.answer(refused)
+        try:
+            self.send_response(429 if refused else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            self.close_connection = True
+
+
+class BucketServer:
+    """A loopback chat server enforcing rate-limit buckets as OpenAI documents them (`style`
+    "openai": x-ratelimit-* headers, /v1/chat/completions) or Anthropic (anthropic-ratelimit-*
+    headers, /v1/messages): each limit a bucket of `limits[name]` refilling continuously over
+    `window` seconds, full at the start; an admitted request answers after `latency` with the
+    headers of what is left, a refused one at once, 429 with Retry-After. Counts answers and
+    refusals."""
+
+    def __init__(self, style, latency, limits, window):
+        self.style, self.latency, self.window = style, latency, window
+        self.lock = threading.Lock()
+        now = time.monotonic()
+        self.buckets = {name: [float(limit), now, float(limit)] for name, limit in limits.items()}
+        self.answered = self.refused = 0
+        self.server = _Server(("127.0.0.1", 0), _BucketHandler)
+        self.server.owner = self
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
+
+    def costs(self, request):
+        text = "".join(m["content"] for m in request.get("messages", [])
+                       if isinstance(m.get("content"), str)) + (request.get("system") or "")
+        prompt = -(-len(text) // 4)
+        cap = request.get("max_tokens") or request.get("max_completion_tokens") or 0
+        return {"requests": 1, "tokens": prompt + cap, "input-tokens": prompt,
+                "output-tokens": cap}
+
+    def admit(self, request):
+        """(refused, headers) of one request, admitted or not as the buckets allow."""
+        costs = self.costs(request)
+        with self.lock:
+            now = time.monotonic()
+            wait = 0.0
+            for name, bucket in self.buckets.items():
+                level, at, limit = bucket
+                bucket[0], bucket[1] = min(limit, level + (now - at) * limit / self.window), now
+                if bucket[0] < costs[name]:
+                    wait = max(wait, (costs[name] - bucket[0]) * self.window / limit)
+            refused = wait > 0
+            if refused:
+                self.refused += 1
+            else:
+                self.answered += 1
+                for name, bucket in self.buckets.items():
+                    bucket[0] -= costs[name]
+            headers = self.headers(now)
+        if refused:
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
+            if self.style == "openai":
+                headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        return refused, headers
+
+    def headers(self, now):
+        headers = {}
+        for name, (level, _at, limit) in self.buckets.items():
+            reset = (limit - level) * self.window / limit  # until full again
+            if self.style == "openai":
+                headers.update({"x-ratelimit-limit-" + name: "%d" % limit,
+                                "x-ratelimit-remaining-" + name: "%d" % max(0, level),
+                                "x-ratelimit-reset-" + name: (
+                                    "%dms" % (reset * 1000) if reset < 1 else "%.3fs" % reset)})
+            else:
+                at = time.time() + reset
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+                headers.update({"anthropic-ratelimit-%s-limit" % name: "%d" % limit,
+                                "anthropic-ratelimit-%s-remaining" % name: "%d" % max(0, level),
+                                "anthropic-ratelimit-%s-reset" % name: "%s.%03dZ" % (
+                                    stamp, int(at % 1 * 1000))})
+        return headers
+
+    def answer(self, refused):
+        if refused:
+            return json.dumps({"type": "error", "error": {
+                "type": "rate_limit_error" if self.style == "anthropic" else "requests",
+                "message": "Rate limit reached", "code": "rate_limit_exceeded"}}).encode()
+        if self.style == "anthropic":
+            return json.dumps({
+                "id": "msg_bench", "type": "message", "role": "assistant",
+                "model": "claude-haiku-4-5", "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "OK: the answer is 42."}],
+                "usage": {"input_tokens": 10, "output_tokens": 7}}).encode()
+        return json.dumps({
+            "id": "chatcmpl-bench", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "OK: the answer is 42."}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17}}).encode()
+
+
+def limited_bound(limits, costs, n, level, latency, window):
+    """The physical bound of n requests at `level` in flight against full buckets: the n-th
+    admitted as soon as every bucket holds its cost (each refilling limit/window a second),
+    then answered after `latency`; and ceil(n / level) x latency."""
+    admitted = max(max(0.0, (n * costs[name] - limit) * window / limit)
+                   for name, limit in limits.items())
+    return max(admitted + latency, math.ceil(n / level) * latency)
+
+
+def bench_limited(copy, style, n, latency, level, workdir):
+    cases = os.path.join(workdir, "limited_cases.jsonl")
+    write_simple_cases(cases, n)
+    limits = LIMITED_LIMITS[style]
+    with BucketServer(style, latency, limits, LIMITED_WINDOW) as server:
+        env_shown = {"EVALS_PROVIDER": style, "EVALS_BASE_URL": server.url,
+                     "EVALS_MAX_TOKENS": str(LIMITED_CAP),
+                     ("OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY"): KEY}
+        argv = [sys.executable, copy.path, "--cases", cases, "--client", "my_client:ask",
+                "-j", str(level), "--no-save", "--no-history", "-q"]
+        env = _base_env(**env_shown)
+        env.pop("ANTHROPIC_API_KEY", None) if style == "openai" else None
+        wall, done = _run(argv, env, copy.folder, 600)
+        costs = server.costs({"messages": [{"content": _question(0)}], "max_tokens": LIMITED_CAP})
+        bound = limited_bound(limits, costs, n, level, latency, LIMITED_WINDOW)
+        answered, refused = server.answered, server.refused
+    return {"wall_s": wall, "bound_s": bound, "ratio": wall / bound, "answered": answered,
+            "refused": refused, "refused_share": refused / max(1, answered + refused),
+            "exit": done.returncode, "stdout": done.stdout.decode("utf-8", "replace").strip(),
+            "stderr": done.stderr.decode("utf-8", "replace").strip(),
+            "command": "(cd %s && %s)" % (shlex.quote(copy.folder),
+                                          _command_text(argv, env_shown))}
+
+
+def part_limited(copies, n, latency, level, workdir, summary):
+    print("\n1c. At the provider's limit: %d cases, -j %d, %d ms latency; buckets of %s a %g s "
+          "\"minute\" (refilling continuously), each request 99 tokens"
+          % (n, level, latency * 1000, ", ".join(
+              "%s %s" % (v, k) for k, v in LIMITED_LIMITS["openai"].items()), LIMITED_WINDOW))
+    for style in ("openai", "anthropic"):
+        for copy in copies:
+            row = bench_limited(copy, style, n, latency, level, workdir)
+            print("   [%s] %s headers: wall %.2f s; bound %.2f s; ratio %.2f x; %d answered, "
+                  "%d refused 429 (%.1f %% of requests), exit %d" % (
+                      copy.label, style, row["wall_s"], row["bound_s"], row["ratio"],
+                      row["answered"], row["refused"], row["refused_share"] * 100, row["exit"]))
+            print("     command: " + row["command"])
+            if row["exit"] != 0:
+                print("     stdout: %s; stderr: %s" % (row["stdout"][-300:], row["stderr"][-300:]))
+            summary.append((copy.label, "%s limits: every case, within %.2f x the bound" % (
+                style, LIMITED_TARGET), "%.2f x" % row["ratio"],
+                row["ratio"] <= LIMITED_TARGET and row["answered"] >= n))
+            summary.append((copy.label, "%s limits: <= %d %% of requests refused 429" % (
+                style, LIMITED_REFUSED_TARGET * 100), "%.1f %%" % (row["refused_share"] * 100),
+                row["refused_share"] <= LIMITED_REFUSED_TARGET))
+            summary.append((copy.label, "%s limits: every case answered (exit 0)" % style,
+                            "%d answered, exit %d" % (row["answered"], row["exit"]),
+                            row["exit"] == 0 and row["answered"] >= n))
+
+# ---------------------------------------------------------------------------------------------
 # 2. Offline re-scoring, against a minimal loop
 # ---------------------------------------------------------------------------------------------
 
@@ -1232,7 +1447,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="N=200, 20,000 re-scored cases, 1 round (targets still shown)")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["throughput", "429", "rescore", "startup", "help", "version"],
+                        choices=["throughput", "429", "limited", "rescore", "startup", "help",
+                                 "version"],
                         help="skip a part (startup: both --help and the --version ratio)")
     args = parser.parse_args(argv)
     copies = parse_copies(args.evals, parser)
@@ -1259,6 +1475,9 @@ def main(argv=None):
         if "429" not in args.skip:
             part_rate_limited(copies, RATE_LIMITED_CASES, args.latency,
                               RATE_LIMITED_CONCURRENCY, workdir, summary)
+        if "limited" not in args.skip:
+            part_limited(copies, LIMITED_CASES, args.latency, LIMITED_CONCURRENCY, workdir,
+                         summary)
         if "rescore" not in args.skip:
             part_rescore(copies, rescore_n, rounds, workdir, summary)
         if "startup" not in args.skip and "help" not in args.skip:

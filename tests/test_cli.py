@@ -620,7 +620,7 @@ class InterruptTest(unittest.TestCase):
         code, out, err, kept = self.run_until_signal(signal.SIGINT)
         self.assertEqual(code, 130, err)
         self.assertIn("(1/1)", out)
-        self.assertIn("interrupted after 1 of 3 cases; nothing was written", err)
+        self.assertIn("interrupted after 1 of 3 cases; no record written", err)
         self.assertEqual(kept, '{"rate": 1.0, "results": {"fast": true}, "ts": 0}')
 
     def test_sigterm(self):

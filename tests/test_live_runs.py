@@ -12,9 +12,11 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from unittest import mock
 
@@ -442,6 +444,118 @@ class RateLimitTests(LiveRunCase):
         self.assertEqual(len(arrivals), 8)
         # 4 in flight: the first 4 arrive together, well inside one 0.2 s answer.
         self.assertLess(arrivals[3] - arrivals[0], 0.15)
+
+
+class ErroredTests(LiveRunCase):
+    def test_errored_reruns_only_the_cases_whose_call_failed(self):
+        broken = {"Question 1"}
+
+        def behave(prompt, n):
+            if prompt in broken:
+                return _always_500(prompt, n)
+            return {"json": completion(GOOD_TEXT if prompt != "Question 2" else BAD_TEXT)}
+
+        server = self.start_server(behave)
+        self.write_cases([("case-%d" % i, "Question %d" % i) for i in range(3)])
+        self.assertEqual(self.run_evals(server), 2, self.describe())  # into record.json
+        broken.clear()
+        before = server.counts()
+        code = self.run_evals(server, "--errored", "--baseline", "record.json", "--out", "rerun.json")
+        self.assertEqual(code, 0, self.describe())
+        after = server.counts()
+        self.assertEqual({p: after[p] - before.get(p, 0) for p in after
+                          if after[p] != before.get(p, 0)}, {"Question 1": 1})
+        entries = {e["id"]: e for e in read_record(self.dir, "rerun.json")["cases"]}
+        self.assertEqual(entries["case-1"]["status"], "pass")
+        self.assertEqual(entries["case-2"]["change"], "not_run")  # failed, not errored: kept
+        code = self.run_evals(server, "--errored", "--baseline", "rerun.json", "--out", "x.json")
+        self.assertEqual(code, 2)
+        self.assertIn("--errored: no selected case errored", self.stderr)
+
+
+class ResumeTests(unittest.TestCase):
+    """A live run stopped after some answers (SIGTERM, as a CI timeout sends) keeps them; the
+    next run with --resume calls only the rest and ends with the record an uninterrupted run
+    writes."""
+
+    PROMPTS = ["Question %d" % i for i in range(8)]
+
+    def setUp(self):
+        self.slow = True  # the first run: from the 5th case on, answers take their time
+        self.server = PromptServer(self.behave, MAX_SERVER_DELAY)
+        self.addCleanup(self.server.stop)
+        self.dirs = []
+        for _ in range(2):
+            tmp = tempfile.TemporaryDirectory(prefix="evals-resume-")
+            self.addCleanup(tmp.cleanup)
+            write_cases(tmp.name, [("case-%d" % i, p) for i, p in enumerate(self.PROMPTS)])
+            self.dirs.append(tmp.name)
+
+    def behave(self, prompt, n):
+        late = self.slow and self.PROMPTS.index(prompt) >= 4
+        return {"delay": MAX_SERVER_DELAY if late else 0, "json": completion()}
+
+    def interrupted_run(self, directory):
+        """evals.py -j 1 stopped by SIGTERM once the 5th case was sent (4 answered)."""
+        process = subprocess.Popen(
+            [sys.executable, EVALS, "--client", CLIENT, "--out", "record.json", "-j", "1"],
+            cwd=directory, env=_environment(self.server, {}), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        try:
+            for _ in range(400):  # 20 s at most
+                if self.server.counts().get(self.PROMPTS[4]) or process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        return process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    @staticmethod
+    def comparable(record):
+        """A record without what differs between any two runs: times and latencies."""
+        summary = {k: v for k, v in record["summary"].items() if k not in ("latency_s", "reused")}
+        cases = [{k: v for k, v in e.items() if k != "latency_s"} for e in record["cases"]]
+        return summary, cases
+
+    def test_resume_calls_only_the_cases_without_an_answer(self):
+        interrupted, finished = self.dirs
+        code, out, err = self.interrupted_run(interrupted)
+        self.assertEqual(code, 130, out + err)
+        self.assertIn("interrupted after 4 of 8 cases", err)
+        journal = os.path.join(interrupted, ".evals", "unfinished-record.sqlite")
+        self.assertTrue(os.path.exists(journal), err)
+        self.assertFalse(os.path.exists(os.path.join(interrupted, "record.json")))
+
+        self.slow, before = False, self.server.counts()
+        code, out, err = run_evals(interrupted, self.server, "-j", "2", "--resume")
+        self.assertEqual(code, 0, out + err)
+        called = {p: n - before.get(p, 0) for p, n in self.server.counts().items()
+                  if n - before.get(p, 0)}
+        self.assertEqual(called, {p: 1 for p in self.PROMPTS[4:]})
+        self.assertIn("4 of 8 answers reused from the interrupted run", out)
+        self.assertFalse(os.path.exists(journal), "a finished run deletes the journal")
+        resumed = read_record(interrupted)
+        self.assertEqual(resumed["summary"]["reused"], 4)
+
+        code, out, err = run_evals(finished, self.server, "-j", "2")
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(self.comparable(resumed), self.comparable(read_record(finished)))
+        self.assertEqual(resumed["summary"]["passed"], 8)
+
+    def test_a_resume_with_nothing_kept_calls_every_case_and_says_so(self):
+        directory = self.dirs[0]
+        self.slow = False
+        code, out, err = run_evals(directory, self.server, "--resume")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("--resume: no interrupted run to resume", err)
+        self.assertIn("0 of 8 answers reused", out)
+        self.assertEqual(self.server.counts(), {p: 1 for p in self.PROMPTS})
+        self.assertEqual([n for n in os.listdir(os.path.join(directory, ".evals"))
+                          if n.startswith("unfinished-")], [])
 
 
 if __name__ == "__main__":

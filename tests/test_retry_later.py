@@ -189,7 +189,7 @@ class CommandLineTests(unittest.TestCase):
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=20)
         self.assertEqual(process.returncode, 130, out + err)
-        self.assertIn("nothing was written", err)
+        self.assertIn("no record written", err)
         self.assertEqual(server.counts()["limited"], 1)
 
 

@@ -1,0 +1,198 @@
+"""Pacing by the provider's rate limits (my_client): the headers read, the waits worked out on a
+fake clock, and a live run against a loopback server that enforces a token bucket and refuses
+what does not fit. No assertion on how long anything took: speed is benchmarks/bench.py's."""
+
+import contextlib
+import io
+import json
+import math
+import os
+import threading
+import time
+import unittest
+
+import my_client
+from tests._loopback import LoopbackServer
+from tests.test_live_runs import KEY, completion, run_evals_in_process, write_cases
+
+
+class FakeClock:
+    """A monotonic clock that only moves when slept on; records the sleeps."""
+
+    def __init__(self):
+        self.now, self.slept = 100.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def pacer(**limits):
+    clock = FakeClock()
+    return my_client._Pacer("openai", clock=clock, sleep_fn=clock.sleep, **limits), clock
+
+
+COSTS = my_client._costs({"messages": [{"role": "user", "content": "x" * 36}]}, 89)  # 10 + 89
+
+
+def openai_headers(tokens_left, reset="6s", limit=4500):
+    return {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59",
+            "x-ratelimit-reset-requests": "100ms", "x-ratelimit-limit-tokens": str(limit),
+            "x-ratelimit-remaining-tokens": str(tokens_left), "x-ratelimit-reset-tokens": reset}
+
+
+class HeadersTest(unittest.TestCase):
+    def test_reset_durations_and_times(self):
+        for text, seconds in (("1s", 1), ("6m0s", 360), ("20ms", 0.02), ("1h2m3.5s", 3723.5),
+                              ("0.25", 0.25), ("2025-01-01T00:00:30Z", 30),
+                              ("2025-01-01T00:00:30.5+00:00", 30.5),
+                              ("2025-01-01T01:00:30+01:00", 30)):
+            with self.subTest(text=text):
+                self.assertAlmostEqual(my_client.parse_reset(text, now=1735689600.0), seconds)
+        for junk in (None, "", "soon", "1x", "nan"):
+            self.assertIsNone(my_client.parse_reset(junk), junk)
+
+    def test_openai_and_anthropic_names(self):
+        self.assertEqual(my_client.rate_limits(openai_headers(100, "5.9s")), {
+            "requests": (60, 59, 0.1), "tokens": (4500, 100, 5.9)})
+        found = my_client.rate_limits({
+            "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
+            "anthropic-ratelimit-requests-reset": "2025-01-01T00:00:01Z",
+            "anthropic-ratelimit-input-tokens-limit": "30000",
+            "anthropic-ratelimit-input-tokens-remaining": "29000",
+            "anthropic-ratelimit-output-tokens-limit": "8000",
+            "anthropic-ratelimit-output-tokens-remaining": "x",
+            "anthropic-ratelimit-tokens-limit": "30000",  # the stricter of the two, again
+            "anthropic-ratelimit-tokens-remaining": "29000"})
+        self.assertEqual(set(found), {"requests", "input-tokens"})
+        self.assertEqual(found["input-tokens"], (30000, 29000, None))
+        self.assertEqual(my_client.rate_limits({"content-type": "application/json"}), {})
+
+    def test_costs_follow_the_admission_rule(self):
+        self.assertEqual(COSTS, {"requests": 1, "tokens": 99, "input-tokens": 10,
+                                 "output-tokens": 89})
+
+
+class PacerTest(unittest.TestCase):
+    def test_nothing_known_nothing_waits(self):
+        paced, clock = pacer()
+        for _ in range(100):
+            paced.take(COSTS)
+        self.assertEqual(clock.slept, [])
+
+    def test_a_request_waits_until_the_tokens_it_needs_have_refilled(self):
+        paced, clock = pacer()
+        paced.done(paced.take(COSTS), openai_headers(0, "6s"))  # 4,500 in 6 s: 750 a second
+        paced.take(COSTS)
+        self.assertAlmostEqual(sum(clock.slept), 99 / 750)
+
+    def test_what_was_sent_after_a_request_is_taken_off_what_its_answer_reports(self):
+        paced, clock = pacer()
+        first = paced.take(COSTS)
+        paced.take(COSTS)  # in flight when the first answer says 198 were left
+        paced.done(first, openai_headers(198))
+        paced.take(COSTS)  # 198 - 99 = 99 left: fits
+        self.assertEqual(clock.slept, [])
+        paced.take(COSTS)  # 0 left: waits
+        self.assertAlmostEqual(sum(clock.slept), 99 / (4302 / 6))
+
+    def test_an_answer_is_taken_less_the_requests_its_own_may_have_overtaken(self):
+        paced, clock = pacer()
+        first = paced.take(COSTS)
+        second = paced.take(COSTS)  # sent while the first was in flight: it may arrive first
+        paced.done(second, openai_headers(4401))  # 4,500 less the second only
+        for _ in range(43):  # 4,401 less the first, which the answer may not count: 43 fit
+            paced.take(COSTS)
+        self.assertEqual(clock.slept, [])
+        paced.done(first)
+        with contextlib.redirect_stderr(io.StringIO()):
+            paced.take(COSTS)
+        self.assertGreater(sum(clock.slept), 0)
+
+    def test_limits_by_hand_and_the_notice(self):
+        paced, clock = pacer(tpm=600)  # full at 600, then 10 a second
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            for _ in range(7):
+                paced.take(COSTS)
+        self.assertAlmostEqual(sum(clock.slept), (7 * 99 - 600) / 10)
+        self.assertRegex(err.getvalue(), r"^my_client: waiting for openai's rate limit \(tokens: "
+                                         r"EVALS_TPM by hand\) until about \d\d:\d\d:\d\d; "
+                                         r"waiting is not a retry\n$")
+
+    def test_a_request_larger_than_the_limit_waits_for_a_full_bucket_not_forever(self):
+        paced, clock = pacer(tpm=50)
+        with contextlib.redirect_stderr(io.StringIO()):
+            paced.take(COSTS)  # 99 of a full 50: the bucket owes 49
+            paced.take(COSTS)  # then waits until it is full again: 99 at 50 a minute
+        self.assertAlmostEqual(sum(clock.slept), 99 / (50 / 60))
+
+
+class BucketServer(LoopbackServer):
+    """OpenAI-style: `tokens` a `window` refilling continuously; a request costs its prompt
+    (4 characters a token) plus its max_tokens at admission; what does not fit is refused 429."""
+
+    def __init__(self, tokens, window):
+        super().__init__()
+        self.limit, self.window, self.level, self.at = tokens, window, tokens, time.monotonic()
+        self.refused, self.lock = 0, threading.Lock()
+        self.behave(self.respond)
+        self.start()
+
+    def respond(self, request):
+        body = request["json"]
+        cost = math.ceil(len(body["messages"][-1]["content"]) / 4) + body["max_tokens"]
+        with self.lock:
+            now = time.monotonic()
+            self.level = min(self.limit, self.level + (now - self.at) * self.limit / self.window)
+            self.at, fits = now, self.level >= cost
+            self.level -= cost if fits else 0
+            self.refused += not fits
+            reset = (self.limit - self.level) * self.window / self.limit
+            headers = {"x-ratelimit-limit-tokens": str(self.limit),
+                       "x-ratelimit-remaining-tokens": str(int(self.level)),
+                       "x-ratelimit-reset-tokens": "%dms" % (reset * 1000)}
+        if not fits:
+            return {"status": 429, "headers": dict(headers, **{"Retry-After": "1"}),
+                    "json": {"error": {"message": "Rate limit reached", "type": "tokens"}}}
+        return {"delay": 0.05, "headers": headers, "json": completion()}
+
+
+class PacedRunTest(unittest.TestCase):
+    def test_a_run_at_the_limit_is_never_refused(self):
+        """12 cases at -j 4 through a bucket of 5 requests' tokens refilling in 0.5 s: with one
+        attempt a call (a 429 would be the case's error) every case is answered, none refused."""
+        server = BucketServer(tokens=500, window=0.5)
+        self.addCleanup(server.stop)
+        with tempfile_dir() as folder:
+            write_cases(folder, [("case-%02d" % i, "Question %02d" % i) for i in range(12)])
+            code, out, err = run_evals_in_process(
+                folder, _V1(server), "-j", "4", EVALS_MAX_ATTEMPTS="1", EVALS_MAX_TOKENS="97")
+            with open(os.path.join(folder, "record.json"), encoding="utf-8") as handle:
+                record = json.load(handle)
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(record["summary"]["passed"], 12)
+        self.assertEqual((len(server.requests), server.refused), (12, 0))
+        self.assertNotIn(KEY, out + err)
+
+
+class _V1:
+    """A server's url with /v1, as run_evals_in_process wants it."""
+
+    def __init__(self, server):
+        self.url = server.url + "/v1"
+
+
+@contextlib.contextmanager
+def tempfile_dir():
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="evals-pacing-") as folder:
+        yield folder
+
+
+if __name__ == "__main__":
+    unittest.main()
