@@ -2753,9 +2753,10 @@ def _run_command(args, stdout, stderr):
     _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
     selected = _selection(args, cases, baseline)
     if selected is None:
-        stdout.write("nothing to rerun: " + ("the history marks no selected case flaky\n"
-                                             if args.repeat_flaky else
-                                             f"every case passed in {args.baseline}\n"))
+        stdout.write("nothing to rerun: " + (
+            "the history marks no selected case flaky\n" if args.repeat_flaky else
+            f"no selected case errored in {args.baseline}\n" if args.errored else
+            f"every case passed in {args.baseline}\n"))
         return EXIT_OK
     # A --baseline that names the wrong file would make every regression new, and CI green.
     if not baseline.entries and (args.failed or args.baseline != DEFAULT_BASELINE):
@@ -2843,13 +2844,13 @@ def _refuse_contradictions(args):
 
 
 def _selection(args, cases, baseline):
-    """The cases to run, or None when --failed or --repeat-flaky finds nothing."""
+    """The cases to run, or None when --failed, --errored or --repeat-flaky finds nothing."""
     selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
                             args.shard)
-    if args.repeat_flaky:
-        selected = _extras().flaky_cases(args, selected)
+    if args.repeat_flaky or args.errored:  # the optional file's selections
+        selected = _extras().narrow_selection(args, selected, baseline)
     if not selected and not args.shard:  # a shard writes its record, even an empty one
-        if args.repeat_flaky or args.failed and not (args.tag or args.id):
+        if args.repeat_flaky or args.errored or args.failed and not (args.tag or args.id):
             return None
         raise EvalsError("no case matches the selection (--tag, --id, --failed)"
                          + (_extras().selection_hint(args, cases) if _extras() else ""))

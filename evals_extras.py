@@ -3093,8 +3093,14 @@ def append_run(args, record, stderr):
     _use_history(args, "updated", stderr, lambda path: history_append(path, record))
 
 
-def flaky_cases(args, cases):
-    """--repeat-flaky: the `cases` the history marks flaky (none without a history)."""
+def narrow_selection(args, cases, baseline):
+    """The selected `cases` this file's options keep: with --errored, those that errored in the
+    `baseline`'s last run; with --repeat-flaky, those the history marks flaky (none without a
+    history)."""
+    if args.errored:  # the cases whose answers a rerun may now get: not those that failed
+        cases = [c for c in cases if (baseline.entries.get(c.id) or {}).get("status") == "error"]
+    if not args.repeat_flaky:
+        return cases
     path, flaky = _history_path(args), []
     if os.path.exists(path):
         try:
@@ -3164,12 +3170,6 @@ def prepare_run(args, cases, options, stderr):
     _refuse_pairs(args, ("judge", "no_judge"), ("cache", "no_cache"), ("rescore", "cache"),
                   *((option, batch) for option in ("rescore", "cache", "budget")
                     for batch in ("batch", "batch_resume")))
-    if args.errored:  # the cases whose answers a rerun may now get: not those that failed
-        entries = load_baseline(args.baseline).entries
-        cases = [c for c in cases if (entries.get(c.id) or {}).get("status") == "error"]
-        if not cases and not args.shard:
-            raise EvalsError(f"--errored: no selected case errored in {args.baseline}'s last "
-                             "run: nothing to rerun")
     priced(options, args.prices, args.budget)
     options.judge = _judge_for(args, cases, stderr)
     options.cache = use_cache(args)

@@ -468,9 +468,12 @@ class ErroredTests(LiveRunCase):
         entries = {e["id"]: e for e in read_record(self.dir, "rerun.json")["cases"]}
         self.assertEqual(entries["case-1"]["status"], "pass")
         self.assertEqual(entries["case-2"]["change"], "not_run")  # failed, not errored: kept
+        # Nothing errored is nothing to rerun, as for --failed: exit 0, no call.
+        before = server.counts()
         code = self.run_evals(server, "--errored", "--baseline", "rerun.json", "--out", "x.json")
-        self.assertEqual(code, 2)
-        self.assertIn("--errored: no selected case errored", self.stderr)
+        self.assertEqual(code, 0, self.describe())
+        self.assertIn("nothing to rerun: no selected case errored in rerun.json", self.stdout)
+        self.assertEqual(server.counts(), before)
 
 
 class ResumeTests(unittest.TestCase):
