@@ -109,7 +109,8 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
                                          defaults=((), None, None))):
     """One check's verdict. passed: True, False or None (skipped); reason: for passes too;
     quoted: the parts of `reason` copied from the output (so they can be hidden); flag: None,
-    "review" (a judge was unsure), "error" or "skipped"; judge: a `judge` check's exchange."""
+    "review" (a judge was unsure), "error", "skipped" or "unknown" (a fact the client did not
+    report: a fail that negate keeps); judge: a `judge` check's exchange."""
 
     __slots__ = ()
 
@@ -290,7 +291,8 @@ def load_callable(spec, option="--client"):
         module = (_module_from_file(os.path.realpath(module_name)) if module_name.endswith(".py")
                   else importlib.import_module(module_name))
     except Exception as exc:
-        hint = (" (the default client; pass --client MODULE:FUNCTION or set EVALS_CLIENT)"
+        hint = (" (the default client: copy my_client.py beside evals.py, or pass --client "
+                "MODULE:FUNCTION or set EVALS_CLIENT)"
                 if spec == DEFAULT_CLIENT and option == "--client" else "")
         raise ClientError(f"{option} {spec!r}: cannot import {module_name}{hint}: "
                           f"{_describe_error(exc)}") from None
@@ -366,7 +368,8 @@ def _within(func, timeout):
 
 # Values (8 characters or more) of variables named like a credential (OPENAI_API_KEY) reach no
 # file or stream, whatever carries them, not even with a backslash (Markdown, JSON) in them.
-_SECRET_NAME = re.compile(r"(^|_)(API)?(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.I)
+# A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN); CACHE_KEY_PREFIX is no credential.
+_SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
 _SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
 
 
@@ -567,8 +570,8 @@ CheckSpec = collections.namedtuple("CheckSpec",
                                    "name func params open rule needs_judge summary whole")
 CHECKS = {}
 # What a copy without evals_extras.py says of the check types only that file registers.
-_NO_EXTRAS = ("evals_extras.py, which adds the judge, JSON Schema, cost and IFEval-style text "
-              "checks, is not beside evals.py")
+_NO_EXTRAS = ("evals_extras.py, which adds the judge, JSON Schema, cost, reference-answer, "
+              "embedded JSON, XML, tool-call and IFEval-style text checks, is not beside evals.py")
 
 
 def _kind(test, message):
@@ -970,7 +973,7 @@ def check_finish_reason(reply, values: FinishReasons):
     whose client reported none fails."""
     ended = reply.finish_reason
     if ended is None:  # not known is not a pass, as for latency and cost
-        return CheckResult(False, "the client reported no finish reason")
+        return CheckResult(False, "the client reported no finish reason", flag="unknown")
     if ended in values:
         return CheckResult(True, f"ended with {ended}")
     return CheckResult(False, f"ended with {ended}, expected {' or '.join(values)}")
@@ -2609,11 +2612,11 @@ def _parser(command, extras):
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
         for name in names:
-            if name not in options:
+            if name not in options and not name.startswith("--no-"):  # off: nothing to turn off
                 missing.append(name)
                 parser.set_defaults(**{name.lstrip("-").replace("-", "_"): None})
                 continue
-            spec = options[name]
+            spec = options.get(name, "(without evals_extras.py: nothing to turn off)")
             group.add_argument(*name.split(":")[-1].split(), **(
                 dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
 
@@ -2746,8 +2749,9 @@ def _run_command(args, stdout, stderr):
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
-    args.baseline = args.baseline or (DEFAULT_BASELINE if os.path.abspath(args.cases) == (
-        os.path.abspath(DEFAULT_CASES)) else os.path.splitext(args.cases)[0] + ".last_run.json")
+    folder, name = os.path.split(args.cases)  # from any folder, one case file has one baseline
+    args.baseline = args.baseline or os.path.join(folder, DEFAULT_BASELINE if name == DEFAULT_CASES
+                                                  else os.path.splitext(name)[0] + ".last_run.json")
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
     _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...

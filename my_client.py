@@ -2660,7 +2660,8 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
                 _cache_db(path).execute(
                     "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (slot[1], slot[2], reply.model, slot[3], json.dumps(data), created))
+                    (slot[1], slot[2], reply.model and _without_keys(reply.model), slot[3],
+                     _without_keys(json.dumps(data)), created))
         except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
             _cache_trouble(path, "written", exc)
     return reply
@@ -2894,9 +2895,23 @@ def prompt_key(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
+# A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN), as the harness masks them too.
+_CREDENTIAL = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+
+
+def _without_keys(text: str) -> str:
+    """``text`` with the value of every credential variable (8 characters or more) said
+    ``[redacted]``: a reply that echoes a key keeps it out of the files this module writes."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and value in text and _CREDENTIAL.search(name):
+            text = text.replace(value, "[redacted]")
+    return text
+
+
 def _append_line(path: str, row: Dict[str, Any]) -> None:
     """Append one JSON line with a single O_APPEND write (lines of threads never interleave)."""
-    _append_bytes(path, (json.dumps(row, ensure_ascii=False, default=repr) + "\n").encode("utf-8"))
+    line = _without_keys(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
+    _append_bytes(path, line.encode("utf-8"))
 
 
 def _append_bytes(path: str, data: bytes) -> None:

@@ -103,5 +103,20 @@ class CoreAloneTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.dir, "last_run.json")))
 
 
+    def test_turning_off_what_is_not_there_does_nothing(self):
+        # A CI job that passes --no-history or --no-cache must not go red for a missing file.
+        code, out = self.evals("--no-history", "--no-cache", "--no-judge", "--no-save")
+        self.assertEqual(code, 0, out)
+        self.assertIn("pass rate 100.0% (3/3)", out)
+
+    def test_a_missing_client_module_says_to_copy_it(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALS_", "GITHUB_"))}
+        env["EVALS_PROVIDER"] = "openai"  # a live run of the default client, not beside it
+        done = subprocess.run([sys.executable, "evals.py"], cwd=self.dir, env=env,
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("copy my_client.py beside evals.py", done.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

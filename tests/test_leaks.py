@@ -31,8 +31,8 @@ def every_file(directory):
 class TheKeyReachesNoFileTest(LiveRunCase):
     def test_a_reply_echoing_the_key_is_masked_in_every_file_and_stream(self):
         """The provider echoes the key in the text, the model name and a tool call's arguments:
-        the record, --json, JUnit, --record, HTML, Markdown, the step summary, the history and
-        the summary on stdout all show [redacted] instead."""
+        the record, --json, JUnit, --record, HTML, Markdown, the step summary, the history, the
+        call cache and the summary on stdout all show [redacted] instead."""
         def behave(prompt, n):
             body = completion(text="Your key is %s, a manager said." % KEY)
             body["model"] = "gpt-" + KEY
@@ -49,14 +49,16 @@ class TheKeyReachesNoFileTest(LiveRunCase):
         summary = os.path.join(self.dir, "step_summary.md")
         code = self.run_evals(server, "--json", "run.json", "--junit", "junit.xml", "--html",
                               "report.html", "--markdown", "report.md", "--record",
-                              "recordings.jsonl", "--github", GITHUB_STEP_SUMMARY=summary)
+                              "recordings.jsonl", "--github", "--cache", GITHUB_STEP_SUMMARY=summary,
+                              EVALS_CACHE_PATH=os.path.join(self.dir, "cache.sqlite"))
         self.assertEqual(code, 0, self.describe())
         files = every_file(self.dir)
+        self.assertIn("cache.sqlite", files)  # my_client's own file: the key is not in it either
         for name in ("record.json", "run.json", "junit.xml", "report.html", "report.md",
                      "recordings.jsonl", "step_summary.md"):
             self.assertIn(b"[redacted]", files[name], name)
         for name, data in files.items():
-            self.assertNotIn(KEY.encode(), data, name)
+            self.assertFalse(KEY.encode() in data, name)  # not the bytes: a database is long
         self.assertNotIn(KEY, self.stdout + self.stderr)
         self.assertIn('-> lookup({"key": "[redacted]"})', self.stdout)
         self.assertEqual(self.entries()["echo"]["model"], "gpt-[redacted]")
@@ -272,7 +274,35 @@ class AMisspelledVariableIsSaidTest(FolderCase):
         self.assertEqual(sorted(names - set(evals_extras.VARIABLES)), [])
 
 
+class OnlyCredentialsAreMaskedTest(unittest.TestCase):
+    def test_a_name_ending_in_key_or_token_is_a_credential_one_holding_it_is_not(self):
+        # CACHE_KEY_PREFIX=business masked "business" in every answer and failed two cases.
+        self.addCleanup(evals._find_secrets)
+        with mock.patch.dict(os.environ, {
+                "CACHE_KEY_PREFIX": "business", "TOKEN_TYPE_NAME": "bearer-ish",
+                "MY_API_KEY": "sk-abcdefgh123", "GH_TOKEN": "ghp_12345678"}):
+            evals._find_secrets()
+            self.assertEqual(evals.mask_secrets("3-5 business days, bearer-ish, sk-abcdefgh123, "
+                                                "ghp_12345678"),
+                             "3-5 business days, bearer-ish, [redacted], [redacted]")
+
+
 class EachCaseFileHasItsOwnBaselineTest(FolderCase):
+    def test_a_case_file_has_the_same_baseline_from_any_folder(self):
+        # Run from its folder, cases.jsonl wrote sub/last_run.json; run from the parent it was
+        # compared with sub/cases.last_run.json, found no run, and a regression exited 0.
+        sub = os.path.join(self.dir, "sub")
+        os.mkdir(sub)
+        for name in ("cases.jsonl", "recordings.jsonl"):
+            os.rename(os.path.join(self.dir, name), os.path.join(sub, name))
+        os.remove(os.path.join(self.dir, "last_run.json"))
+        env = {"EVALS_RECORDINGS": os.path.join(sub, "recordings.jsonl")}
+        with mock.patch.dict(os.environ, env):
+            code, err = self.main("--cases", os.path.join("sub", "cases.jsonl"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(n for n in os.listdir(sub) if n.endswith(".json")),
+                         ["last_run.json"])
+
     def test_a_second_case_file_keeps_its_own_baseline_history_and_failed_list(self):
         with open(os.path.join(self.dir, "cases.jsonl"), encoding="utf-8") as handle:
             lines = handle.readlines()

@@ -517,6 +517,11 @@ class FinishReasonTest(unittest.TestCase):
                                  (False, "the client reported no finish reason"))
         self.assertTrue(verdict({"type": "finish_reason", "values": ["stop"]},
                                 A("Hi", (), "stop")).passed)
+        # Negated, it still fails: "did not end with length" is not known either.
+        result = verdict({"type": "finish_reason", "values": ["length"], "negate": True},
+                         A("Hi", (), None))
+        self.assertEqual((result.passed, result.reason),
+                         (False, "the client reported no finish reason"))
 
     def test_values_are_the_normalised_words(self):
         self.assertEqual(evals.validate_check({"type": "finish_reason", "values": ["end_turn"]}),
