@@ -705,14 +705,12 @@ def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_wo
 
 
 def _stripped(strip):
-    """A rule: no white space at an end of `value` that `strip` (str.strip, lstrip or rstrip)
+    """A rule: `value` holds no white space at an end `strip` (str.strip, lstrip or rstrip)
     takes off the output when the check's `strip` is on: such a value could never match."""
-    def rule(check):
-        value = check["value"]
-        return [f"parameter 'value': {_quote(value)} has white space at an end that strip "
-                "removes from the output: it can never match (remove it, or set strip to false)"
-                ] if check.get("strip", True) and strip(value) != value else []
-    return rule
+    return lambda check: [
+        f"parameter 'value': {_quote(check['value'])} has white space at an end that strip "
+        "removes from the output: it can never match (remove it, or set strip to false)"
+    ] if check.get("strip", True) and strip(check["value"]) != check["value"] else []
 
 
 @register(rule=_stripped(str.strip))
@@ -2679,14 +2677,13 @@ def _sigterm_as_interrupt():
     """SIGTERM (a CI job cancelled) stops the command as Ctrl-C does: cleanly, exit 130."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = main and signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _exit_code(summary, strict=False, accepted=False):
