@@ -166,7 +166,26 @@ class _Server(http.server.ThreadingHTTPServer):
         pass
 
 
-class ChatServer:
+class _Serving:
+    """A loopback server (`self.server`) served by a thread while in a `with` block."""
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
+
+
+class ChatServer(_Serving):
     """Answers every POST with one chat completion after `latency` seconds; counts requests."""
 
     def __init__(self, latency):
@@ -183,21 +202,6 @@ class ChatServer:
                          "message": {"role": "assistant", "content": "OK: the answer is 42."}}],
             "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
         }).encode("utf-8")
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
 
     def reset(self):
         with self.server.lock:
@@ -706,7 +710,7 @@ class _BucketHandler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-class BucketServer:
+class BucketServer(_Serving):
     """A loopback chat server enforcing rate-limit buckets as OpenAI documents them (`style`
     "openai": x-ratelimit-* headers, /v1/chat/completions) or Anthropic (anthropic-ratelimit-*
     headers, /v1/messages): each limit a bucket of `limits[name]` refilling continuously over
@@ -722,21 +726,6 @@ class BucketServer:
         self.answered = self.refused = 0
         self.server = _Server(("127.0.0.1", 0), _BucketHandler)
         self.server.owner = self
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d/v1" % self.server.server_address[1]
 
     def costs(self, request):
         text = "".join(m["content"] for m in request.get("messages", [])
