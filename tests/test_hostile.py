@@ -11,32 +11,19 @@ import unittest.mock
 
 import evals
 import evals_extras
+from tests._folder import FolderCase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
+class NothingTheUserHadIsOverwrittenTest(FolderCase):
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-        for name in ("cases.jsonl", "recordings.jsonl", "last_run.json"):
-            shutil.copy(os.path.join(ROOT, name), self.dir)
+        super().setUp()
         self.before = {name: self.read(name) for name in os.listdir(self.dir)}
 
     def read(self, name):
         with open(os.path.join(self.dir, name), "rb") as handle:
             return handle.read()
-
-    def main(self, *argv):
-        err = io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.dir)
-        try:
-            code = evals.main(list(argv), io.StringIO(), err)
-        finally:
-            os.chdir(cwd)
-        return code, err.getvalue()
 
     def test_outputs_pointed_at_inputs_are_refused_before_any_work(self):
         rescore = ("--rescore", "recordings.jsonl", "--no-history")
@@ -50,7 +37,7 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
                 (("--out", "cases.jsonl"), "--out cases.jsonl is also --cases"),
                 (("--html", "r.html", "--markdown", "r.html"), "--html r.html is also --markdown")):
             with self.subTest(argv=argv):
-                code, err = self.main(*rescore, *argv)
+                code, _, err = self.main(*rescore, *argv)
                 self.assertEqual(code, 2, err)
                 self.assertIn(words, err)
                 self.assertIn("refusing to overwrite" if "empty" not in words else "empty", err)
@@ -58,7 +45,7 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
                         ("merge", "last_run.json", "--out", "last_run.json"),
                         ("merge", "last_run.json", "--out", "cases.jsonl")):
             with self.subTest(command=command):
-                code, err = self.main(*command)
+                code, _, err = self.main(*command)
                 self.assertEqual(code, 2, err)
                 self.assertIn("refusing to overwrite", err)
         self.assertEqual({name: self.read(name) for name in os.listdir(self.dir)}, self.before)
@@ -74,15 +61,15 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
                      ("--markdown", "README.md"), ("--json", "evals.py"),
                      ("--junit", "my_checks.py"), ("--record", "README.md")):
             with self.subTest(argv=argv):
-                code, err = self.main(*rescore[:2], *argv)
+                code, _, err = self.main(*rescore[:2], *argv)
                 self.assertEqual(code, 2, err)
                 self.assertIn("the file exists and is not one this tool wrote", err)
-        code, err = self.main("--cases", "cases.jsonl", "--html", ".")
+        code, _, err = self.main("--cases", "cases.jsonl", "--html", ".")
         self.assertIn("--html . is a folder; name a file", err)
         self.assertEqual({name: self.read(name) for name in os.listdir(self.dir)}, self.before)
         # What it wrote itself it writes again.
         for _ in range(2):
-            code, err = self.main(*rescore, "--html", "r.html", "--markdown", "r.md",
+            code, _, err = self.main(*rescore, "--html", "r.html", "--markdown", "r.md",
                                   "--junit", "r.xml", "--json", "r.json")
             self.assertEqual(code, 0, err)
 
@@ -94,14 +81,14 @@ class NothingTheUserHadIsOverwrittenTest(unittest.TestCase):
         module.ask = lambda prompt: calls.append(prompt) or "x"
         sys.modules["_calls_client"] = module
         self.addCleanup(sys.modules.pop, "_calls_client")
-        code, err = self.main("--client", "_calls_client:ask", "--record", "mine.jsonl",
+        code, _, err = self.main("--client", "_calls_client:ask", "--record", "mine.jsonl",
                               "--no-save")
         self.assertEqual((code, calls), (2, []))
         self.assertIn("mine.jsonl:1: expected", err)
 
     def test_a_link_to_an_input_is_the_same_file(self):
         os.symlink("cases.jsonl", os.path.join(self.dir, "link.html"))
-        code, err = self.main("--rescore", "recordings.jsonl", "--html", "link.html")
+        code, _, err = self.main("--rescore", "recordings.jsonl", "--html", "link.html")
         self.assertEqual(code, 2)
         self.assertIn("--html link.html is also --cases", err)
         self.assertEqual(self.read("cases.jsonl"), self.before["cases.jsonl"])
@@ -671,15 +658,13 @@ class ChecksKeepToThemselvesTest(unittest.TestCase):
         self.assertEqual(os.listdir(os.path.join(self.dir, "elsewhere")), [])
 
 
-class BoundedTest(unittest.TestCase):
+class BoundedTest(FolderCase):
     """Issue 21: no option, file or reason the user gives grows without end or crashes."""
 
+    FILES = ("cases.jsonl", "recordings.jsonl")
+
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-        for name in ("cases.jsonl", "recordings.jsonl"):
-            shutil.copy(os.path.join(ROOT, name), self.dir)
+        super().setUp()
         deep = "[" * 100_000 + "]" * 100_000
         self.write("deep.json", '{"format": "evals-run", "version": 1, "cases": %s}' % deep)
         self.write("deep.jsonl", '{"id": "a", "output": %s}\n' % deep)
@@ -688,15 +673,6 @@ class BoundedTest(unittest.TestCase):
         with open(os.path.join(self.dir, name), "w", encoding="utf-8") as handle:
             handle.write(text)
 
-    def main(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.dir)
-        try:
-            code = evals.main(list(argv), out, err)
-        finally:
-            os.chdir(cwd)
-        return code, out.getvalue(), err.getvalue()
 
     def test_a_repeat_past_any_use_is_refused(self):
         code, _, err = self.main("--rescore", "recordings.jsonl", "--no-save",

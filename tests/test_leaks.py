@@ -12,6 +12,7 @@ from unittest import mock
 
 import evals
 import evals_extras
+from tests._folder import FolderCase
 from tests import test_batch
 from tests.test_live_runs import KEY, LiveRunCase, completion
 
@@ -202,27 +203,6 @@ class ContentFilterNotCachedTest(LiveRunCase):
         self.assertEqual(server.counts(), {"Question": 2}, self.describe())
 
 
-class FolderCase(unittest.TestCase):
-    """A temporary folder holding this repository's cases, recordings and baseline."""
-
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-        for name in ("cases.jsonl", "recordings.jsonl", "last_run.json"):
-            shutil.copy(os.path.join(ROOT, name), self.dir)
-
-    def main(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.dir)
-        try:
-            code = evals.main(list(argv), out, err)
-        finally:
-            os.chdir(cwd)
-        return code, err.getvalue()
-
-
 class ACaseListedTwiceTest(FolderCase):
     def test_a_record_listing_a_case_twice_is_refused_as_baseline_and_by_compare(self):
         path = os.path.join(self.dir, "last_run.json")
@@ -239,7 +219,7 @@ class ACaseListedTwiceTest(FolderCase):
                      ("compare", "twice.json", "good.json"),
                      ("report", "twice.json", "--html", "r.html")):
             with self.subTest(argv=argv):
-                code, err = self.main(*argv)
+                code, _, err = self.main(*argv)
                 self.assertEqual(code, 2, err)
                 self.assertIn(said, err)
 
@@ -298,7 +278,7 @@ class EachCaseFileHasItsOwnBaselineTest(FolderCase):
         os.remove(os.path.join(self.dir, "last_run.json"))
         env = {"EVALS_RECORDINGS": os.path.join(sub, "recordings.jsonl")}
         with mock.patch.dict(os.environ, env):
-            code, err = self.main("--cases", os.path.join("sub", "cases.jsonl"))
+            code, _, err = self.main("--cases", os.path.join("sub", "cases.jsonl"))
         self.assertEqual(code, 0, err)
         self.assertEqual(sorted(n for n in os.listdir(sub) if n.endswith(".json")),
                          ["last_run.json"])
@@ -309,7 +289,7 @@ class EachCaseFileHasItsOwnBaselineTest(FolderCase):
         with open(os.path.join(self.dir, "other.jsonl"), "w", encoding="utf-8") as handle:
             handle.writelines(lines[:3])
         before = every_file(self.dir)["last_run.json"]
-        code, err = self.main("--cases", "other.jsonl")
+        code, _, err = self.main("--cases", "other.jsonl")
         self.assertEqual(code, 0, err)
         self.assertNotIn("warning", err)
         files = every_file(self.dir)
@@ -318,15 +298,15 @@ class EachCaseFileHasItsOwnBaselineTest(FolderCase):
         self.assertEqual(len(record["cases"]), 3)
         self.assertIn(os.path.join(".evals", "other.history.sqlite"), files)
         self.assertNotIn(os.path.join(".evals", "history.sqlite"), files)
-        code, err = self.main("--cases", "other.jsonl", "--failed")  # reads its own baseline
+        code, _, err = self.main("--cases", "other.jsonl", "--failed")  # reads its own baseline
         self.assertEqual(code, 0, err)
-        code, err = self.main("--cases", "other.jsonl", "--accept")
+        code, _, err = self.main("--cases", "other.jsonl", "--accept")
         self.assertEqual((code, every_file(self.dir)["last_run.json"]), (0, before))
         # The default case file keeps last_run.json; an explicit --baseline still wins.
-        code, err = self.main("--cases", "other.jsonl", "--baseline", "mine.json")
+        code, _, err = self.main("--cases", "other.jsonl", "--baseline", "mine.json")
         self.assertEqual(code, 0, err)
         self.assertIn("mine.json", every_file(self.dir))
         self.assertIn(os.path.join(".evals", "mine.history.sqlite"), every_file(self.dir))
-        code, err = self.main()
+        code, _, err = self.main()
         self.assertEqual(code, 0, err)
         self.assertNotEqual(every_file(self.dir)["last_run.json"], before)
