@@ -684,13 +684,7 @@ LIMITED_TARGET = 1.15  # x the physical bound
 LIMITED_REFUSED_TARGET = 0.05  # of requests answered 429
 
 
-class _BucketHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format, *args):
-        pass
-
+class _BucketHandler(_Handler):  # its keep-alive and quiet log; its own answers
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         request = json.loads(self.rfile.read(length).decode("utf-8"))

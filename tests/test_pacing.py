@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import tempfile
 import threading
 import time
 import unittest
@@ -167,7 +168,7 @@ class PacedRunTest(unittest.TestCase):
         attempt a call (a 429 would be the case's error) every case is answered, none refused."""
         server = BucketServer(tokens=500, window=0.5)
         self.addCleanup(server.stop)
-        with tempfile_dir() as folder:
+        with tempfile.TemporaryDirectory() as folder:
             write_cases(folder, [("case-%02d" % i, "Question %02d" % i) for i in range(12)])
             code, out, err = run_evals_in_process(
                 folder, _V1(server), "-j", "4", EVALS_MAX_ATTEMPTS="1", EVALS_MAX_TOKENS="97")
@@ -184,14 +185,6 @@ class _V1:
 
     def __init__(self, server):
         self.url = server.url + "/v1"
-
-
-@contextlib.contextmanager
-def tempfile_dir():
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="evals-pacing-") as folder:
-        yield folder
 
 
 if __name__ == "__main__":
