@@ -58,17 +58,64 @@ import unicodedata
 __version__ = "0.2.0"
 
 __all__ = [  # each check_* function is public too
-    "EvalsError", "CaseFileError", "BaselineError", "ClientError", "Case", "CheckResult",
-    "CaseResult", "Answer", "FINISH_REASONS", "load_callable", "CHECKS", "register",
-    "validate_check", "run_check", "evaluate", "NO_JUDGE", "load_cases", "case_problems",
-    "select_cases", "shard_of", "run_case", "run_cases", "each_result", "RunOptions",
-    "BudgetExceeded", "Interrupted", "latency_percentiles", "load_outputs", "replay_client",
-    "refuse_conversations", "stored_output", "decide", "Baseline", "RunResult", "load_baseline",
-    "completed", "make_record", "summarize", "case_status", "JudgeRequired", "record_problem",
-    "case_reasons", "record_chunks", "write_record", "write_atomic", "write_jsonl_atomic",
-    "Decision", "fisher_one_sided", "min_detectable", "repeat_change", "RepeatChange",
-    "REPEAT_CHANGES", "DEFAULT_ALPHA", "POOLED_RUNS", "format_summary", "github_annotations",
-    "mask_secrets", "main",
+    "EvalsError",
+    "CaseFileError",
+    "BaselineError",
+    "ClientError",
+    "Case",
+    "CheckResult",
+    "CaseResult",
+    "Answer",
+    "FINISH_REASONS",
+    "load_callable",
+    "CHECKS",
+    "register",
+    "validate_check",
+    "run_check",
+    "evaluate",
+    "NO_JUDGE",
+    "load_cases",
+    "case_problems",
+    "select_cases",
+    "shard_of",
+    "run_case",
+    "run_cases",
+    "each_result",
+    "RunOptions",
+    "BudgetExceeded",
+    "Interrupted",
+    "latency_percentiles",
+    "load_outputs",
+    "replay_client",
+    "refuse_conversations",
+    "stored_output",
+    "decide",
+    "Baseline",
+    "RunResult",
+    "load_baseline",
+    "completed",
+    "make_record",
+    "summarize",
+    "case_status",
+    "JudgeRequired",
+    "record_problem",
+    "case_reasons",
+    "record_chunks",
+    "write_record",
+    "write_atomic",
+    "write_jsonl_atomic",
+    "Decision",
+    "fisher_one_sided",
+    "min_detectable",
+    "repeat_change",
+    "RepeatChange",
+    "REPEAT_CHANGES",
+    "DEFAULT_ALPHA",
+    "POOLED_RUNS",
+    "format_summary",
+    "github_annotations",
+    "mask_secrets",
+    "main",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -105,8 +152,12 @@ class ClientError(EvalsError):
 
 # Named tuples, not dataclasses: importing dataclasses costs more start-up than --help needs.
 
-class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted flag judge",
-                                         defaults=((), None, None))):
+
+class CheckResult(
+    collections.namedtuple(
+        "CheckResult", "passed reason quoted flag judge", defaults=((), None, None)
+    )
+):
     """One check's verdict. passed: True, False or None (skipped); reason: for passes too;
     quoted: the parts of `reason` copied from the output (so they can be hidden); flag: None,
     "review" (a judge was unsure), "error", "skipped" or "unknown" (a fact the client did not
@@ -116,15 +167,23 @@ class CheckResult(collections.namedtuple("CheckResult", "passed reason quoted fl
 
     def as_dict(self, kind):
         """The run record's dict: type, passed, reason; the flag, quoted and judge if set."""
-        return {"type": kind, "passed": self.passed, "reason": self.reason,
-                **({self.flag: True} if self.flag else {}),
-                **({"quoted": list(self.quoted)} if self.quoted else {}),
-                **({"judge": self.judge} if self.judge is not None else {})}
+        return {
+            "type": kind,
+            "passed": self.passed,
+            "reason": self.reason,
+            **({self.flag: True} if self.flag else {}),
+            **({"quoted": list(self.quoted)} if self.quoted else {}),
+            **({"judge": self.judge} if self.judge is not None else {}),
+        }
 
 
-class Case(collections.namedtuple(
-        "Case", "id input checks description tags metadata path line",
-        defaults=("", (), None, "", 0))):
+class Case(
+    collections.namedtuple(
+        "Case",
+        "id input checks description tags metadata path line",
+        defaults=("", (), None, "", 0),
+    )
+):
     """One line of the case file: id, input (str, or a list of {"role": one of ROLES, "content":
     str}, the last the user's), checks (tuple of dicts), description, tags (tuple of str),
     metadata (dict or None), and where it came from: `path` and the 1-based `line`."""
@@ -132,12 +191,30 @@ class Case(collections.namedtuple(
     __slots__ = ()
 
 
-class CaseResult(collections.namedtuple(
+class CaseResult(
+    collections.namedtuple(
         "CaseResult",
         "id status output checks error latency_s usage model cost_usd attempts flaky sent "
         "reasoning tool_calls finish_reason passes calls",
-        defaults=(None, (), None, None, None, None, None, None, False, None, None, (), None,
-                  None, None))):
+        defaults=(
+            None,
+            (),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            None,
+            None,
+            (),
+            None,
+            None,
+            None,
+        ),
+    )
+):
     """One case's outcome; unknown parts are None. status: see `case_status`; output: the text
     (None when the call failed); checks: CheckResult.as_dict dicts; error: "Type: message";
     usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it sent; tool_calls
@@ -152,8 +229,13 @@ class CaseResult(collections.namedtuple(
         return case_reasons(self.status, self.error, self.checks)
 
 
-class Answer(collections.namedtuple("Answer", "text tool_calls finish_reason latency_s cost_usd",
-                                    defaults=((), None, None, None))):
+class Answer(
+    collections.namedtuple(
+        "Answer",
+        "text tool_calls finish_reason latency_s cost_usd",
+        defaults=((), None, None, None),
+    )
+):
     """The whole reply a check whose first parameter is `reply` sees (others see the text):
     tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote}),
     finish_reason (FINISH_REASONS or None), latency_s (None when replayed), cost_usd or None."""
@@ -177,8 +259,10 @@ def _tool_calls_problem(calls):
         where, arguments = f"tool call {number} ({call['name']})", call.get("arguments", {})
         extra = [key for key in call if key not in ("name", "arguments", "id")]
         if not isinstance(arguments, (dict, str)):
-            return (f"{where}: 'arguments' must be a JSON object (or the string the model "
-                    f"wrote), got {type(arguments).__name__}")
+            return (
+                f"{where}: 'arguments' must be a JSON object (or the string the model "
+                f"wrote), got {type(arguments).__name__}"
+            )
         try:  # records, recordings and reports write them as JSON
             json.dumps(arguments, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -212,14 +296,18 @@ def case_reasons(status, error, checks):
         return [error or "the call failed"]
     if status == "pass":
         return []
-    reasons = [f"{c.get('type')}: {c.get('reason')}{_check_calls(c)}" for c in checks or ()
-               if isinstance(c, dict) and c.get("passed") is False]
-    return reasons or (["needs review: the judge was not sure"] if status == "review"
-                       else ["failed"])
+    reasons = [
+        f"{c.get('type')}: {c.get('reason')}{_check_calls(c)}"
+        for c in checks or ()
+        if isinstance(c, dict) and c.get("passed") is False
+    ]
+    return reasons or (
+        ["needs review: the judge was not sure"] if status == "review" else ["failed"]
+    )
 
 
 def _check_calls(check):
-    """" (1/3 calls passed)" for a check of a repeated case, else ""."""
+    """ " (1/3 calls passed)" for a check of a repeated case, else ""."""
     passes, calls = check.get("passes"), check.get("calls")
     return f" ({passes}/{calls} calls passed)" if type(calls) is int and calls > 1 else ""
 
@@ -271,8 +359,10 @@ def _extras(needed_for=None):
         if exc.name != "evals_extras":
             raise
         if needed_for:
-            raise EvalsError(f"{needed_for} needs evals_extras.py: copy it beside evals.py "
-                             f"({os.path.dirname(os.path.abspath(__file__))})") from None
+            raise EvalsError(
+                f"{needed_for} needs evals_extras.py: copy it beside evals.py "
+                f"({os.path.dirname(os.path.abspath(__file__))})"
+            ) from None
         return None
     return evals_extras
 
@@ -288,14 +378,21 @@ def load_callable(spec, option="--client"):
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = (_module_from_file(os.path.realpath(module_name)) if module_name.endswith(".py")
-                  else importlib.import_module(module_name))
+        module = (
+            _module_from_file(os.path.realpath(module_name))
+            if module_name.endswith(".py")
+            else importlib.import_module(module_name)
+        )
     except Exception as exc:
-        hint = (" (the default client: copy my_client.py beside evals.py, or pass --client "
-                "MODULE:FUNCTION or set EVALS_CLIENT)"
-                if spec == DEFAULT_CLIENT and option == "--client" else "")
-        raise ClientError(f"{option} {spec!r}: cannot import {module_name}{hint}: "
-                          f"{_describe_error(exc)}") from None
+        hint = (
+            " (the default client: copy my_client.py beside evals.py, or pass --client "
+            "MODULE:FUNCTION or set EVALS_CLIENT)"
+            if spec == DEFAULT_CLIENT and option == "--client"
+            else ""
+        )
+        raise ClientError(
+            f"{option} {spec!r}: cannot import {module_name}{hint}: {_describe_error(exc)}"
+        ) from None
     func = getattr(module, attr, None)
     if not callable(func):
         raise ClientError(f"{option} {spec!r}: {module_name} has no callable {attr!r}")
@@ -306,14 +403,29 @@ def _asking(func):
     """`func` (a client or a judge) as call(arg, case, attempt), passing `case=` and `attempt=`
     (the 0-based repeat) only when its signature names such a parameter."""
     import inspect
+
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):  # no signature to read (a builtin): called with arg alone
         params = {}
-    named = [name for name in ("case", "attempt") if name in params and params[name].kind in (
-        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    call = lambda arg, case, attempt: func(arg, **{name: value for name, value in (  # noqa: E731
-        ("case", case), ("attempt", attempt)) if name in named})
+    named = [
+        name
+        for name in ("case", "attempt")
+        if name in params
+        and params[name].kind
+        in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    call = lambda arg, case, attempt: func(
+        arg,
+        **{
+            name: value
+            for name, value in (  # noqa: E731
+                ("case", case),
+                ("attempt", attempt),
+            )
+            if name in named
+        },
+    )
     call.replays = getattr(func, "model", None) == "replay"  # recorded answers: see _attempt
     return call
 
@@ -374,10 +486,20 @@ _SECRETS = []  # their pattern, found as main() starts (reading the environment 
 
 
 def _find_secrets():
-    values = sorted({v for k, v in os.environ.items() if len(v) >= 8 and _SECRET_NAME.search(k)},
-                    key=len, reverse=True)
-    _SECRETS[:] = [values and re.compile("|".join(re.escape(value[0]) + "".join(
-        r"\\?" + re.escape(char) for char in value[1:]) for value in values))]
+    values = sorted(
+        {v for k, v in os.environ.items() if len(v) >= 8 and _SECRET_NAME.search(k)},
+        key=len,
+        reverse=True,
+    )
+    _SECRETS[:] = [
+        values
+        and re.compile(
+            "|".join(
+                re.escape(value[0]) + "".join(r"\\?" + re.escape(char) for char in value[1:])
+                for value in values
+            )
+        )
+    ]
 
 
 def mask_secrets(value):
@@ -387,8 +509,11 @@ def mask_secrets(value):
         return pattern.sub("[redacted]", value) if pattern and value else value
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
-    return getattr(value, "_make", type(value))(map(mask_secrets, value)) if isinstance(
-        value, (list, tuple)) else value
+    return (
+        getattr(value, "_make", type(value))(map(mask_secrets, value))
+        if isinstance(value, (list, tuple))
+        else value
+    )
 
 
 class _Masking(collections.namedtuple("_Masking", "stream")):
@@ -413,8 +538,13 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines([data] if isinstance(data, bytes) else (  # _json_line masks
-                mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data))
+            handle.writelines(
+                [data]
+                if isinstance(data, bytes)
+                else (  # _json_line masks
+                    mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data
+                )
+            )
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -470,8 +600,9 @@ def _fold(text, ignore_case):
 
 def _is_word_char(char):
     """A letter, digit, "_" or combining mark ("नमस" is not a word in "नमस्ते"); "" is not."""
-    return bool(char) and (char.isalnum() or char == "_"
-                           or unicodedata.category(char).startswith("M"))
+    return bool(char) and (
+        char.isalnum() or char == "_" or unicodedata.category(char).startswith("M")
+    )
 
 
 def _count_phrase(text, phrase, whole_word=False, first=False):
@@ -483,8 +614,12 @@ def _count_phrase(text, phrase, whole_word=False, first=False):
     count, at = 0, text.find(phrase)
     while at >= 0 and not (first and count):
         end = at + len(phrase)
-        if (guard_start and _is_word_char(text[at - 1:at])
-                or guard_end and _is_word_char(text[end:end + 1])):
+        if (
+            guard_start
+            and _is_word_char(text[at - 1 : at])
+            or guard_end
+            and _is_word_char(text[end : end + 1])
+        ):
             at = text.find(phrase, at + 1)
         else:
             count += 1
@@ -530,8 +665,9 @@ def _unique_keys(pairs):
 # Decoders made once: json.loads with arguments builds a new one per call. RFC 8259 only says
 # names SHOULD be unique, so a model's output may repeat one; a case file the user wrote may not.
 _STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_UNIQUE_KEYS_DECODER = json.JSONDecoder(parse_constant=_reject_constant,
-                                        object_pairs_hook=_unique_keys)
+_UNIQUE_KEYS_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+)
 
 
 def _strict_json(text, unique_keys=False):
@@ -550,8 +686,11 @@ def _parse_json(output, allow_fence=False):
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # the hint only where allow_fence would make it pass
-        hint = (" (the output has a ``` fence around the JSON; set allow_fence to accept that)"
-                if not allow_fence and _parse_json(output, True)[1] is None else "")
+        hint = (
+            " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
+            if not allow_fence and _parse_json(output, True)[1] is None
+            else ""
+        )
         return None, f"not valid JSON: {exc}{hint}"
 
 
@@ -566,12 +705,15 @@ def _parse_json(output, allow_fence=False):
 Param = collections.namedtuple("Param", "kind required default")
 # open: it takes any other key; rule(check) -> problems across parameters; whole: it sees the
 # Answer (its first parameter is named `reply`), not only a text.
-CheckSpec = collections.namedtuple("CheckSpec",
-                                   "name func params open rule needs_judge summary whole")
+CheckSpec = collections.namedtuple(
+    "CheckSpec", "name func params open rule needs_judge summary whole"
+)
 CHECKS = {}
 # What a copy without evals_extras.py says of the check types only that file registers.
-_NO_EXTRAS = ("evals_extras.py, which adds the judge, JSON Schema, cost, reference-answer, "
-              "embedded JSON, XML, tool-call and IFEval-style text checks, is not beside evals.py")
+_NO_EXTRAS = (
+    "evals_extras.py, which adds the judge, JSON Schema, cost, reference-answer, "
+    "embedded JSON, XML, tool-call and IFEval-style text checks, is not beside evals.py"
+)
 
 
 def _kind(test, message):
@@ -579,34 +721,51 @@ def _kind(test, message):
 
 
 def _is_texts(value, allow_empty=False):
-    return (isinstance(value, list) and (allow_empty or bool(value))
-            and all(isinstance(v, str) and (allow_empty or v) for v in value))
+    return (
+        isinstance(value, list)
+        and (allow_empty or bool(value))
+        and all(isinstance(v, str) and (allow_empty or v) for v in value)
+    )
 
 
 def _is_number(value):
     """A JSON number: an int (any size: 10**400 has no float) or a finite float, not a bool."""
-    return (isinstance(value, int) and not isinstance(value, bool)
-            or isinstance(value, float) and math.isfinite(value))
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        or isinstance(value, float)
+        and math.isfinite(value)
+    )
 
 
 def Choice(*choices):
     listed = "must be one of " + ", ".join(map(repr, choices))
-    return lambda v: None if v in choices else listed + (
-        _did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
+    return lambda v: (
+        None
+        if v in choices
+        else listed + (_did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
+    )
 
 
 Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
-Count = _kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-              "must be a non-negative integer")
+Count = _kind(
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "must be a non-negative integer",
+)
 Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
 # Invisible characters do not count: every check removes them (_normal), and "" matches anywhere.
-Text = _kind(lambda v: isinstance(v, str) and _normal(v),
-             "must be a string with a visible character")
-Texts = _kind(lambda v: _is_texts(v) and all(map(_normal, v)),
-              "must be a non-empty list of strings with a visible character each")
+Text = _kind(
+    lambda v: isinstance(v, str) and _normal(v), "must be a string with a visible character"
+)
+Texts = _kind(
+    lambda v: _is_texts(v) and all(map(_normal, v)),
+    "must be a non-empty list of strings with a visible character each",
+)
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
-Flags = _kind(lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
-              "must be a string of regex flag letters from 'imsx'")
+Flags = _kind(
+    lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
+    "must be a string of regex flag letters from 'imsx'",
+)
 Split = Choice("whitespace", "alphanumeric")
 _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
@@ -618,19 +777,30 @@ def register(func=None, *, rule=None, needs_judge=False):
     if func is None:
         return lambda f: register(f, rule=rule, needs_judge=needs_judge)
     code = func.__code__
-    names = code.co_varnames[1:code.co_argcount]
+    names = code.co_varnames[1 : code.co_argcount]
     defaults = dict(zip(reversed(names), reversed(func.__defaults__ or ())))
-    params = {name: Param(func.__annotations__[name], name not in defaults, defaults.get(name))
-              for name in names}
-    name = func.__name__[len("check_"):]
+    params = {
+        name: Param(func.__annotations__[name], name not in defaults, defaults.get(name))
+        for name in names
+    }
+    name = func.__name__[len("check_") :]
     summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
-    CHECKS[name] = CheckSpec(name, func, params, bool(code.co_flags & 0x08),  # CO_VARKEYWORDS
-                             rule, needs_judge, summary, code.co_varnames[0] == "reply")
+    CHECKS[name] = CheckSpec(
+        name,
+        func,
+        params,
+        bool(code.co_flags & 0x08),  # CO_VARKEYWORDS
+        rule,
+        needs_judge,
+        summary,
+        code.co_varnames[0] == "reply",
+    )
     return func
 
 
 def _bounds(low="min", high="max", needed=True, hint=""):
     """A rule: bounds `low` <= `high` (inclusive), at least one of them given when `needed`."""
+
     def rule(check):  # on a valid check: a bound is absent, or a count
         lower, upper = check.get(low, CHECKS[check["type"]].params[low].default), check.get(high)
         if lower is None and upper is None and needed:
@@ -638,6 +808,7 @@ def _bounds(low="min", high="max", needed=True, hint=""):
         if lower is not None and upper is not None and lower > upper:
             return [f"impossible bounds, {low} {lower} > {high} {upper}{hint}"]
         return []
+
     return rule
 
 
@@ -666,13 +837,20 @@ def _counted(count, unit, min=None, max=None, of=""):
         return CheckResult(False, f"{measured}, expected at least {min}")
     if max is not None and count > max:
         return CheckResult(False, f"{measured}, expected at most {max}")
-    wanted = (f"exactly {min}" if min == max
-              else f"between {min} and {max}" if min is not None and max is not None
-              else f"at least {min}" if min is not None else f"at most {max}")
+    wanted = (
+        f"exactly {min}"
+        if min == max
+        else f"between {min} and {max}"
+        if min is not None and max is not None
+        else f"at least {min}"
+        if min is not None
+        else f"at most {max}"
+    )
     return CheckResult(True, f"{measured}, {wanted}")
 
 
 # ---- phrases and exact text ----
+
 
 def _found(output, values, ignore_case, whole_word):
     folded = _fold(output, ignore_case)
@@ -683,8 +861,10 @@ def _found(output, values, ignore_case, whole_word):
 def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """At least one of `values` occurs (case-insensitive by default)."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(bool(found), f"found {_quote_all(found)}" if found
-                       else f"none of {_quote_all(values)} found")
+    return CheckResult(
+        bool(found),
+        f"found {_quote_all(found)}" if found else f"none of {_quote_all(values)} found",
+    )
 
 
 @register
@@ -692,25 +872,35 @@ def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_wo
     """Every one of `values` occurs; the reason lists the missing ones."""
     found = _found(output, values, ignore_case, whole_word)
     missing = [v for v in values if v not in found]
-    return CheckResult(not missing, f"missing: {_quote_all(missing)}" if missing
-                       else f"found all of {_quote_all(values)}")
+    return CheckResult(
+        not missing,
+        f"missing: {_quote_all(missing)}" if missing else f"found all of {_quote_all(values)}",
+    )
 
 
 @register
 def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """None of `values` occurs; the reason lists the ones found."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(not found, f"found forbidden: {_quote_all(found)}" if found
-                       else f"none of {_quote_all(values)} found")
+    return CheckResult(
+        not found,
+        f"found forbidden: {_quote_all(found)}"
+        if found
+        else f"none of {_quote_all(values)} found",
+    )
 
 
 def _stripped(strip):
     """A rule: `value` holds no white space at an end `strip` (str.strip, lstrip or rstrip)
     takes off the output when the check's `strip` is on: such a value could never match."""
-    return lambda check: [
-        f"parameter 'value': {_quote(check['value'])} has white space at an end that strip "
-        "removes from the output: it can never match (remove it, or set strip to false)"
-    ] if check.get("strip", True) and strip(check["value"]) != check["value"] else []
+    return lambda check: (
+        [
+            f"parameter 'value': {_quote(check['value'])} has white space at an end that strip "
+            "removes from the output: it can never match (remove it, or set strip to false)"
+        ]
+        if check.get("strip", True) and strip(check["value"]) != check["value"]
+        else []
+    )
 
 
 @register(rule=_stripped(str.strip))
@@ -729,10 +919,10 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
         verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
-        outside, inside = folded[len(wanted):len(wanted) + 1], wanted[-1]
+        outside, inside = folded[len(wanted) : len(wanted) + 1], wanted[-1]
     else:
-        verb, got, matched = "ends", text[-(len(value) + 20):], folded.endswith(wanted)
-        outside, inside = folded[-len(wanted) - 1:-len(wanted)], wanted[0]
+        verb, got, matched = "ends", text[-(len(value) + 20) :], folded.endswith(wanted)
+        outside, inside = folded[-len(wanted) - 1 : -len(wanted)], wanted[0]
     if matched and not (whole_word and _is_word_char(outside) and _is_word_char(inside)):
         return CheckResult(True, f"{where}{verb} with {_quote(value)}")
     got = _quote(got)
@@ -740,21 +930,30 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
 
 
 @register(rule=_stripped(str.lstrip))
-def check_starts_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
-                      whole_word: Bool = False, paragraph: Position = None):
+def check_starts_with(
+    output,
+    value: Text,
+    ignore_case: Bool = False,
+    strip: Bool = True,
+    whole_word: Bool = False,
+    paragraph: Position = None,
+):
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
     where = "output "
     if paragraph is not None:
         paragraphs = _paragraphs(output)
         if paragraph > len(paragraphs):
-            return CheckResult(False, f"no paragraph {paragraph}: the output has {len(paragraphs)}")
+            return CheckResult(
+                False, f"no paragraph {paragraph}: the output has {len(paragraphs)}"
+            )
         output, where = paragraphs[paragraph - 1], f"paragraph {paragraph} "
     return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
 @register(rule=_stripped(str.rstrip))
-def check_ends_with(output, value: Text, ignore_case: Bool = False, strip: Bool = True,
-                    whole_word: Bool = False):
+def check_ends_with(
+    output, value: Text, ignore_case: Bool = False, strip: Bool = True, whole_word: Bool = False
+):
     """The output ends with `value` (surrounding white space stripped by default)."""
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
@@ -778,14 +977,19 @@ def _regex_problem(pattern, flags=""):
 def _regex_rule(check):
     # The pattern is compiled with its flags: in verbose mode ("x") "#" starts a comment.
     problem = _regex_problem(check["pattern"], check.get("flags", ""))
-    bounds = _bounds("min_matches", "max_matches", needed=False,
-                     hint=" (set min_matches to 0 to allow no match)")
+    bounds = _bounds(
+        "min_matches",
+        "max_matches",
+        needed=False,
+        hint=" (set min_matches to 0 to allow no match)",
+    )
     return ([f"parameter 'pattern' {problem}"] if problem else []) + bounds(check)
 
 
 @register(rule=_regex_rule)
-def check_regex(output, pattern: Text, flags: Flags = "", min_matches: Count = 1,
-                max_matches: Count = None):
+def check_regex(
+    output, pattern: Text, flags: Flags = "", min_matches: Count = 1, max_matches: Count = None
+):
     """Python `re` `pattern` (`flags`: letters of `imsx`) has between `min_matches` and
     `max_matches` non-overlapping matches."""
     compiled = _compile(pattern, flags)
@@ -796,15 +1000,23 @@ def check_regex(output, pattern: Text, flags: Flags = "", min_matches: Count = 1
             return CheckResult(True, f"matched {got}", (got,))
         return CheckResult(False, f"no match for /{pattern}/{flags}")
     count = sum(1 for _ in compiled.finditer(output))
-    return _counted(count, ("match", "matches"), min_matches, max_matches,
-                    f" of /{pattern}/{flags}")
+    return _counted(
+        count, ("match", "matches"), min_matches, max_matches, f" of /{pattern}/{flags}"
+    )
 
 
 # ---- counts ----
 
+
 @register(rule=_bounds())
-def check_phrase_count(output, phrase: Text, min: Count = None, max: Count = None,
-                       ignore_case: Bool = True, whole_word: Bool = True):
+def check_phrase_count(
+    output,
+    phrase: Text,
+    min: Count = None,
+    max: Count = None,
+    ignore_case: Bool = True,
+    whole_word: Bool = True,
+):
     """`phrase` occurs `min`..`max` times (whole words, case-insensitive by default)."""
     count = _count_phrase(_fold(output, ignore_case), _fold(phrase, ignore_case), whole_word)
     return _counted(count, "occurrence", min, max, f" of {_quote(phrase)}")
@@ -817,8 +1029,7 @@ def check_max_words(output, n: Count):
 
 
 @register(rule=_bounds())
-def check_word_count(output, min: Count = None, max: Count = None,
-                     split: Split = "whitespace"):
+def check_word_count(output, min: Count = None, max: Count = None, split: Split = "whitespace"):
     """`min`..`max` words, split on white space or (`alphanumeric`) as runs of `\\w`."""
     return _counted(len(_words(output, split)), "word", min, max)
 
@@ -838,6 +1049,7 @@ def check_line_count(output, min: Count = None, max: Count = None):
 
 # ---- JSON ----
 
+
 @register
 def check_json_valid(output, allow_fence: Bool = False):
     """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
@@ -847,8 +1059,20 @@ def check_json_valid(output, allow_fence: Bool = False):
 
 
 def _json_type(value):
-    return next((name for cls, name in ((dict, "object"), (list, "array"), (str, "string"),
-                 (bool, "boolean"), (type(None), "null")) if isinstance(value, cls)), "number")
+    return next(
+        (
+            name
+            for cls, name in (
+                (dict, "object"),
+                (list, "array"),
+                (str, "string"),
+                (bool, "boolean"),
+                (type(None), "null"),
+            )
+            if isinstance(value, cls)
+        ),
+        "number",
+    )
 
 
 @register
@@ -877,8 +1101,9 @@ def _json_equal(a, b, subset=False):
     if _json_type(a) != _json_type(b):
         return False
     if isinstance(a, dict):
-        return ((a.keys() >= b.keys() if subset else a.keys() == b.keys())
-                and all(_json_equal(a[k], b[k], subset) for k in b))
+        return (a.keys() >= b.keys() if subset else a.keys() == b.keys()) and all(
+            _json_equal(a[k], b[k], subset) for k in b
+        )
     if isinstance(a, list):
         return len(a) == len(b) and all(map(_json_equal, a, b))
     return a == b
@@ -896,8 +1121,10 @@ def JsonSchema(value):
         return str(exc)
 
 
-FinishReasons = _kind(lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
-                      "must be a non-empty list of " + ", ".join(FINISH_REASONS))
+FinishReasons = _kind(
+    lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
+    "must be a non-empty list of " + ", ".join(FINISH_REASONS),
+)
 
 
 def _call_text(call, limit=None):
@@ -906,7 +1133,7 @@ def _call_text(call, limit=None):
         return f"{call.get('name')}([arguments omitted])"
     shown = json.dumps(call["arguments"], ensure_ascii=False)
     if limit is not None and len(shown) > limit:
-        shown = shown[:limit - 3] + "..."
+        shown = shown[: limit - 3] + "..."
     return f"{call.get('name')}({shown})"
 
 
@@ -920,14 +1147,23 @@ def _arguments_problem(call, arguments, schema, quoted):
         return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
-    errors = [] if schema is None else _extras("a tool call's schema").schema_errors(
-        call["arguments"], schema, "$", quoted)
+    errors = (
+        []
+        if schema is None
+        else _extras("a tool call's schema").schema_errors(call["arguments"], schema, "$", quoted)
+    )
     return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
-def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: JsonSchema = None,
-                      min: Count = 1, max: Count = None):
+def check_tool_called(
+    reply,
+    name: Text,
+    arguments: JsonObject = None,
+    schema: JsonSchema = None,
+    min: Count = 1,
+    max: Count = None,
+):
     """The model called the tool `name` `min`..`max` times (default: at least once), counting
     the calls whose arguments hold `arguments` (a subset, compared as JSON) and satisfy
     `schema`; negated: no such call."""
@@ -939,8 +1175,13 @@ def check_tool_called(reply, name: Text, arguments: JsonObject = None, schema: J
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
     called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
-    detail = (_truncated_list([miss for miss in misses if miss is not None], 3) if named
-              else f"the reply called {called}" if called else "the reply called no tool")
+    detail = (
+        _truncated_list([miss for miss in misses if miss is not None], 3)
+        if named
+        else f"the reply called {called}"
+        if called
+        else "the reply called no tool"
+    )
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
@@ -952,16 +1193,20 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
     calls = ", ".join(called) or "none"
     wanted = " then ".join(names)
     if exact:
-        return (CheckResult(True, f"called exactly {wanted}") if called == list(names)
-                else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}"))
+        return (
+            CheckResult(True, f"called exactly {wanted}")
+            if called == list(names)
+            else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
+        )
     found = 0  # how many of `names` were called in order
     for called_name in called:
         found += found < len(names) and called_name == names[found]
     if found == len(names):
         return CheckResult(True, f"called {wanted} (the calls: {calls})")
     after = f" after {names[found - 1]}" if found else ""
-    return CheckResult(False, f"no call of {names[found]}{after}, expected {wanted}; the calls: "
-                              f"{calls}")
+    return CheckResult(
+        False, f"no call of {names[found]}{after}, expected {wanted}; the calls: {calls}"
+    )
 
 
 @register
@@ -979,8 +1224,10 @@ def check_finish_reason(reply, values: FinishReasons):
 
 # ---- judge (its check is in evals_extras.py) ----
 
-_NEEDS_JUDGE = ("a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
-                "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)")
+_NEEDS_JUDGE = (
+    "a `judge` check needs a judge: score it with evaluate(case, output, judge=...), "
+    "or on the command line with --judge MODULE:FUNCTION (or --no-judge to skip it)"
+)
 NO_JUDGE = object()  # evaluate(..., judge=NO_JUDGE) skips judge checks (--no-judge)
 
 
@@ -1003,10 +1250,14 @@ def check_max_latency_s(reply, seconds: Amount):
     """The call took at most `seconds` seconds; not applicable to a replayed answer, which has
     no latency."""
     if reply.latency_s is None:
-        return CheckResult(None, "not applicable: no latency was measured (a replayed or "
-                                 "re-scored answer)", flag="skipped")
-    return CheckResult(reply.latency_s <= seconds, f"took {reply.latency_s:.3f} s, expected at "
-                                                   f"most {seconds:g} s")
+        return CheckResult(
+            None,
+            "not applicable: no latency was measured (a replayed or re-scored answer)",
+            flag="skipped",
+        )
+    return CheckResult(
+        reply.latency_s <= seconds, f"took {reply.latency_s:.3f} s, expected at most {seconds:g} s"
+    )
 
 
 # ---- the user's own checks ----
@@ -1064,13 +1315,17 @@ def check_python(output, function: Function, **params):
     pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
     verdict, reason = verdict if pair else (verdict, None)
     if not isinstance(verdict, bool):
-        return CheckResult(False, f"{function} returned {type(verdict).__name__}, expected a "
-                                  "bool or (bool, reason)", flag="error")
+        return CheckResult(
+            False,
+            f"{function} returned {type(verdict).__name__}, expected a bool or (bool, reason)",
+            flag="error",
+        )
     # The user's words may quote the output: --omit-outputs hides them, evals' own stay.
     return CheckResult(verdict, reason or f"returned {verdict}", (reason,) if reason else ())
 
 
 # ---- validating and running checks ----
+
 
 def validate_check(check):
     """The problems (list of str) of one check (a dict from the case file): unknown type or
@@ -1083,8 +1338,11 @@ def validate_check(check):
         return ["has no 'type' (a string naming the check)"]
     spec = CHECKS.get(kind) or _extras() and CHECKS.get(kind)  # the optional file registers
     if spec is None:
-        return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
-                + ", ".join(sorted(CHECKS)) + ("" if _extras() else f" ({_NO_EXTRAS})")]
+        return [
+            f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
+            + ", ".join(sorted(CHECKS))
+            + ("" if _extras() else f" ({_NO_EXTRAS})")
+        ]
     # "on" picks the text a check reads; a check of the whole reply reads no text
     params = {"negate": _NEGATE, **({} if spec.whole else {"on": _ON}), **spec.params}
     problems = []
@@ -1095,17 +1353,21 @@ def validate_check(check):
             problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
         elif key != "type" and not spec.open:
             hint = _did_you_mean(key, params).rstrip(".")
-            problems.append(f"{kind}: unknown parameter {key!r}{hint} (allowed: "
-                            f"{', '.join(params)})")
-    problems += [f"{kind}: missing required parameter {key!r}"
-                 for key, param in params.items() if param.required and key not in check]
+            problems.append(
+                f"{kind}: unknown parameter {key!r}{hint} (allowed: {', '.join(params)})"
+            )
+    problems += [
+        f"{kind}: missing required parameter {key!r}"
+        for key, param in params.items()
+        if param.required and key not in check
+    ]
     if not problems and spec.rule:
         problems += [f"{kind}: {problem}" for problem in spec.rule(check)]
     return problems
 
 
 def _did_you_mean(name, known):
-    """"; did you mean 'x'?" for the names that start with `name` ("contains" is short for
+    """ "; did you mean 'x'?" for the names that start with `name` ("contains" is short for
     contains_any or contains_all, not for not_contains), else the closest one; "." if none."""
     import difflib
 
@@ -1130,9 +1392,11 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
 
 
 # An answer that did not end by itself is scored all the same; a failing reason says why.
-_ENDINGS = {"length": "the answer was cut at the token limit",
-            "content_filter": "the answer was stopped by a content filter",
-            "refusal": "the model refused"}
+_ENDINGS = {
+    "length": "the answer was cut at the token limit",
+    "content_filter": "the answer was stopped by a content filter",
+    "refusal": "the model refused",
+}
 
 
 def _scorable(output):
@@ -1155,13 +1419,19 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
         text = answer
     elif text is None:  # an empty text fails every check of the text, negated ones included
         called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
-        return _ended(CheckResult(False, f"the reply has no text; it called {called}" if called
-                                  else "the output is empty"), answer)
+        return _ended(
+            CheckResult(
+                False,
+                f"the reply has no text; it called {called}" if called else "the output is empty",
+            ),
+            answer,
+        )
     result = spec.func(text, **params)
     if negate and result.flag is None:
         verdict = "does not hold" if not result.passed else "holds, but must not"
-        result = result._replace(passed=not result.passed,
-                                 reason=f"negated: {verdict}: {result.reason}")
+        result = result._replace(
+            passed=not result.passed, reason=f"negated: {verdict}: {result.reason}"
+        )
     return result if spec.whole else _ended(result, answer)
 
 
@@ -1170,7 +1440,8 @@ def _ended(result, answer):
     if ending is None or result.passed is not False or result.flag is not None:
         return result
     return result._replace(
-        reason=f"{result.reason} ({ending}: finish_reason {answer.finish_reason})")
+        reason=f"{result.reason} ({ending}: finish_reason {answer.finish_reason})"
+    )
 
 
 # Check results repeat across cases ("found 'manager'"): their dicts are shared (read-only), so
@@ -1189,17 +1460,23 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     answer = output if isinstance(output, Answer) else Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
     specs = [CHECKS[check["type"]] for check in case.checks]
-    results = [None if spec.needs_judge else _shared(
-        _score(spec, check, text, answer, reasoning=reasoning), spec.name)
-        for spec, check in zip(specs, case.checks)]
+    results = [
+        None
+        if spec.needs_judge
+        else _shared(_score(spec, check, text, answer, reasoning=reasoning), spec.name)
+        for spec, check in zip(specs, case.checks)
+    ]
     if None not in results:
         return case_status(results), results
     failed = ", ".join(dict.fromkeys(r["type"] for r in results if r and r["passed"] is False))
     if judge is NO_JUDGE:
         unjudged = CheckResult(None, "skipped (--no-judge): not judged", flag="skipped")
     elif failed:
-        unjudged = CheckResult(None, f"skipped: a deterministic check failed ({failed}), so the "
-                                     "judge was not asked", flag="skipped")
+        unjudged = CheckResult(
+            None,
+            f"skipped: a deterministic check failed ({failed}), so the judge was not asked",
+            flag="skipped",
+        )
     elif judge is None:
         unjudged = CheckResult(False, _NEEDS_JUDGE, flag="error")
     else:  # the judge as `ask` (prompt -> reply) for this case and attempt, keeping its name
@@ -1207,8 +1484,9 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
         ask.name = getattr(judge, "name", None) or _callable_name(judge)
     for index, (spec, check) in enumerate(zip(specs, case.checks)):
         if results[index] is None:
-            results[index] = (unjudged or _score(spec, check, text, answer, ask, case.input,
-                                                 reasoning)).as_dict(spec.name)
+            results[index] = (
+                unjudged or _score(spec, check, text, answer, ask, case.input, reasoning)
+            ).as_dict(spec.name)
     return case_status(results), results
 
 
@@ -1222,8 +1500,11 @@ ROLES = ("system", "user", "assistant")  # a conversation's message roles, as ch
 # A case's fields: (required, whether a value is valid, what a valid one is).
 CASE_FIELDS = {
     "id": (True, lambda v: isinstance(v, str) and v.strip(), "a non-empty string"),
-    "input": (True, lambda v: isinstance(v, (str, list)),
-              'a string or a list of messages ({"role": ..., "content": ...})'),
+    "input": (
+        True,
+        lambda v: isinstance(v, (str, list)),
+        'a string or a list of messages ({"role": ..., "content": ...})',
+    ),
     "checks": (True, lambda v: isinstance(v, list) and v, "a non-empty list of checks"),
     "description": (False, lambda v: isinstance(v, str), "a string"),
     "tags": (False, lambda v: _is_texts(v, allow_empty=True), "a list of strings"),
@@ -1237,15 +1518,23 @@ def _message_problems(message, where):
     """Problems of a conversation's message: {"role": one of ROLES, "content": non-empty str}."""
     if not isinstance(message, dict):
         return [f"{where}: expected object, got {_json_type(message)}"]
-    problems = [f"{where}: missing required key {key!r}" for key in ("role", "content")
-                if key not in message]
-    problems += [f"{where}: unexpected key {_quote(key)}" for key in message
-                 if key not in ("role", "content")]
+    problems = [
+        f"{where}: missing required key {key!r}"
+        for key in ("role", "content")
+        if key not in message
+    ]
+    problems += [
+        f"{where}: unexpected key {_quote(key)}"
+        for key in message
+        if key not in ("role", "content")
+    ]
     role, content = message.get("role", "user"), message.get("content", ".")
     if role not in ROLES:
         shown = _to_json(role)  # as written, unless it hides a control or format character
-        problems.append(f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
-                        f"not one of {_to_json(list(ROLES))}")
+        problems.append(
+            f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
+            f"not one of {_to_json(list(ROLES))}"
+        )
     if not isinstance(content, str):
         problems.append(f"{where}.content: expected string, got {_json_type(content)}")
     elif not content:
@@ -1261,12 +1550,17 @@ def _input_problems(data):
         return []
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
-    problems = [problem for index, message in enumerate(value)
-                for problem in _message_problems(message, f"input[{index}]")]
+    problems = [
+        problem
+        for index, message in enumerate(value)
+        for problem in _message_problems(message, f"input[{index}]")
+    ]
     last = value[-1]
     if isinstance(last, dict) and last.get("role") in ROLES and last["role"] != "user":
-        problems.append(f"input: the last message must be the user's, the one the model "
-                        f"answers (input[{len(value) - 1}] is from the {last['role']})")
+        problems.append(
+            f"input: the last message must be the user's, the one the model "
+            f"answers (input[{len(value) - 1}] is from the {last['role']})"
+        )
     return problems
 
 
@@ -1276,10 +1570,15 @@ def case_problems(data, memo=None):
     20,000 cases load in 0.7 s, not 1.3 s, and 100,000 hold 1/3 of the memory."""
     if not isinstance(data, dict):
         whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
-        return [f"a case must be a JSON object, got {_json_type(data)}"
-                + (" (one case a line, not an array of cases)" if whole_file else "")]
-    problems = [f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
-                for key in data if key not in CASE_FIELDS]
+        return [
+            f"a case must be a JSON object, got {_json_type(data)}"
+            + (" (one case a line, not an array of cases)" if whole_file else "")
+        ]
+    problems = [
+        f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
+        for key in data
+        if key not in CASE_FIELDS
+    ]
     for name, (required, valid, wanted) in CASE_FIELDS.items():
         if name not in data:
             problems += [f"missing field {name!r}"] if required else []
@@ -1288,15 +1587,22 @@ def case_problems(data, memo=None):
         elif name in ("id", "tags") and _LONE_SURROGATE.search("".join(data[name])):
             # "\ud800" decodes to half a character, which no file, terminal or database takes
             # as UTF-8: the history write, or every later run, would fail.
-            problems.append(f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
-                            "use whole characters")
+            problems.append(
+                f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
+                "use whole characters"
+            )
         elif name == "input":
             problems += _input_problems(data)
         elif name == "checks":
             key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = (memo or {}).get(key) or (tuple(data["checks"]), [
-                f"check {number}: {problem}" for number, check in enumerate(data["checks"], 1)
-                for problem in validate_check(check)])
+            shared = (memo or {}).get(key) or (
+                tuple(data["checks"]),
+                [
+                    f"check {number}: {problem}"
+                    for number, check in enumerate(data["checks"], 1)
+                    for problem in validate_check(check)
+                ],
+            )
             if memo is not None:  # equal lists validated once and shared as one tuple
                 data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
@@ -1315,8 +1621,10 @@ def load_cases(path):
     except OSError as exc:
         reason = exc.strerror or exc
         if isinstance(exc, FileNotFoundError) and not os.path.isabs(path):
-            reason = (f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
-                      "run from the folder that holds the case file, or pass --cases)")
+            reason = (
+                f"{reason} in {os.getcwd()} (paths are relative to the current folder: "
+                "run from the folder that holds the case file, or pass --cases)"
+            )
         raise CaseFileError([f"{path}: cannot read the case file: {reason}"]) from None
     cases, problems, first_line = [], [], {}
     # Lines end at b"\n" only: a JSON string may hold U+2028, which is no line end.
@@ -1334,19 +1642,27 @@ def load_cases(path):
             try:
                 data = _strict_json(raw, unique_keys=True)
             except (ValueError, RecursionError) as exc:  # NaN, a repeated key, deep nesting
-                reason = (f"{exc.msg} (column {exc.colno})" if isinstance(exc, json.JSONDecodeError)
-                          else "nested too deeply" if isinstance(exc, RecursionError) else exc)
+                reason = (
+                    f"{exc.msg} (column {exc.colno})"
+                    if isinstance(exc, json.JSONDecodeError)
+                    else "nested too deeply"
+                    if isinstance(exc, RecursionError)
+                    else exc
+                )
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
-                    problems.append(f"{where}: a case is one line of JSON (JSON Lines), not a "
-                                    "value spread over lines; the rest of the file was not read")
+                    problems.append(
+                        f"{where}: a case is one line of JSON (JSON Lines), not a "
+                        "value spread over lines; the rest of the file was not read"
+                    )
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
             case_id = data.get("id") if isinstance(data, dict) else None
             if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
-                problems.append(f"{where}: duplicate id {case_id!r} "
-                                f"(first used on line {first_line[case_id]})")
+                problems.append(
+                    f"{where}: duplicate id {case_id!r} (first used on line {first_line[case_id]})"
+                )
             if not problems:  # after a problem the file is refused: no case is needed
                 fields = {**data, "tags": tuple(data.get("tags", ()))}  # checks: a shared tuple
                 cases.append(Case(**fields, path=str(path), line=number))
@@ -1358,6 +1674,7 @@ def load_cases(path):
 
 
 # ---- selection: tags, ids, what failed last time, shards ----
+
 
 def shard_of(case_id, count):
     """The shard (0-based, of `count`) a case belongs to: a hash of its id, so the split does
@@ -1373,11 +1690,14 @@ def select_cases(cases, tags=(), ids=(), failed_in=None, shard=None):
     and in `shard`, (index, count) with 1 <= index <= count. An empty filter keeps all."""
     import fnmatch
 
-    return [case for case in cases
-            if (not tags or set(tags) & set(case.tags))
-            and (not ids or any(fnmatch.fnmatchcase(case.id, p) for p in ids))
-            and (failed_in is None or (failed_in.get(case.id) or {}).get("status") != "pass")
-            and (shard is None or shard_of(case.id, shard[1]) == shard[0] - 1)]
+    return [
+        case
+        for case in cases
+        if (not tags or set(tags) & set(case.tags))
+        and (not ids or any(fnmatch.fnmatchcase(case.id, p) for p in ids))
+        and (failed_in is None or (failed_in.get(case.id) or {}).get("status") != "pass")
+        and (shard is None or shard_of(case.id, shard[1]) == shard[0] - 1)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1404,10 +1724,23 @@ class RunOptions:
     judge (the callable of `judge` checks). A run counts its `replies`, of them the `cached`
     (an adapter's cache answered) and the `replayed` (recorded) ones."""
 
-    def __init__(self, concurrency=1, timeout=None, repeat=1, min_pass=None, rate_limit=None,
-                 budget=None, price=None, judge=None):
+    def __init__(
+        self,
+        concurrency=1,
+        timeout=None,
+        repeat=1,
+        min_pass=None,
+        rate_limit=None,
+        budget=None,
+        price=None,
+        judge=None,
+    ):
         self.concurrency, self.timeout, self.repeat, self.min_pass = (
-            concurrency, timeout, repeat, min_pass)
+            concurrency,
+            timeout,
+            repeat,
+            min_pass,
+        )
         self.budget, self.price, self.judge = budget, price, judge
         self.limiter = _extras("a rate limit").RateLimiter(rate_limit) if rate_limit else None
         self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
@@ -1430,10 +1763,19 @@ def _attribute(value, name, kind):
 
 # The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
 # these parts, each of its kind or None; an object may say that it was `cached` or `replayed`.
-_REPLY_PARTS = {"text": str, "tool_calls": object, "finish_reason": object, "usage": dict,
-                "model": str, "reasoning": str, "sent": dict}
-_NO_REPLY = ("the client returned {}, expected str (the answer's text) or a dict "
-             '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see docs/clients.md)')
+_REPLY_PARTS = {
+    "text": str,
+    "tool_calls": object,
+    "finish_reason": object,
+    "usage": dict,
+    "model": str,
+    "reasoning": str,
+    "sent": dict,
+}
+_NO_REPLY = (
+    "the client returned {}, expected str (the answer's text) or a dict "
+    '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see docs/clients.md)'
+)
 
 
 def _reply_problem(whole, hint=""):
@@ -1443,8 +1785,10 @@ def _reply_problem(whole, hint=""):
     problem = _tool_calls_problem([] if calls is None else calls)
     if problem or whole.get("finish_reason") in FINISH_REASONS + (None,):
         return problem or None
-    return (f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-            f"{json.dumps(whole['finish_reason'], default=repr)}{hint}")
+    return (
+        f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+        f"{json.dumps(whole['finish_reason'], default=repr)}{hint}"
+    )
 
 
 def _whole_reply(output):
@@ -1457,34 +1801,53 @@ def _whole_reply(output):
     if mapping:
         unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
         if unknown or not isinstance(text, str):
-            raise TypeError(_NO_REPLY.format(
-                f"a dict with unknown key {unknown[0]!r}" if unknown else "a dict with no string "
-                "'text'" if text is None else f"a dict whose 'text' is {type(text).__name__}"))
+            raise TypeError(
+                _NO_REPLY.format(
+                    f"a dict with unknown key {unknown[0]!r}"
+                    if unknown
+                    else "a dict with no string 'text'"
+                    if text is None
+                    else f"a dict whose 'text' is {type(text).__name__}"
+                )
+            )
         for key, kind in _REPLY_PARTS.items():
             if output.get(key) is not None and not isinstance(output[key], kind):
-                raise TypeError(f"the client returned {key!r} of type "
-                                f"{type(output[key]).__name__}, expected {kind.__name__} or null")
+                raise TypeError(
+                    f"the client returned {key!r} of type "
+                    f"{type(output[key]).__name__}, expected {kind.__name__} or null"
+                )
     elif not isinstance(output, str) and _attribute(output, "text", str) is None:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    parts = {key: output.get(key) if mapping else _attribute(output, key, kind)
-             for key, kind in _REPLY_PARTS.items()}
+    parts = {
+        key: output.get(key) if mapping else _attribute(output, key, kind)
+        for key, kind in _REPLY_PARTS.items()
+    }
     if isinstance(output, str):
         parts["text"] = str(output)
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
-    usage = parts["usage"] and {k: parts["usage"].get(k) for k in ("input_tokens", "output_tokens")}
+    usage = parts["usage"] and {
+        k: parts["usage"].get(k) for k in ("input_tokens", "output_tokens")
+    }
     if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
         if mapping:
-            raise TypeError("the client returned 'usage' without whole numbers of "
-                            "input_tokens and output_tokens")
+            raise TypeError(
+                "the client returned 'usage' without whole numbers of "
+                "input_tokens and output_tokens"
+            )
         usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    return answer, dict(parts, usage=usage, cached=bool(_attribute(output, "cached", bool)),
-                        replayed=bool(_attribute(output, "replayed", bool)))
+    return answer, dict(
+        parts,
+        usage=usage,
+        cached=bool(_attribute(output, "cached", bool)),
+        replayed=bool(_attribute(output, "replayed", bool)),
+    )
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
+
 
 def _attempt(case, attempt, call, options):
     """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult."""
@@ -1506,10 +1869,16 @@ def _attempt(case, attempt, call, options):
             if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
                 cost = estimate or None  # with no estimate yet it is no price: calls stay serial
             if getattr(exc, "status", None) in (401, 403):
-                options.refused = (f"the provider refused the credentials (HTTP {exc.status}) "
-                                   f"on case {case.id!r}; fix the key and run again")
-            return CaseResult(case.id, "error", error=mask_secrets(_describe_error(exc)),
-                              latency_s=round(time.perf_counter() - started, 6))
+                options.refused = (
+                    f"the provider refused the credentials (HTTP {exc.status}) "
+                    f"on case {case.id!r}; fix the key and run again"
+                )
+            return CaseResult(
+                case.id,
+                "error",
+                error=mask_secrets(_describe_error(exc)),
+                latency_s=round(time.perf_counter() - started, 6),
+            )
         latency = round(time.perf_counter() - started, 6)
         try:
             answer, reply = mask_secrets(_whole_reply(output))  # before a check quotes it
@@ -1518,16 +1887,30 @@ def _attempt(case, attempt, call, options):
         replayed = call.replays or reply["replayed"]
         with options._counting:
             options.replies, options.cached, options.replayed = (
-                options.replies + 1, options.cached + reply["cached"], options.replayed + replayed)
+                options.replies + 1,
+                options.cached + reply["cached"],
+                options.replayed + replayed,
+            )
         latency = None if replayed else latency  # a recorded answer took no model time
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
         answered, answer = True, answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
         error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
-        return CaseResult(case.id, status, output=answer.text, checks=checks, error=error,
-                          latency_s=latency, usage=reply["usage"], model=reply["model"],
-                          cost_usd=cost, sent=reply["sent"], reasoning=reply["reasoning"],
-                          tool_calls=answer.tool_calls, finish_reason=answer.finish_reason)
+        return CaseResult(
+            case.id,
+            status,
+            output=answer.text,
+            checks=checks,
+            error=error,
+            latency_s=latency,
+            usage=reply["usage"],
+            model=reply["model"],
+            cost_usd=cost,
+            sent=reply["sent"],
+            reasoning=reply["reasoning"],
+            tool_calls=answer.tool_calls,
+            finish_reason=answer.finish_reason,
+        )
     finally:
         if options.budget:  # a recorded answer cost nothing: it is not an unpriced call
             options.budget.settle(estimate, 0.0 if replayed else cost, answered)
@@ -1549,23 +1932,43 @@ def _combine_attempts(attempts, options):
     shown = next((a for a in attempts if a.status == status), attempts[0])
     costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
     usages = [a.usage for a in attempts if a.usage]
-    usage = {key: sum(u.get(key) or 0 for u in usages)
-             for key in ("input_tokens", "output_tokens")} if usages else None
+    usage = (
+        {key: sum(u.get(key) or 0 for u in usages) for key in ("input_tokens", "output_tokens")}
+        if usages
+        else None
+    )
     same = [a.checks for a in scored if len(a.checks) == len(shown.checks)]
-    checks = [dict(check, passes=sum(c[i]["passed"] is True for c in same),  # copies: shared
-                   calls=sum(c[i]["passed"] is not None for c in same))  # dicts are read-only
-              for i, check in enumerate(shown.checks)]
+    checks = [
+        dict(
+            check,
+            passes=sum(c[i]["passed"] is True for c in same),  # copies: shared
+            calls=sum(c[i]["passed"] is not None for c in same),
+        )  # dicts are read-only
+        for i, check in enumerate(shown.checks)
+    ]
     return shown._replace(
-        status=status, usage=usage, cost_usd=sum(costs) if costs else None,
-        attempts=[{"status": a.status, "output": a.output, "error": a.error,
-                   "latency_s": a.latency_s,
-                   "checks": [c for c in a.checks if c.get("passed") is False],
-                   **({"reasoning": a.reasoning} if a.reasoning is not None else {}),
-                   **({"tool_calls": list(a.tool_calls)} if a.tool_calls else {}),
-                   **({"finish_reason": a.finish_reason} if a.finish_reason else {})}
-                  for a in attempts],
-        flaky=0 < counts["pass"] < len(scored), error=shown.error if status == "error" else None,
-        passes=counts["pass"], calls=len(scored), checks=checks)
+        status=status,
+        usage=usage,
+        cost_usd=sum(costs) if costs else None,
+        attempts=[
+            {
+                "status": a.status,
+                "output": a.output,
+                "error": a.error,
+                "latency_s": a.latency_s,
+                "checks": [c for c in a.checks if c.get("passed") is False],
+                **({"reasoning": a.reasoning} if a.reasoning is not None else {}),
+                **({"tool_calls": list(a.tool_calls)} if a.tool_calls else {}),
+                **({"finish_reason": a.finish_reason} if a.finish_reason else {}),
+            }
+            for a in attempts
+        ],
+        flaky=0 < counts["pass"] < len(scored),
+        error=shown.error if status == "error" else None,
+        passes=counts["pass"],
+        calls=len(scored),
+        checks=checks,
+    )
 
 
 def run_case(case, call_model, options=None):
@@ -1601,15 +2004,19 @@ def refuse_conversations(cases, call_model, name=None):
     """EvalsError, before any call, naming the first case (FILE:LINE, id) whose input is a
     conversation when `call_model` (named `name`) has no true `accepts_conversations`: a client
     written for a str would crash on a list, or send its repr."""
-    talks = [] if getattr(call_model, "accepts_conversations", False) else [
-        case for case in cases if not isinstance(case.input, str)]
+    talks = (
+        []
+        if getattr(call_model, "accepts_conversations", False)
+        else [case for case in cases if not isinstance(case.input, str)]
+    )
     if talks:
         raise EvalsError(
             f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
             f"input ({_plural(len(talks), 'case')} in all), and the client "
             f"{name or _callable_name(call_model)} does not take conversations; one that "
-            "takes a list of {\"role\", \"content\"} messages says so with the attribute "
-            "accepts_conversations = True (my_client's clients have it)")
+            'takes a list of {"role", "content"} messages says so with the attribute '
+            "accepts_conversations = True (my_client's clients have it)"
+        )
 
 
 def each_result(cases, call_model, options=None, on_result=None):
@@ -1670,6 +2077,7 @@ def _finished(cases, call, options, stop):
 
 # ---- recorded outputs: replay a run without calling any model ----
 
+
 def load_outputs(path, repeat=1):
     """Recorded replies by case id (see _recorded; None for a case that errored), from a
     recordings JSONL file ({"id", "output"} rows) or a run record saved with outputs; with
@@ -1684,8 +2092,10 @@ def load_outputs(path, repeat=1):
                     record = json.load(handle)
         if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
             if repeat > 1:  # one output a case: N replays of it would count as N answers
-                raise EvalsError(f"{path}: recordings hold one output a case, so --repeat {repeat} "
-                                 f"would score each as {repeat} answers; drop --repeat")
+                raise EvalsError(
+                    f"{path}: recordings hold one output a case, so --repeat {repeat} "
+                    f"would score each as {repeat} answers; drop --repeat"
+                )
             return {row["id"]: reply for row, reply in _recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
@@ -1693,23 +2103,33 @@ def load_outputs(path, repeat=1):
         raise EvalsError(f"{path}: saved with --omit-outputs, it holds no outputs to re-score")
     outputs = {}
     for entry in record.get("cases") or []:  # an errored case's output is None
-        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str) and (
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("id"), str)
+            and (
                 isinstance(entry.get("output"), str)
-                or entry.get("status") == "error" and entry.get("output") is None)):
+                or entry.get("status") == "error"
+                and entry.get("output") is None
+            )
+        ):
             continue
         calls = entry.get("attempts") if isinstance(entry.get("attempts"), list) else []
         made = len(calls) if calls and all(isinstance(a, dict) for a in calls) else 1
         if repeat > made:  # replaying a call again would score it as a new answer
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
-            raise EvalsError(f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
-                             f"in that run, so --repeat {repeat} would score its recorded calls "
-                             f"again as new answers; re-score with --repeat {made} or fewer")
+            raise EvalsError(
+                f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
+                f"in that run, so --repeat {repeat} would score its recorded calls "
+                f"again as new answers; re-score with --repeat {made} or fewer"
+            )
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
         for number, row in enumerate(rows):
             try:
-                rows[number] = None if row.get("output") is None else _recorded(row, ("reasoning",))
+                rows[number] = (
+                    None if row.get("output") is None else _recorded(row, ("reasoning",))
+                )
             except ValueError as exc:
                 call = f", call {number}" if number else ""
                 raise EvalsError(f"{path}: case {entry['id']!r}{call}: {exc}") from None
@@ -1721,10 +2141,23 @@ def stored_output(text, tool_calls=(), finish_reason=None):
     """A reply as recordings store it: its text when that is all the client reported, else
     {"text", "finish_reason", "tool_calls"}; my_client's reply_dict keeps the same rule, so
     that either's recordings replay through both."""
-    return text if not tool_calls and finish_reason is None else {
-        "text": text, "finish_reason": finish_reason, **({"tool_calls": [
-            {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls]} if tool_calls
-            else {})}
+    return (
+        text
+        if not tool_calls and finish_reason is None
+        else {
+            "text": text,
+            "finish_reason": finish_reason,
+            **(
+                {
+                    "tool_calls": [
+                        {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls
+                    ]
+                }
+                if tool_calls
+                else {}
+            ),
+        }
+    )
 
 
 def _recorded(row, beside=("reasoning", "model")):
@@ -1735,18 +2168,24 @@ def _recorded(row, beside=("reasoning", "model")):
     whole = output if isinstance(output, dict) else row
     unknown = [key for key in whole if key not in ("text", "tool_calls", "finish_reason")]
     if whole is output and unknown:
-        raise ValueError(f"'output' has an unknown key {unknown[0]!r} (a whole reply has text, "
-                         "tool_calls and finish_reason)")
+        raise ValueError(
+            f"'output' has an unknown key {unknown[0]!r} (a whole reply has text, "
+            "tool_calls and finish_reason)"
+        )
     text = output.get("text") if whole is output else output
     if not isinstance(text, str):
-        raise ValueError("'output' must be a string or a whole reply "
-                         '{"text", "tool_calls", "finish_reason"}')
+        raise ValueError(
+            '\'output\' must be a string or a whole reply {"text", "tool_calls", "finish_reason"}'
+        )
     problem = _reply_problem(whole)
     if problem:
         raise ValueError(problem)
-    reply = {"text": text, "tool_calls": whole.get("tool_calls") or None,
-             "finish_reason": whole.get("finish_reason"),
-             **{key: row[key] for key in beside if isinstance(row.get(key), str)}}
+    reply = {
+        "text": text,
+        "tool_calls": whole.get("tool_calls") or None,
+        "finish_reason": whole.get("finish_reason"),
+        **{key: row[key] for key in beside if isinstance(row.get(key), str)},
+    }
     reply = {key: value for key, value in reply.items() if value is not None}
     return text if len(reply) == 1 else reply
 
@@ -1761,10 +2200,14 @@ def _recording_rows(path):
                 row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))
             except (ValueError, RecursionError) as exc:  # not UTF-8, nested too deeply
                 raise EvalsError(f"{path}:{number}: invalid JSON: {exc}") from None
-            if not (isinstance(row, dict) and isinstance(row.get("id"), str)
-                    and isinstance(row.get("output"), (str, dict))):
-                raise EvalsError(f"{path}:{number}: expected {{\"id\": str, \"output\": str "
-                                 "or a whole reply}")
+            if not (
+                isinstance(row, dict)
+                and isinstance(row.get("id"), str)
+                and isinstance(row.get("output"), (str, dict))
+            ):
+                raise EvalsError(
+                    f'{path}:{number}: expected {{"id": str, "output": str or a whole reply}}'
+                )
             try:
                 reply = _recorded(row)
             except ValueError as exc:
@@ -1793,7 +2236,9 @@ def replay_client(outputs, source="recorded outputs", hint=""):
     replay.accepts_conversations = True  # answers by case id, whatever the input
     return replay
 
+
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
+
 
 def _offline(spec, function, *variables):
     """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask") and
@@ -1809,27 +2254,44 @@ def _offline_client(repeat, stderr):
     """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
     `stderr`; ClientError when there is no such file."""
     path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
-    why = ("EVALS_PROVIDER=replay" if os.environ.get("EVALS_PROVIDER", "").strip()
-           else "EVALS_PROVIDER is not set")
+    why = (
+        "EVALS_PROVIDER=replay"
+        if os.environ.get("EVALS_PROVIDER", "").strip()
+        else "EVALS_PROVIDER is not set"
+    )
     if not os.path.isfile(path):
-        raise ClientError(f"no client to call: pass --client MODULE:FUNCTION (or set "
-                          "EVALS_CLIENT) for your own, or set EVALS_PROVIDER (openai, anthropic, "
-                          f"gemini, ollama) for my_client.py's; {why} and there is no recordings "
-                          f"file {path} to replay (--record FILE records a run's outputs, "
-                          "EVALS_RECORDINGS=FILE replays them)")
+        raise ClientError(
+            f"no client to call: pass --client MODULE:FUNCTION (or set "
+            "EVALS_CLIENT) for your own, or set EVALS_PROVIDER (openai, anthropic, "
+            f"gemini, ollama) for my_client.py's; {why} and there is no recordings "
+            f"file {path} to replay (--record FILE records a run's outputs, "
+            "EVALS_RECORDINGS=FILE replays them)"
+        )
     outputs = load_outputs(path, repeat)
-    stderr.write(f"evals: {why}: replaying recorded outputs from {path}, no model is called "
-                 "(set EVALS_PROVIDER or --client to call one)\n")
-    return replay_client(outputs, path, " (record one from a model: set EVALS_PROVIDER, then "
-                         f"run python evals.py --record {path})"), f"replay:{path}"
+    stderr.write(
+        f"evals: {why}: replaying recorded outputs from {path}, no model is called "
+        "(set EVALS_PROVIDER or --client to call one)\n"
+    )
+    return replay_client(
+        outputs,
+        path,
+        " (record one from a model: set EVALS_PROVIDER, then "
+        f"run python evals.py --record {path})",
+    ), f"replay:{path}"
 
 
 def latency_percentiles(latencies):
     """{"p50", "p90", "p99", "max"} of `latencies` (seconds; None entries ignored), nearest-rank
     percentiles; {} when there are none."""
     values = sorted(v for v in latencies if v is not None)
-    return {name: values[max(0, math.ceil(q * len(values)) - 1)] for name, q in (
-        ("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))} if values else {}
+    return (
+        {
+            name: values[max(0, math.ceil(q * len(values)) - 1)]
+            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))
+        }
+        if values
+        else {}
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1868,8 +2330,10 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
     _counts(k_before, n_before, "baseline")
     _counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
-    tail = sum(math.comb(passes, x) * math.comb(calls - passes, n_before - x)
-               for x in range(k_before, min(passes, n_before) + 1))
+    tail = sum(
+        math.comb(passes, x) * math.comb(calls - passes, n_before - x)
+        for x in range(k_before, min(passes, n_before) + 1)
+    )
     return tail / math.comb(calls, n_before)
 
 
@@ -1896,8 +2360,16 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
 # run's number): beyond it they are scaled down, so that older runs weigh less.
 POOLED_RUNS = 5
 STATUSES = ("pass", "fail", "review", "error")
-CHANGES = ("regressed", "fixed", "still_failing", "passing", "new", "errored", "not_run",
-           "lower_not_significant")
+CHANGES = (
+    "regressed",
+    "fixed",
+    "still_failing",
+    "passing",
+    "new",
+    "errored",
+    "not_run",
+    "lower_not_significant",
+)
 
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
@@ -1933,13 +2405,20 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         # (keeping a run's counts only when not lower would keep the luckiest run's: a stable
         # case would then falsely regress in a quarter of its runs at alpha 0.05).
         test = repeat_change(*kept_counts, *counts, alpha)
-        rate = {"before": list(kept_counts), "result": test.change, "p_value": test.p_value,
-                "alpha": alpha}
+        rate = {
+            "before": list(kept_counts),
+            "result": test.change,
+            "p_value": test.p_value,
+            "alpha": alpha,
+        }
         passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
         most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
-        pooled = (passes, calls) if calls <= most else (
-            (2 * passes * most + calls) // (2 * calls), most)
-        following = (counts if accept else kept_counts if test.change == "regressed" else pooled)
+        pooled = (
+            (passes, calls)
+            if calls <= most
+            else ((2 * passes * most + calls) // (2 * calls), most)
+        )
+        following = counts if accept else kept_counts if test.change == "regressed" else pooled
         if test.change != "not_lower":
             change = "regressed" if test.change == "regressed" else "lower_not_significant"
             return Decision(change, status if accept else kept, following, rate)
@@ -1949,12 +2428,14 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("still_failing", status, following, rate)
     # "scored": the last scored status, which an errored run keeps from the one before it
     passed_last = before.get("scored", before.get("status")) not in ("fail", "review")
-    return Decision("passing" if kept == "pass" and passed_last else "fixed", status, following,
-                    rate)
+    return Decision(
+        "passing" if kept == "pass" and passed_last else "fixed", status, following, rate
+    )
 
 
-class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
-                                      defaults=(None, None))):
+class Baseline(
+    collections.namedtuple("Baseline", "entries stamp case_file", defaults=(None, None))
+):
     """A previous run: `entries` {case id: entry}, its file's _stamp (None: no file), case file."""
 
     def get(self, case_id):
@@ -1967,12 +2448,18 @@ class Baseline(collections.namedtuple("Baseline", "entries stamp case_file",
 _ENTRY_FIELDS = (
     ("latency_s", _is_number, "must be a number or null"),
     ("cost_usd", _is_number, "must be a number or null"),
-    ("usage", lambda v: isinstance(v, dict) and all(
-        type(v.get(k, 0)) is int for k in ("input_tokens", "output_tokens")),
-     "must hold whole numbers of input and output tokens"),
+    (
+        "usage",
+        lambda v: (
+            isinstance(v, dict)
+            and all(type(v.get(k, 0)) is int for k in ("input_tokens", "output_tokens"))
+        ),
+        "must hold whole numbers of input and output tokens",
+    ),
     ("sent", lambda v: isinstance(v, dict), "must be an object or null"),
     ("reasoning", lambda v: isinstance(v, str), "must be a string or null"),
-    ("error", lambda v: isinstance(v, str), "must be a string or null"))
+    ("error", lambda v: isinstance(v, str), "must be a string or null"),
+)
 
 
 def _entry_problem(entry):
@@ -1988,9 +2475,12 @@ def _entry_problem(entry):
     for prefix in ("", "baseline_"):
         passes, calls = entry.get(prefix + "passes"), entry.get(prefix + "calls")
         if (passes, calls) != (None, None) and not (
-                type(passes) is int and type(calls) is int and 0 <= passes <= calls):
-            return (f"{prefix + 'passes'!r} and {prefix + 'calls'!r} must be whole numbers with "
-                    "0 <= passes <= calls")
+            type(passes) is int and type(calls) is int and 0 <= passes <= calls
+        ):
+            return (
+                f"{prefix + 'passes'!r} and {prefix + 'calls'!r} must be whole numbers with "
+                "0 <= passes <= calls"
+            )
     earned = "baseline_tool_calls" in entry and _tool_calls_problem(entry["baseline_tool_calls"])
     return _reply_problem(entry) or earned and f"'baseline_tool_calls': {earned}" or None
 
@@ -2000,8 +2490,10 @@ def record_problem(record):
     if not (isinstance(record, dict) and record.get("format") == RECORD_FORMAT):
         return "not an evals run record"
     if record.get("version") != RECORD_VERSION:
-        return (f"run record version {record.get('version')!r} is not supported "
-                f"(this is evals {__version__})")
+        return (
+            f"run record version {record.get('version')!r} is not supported "
+            f"(this is evals {__version__})"
+        )
     for key in ("summary", "case_file"):
         if not isinstance(record.get(key, {}), dict):
             return f"{key!r} must be an object"
@@ -2040,19 +2532,26 @@ def load_baseline(path):
     except FileNotFoundError:
         return Baseline({})
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError too; nested too deeply
-        raise BaselineError(f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
-                            "it is not overwritten") from None
+        raise BaselineError(
+            f"{path}: the baseline is not valid JSON ({exc}); fix or remove it, "
+            "it is not overwritten"
+        ) from None
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
     if isinstance(record, dict) and record.get("format") == RECORD_FORMAT:
         problem = record_problem(record)
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
-        return Baseline({entry["id"]: entry for entry in record["cases"]}, stamp,
-                        (record.get("case_file") or {}).get("path"))
+        return Baseline(
+            {entry["id"]: entry for entry in record["cases"]},
+            stamp,
+            (record.get("case_file") or {}).get("path"),
+        )
     if not (isinstance(record, dict) and isinstance(record.get("results"), dict)):
-        raise BaselineError(f"{path}: not a run record (expected this tool's record or "
-                            "{\"rate\", \"results\", \"ts\"}); it is not overwritten")
+        raise BaselineError(
+            f"{path}: not a run record (expected this tool's record or "
+            '{"rate", "results", "ts"}); it is not overwritten'
+        )
     entries = {}
     for case_id, passed in record["results"].items():
         if not isinstance(passed, bool):
@@ -2064,26 +2563,46 @@ def load_baseline(path):
 
 # ---- making records ----
 
+
 def _git_commit(directory):
     import subprocess
 
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, timeout=5, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory,
+            timeout=5,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):  # no git, or not a checkout
         return None
 
 
 RunResult = collections.namedtuple(
-    "RunResult", "results started_at finished_at client case_file case_file_sha256",
-    defaults=("", ""))
+    "RunResult",
+    "results started_at finished_at client case_file case_file_sha256",
+    defaults=("", ""),
+)
 RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and finish times
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
 # A CaseResult's parts an entry holds, in order, when not None (flaky and tool calls: true).
-_ENTRY_PARTS = ("error", "usage", "model", "sent", "cost_usd", "attempts", "flaky", "output",
-                "tool_calls", "finish_reason", "reasoning")
+_ENTRY_PARTS = (
+    "error",
+    "usage",
+    "model",
+    "sent",
+    "cost_usd",
+    "attempts",
+    "flaky",
+    "output",
+    "tool_calls",
+    "finish_reason",
+    "reasoning",
+)
 
 
 def _entry(result, before, case, accept, alpha):
@@ -2108,28 +2627,47 @@ def _entry(result, before, case, accept, alpha):
         entry["rate_test"] = decision.rate
     if kept not in (None, result.status):  # the baseline outlives this run: keep the output
         # (and tool calls) that earned it, for a later report to show beside the new one
-        earner = before if "baseline_output" in before else {
-            "baseline_output": before.get("output"), "baseline_tool_calls": before.get(
-                "tool_calls")} if before.get("status") == kept else {}
-        entry.update((key, earner[key]) for key in ("baseline_output", "baseline_tool_calls")
-                     if earner.get(key) is not None)
+        earner = (
+            before
+            if "baseline_output" in before
+            else {
+                "baseline_output": before.get("output"),
+                "baseline_tool_calls": before.get("tool_calls"),
+            }
+            if before.get("status") == kept
+            else {}
+        )
+        entry.update(
+            (key, earner[key])
+            for key in ("baseline_output", "baseline_tool_calls")
+            if earner.get(key) is not None
+        )
     return entry
 
 
-def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
-                all_case_ids=None, options=None, entries=None, alpha=DEFAULT_ALPHA):
+def make_record(
+    run,
+    baseline,
+    cases=None,
+    accept=False,
+    include_outputs=True,
+    all_case_ids=None,
+    options=None,
+    entries=None,
+    alpha=DEFAULT_ALPHA,
+):
     """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
     Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
     the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
-    shown = (lambda entry: entry) if include_outputs else _extras(
-        "--omit-outputs").without_outputs
+    shown = (lambda entry: entry) if include_outputs else _extras("--omit-outputs").without_outputs
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
-            entry = shown(_entry(result, baseline.get(result.id), by_id.get(result.id),
-                                 accept, alpha))
+            entry = shown(
+                _entry(result, baseline.get(result.id), by_id.get(result.id), accept, alpha)
+            )
             entries.append(entry)
             ran.add(result.id)
             yield entry
@@ -2143,26 +2681,52 @@ def make_record(run, baseline, cases=None, accept=False, include_outputs=True,
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    summary.update(_against(*((sum(e.get(key) == "pass" for e in before), len(before))
-                              for key in ("status", "baseline"))), removed=len(removed))
+    summary.update(
+        _against(
+            *(
+                (sum(e.get(key) == "pass" for e in before), len(before))
+                for key in ("status", "baseline")
+            )
+        ),
+        removed=len(removed),
+    )
     options = options or RunOptions()
-    return {"format": RECORD_FORMAT, "version": RECORD_VERSION, "harness_version": __version__,
-            "started_at": run.started_at, "finished_at": run.finished_at or _now(),
-            "python": "%d.%d.%d" % sys.version_info[:3], "client": run.client,
-            "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
-            "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-            "outputs_included": include_outputs, "accepted": accept,
-            "options": {"concurrency": options.concurrency, "timeout_s": options.timeout,
-                        "repeat": options.repeat, "min_pass": options.needed, "alpha": alpha},
-            "summary": summary, "removed": removed, "cases": entries}
+    return {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "harness_version": __version__,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at or _now(),
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "client": run.client,
+        "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
+        "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
+        "outputs_included": include_outputs,
+        "accepted": accept,
+        "options": {
+            "concurrency": options.concurrency,
+            "timeout_s": options.timeout,
+            "repeat": options.repeat,
+            "min_pass": options.needed,
+            "alpha": alpha,
+        },
+        "summary": summary,
+        "removed": removed,
+        "cases": entries,
+    }
 
 
 def _against(previous, kept):
     """The baseline's figures over the cases run: (passed, total) in its last run, and kept."""
-    return {f"{name}_{key}": value for name, (passed, of) in (("previous", previous),
-                                                              ("baseline", kept))
-            for key, value in (("pass_rate", passed / of if of else None), ("passed", passed),
-                               ("total", of))}
+    return {
+        f"{name}_{key}": value
+        for name, (passed, of) in (("previous", previous), ("baseline", kept))
+        for key, value in (
+            ("pass_rate", passed / of if of else None),
+            ("passed", passed),
+            ("total", of),
+        )
+    }
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
@@ -2182,18 +2746,28 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         if entry.get("flaky"):
             flaky.append({key: entry.get(key) for key in ("id", "passes", "calls")})
         if isinstance(entry.get("usage"), dict):
-            tokens = [a + (entry["usage"].get(f"{side}_tokens") or 0)
-                      for a, side in zip(tokens or (0, 0), ("input", "output"))]
+            tokens = [
+                a + (entry["usage"].get(f"{side}_tokens") or 0)
+                for a, side in zip(tokens or (0, 0), ("input", "output"))
+            ]
         if isinstance(entry.get("cost_usd"), (int, float)):
             cost = (cost or 0) + entry["cost_usd"]
     total = sum(status.values())
-    return {"total": total, "passed": status["pass"], "failed": status["fail"],
-            "review": status["review"], "errored": status["error"],
-            "pass_rate": status["pass"] / total if total else None, **_against(previous, kept),
-            **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
-            "removed": len(removed), "flaky": flaky, "latency_s": latency_percentiles(latencies),
-            "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
-            "cost_usd": round(cost, 6) if cost is not None else None}
+    return {
+        "total": total,
+        "passed": status["pass"],
+        "failed": status["fail"],
+        "review": status["review"],
+        "errored": status["error"],
+        "pass_rate": status["pass"] / total if total else None,
+        **_against(previous, kept),
+        **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
+        "removed": len(removed),
+        "flaky": flaky,
+        "latency_s": latency_percentiles(latencies),
+        "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
+        "cost_usd": round(cost, 6) if cost is not None else None,
+    }
 
 
 def completed(record):
@@ -2201,10 +2775,13 @@ def completed(record):
     record lacks them, entries without a string id left out (a spooled record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
-    cases = [e if isinstance(e.get("change"), str)
-             else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
-             for e in record.get("cases") or ()
-             if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    cases = [
+        e
+        if isinstance(e.get("change"), str)
+        else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
+        for e in record.get("cases") or ()
+        if isinstance(e, dict) and isinstance(e.get("id"), str)
+    ]
     summary = record.get("summary")
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
@@ -2212,6 +2789,7 @@ def completed(record):
 
 
 # ---- writing records ----
+
 
 class _Spool:
     """Record entries in an unnamed temporary file, not in memory: re-scoring 100,000 cases
@@ -2221,7 +2799,9 @@ class _Spool:
     def __init__(self):
         import tempfile
 
-        self._file = tempfile.TemporaryFile(buffering=1 << 16)  # 8 KB would cost 1.5 us a case more
+        self._file = tempfile.TemporaryFile(
+            buffering=1 << 16
+        )  # 8 KB would cost 1.5 us a case more
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
@@ -2269,8 +2849,10 @@ def _percent(rate):
 
 def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
     reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
-    return [r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
-            for r in reasons]
+    return [
+        r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+        for r in reasons
+    ]
 
 
 def _reply_lines(entry, limit=None):
@@ -2284,7 +2866,7 @@ def _reply_lines(entry, limit=None):
 
 
 def _earlier_rates(summary):
-    """", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
+    """ ", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = "" if last is None else f", last run {_percent(last)}"
     return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
@@ -2302,10 +2884,12 @@ def _rate_change(entry):
     alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
     p = f"p = {format(p_value, '.3g') if _is_number(p_value) else '?'}"
     at = f"alpha {format(alpha, 'g') if _is_number(alpha) else '?'}"
-    why = {"regressed": f"{p}, a significant drop at {at}",
-           "lower_not_significant": f"{p}, lower, not significant at {at}",
-           "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}",
-           "not_lower": "not lower"}.get(result, p)
+    why = {
+        "regressed": f"{p}, a significant drop at {at}",
+        "lower_not_significant": f"{p}, lower, not significant at {at}",
+        "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}",
+        "not_lower": "not lower",
+    }.get(result, p)
     if result == "too_few_calls" and _is_number(alpha) and 0 < alpha < 1:
         needed = next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
         why += f": {needed} calls in each run can show one"
@@ -2314,13 +2898,20 @@ def _rate_change(entry):
 
 def _flaky_items(summary):
     """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
-    for key, why in (("flaky", "calls disagreed in this run"),
-                     ("flaky_history", "both outcomes in recent runs")):
+    for key, why in (
+        ("flaky", "calls disagreed in this run"),
+        ("flaky_history", "both outcomes in recent runs"),
+    ):
         for item in summary.get(key) if isinstance(summary.get(key), list) else ():
             item = item if isinstance(item, dict) else {"id": item}
             passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
-            rate = (f" ({passes}/{calls} calls passed)" if calls is not None
-                    else f" ({passes}/{runs} runs passed)" if runs is not None else "")
+            rate = (
+                f" ({passes}/{calls} calls passed)"
+                if calls is not None
+                else f" ({passes}/{runs} runs passed)"
+                if runs is not None
+                else ""
+            )
             yield _line(item.get("id")) + rate, why
 
 
@@ -2337,18 +2928,27 @@ def _gate_lines(summary):
     if not _is_number(floor):
         return []
     if rate is None:
-        return [f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
-                "not apply"]
+        return [
+            f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
+            "not apply"
+        ]
     below = _below_floor(summary)
-    return [f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
-            f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
-            "(--min-pass-rate)" + (": the run fails" if below else "")]
+    return [
+        f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
+        f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
+        "(--min-pass-rate)" + (": the run fails" if below else "")
+    ]
 
 
 # The cases a summary lists, in its order, with their labels: with quiet, the first two.
-_SUMMARY_SECTIONS = (("regressed", "REGRESSED"), ("errored", "ERROR"),
-                     ("lower_not_significant", "LOWER, NOT SIGNIFICANT"), ("new", "NEW FAIL"),
-                     ("still_failing", "STILL FAILING"), ("fixed", "FIXED"))
+_SUMMARY_SECTIONS = (
+    ("regressed", "REGRESSED"),
+    ("errored", "ERROR"),
+    ("lower_not_significant", "LOWER, NOT SIGNIFICANT"),
+    ("new", "NEW FAIL"),
+    ("still_failing", "STILL FAILING"),
+    ("fixed", "FIXED"),
+)
 
 
 def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
@@ -2360,22 +2960,40 @@ def format_summary(record, quiet=False):
     """The human summary of a run record (str): pass rates, counts, then each case listed with
     its reasons (_SUMMARY_SECTIONS); quiet: only the count lines, regressions and errors."""
     summary = record["summary"]
-    counts = [f"{summary[key]} {key.replace('_', ' ')}" for key in (
-        "regressed", "fixed", "still_failing", "new", "errored", "removed")]
-    counts += [f"{summary[key]} {label}" for key, label in (
-        ("review", "need review"), ("lower_not_significant", "lower, not significant"))
-        if summary.get(key)]
-    lines = [f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
-             + _earlier_rates(summary) + _replayed(record), ", ".join(counts)]
+    counts = [
+        f"{summary[key]} {key.replace('_', ' ')}"
+        for key in ("regressed", "fixed", "still_failing", "new", "errored", "removed")
+    ]
+    counts += [
+        f"{summary[key]} {label}"
+        for key, label in (
+            ("review", "need review"),
+            ("lower_not_significant", "lower, not significant"),
+        )
+        if summary.get(key)
+    ]
+    lines = [
+        f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+        + _earlier_rates(summary)
+        + _replayed(record),
+        ", ".join(counts),
+    ]
     lines += _gate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
-        lines.append(f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
-                     f"max {latency['max']:.3f} s")
+        lines.append(
+            f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
+            f"max {latency['max']:.3f} s"
+        )
     if tokens:
-        lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
-                     + (f", estimated cost ${cost:.4f}" if cost is not None else
-                        ", cost unknown (model not in the price table; see --prices)"))
+        lines.append(
+            f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
+            + (
+                f", estimated cost ${cost:.4f}"
+                if cost is not None
+                else ", cost unknown (model not in the price table; see --prices)"
+            )
+        )
     flaky = {}
     for text, why in _flaky_items(summary):
         flaky.setdefault(why, []).append(text)
@@ -2383,8 +3001,9 @@ def format_summary(record, quiet=False):
     sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
     listed = {change: [] for change in sections}
     for entry in record["cases"]:  # a new case is listed only when it does not pass
-        if entry.get("change") in sections and not (entry["change"] == "new"
-                                                    and entry.get("status") == "pass"):
+        if entry.get("change") in sections and not (
+            entry["change"] == "new" and entry.get("status") == "pass"
+        ):
             listed[entry["change"]].append(entry)
     for change, label in sections.items():
         entries, groups = listed[change], {}
@@ -2401,7 +3020,8 @@ def format_summary(record, quiet=False):
             lines.append(f"{label}: {_line(entry['id'])}{review}")
             rate = _rate_change(entry)
             details = ([rate] if rate else []) + (
-                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200))
+                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200)
+            )
             lines += [f"    {_line(text)}" for text in details]
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
@@ -2416,8 +3036,10 @@ def format_summary(record, quiet=False):
 # Shown as \xNN / \uNNNN in every report: controls (ANSI escapes too), line separators but LF/CR,
 # bidirectional overrides, what shows nothing (zero-width space, BOM, soft hyphen; not U+200C/D,
 # which join letters and emoji), lone surrogates and non-characters, so ids differ visibly.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
-                        "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]")
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b\u200e\u200f"
+    "\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\ufffe\uffff]"
+)
 
 
 def _text(value):
@@ -2426,8 +3048,10 @@ def _text(value):
 
 def _visible(value):
     """`value` as text with invisible or misleading characters spelled out (\\x1b, \\u202e)."""
-    return _INVISIBLE.sub(lambda match: match.group().encode("unicode_escape").decode(),
-                          _text(value).replace("\r\n", "\n"))
+    return _INVISIBLE.sub(
+        lambda match: match.group().encode("unicode_escape").decode(),
+        _text(value).replace("\r\n", "\n"),
+    )
 
 
 def _line(value):
@@ -2453,22 +3077,32 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"
-             ] if _replayed(record) else []
+    lines = (
+        [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"]
+        if _replayed(record)
+        else []
+    )
     for entry, change in _rows(completed(record)):
         errored = entry.get("status") == "error"
         if not (errored or change in ("regressed", "lower_not_significant")):
             continue
-        kind = ("Error" if errored else "Regression" if change == "regressed"
-                else "Lower, not significant")
+        kind = (
+            "Error"
+            if errored
+            else "Regression"
+            if change == "regressed"
+            else "Lower, not significant"
+        )
         rate = "" if errored else _rate_change(entry)  # an error has one reason
         message = "\n".join(([rate] if rate else []) + _reasons(entry))
         command = "error" if change == "regressed" and not errored else "warning"
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     if _below_floor(completed(record)["summary"]):  # the exit code's other reason, shown too
-        lines.append(f"::error title=Pass rate below the minimum::"
-                     f"{_gh_escape(_gate_lines(completed(record)['summary'])[0])}\n")
+        lines.append(
+            f"::error title=Pass rate below the minimum::"
+            f"{_gh_escape(_gate_lines(completed(record)['summary'])[0])}\n"
+        )
     return "".join(lines)
 
 
@@ -2479,12 +3113,14 @@ def github_annotations(record):
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_EXIT_CODES = ("exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
-               "that passed in the baseline fails or needs review now, a repeated case's pass "
-               "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
-               "--strict: any case does not pass); 2 invalid case file, baseline, option or "
-               "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
-               "interrupted by Ctrl-C or SIGTERM, no record written.")
+_EXIT_CODES = (
+    "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
+    "that passed in the baseline fails or needs review now, a repeated case's pass "
+    "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
+    "--strict: any case does not pass); 2 invalid case file, baseline, option or "
+    "client, or any case errored (2 wins over 1: the run is incomplete); 130 "
+    "interrupted by Ctrl-C or SIGTERM, no record written."
+)
 
 
 def _check_table():
@@ -2492,30 +3128,44 @@ def _check_table():
     import textwrap
 
     whole = ", ".join(spec.name for spec in CHECKS.values() if spec.whole)
-    lines = [textwrap.fill(
-        "Check types (bounds are inclusive). Every check but judge also takes \"negate\": "
-        "true; every check of the text takes \"on\": \"reasoning\" to score the model's "
-        f"reasoning instead of its answer ({whole} see the whole reply):", 79), ""]
+    lines = [
+        textwrap.fill(
+            'Check types (bounds are inclusive). Every check but judge also takes "negate": '
+            'true; every check of the text takes "on": "reasoning" to score the model\'s '
+            f"reasoning instead of its answer ({whole} see the whole reply):",
+            79,
+        ),
+        "",
+    ]
     for spec in CHECKS.values():
-        params = [key if param.required else f"[{key}]" if param.default is None
-                  else f"[{key}={json.dumps(param.default)}]"
-                  for key, param in spec.params.items()]
-        lines += [f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
-                  textwrap.fill(spec.summary, 79, initial_indent=" " * 6,
-                                subsequent_indent=" " * 6)]
+        params = [
+            key
+            if param.required
+            else f"[{key}]"
+            if param.default is None
+            else f"[{key}={json.dumps(param.default)}]"
+            for key, param in spec.params.items()
+        ]
+        lines += [
+            f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
+            textwrap.fill(spec.summary, 79, initial_indent=" " * 6, subsequent_indent=" " * 6),
+        ]
     lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
     return "\n".join(lines) + "\n"
 
 
 def _number(kind, low, high=math.inf):
     """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
+
     def convert(text):
         value = kind(text)
         if kind is float and not 0 < value < math.inf:
             raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError((f"must be {low} or more" if value < low else
-                                              f"must be at most {high}") + f", got {text}")
+            raise argparse.ArgumentTypeError(
+                (f"must be {low} or more" if value < low else f"must be at most {high}")
+                + f", got {text}"
+            )
         return value
 
     convert.__name__ = kind.__name__  # argparse's "invalid int value: 'x'"
@@ -2532,11 +3182,13 @@ def _fraction(text, alpha=False):
     except ValueError:
         value = math.nan
     if alpha and not 0 < value < 1:
-        raise argparse.ArgumentTypeError("expected a number between 0 and 1 (exclusive), "
-                                         f"e.g. 0.05, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a number between 0 and 1 (exclusive), e.g. 0.05, got {text!r}"
+        )
     if not 0 <= value <= 1:  # NaN too
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1 (0.95) or a "
-                                         f"percentage (95%), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction from 0 to 1 (0.95) or a percentage (95%), got {text!r}"
+        )
     return value
 
 
@@ -2548,45 +3200,85 @@ _alpha = functools.partial(_fraction, alpha=True)
 # _COMMANDS lists each command's options.
 _OPTIONS = {
     "--version": dict(action="version", version=f"evals {__version__}"),
-    "--cases": dict(default=DEFAULT_CASES, metavar="FILE",
-                    help=f"case file, JSONL (default: {DEFAULT_CASES})"),
-    "--baseline": dict(metavar="FILE", help="the previous run record, compared with and updated "
-                       f"(default: {DEFAULT_BASELINE}; NAME.last_run.json for --cases NAME.jsonl)"),
+    "--cases": dict(
+        default=DEFAULT_CASES, metavar="FILE", help=f"case file, JSONL (default: {DEFAULT_CASES})"
+    ),
+    "--baseline": dict(
+        metavar="FILE",
+        help="the previous run record, compared with and updated "
+        f"(default: {DEFAULT_BASELINE}; NAME.last_run.json for --cases NAME.jsonl)",
+    ),
     "--accept": "take this run as the new baseline, regressions included (listed, not failing)",
     "--no-save": "compare with the baseline; write no record and no history",
-    "--out": dict(metavar="FILE", help="write the run record here, not to the baseline "
-                  "(default with --shard: run-shard-K-of-N.json)"),
+    "--out": dict(
+        metavar="FILE",
+        help="write the run record here, not to the baseline "
+        "(default with --shard: run-shard-K-of-N.json)",
+    ),
     "--validate": "only validate the case file, call nothing",
     "--list-checks": "print the check types and their parameters",
-    "--tag": dict(action="append", default=[], metavar="TAG",
-                  help="run only cases with this tag (repeatable: any of them)"),
-    "--id": dict(action="append", default=[], metavar="PATTERN",
-                 help="run only cases whose id matches, e.g. 'refund-*' (repeatable)"),
+    "--tag": dict(
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="run only cases with this tag (repeatable: any of them)",
+    ),
+    "--id": dict(
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only cases whose id matches, e.g. 'refund-*' (repeatable)",
+    ),
     "--failed": "run only cases that did not pass in the baseline's last run",
-    "--client": dict(metavar="MODULE:FUNCTION", help="callable str -> str that answers each "
-                     f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})"),
-    "--rescore": dict(metavar="FILE", help="score recorded outputs (recordings JSONL or a run "
-                      "record) instead of calling a model; no client is imported"),
+    "--client": dict(
+        metavar="MODULE:FUNCTION",
+        help="callable str -> str that answers each "
+        f"input (default: $EVALS_CLIENT or {DEFAULT_CLIENT})",
+    ),
+    "--rescore": dict(
+        metavar="FILE",
+        help="score recorded outputs (recordings JSONL or a run "
+        "record) instead of calling a model; no client is imported",
+    ),
     "--record": dict(metavar="FILE", help="also save the outputs as recordings (JSONL)"),
-    "-j --concurrency": dict(type=_number(int, 1), default=1, metavar="N",
-                             help="calls in flight at once (default: 1)"),
-    "--timeout": dict(type=_number(float, 0), metavar="SECONDS",
-                      help="per-call time limit; a slower call is an error (default: none)"),
-    "--repeat": dict(type=_number(int, 1, 1000), default=1, metavar="N",
-                     help="call each case N times (at most 1000)"),
-    "--min-pass": dict(type=_number(int, 1), metavar="K", help="passing calls a repeated case "
-                       "needs (default: a majority, 2 of 3)"),
-    "--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
-                    help="significance level of the pass-rate tests: a repeated case regresses "
-                         "when its rate dropped with p <= A (Fisher's exact test); also the "
-                         f"level of the flaky test (default: {DEFAULT_ALPHA})"),
-    "--min-pass-rate": dict(type=_fraction, metavar="P", help="fail (exit 1) when the pass "
-                            "rate is below P, a fraction (0.95) or a percentage (95%%)"),
+    "-j --concurrency": dict(
+        type=_number(int, 1), default=1, metavar="N", help="calls in flight at once (default: 1)"
+    ),
+    "--timeout": dict(
+        type=_number(float, 0),
+        metavar="SECONDS",
+        help="per-call time limit; a slower call is an error (default: none)",
+    ),
+    "--repeat": dict(
+        type=_number(int, 1, 1000),
+        default=1,
+        metavar="N",
+        help="call each case N times (at most 1000)",
+    ),
+    "--min-pass": dict(
+        type=_number(int, 1),
+        metavar="K",
+        help="passing calls a repeated case needs (default: a majority, 2 of 3)",
+    ),
+    "--alpha": dict(
+        type=_alpha,
+        default=DEFAULT_ALPHA,
+        metavar="A",
+        help="significance level of the pass-rate tests: a repeated case regresses "
+        "when its rate dropped with p <= A (Fisher's exact test); also the "
+        f"level of the flaky test (default: {DEFAULT_ALPHA})",
+    ),
+    "--min-pass-rate": dict(
+        type=_fraction,
+        metavar="P",
+        help="fail (exit 1) when the pass "
+        "rate is below P, a fraction (0.95) or a percentage (95%%)",
+    ),
     "-q --quiet": "print only the summary lines, regressions and errors",
     "--strict": "exit 1 when any case does not pass, not only on regressions",
     "--json": dict(metavar="FILE", help="write the run record (JSON) here too"),
     "--github": "print GitHub Actions annotations for regressions (and, with evals_extras.py, "
-                "append the Markdown report to $GITHUB_STEP_SUMMARY)",
+    "append the Markdown report to $GITHUB_STEP_SUMMARY)",
 }
 
 
@@ -2598,14 +3290,18 @@ def _parser(command, extras):
     def wrap(text):
         return text and "\n\n".join(
             p if "\n" in p or p.startswith("example:") else textwrap.fill(p, 79)
-            for p in text.split("\n\n"))
+            for p in text.split("\n\n")
+        )
 
     commands = {**_COMMANDS, **(extras.COMMANDS if extras else {})}
     options = {**_OPTIONS, **(extras.OPTIONS if extras else {})}
     _, description, epilog, groups = commands[command]
-    parser = argparse.ArgumentParser(prog=f"evals.py {command}".strip(),
-                                     description=wrap(description), epilog=wrap(epilog),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"evals.py {command}".strip(),
+        description=wrap(description),
+        epilog=wrap(epilog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     missing = []
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
@@ -2615,8 +3311,10 @@ def _parser(command, extras):
                 parser.set_defaults(**{name.lstrip("-").replace("-", "_"): None})
                 continue
             spec = options.get(name, "(without evals_extras.py: nothing to turn off)")
-            group.add_argument(*name.split(":")[-1].split(), **(
-                dict(action="store_true", help=spec) if isinstance(spec, str) else spec))
+            group.add_argument(
+                *name.split(":")[-1].split(),
+                **(dict(action="store_true", help=spec) if isinstance(spec, str) else spec),
+            )
 
     def error(message):  # one line naming --help, not the 20-line usage argparse prints first
         needed = next((name for name in missing if f" {name}" in message), None)
@@ -2651,15 +3349,21 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, extras).parse_args(argv[1:] if command else argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt(), (  # the optional file tells the client of its cache
-                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()):
+        with (
+            _sigterm_as_interrupt(),
+            (  # the optional file tells the client of its cache
+                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()
+            ),
+        ):
             return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
     except CaseFileError as exc:
-        stderr.write(f"{exc}\nevals: {_plural(len(exc.problems), 'problem')} in the case "
-                     "file; no model was called\n")
+        stderr.write(
+            f"{exc}\nevals: {_plural(len(exc.problems), 'problem')} in the case "
+            "file; no model was called\n"
+        )
     except EvalsError as exc:
         stderr.write(f"evals: {exc}\n")
     except OSError as exc:  # a file that cannot be read or written: the run is not complete
@@ -2688,27 +3392,37 @@ def _sigterm_as_interrupt():
 
 def _exit_code(summary, strict=False, accepted=False):
     failed = (summary["regressed"] and not accepted) or (
-        strict and summary["passed"] < summary["total"])
-    return EXIT_INVALID if summary["errored"] else (
-        EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK)
+        strict and summary["passed"] < summary["total"]
+    )
+    return (
+        EXIT_INVALID
+        if summary["errored"]
+        else (EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK)
+    )
 
 
 # What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
 # option: one this tool wrote before. Anything else (the harness, a module, a README, the
 # recordings a client replays) is the user's, and is never written over.
-_OWN_FILES = {"--out": ('"format": "evals-run"',), "--json": ('"format": "evals-run"',),
-              "--junit": ('<testsuites name="evals"',),
-              "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
-              "--html": ("<title>evals",), "--record": ('"id":',)}
+_OWN_FILES = {
+    "--out": ('"format": "evals-run"',),
+    "--json": ('"format": "evals-run"',),
+    "--junit": ('<testsuites name="evals"',),
+    "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
+    "--html": ("<title>evals",),
+    "--record": ('"id":',),
+}
 
 
 def _refuse_overwriting(args, read, written=None):
     """Before any call: each file to write ({option: path or None}, default: the options of
     _OWN_FILES that `args` has) is named, in a folder that exists, neither a file read
     ({label: path}) nor another file written, and, if it exists, one this tool wrote."""
+
     def same(a, b):
         return os.path.realpath(a) == os.path.realpath(b) or (
-            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+        )
 
     seen = {label: path for label, path in read.items() if path}
     for option, path in (written or {o: getattr(args, o[2:], None) for o in _OWN_FILES}).items():
@@ -2723,19 +3437,23 @@ def _refuse_overwriting(args, read, written=None):
             raise EvalsError(f"cannot write {path}: there is no folder {folder}")
         clash = next((label for label, taken in seen.items() if same(path, taken)), None)
         if clash:
-            raise EvalsError(f"{option} {path} is also {clash}: refusing to overwrite it; write "
-                             "to another file")
+            raise EvalsError(
+                f"{option} {path} is also {clash}: refusing to overwrite it; write to another file"
+            )
         if option in _OWN_FILES and os.path.exists(path):
             with open(path, encoding="utf-8", errors="replace") as handle:
                 head = handle.read(4096)
             if head.strip() and not any(mark in head for mark in _OWN_FILES[option]):
-                raise EvalsError(f"{option} {path}: the file exists and is not one this tool "
-                                 f"wrote ({option} writes a new one): refusing to overwrite it; "
-                                 "write to another file, or delete it first")
+                raise EvalsError(
+                    f"{option} {path}: the file exists and is not one this tool "
+                    f"wrote ({option} writes a new one): refusing to overwrite it; "
+                    "write to another file, or delete it first"
+                )
         seen[option] = path
 
 
 # ---- running the cases ----
+
 
 def _run_command(args, stdout, stderr):
     if args.list_checks:
@@ -2747,50 +3465,87 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     folder, name = os.path.split(args.cases)  # from any folder, one case file has one baseline
-    args.baseline = args.baseline or os.path.join(folder, DEFAULT_BASELINE if name == DEFAULT_CASES
-                                                  else os.path.splitext(name)[0] + ".last_run.json")
+    args.baseline = args.baseline or os.path.join(
+        folder,
+        DEFAULT_BASELINE
+        if name == DEFAULT_CASES
+        else os.path.splitext(name)[0] + ".last_run.json",
+    )
     _refuse_contradictions(args)
     baseline = load_baseline(args.baseline)
     _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
     selected = _selection(args, cases, baseline)
     if selected is None:
-        stdout.write("nothing to rerun: " + (
-            "the history marks no selected case flaky\n" if args.repeat_flaky else
-            f"no selected case errored in {args.baseline}\n" if args.errored else
-            f"every case passed in {args.baseline}\n"))
+        stdout.write(
+            "nothing to rerun: "
+            + (
+                "the history marks no selected case flaky\n"
+                if args.repeat_flaky
+                else f"no selected case errored in {args.baseline}\n"
+                if args.errored
+                else f"every case passed in {args.baseline}\n"
+            )
+        )
         return EXIT_OK
     # A --baseline that names the wrong file would make every regression new, and CI green.
     if not baseline.entries and (args.failed or args.baseline != DEFAULT_BASELINE):
-        stderr.write(f"evals: note: {args.baseline} holds no run yet, so "
-                     + ("--failed runs every case\n" if args.failed else "every case is new\n"))
-    options = RunOptions(concurrency=args.concurrency, timeout=args.timeout, repeat=args.repeat,
-                         min_pass=args.min_pass, rate_limit=args.rate_limit)
-    selected, skipped = _extras().prepare_run(args, selected, options, stderr) if _extras() else (
-        selected, [])  # prices, the judge and the cache are the optional file's
+        stderr.write(
+            f"evals: note: {args.baseline} holds no run yet, so "
+            + ("--failed runs every case\n" if args.failed else "every case is new\n")
+        )
+    options = RunOptions(
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        repeat=args.repeat,
+        min_pass=args.min_pass,
+        rate_limit=args.rate_limit,
+    )
+    selected, skipped = (
+        _extras().prepare_run(args, selected, options, stderr) if _extras() else (selected, [])
+    )  # prices, the judge and the cache are the optional file's
     call_model, client_name = _client_for(args, selected, options, stderr)
     if not args.quiet:  # the headline: how many cases, the client, the repeat
         total = len(cases)
         scope = f"{len(selected)} of {total}" if len(selected) != total else total
         repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
-        stdout.write(f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
-                     f"{args.cases}, client {client_name}{repeat}\n")
+        stdout.write(
+            f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
+            f"{args.cases}, client {client_name}{repeat}\n"
+        )
         stdout.flush()
     collected = None  # with --batch: forgets the saved batch once its run is recorded
     if args.batch or args.batch_resume:
-        call_model, collected = _extras().batch_client(args, selected, call_model, client_name,
-                                                       digest, options, stderr)
+        call_model, collected = _extras().batch_client(
+            args, selected, call_model, client_name, digest, options, stderr
+        )
     stopped = []
-    run = RunResult(_with_progress(selected, call_model, options, args.quiet, stderr, stopped),
-                    _now(), None, client_name, args.cases, digest)
-    record = make_record(run, baseline, cases, args.accept and not stopped,
-                         not args.omit_outputs, [c.id for c in cases], options,
-                         _Spool(), args.alpha)
+    run = RunResult(
+        _with_progress(selected, call_model, options, args.quiet, stderr, stopped),
+        _now(),
+        None,
+        client_name,
+        args.cases,
+        digest,
+    )
+    record = make_record(
+        run,
+        baseline,
+        cases,
+        args.accept and not stopped,
+        not args.omit_outputs,
+        [c.id for c in cases],
+        options,
+        _Spool(),
+        args.alpha,
+    )
     if args.min_pass_rate is not None:
         record["summary"]["min_pass_rate"] = args.min_pass_rate
     if stopped:  # nothing is written, so accepting made no difference
         stdout.write(format_summary(record, args.quiet))
-        stderr.write(f"evals: interrupted after {record['summary']['total']} of "
-                     f"{len(selected)} cases; no record written (--resume reuses its answers)\n")
+        stderr.write(
+            f"evals: interrupted after {record['summary']['total']} of "
+            f"{len(selected)} cases; no record written (--resume reuses its answers)\n"
+        )
         return EXIT_INTERRUPTED
     _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
     if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
@@ -2805,8 +3560,11 @@ def _client_for(args, cases, options, stderr):
     """(call_model, its name): the recordings replayed (--rescore), else the client to load:
     --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
     the replay of EVALS_RECORDINGS (see _offline_client)."""
-    name = f"rescore:{args.rescore}" if args.rescore else (
-        args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
+    name = (
+        f"rescore:{args.rescore}"
+        if args.rescore
+        else (args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
+    )
     if args.rescore:
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
     elif not _offline(name, "ask", "EVALS_PROVIDER"):
@@ -2821,23 +3579,35 @@ def _refuse_pairs(args, *pairs):
     """EvalsError for the first pair of options (dests) that `args` both has."""
     for first, second in pairs:
         if getattr(args, first) and getattr(args, second):
-            raise EvalsError(f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
-                             "contradict each other: choose one")
+            raise EvalsError(
+                f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
+                "contradict each other: choose one"
+            )
 
 
 def _refuse_contradictions(args):
     """Options that cannot go together, and files that cannot be written, before any call."""
     if args.repeat_flaky and args.repeat > 1:
-        raise EvalsError("--repeat and --repeat-flaky contradict each other: --repeat-flaky N "
-                         "calls each flaky case N times; choose one")
+        raise EvalsError(
+            "--repeat and --repeat-flaky contradict each other: --repeat-flaky N "
+            "calls each flaky case N times; choose one"
+        )
     option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
     args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
     if args.min_pass is not None and args.min_pass > args.repeat:
         raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
-    _refuse_pairs(args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"),
-                  ("rescore", "client"), ("record", "omit_outputs"))
-    _refuse_overwriting(args, {f"--{name}": getattr(args, name)
-                               for name in ("cases", "rescore", "prices", "baseline")})
+    _refuse_pairs(
+        args,
+        ("accept", "no_save"),
+        ("accept", "out"),
+        ("no_save", "out"),
+        ("rescore", "client"),
+        ("record", "omit_outputs"),
+    )
+    _refuse_overwriting(
+        args,
+        {f"--{name}": getattr(args, name) for name in ("cases", "rescore", "prices", "baseline")},
+    )
     if not (args.no_save or args.out or args.shard):
         _refuse_overwriting(args, {}, {"--baseline": args.baseline})
     if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
@@ -2846,15 +3616,18 @@ def _refuse_contradictions(args):
 
 def _selection(args, cases, baseline):
     """The cases to run, or None when --failed, --errored or --repeat-flaky finds nothing."""
-    selected = select_cases(cases, args.tag, args.id, baseline if args.failed else None,
-                            args.shard)
+    selected = select_cases(
+        cases, args.tag, args.id, baseline if args.failed else None, args.shard
+    )
     if args.repeat_flaky or args.errored:  # the optional file's selections
         selected = _extras().narrow_selection(args, selected, baseline)
     if not selected and not args.shard:  # a shard writes its record, even an empty one
         if args.repeat_flaky or args.errored or args.failed and not (args.tag or args.id):
             return None
-        raise EvalsError("no case matches the selection (--tag, --id, --failed)"
-                         + (_extras().selection_hint(args, cases) if _extras() else ""))
+        raise EvalsError(
+            "no case matches the selection (--tag, --id, --failed)"
+            + (_extras().selection_hint(args, cases) if _extras() else "")
+        )
     return selected
 
 
@@ -2867,8 +3640,10 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
 
     def progress(result):
         counts[result.status] += 1
-        stream.write(f"\r{sum(counts.values())}/{len(cases)} cases: {counts['fail']} failed, "
-                     f"{counts['error']} errors ")
+        stream.write(
+            f"\r{sum(counts.values())}/{len(cases)} cases: {counts['fail']} failed, "
+            f"{counts['error']} errors "
+        )
         stream.flush()
 
     try:
@@ -2904,8 +3679,10 @@ def _finish_run(args, record, selected, skipped, baseline, options, stdout, stde
         if _stamp(args.baseline) != baseline.stamp:
             beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
             write_record(beside, record)
-            raise EvalsError(f"{args.baseline} was written by another run while this one ran; "
-                             f"it is not overwritten. This run's record is in {beside}")
+            raise EvalsError(
+                f"{args.baseline} was written by another run while this one ran; "
+                f"it is not overwritten. This run's record is in {beside}"
+            )
         write_record(args.baseline, record)
         if args.accept:
             stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
@@ -2931,8 +3708,13 @@ def _save_recordings(path, record, stderr):
     rows = {row["id"]: row for row, _ in _recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
-        fields = {"id": entry["id"], "input": entry.get("input"), "output": stored_output(
-            entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason"))}
+        fields = {
+            "id": entry["id"],
+            "input": entry.get("input"),
+            "output": stored_output(
+                entry.get("output"), entry.get("tool_calls") or (), entry.get("finish_reason")
+            ),
+        }
         if entry.get("reasoning") is not None:
             fields["reasoning"] = entry["reasoning"]
         if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
@@ -2941,8 +3723,10 @@ def _save_recordings(path, record, stderr):
         kept = {k: v for k, v in rows.get(entry["id"], {}).items() if k != "reasoning"}
         rows[entry["id"]] = {**kept, **fields}
     write_jsonl_atomic(path, rows.values())
-    stderr.write(f"evals: recorded {_plural(len(ran), 'output')} of this run in {path} "
-                 f"({len(rows)} in all)\n")
+    stderr.write(
+        f"evals: recorded {_plural(len(ran), 'output')} of this run in {path} "
+        f"({len(rows)} in all)\n"
+    )
 
 
 # ---- other commands ----
@@ -2955,30 +3739,58 @@ _EXTRA_COMMANDS = ("merge", "history", "add", "check", "report", "compare", "rev
 # Each command: (function, description, epilog, {group title or None: option names}); ""
 # runs the cases. evals_extras.COMMANDS holds the others, and OPTIONS their options.
 _COMMANDS = {
-    "": (_run_command, "Run a JSONL file of cases through a model, score deterministic checks, "
-         "and compare with the previous run (the baseline) to catch regressions.\n\n"
-         "other commands (each has --help):\n"
-         "  python evals.py merge RECORD...     combine shard run records into one\n"
-         "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
-         "  python evals.py add --id ID ...     append a validated case to the cases\n"
-         "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
-         "  python evals.py report RECORD       write reports for a saved run record\n"
-         "  python evals.py compare A B         compare two run records (two models, prompts)\n"
-         "  python evals.py review              turn captured calls into cases\n"
-         "These commands, and the options for the judge, reports, history, shards, the rate\n"
-         "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
-         _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
-         "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.", {
-             None: ("--version",),
-             "cases and baseline": ("--cases", "--baseline", "--accept", "--no-save", "--out",
-                                    "--validate", "--list-checks"),
-             "selection": ("--tag", "--id", "--failed", "--errored", "--shard"),
-             "model calls": ("--client", "--rescore", "--record", "-j --concurrency", "--timeout",
-                             "--rate-limit", "--repeat", "--min-pass", "--repeat-flaky",
-                             "--budget", "--prices", "--cache", "--no-cache", "--resume",
-                             "--batch", "--batch-resume", "--judge", "--no-judge"),
-             "pass rates and gates": ("--alpha", "--min-pass-rate"),
-             "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history")}),
+    "": (
+        _run_command,
+        "Run a JSONL file of cases through a model, score deterministic checks, "
+        "and compare with the previous run (the baseline) to catch regressions.\n\n"
+        "other commands (each has --help):\n"
+        "  python evals.py merge RECORD...     combine shard run records into one\n"
+        "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
+        "  python evals.py add --id ID ...     append a validated case to the cases\n"
+        "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
+        "  python evals.py report RECORD       write reports for a saved run record\n"
+        "  python evals.py compare A B         compare two run records (two models, prompts)\n"
+        "  python evals.py review              turn captured calls into cases\n"
+        "These commands, and the options for the judge, reports, history, shards, the rate\n"
+        "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
+        _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
+        "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.",
+        {
+            None: ("--version",),
+            "cases and baseline": (
+                "--cases",
+                "--baseline",
+                "--accept",
+                "--no-save",
+                "--out",
+                "--validate",
+                "--list-checks",
+            ),
+            "selection": ("--tag", "--id", "--failed", "--errored", "--shard"),
+            "model calls": (
+                "--client",
+                "--rescore",
+                "--record",
+                "-j --concurrency",
+                "--timeout",
+                "--rate-limit",
+                "--repeat",
+                "--min-pass",
+                "--repeat-flaky",
+                "--budget",
+                "--prices",
+                "--cache",
+                "--no-cache",
+                "--resume",
+                "--batch",
+                "--batch-resume",
+                "--judge",
+                "--no-judge",
+            ),
+            "pass rates and gates": ("--alpha", "--min-pass-rate"),
+            "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history"),
+        },
+    ),
 }
 
 

@@ -37,27 +37,129 @@ import time
 import unicodedata
 
 __all__ = [
-    "Judge", "judge_prompt", "parse_verdict", "verdict_status", "JUDGE_KEYS", "replay_judge",
-    "RateLimiter", "PRICES", "call_cost", "priced", "Budget", "load_prices", "append_case",
-    "open_sqlite", "write_json_atomic", "merge_records", "compare_records", "wilson_interval",
-    "mcnemar_exact", "history_append", "history_flaky", "history_rows", "FLAKY_GLITCH_RATE",
-    "render_junit", "render_markdown", "render_html", "write_reports", "without_outputs",
-    "read_record", "OPTIONS", "COMMANDS",
+    "Judge",
+    "judge_prompt",
+    "parse_verdict",
+    "verdict_status",
+    "JUDGE_KEYS",
+    "replay_judge",
+    "RateLimiter",
+    "PRICES",
+    "call_cost",
+    "priced",
+    "Budget",
+    "load_prices",
+    "append_case",
+    "open_sqlite",
+    "write_json_atomic",
+    "merge_records",
+    "compare_records",
+    "wilson_interval",
+    "mcnemar_exact",
+    "history_append",
+    "history_flaky",
+    "history_rows",
+    "FLAKY_GLITCH_RATE",
+    "render_junit",
+    "render_markdown",
+    "render_html",
+    "write_reports",
+    "without_outputs",
+    "read_record",
+    "OPTIONS",
+    "COMMANDS",
 ]
 
 from evals import (  # the core's names this file builds on
-    Amount, Answer, Bool, BudgetExceeded, CHECKS, Case, CheckResult, Choice, Count,
-    DEFAULT_ALPHA, DEFAULT_BASELINE, EXIT_INVALID, EXIT_OK, EXIT_REGRESSION, EvalsError,
-    NO_JUDGE, Text, Texts, _EXIT_CODES, _NotJson, _REPORTS, _STRICT_DECODER, _alpha, _asking,
-    _below_floor, _bounds, _call_text, _callable_name, _check_calls, _compile, _counted, _counts,
-    _did_you_mean, _earlier_rates, _exit_code, _flaky_items, _gate_lines, _input_problems,
-    _is_number, _is_texts, _json_equal, _json_line, _json_type, _kind, _level, _line, _now,
-    _number, _offline, _paragraphs, _parse_json, _percent, _plural, _quote, _quote_all,
-    _raised, _rate_change, _reasons, _recording_rows, _refuse_overwriting, _refuse_pairs,
-    _regex_problem, _reply_lines, _rows, _strict_json, _text, _to_json, _tool_calls,
-    _truncated_list, _unfence, _visible, _within, _words, _write_reports, case_problems,
-    case_reasons, completed, decide, evaluate, format_summary, load_baseline, load_callable,
-    load_cases, mask_secrets, record_problem, register, stored_output, summarize, write_atomic,
+    Amount,
+    Answer,
+    Bool,
+    BudgetExceeded,
+    CHECKS,
+    Case,
+    CheckResult,
+    Choice,
+    Count,
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EvalsError,
+    NO_JUDGE,
+    Text,
+    Texts,
+    _EXIT_CODES,
+    _NotJson,
+    _REPORTS,
+    _STRICT_DECODER,
+    _alpha,
+    _asking,
+    _below_floor,
+    _bounds,
+    _call_text,
+    _callable_name,
+    _check_calls,
+    _compile,
+    _counted,
+    _counts,
+    _did_you_mean,
+    _earlier_rates,
+    _exit_code,
+    _flaky_items,
+    _gate_lines,
+    _input_problems,
+    _is_number,
+    _is_texts,
+    _json_equal,
+    _json_line,
+    _json_type,
+    _kind,
+    _level,
+    _line,
+    _now,
+    _number,
+    _offline,
+    _paragraphs,
+    _parse_json,
+    _percent,
+    _plural,
+    _quote,
+    _quote_all,
+    _raised,
+    _rate_change,
+    _reasons,
+    _recording_rows,
+    _refuse_overwriting,
+    _refuse_pairs,
+    _regex_problem,
+    _reply_lines,
+    _rows,
+    _strict_json,
+    _text,
+    _to_json,
+    _tool_calls,
+    _truncated_list,
+    _unfence,
+    _visible,
+    _within,
+    _words,
+    _write_reports,
+    case_problems,
+    case_reasons,
+    completed,
+    decide,
+    evaluate,
+    format_summary,
+    load_baseline,
+    load_callable,
+    load_cases,
+    mask_secrets,
+    record_problem,
+    register,
+    stored_output,
+    summarize,
+    write_atomic,
     write_record,
 )
 
@@ -121,7 +223,7 @@ def _split_sentences(text):
         if _ends_sentence(match.group(), match.group("next")):
             stop = match.start("next") if match.group("next") else match.end()
             closing = _SENT_CLOSING.match(text, stop, end)
-            pieces.append(text[start:stop + len(closing.group().rstrip()) if closing else stop])
+            pieces.append(text[start : stop + len(closing.group().rstrip()) if closing else stop])
             start = closing.end() if closing else stop
     pieces.append(text[start:end])
     return [piece.strip() for piece in pieces if piece.strip()]
@@ -131,39 +233,57 @@ def _split_sentences(text):
 # language; a script that several share (Latin, Cyrillic, Devanagari, Arabic) gives its group,
 # named by the code in this table, and stop words and telltale letters choose in the group.
 _SCRIPT_RANGES = (
-    (0x0041, 0x024F, "en"), (0x1E00, 0x1EFF, "en"), (0x0400, 0x052F, "ru"),
-    (0x0900, 0x097F, "hi"), (0x0600, 0x06FF, "ar"), (0x0750, 0x077F, "ar"),
-    (0xFB50, 0xFDFF, "ar"), (0xFE70, 0xFEFF, "ar"), (0x0980, 0x09FF, "bn"),
-    (0x0A00, 0x0A7F, "pa"), (0x0A80, 0x0AFF, "gu"), (0x0B80, 0x0BFF, "ta"),
-    (0x0C00, 0x0C7F, "te"), (0x0C80, 0x0CFF, "kn"), (0x0D00, 0x0D7F, "ml"),
-    (0x0E00, 0x0E7F, "th"), (0x0590, 0x05FF, "he"), (0xFB1D, 0xFB4F, "he"),
-    (0x0370, 0x03FF, "el"), (0x1F00, 0x1FFF, "el"), (0x3040, 0x30FF, "ja"),
-    (0x31F0, 0x31FF, "ja"), (0xFF66, 0xFF9F, "ja"), (0xAC00, 0xD7AF, "ko"),
-    (0x1100, 0x11FF, "ko"), (0x3130, 0x318F, "ko"), (0x4E00, 0x9FFF, "zh"),
-    (0x3400, 0x4DBF, "zh"), (0xF900, 0xFAFF, "zh"),
+    (0x0041, 0x024F, "en"),
+    (0x1E00, 0x1EFF, "en"),
+    (0x0400, 0x052F, "ru"),
+    (0x0900, 0x097F, "hi"),
+    (0x0600, 0x06FF, "ar"),
+    (0x0750, 0x077F, "ar"),
+    (0xFB50, 0xFDFF, "ar"),
+    (0xFE70, 0xFEFF, "ar"),
+    (0x0980, 0x09FF, "bn"),
+    (0x0A00, 0x0A7F, "pa"),
+    (0x0A80, 0x0AFF, "gu"),
+    (0x0B80, 0x0BFF, "ta"),
+    (0x0C00, 0x0C7F, "te"),
+    (0x0C80, 0x0CFF, "kn"),
+    (0x0D00, 0x0D7F, "ml"),
+    (0x0E00, 0x0E7F, "th"),
+    (0x0590, 0x05FF, "he"),
+    (0xFB1D, 0xFB4F, "he"),
+    (0x0370, 0x03FF, "el"),
+    (0x1F00, 0x1FFF, "el"),
+    (0x3040, 0x30FF, "ja"),
+    (0x31F0, 0x31FF, "ja"),
+    (0xFF66, 0xFF9F, "ja"),
+    (0xAC00, 0xD7AF, "ko"),
+    (0x1100, 0x11FF, "ko"),
+    (0x3130, 0x318F, "ko"),
+    (0x4E00, 0x9FFF, "zh"),
+    (0x3400, 0x4DBF, "zh"),
+    (0xF900, 0xFAFF, "zh"),
 )
 
 
 # The most common words of each language of a shared script (lower case).
 _LANG_STOPWORDS = {
     "en": "the of and to a in is that it for you was with on as are be this have not by or "
-          "from at your can will an",
+    "from at your can will an",
     "de": "der die und das ist nicht ich sie es zu den mit ein eine auf für von sich auch dem "
-          "des im wird werden kann oder wenn noch",
+    "des im wird werden kann oder wenn noch",
     "fr": "de la le les et des est une un du pas que en pour dans qui sur au avec ce cette il "
-          "vous ne sont être par plus d qu ou",
+    "vous ne sont être par plus d qu ou",
     "es": "de la el que y los las en un una por con para es del se no como al su este esta "
-          "ser lo más sin pero muy hay también dos",
+    "ser lo más sin pero muy hay también dos",
     "pt": "de o a que e os as em um uma do da não para com é por se dos das ao no na seu sua "
-          "ser mais sem mas muito há também ou eu este",
+    "ser mais sem mas muito há também ou eu este",
     "it": "di il la che e un una per non con del della sono è gli le si anche da in al nel "
-          "questo essere più i ma ha o",
+    "questo essere più i ma ha o",
     "nl": "de het een en van is dat niet ik op te zijn met voor er maar u deze die worden kan "
-          "naar ook aan uit bij als wat om",
+    "naar ook aan uit bij als wat om",
     "fi": "ja on ei se että hän oli ovat mutta kuin tai myös tämä niin mitä voi olla ole kun "
-          "jos sen",
-    "sv": "och att det som är en på för med inte av jag till har den ett kan du om vara eller "
-          "så",
+    "jos sen",
+    "sv": "och att det som är en på för med inte av jag till har den ett kan du om vara eller så",
     "pl": "i w nie na że się z do to jest jak co ale po tak dla lub jego są może od przez być",
     "vi": "và của là có không được cho những các một trong người với này để đã khi thì",
     "sw": "na ya wa kwa ni za la katika kuwa hii au cha kama hiyo yako tu si hakuna pia",
@@ -182,14 +302,27 @@ _LANG_STOPWORDS = {
 # Letters and letter sequences that point at one language of its script, or at a few ("_"
 # is a word's start or end).
 _LANG_LETTERS = {
-    "en": "th ght _wh ing_ ly_", "de": "ß ü ä ö sch ung_ tz", "fr": "ç eau eux_ ez_ oir é è ê",
-    "es": "ñ ción cion í á ó", "pt": "ã õ ç lh nh á ó ê", "it": "zion gli zz cch ità_ ì ò ù è",
-    "nl": "ij oe sch", "fi": "ä ö ää ssa_ nen_ kk", "sv": "å ä ö", "pl": "ą ę ł ń ś ź ż cz sz rz",
+    "en": "th ght _wh ing_ ly_",
+    "de": "ß ü ä ö sch ung_ tz",
+    "fr": "ç eau eux_ ez_ oir é è ê",
+    "es": "ñ ción cion í á ó",
+    "pt": "ã õ ç lh nh á ó ê",
+    "it": "zion gli zz cch ità_ ì ò ù è",
+    "nl": "ij oe sch",
+    "fi": "ä ö ää ssa_ nen_ kk",
+    "sv": "å ä ö",
+    "pl": "ą ę ł ń ś ź ż cz sz rz",
     "vi": "ă đ ơ ư ạ ả ấ ầ ẩ ẫ ậ ắ ằ ẳ ẵ ặ ẹ ẻ ẽ ế ề ể ễ ệ ỉ ị ọ ỏ ố ồ ổ ỗ ộ ớ ờ ở ỡ ợ ụ ủ "
-          "ứ ừ ử ữ ự ỳ ỵ ỷ ỹ ã",
-    "sw": "_ku _mw _ny", "ru": "ы э ё ъе ь", "bg": "ъ ност_", "uk": "і ї є ґ ь",
-    "mr": "ळ च्या", "ne": "हरु हरू नुहोस नु_ तपाई तपाइ",
-    "ar": "ة ي ك ى أ إ", "fa": "ژ پ چ گ ی ک", "ur": "ٹ ڈ ڑ ں ے ہ ھ پ چ گ ی ک",
+    "ứ ừ ử ữ ự ỳ ỵ ỷ ỹ ã",
+    "sw": "_ku _mw _ny",
+    "ru": "ы э ё ъе ь",
+    "bg": "ъ ност_",
+    "uk": "і ї є ґ ь",
+    "mr": "ळ च्या",
+    "ne": "हरु हरू नुहोस नु_ तपाई तपाइ",
+    "ar": "ة ي ك ى أ إ",
+    "fa": "ژ پ چ گ ی ک",
+    "ur": "ٹ ڈ ڑ ں ے ہ ھ پ چ گ ی ک",
 }
 
 
@@ -214,8 +347,9 @@ _WORD_LANGS = _languages_of({code: words.split() for code, words in _LANG_STOPWO
 _HINT_LANGS = _languages_of({code: hints.split() for code, hints in _LANG_LETTERS.items()})
 
 
-_SCRIPT_LANGS = _languages_of({code: [_script(words[0])]
-                               for code, words in _LANG_STOPWORDS.items()})
+_SCRIPT_LANGS = _languages_of(
+    {code: [_script(words[0])] for code, words in _LANG_STOPWORDS.items()}
+)
 
 
 # The codes _detect_language can return (besides "und").
@@ -289,8 +423,9 @@ def check_letter_case(output, style: LetterCase):
         return CheckResult(False, "the output has no letters")
     if wrong:
         got = _quote_all(list(dict.fromkeys(wrong))[:10])  # 'e', 'l', 'o': 'elo' reads as a word
-        return CheckResult(False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}",
-                           (got,))
+        return CheckResult(
+            False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}", (got,)
+        )
     return CheckResult(True, f"all letters are {style} case")
 
 
@@ -302,8 +437,9 @@ def check_uppercase_word_count(output, min: Count = None, max: Count = None):
 
 
 # Only the codes _detect_language can return: a code it can never tell would always fail.
-Language = _kind(lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of "
-                 + " ".join(_DETECTABLE))
+Language = _kind(
+    lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of " + " ".join(_DETECTABLE)
+)
 
 
 @register
@@ -345,21 +481,27 @@ _Anything = _kind(lambda v: True, "")
 _DATE = r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
 _TIME = r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(?:([zZ])|([+-])([0-9]{2}):([0-9]{2}))"
 _FORMAT_PATTERNS = {
-    "date": re.compile(_DATE), "time": re.compile(_TIME),
+    "date": re.compile(_DATE),
+    "time": re.compile(_TIME),
     "date-time": re.compile(_DATE + "[tT]" + _TIME),
-    "email": re.compile(r"(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-                        r"(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-                        r"@(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
-                        r"(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*", re.DOTALL),
-    "uri": re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]"
-                      r"|%[0-9A-Fa-f]{2})*"),
+    "email": re.compile(
+        r"(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+        r"(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+        r"@(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+        r"(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*",
+        re.DOTALL,
+    ),
+    "uri": re.compile(
+        r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]"
+        r"|%[0-9A-Fa-f]{2})*"
+    ),
     "uuid": re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"),
 }
 
 
 def _valid_time(match, first):
     """Whether the full-time matched from group `first` of `match` is a real time."""
-    hour, minute, second, zulu, sign, off_hour, off_minute = match.groups()[first:first + 7]
+    hour, minute, second, zulu, sign, off_hour, off_minute = match.groups()[first : first + 7]
     hour, minute, second = int(hour), int(minute), int(second)
     if hour > 23 or minute > 59 or second > 60:
         return False
@@ -407,24 +549,40 @@ FORMATS = ("date", "date-time", "time", "email", "uri", "uuid", "ipv4", "ipv6")
 
 
 _SCHEMA_KEYWORDS = {
-    "type": _kind(lambda v: (_is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
-                             if isinstance(v, list) else v in _SCHEMA_TYPES),
-                  f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them"),
+    "type": _kind(
+        lambda v: (
+            _is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
+            if isinstance(v, list)
+            else v in _SCHEMA_TYPES
+        ),
+        f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them",
+    ),
     "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
     "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
-    "additionalProperties": _Anything, "items": _Anything, "const": _Anything,
+    "additionalProperties": _Anything,
+    "items": _Anything,
+    "const": _Anything,
     "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
-    "minimum": _Number, "maximum": _Number, "exclusiveMinimum": _Number,
-    "exclusiveMaximum": _Number, "minLength": Count, "maxLength": Count, "minItems": Count,
-    "maxItems": Count, "pattern": _regex_problem, "format": Choice(*FORMATS),
+    "minimum": _Number,
+    "maximum": _Number,
+    "exclusiveMinimum": _Number,
+    "exclusiveMaximum": _Number,
+    "minLength": Count,
+    "maxLength": Count,
+    "minItems": Count,
+    "maxItems": Count,
+    "pattern": _regex_problem,
+    "format": Choice(*FORMATS),
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
 
 
-_NUMBER_BOUNDS = (("minimum", lambda v, b: v >= b, "at least"),
-                  ("maximum", lambda v, b: v <= b, "at most"),
-                  ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-                  ("exclusiveMaximum", lambda v, b: v < b, "less than"))
+_NUMBER_BOUNDS = (
+    ("minimum", lambda v, b: v >= b, "at least"),
+    ("maximum", lambda v, b: v <= b, "at most"),
+    ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+    ("exclusiveMaximum", lambda v, b: v < b, "less than"),
+)
 
 
 def schema_errors(value, schema, path, quoted):
@@ -451,8 +609,10 @@ def schema_errors(value, schema, path, quoted):
             if key in schema and not holds(value, schema[key]):
                 quoted.append(f"{value} is not {words} {schema[key]}")  # the output's number
                 errors.append(f"{path}: {quoted[-1]}")
-    for kind, unit, low, high in ((str, "character", "minLength", "maxLength"),
-                                  (list, "item", "minItems", "maxItems")):
+    for kind, unit, low, high in (
+        (str, "character", "minLength", "maxLength"),
+        (list, "item", "minItems", "maxItems"),
+    ):
         if isinstance(value, kind) and (low in schema or high in schema):
             counted = _counted(len(value), unit, schema.get(low), schema.get(high))
             errors += [] if counted.passed else [f"{path}: {counted.reason}"]
@@ -468,8 +628,11 @@ def schema_errors(value, schema, path, quoted):
         for index, item in enumerate(value):
             errors += schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
     if isinstance(value, dict):
-        errors += [f"{path}: missing required key {_quote(key)}"
-                   for key in schema.get("required", ()) if key not in value]
+        errors += [
+            f"{path}: missing required key {_quote(key)}"
+            for key in schema.get("required", ())
+            if key not in value
+        ]
         properties = schema.get("properties", {})
         for key, item in value.items():
             child = properties.get(key, schema.get("additionalProperties", True))
@@ -491,15 +654,21 @@ def _schema_definition_problems(schema, path="schema"):
     for key, value in schema.items():
         kind = _SCHEMA_KEYWORDS.get(key)
         if kind is None:
-            problems.append(f"{path}: unsupported keyword {key!r} (supported: "
-                            f"{', '.join(sorted(_SCHEMA_KEYWORDS))})")
+            problems.append(
+                f"{path}: unsupported keyword {key!r} (supported: "
+                f"{', '.join(sorted(_SCHEMA_KEYWORDS))})"
+            )
         elif kind(value):
             problems.append(f"{path}.{key} {kind(value)}")
-    for low, high in (("minLength", "maxLength"), ("minItems", "maxItems"),
-                      ("minimum", "maximum")):
+    for low, high in (
+        ("minLength", "maxLength"),
+        ("minItems", "maxItems"),
+        ("minimum", "maximum"),
+    ):
         if not problems and low in schema and high in schema and schema[low] > schema[high]:
-            problems.append(f"{path}: impossible bounds, {low} {schema[low]} > {high} "
-                            f"{schema[high]}")
+            problems.append(
+                f"{path}: impossible bounds, {low} {schema[low]} > {high} {schema[high]}"
+            )
     if isinstance(schema.get("properties"), dict):
         for key, subschema in schema["properties"].items():
             problems += _schema_definition_problems(subschema, f"{path}.properties.{key}")
@@ -573,8 +742,11 @@ def _embedded_json(text):
     and [ (a text it decodes is skipped, so a nested value counts once; a failed one is skipped
     up to where it failed)."""
     values, failures = [], []
-    fences = [(start, end) for start, end in _json_fences(text)
-              if text[start:end].lstrip()[:1] in ("{", "[")]
+    fences = [
+        (start, end)
+        for start, end in _json_fences(text)
+        if text[start:end].lstrip()[:1] in ("{", "[")
+    ]
     for start, end in fences:
         body = text[start:end]
         start += len(body) - len(body.lstrip())
@@ -631,25 +803,36 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
     several do, saying where."""
     values, failures, fenced = _embedded_json(output)
     if len(failures) > _MAX_FAILED_CANDIDATES:
-        return CheckResult(False, f"more than {_MAX_FAILED_CANDIDATES} candidates fail to "
-                                  f"parse; the text after {_line_column(output, failures[-1][0])}"
-                                  " was not read")
+        return CheckResult(
+            False,
+            f"more than {_MAX_FAILED_CANDIDATES} candidates fail to "
+            f"parse; the text after {_line_column(output, failures[-1][0])}"
+            " was not read",
+        )
     if not values:
         if not failures:
             return CheckResult(False, "no JSON object or array in the output")
-        shown = [f"{_where(output, pos, fenced)}: {why}"
-                 + (f" at {_line_column(output, at)}" if at is not None else "")
-                 for pos, why, at in failures[:3]]
+        shown = [
+            f"{_where(output, pos, fenced)}: {why}"
+            + (f" at {_line_column(output, at)}" if at is not None else "")
+            for pos, why, at in failures[:3]
+        ]
         more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
-        return CheckResult(False, f"no valid JSON object or array: "
-                                  f"{_plural(len(failures), 'candidate')}, none parses: "
-                                  f"{'; '.join(shown)}{more}")
+        return CheckResult(
+            False,
+            f"no valid JSON object or array: "
+            f"{_plural(len(failures), 'candidate')}, none parses: "
+            f"{'; '.join(shown)}{more}",
+        )
     if len(values) > 1:
-        shown = [f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
-                 for pos, value in values[:3]]
+        shown = [
+            f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
+            for pos, value in values[:3]
+        ]
         more = f" (+{len(values) - 3} more)" if len(values) > 3 else ""
-        return CheckResult(False, f"{len(values)} JSON values, expected exactly one: "
-                                  f"{'; '.join(shown)}{more}")
+        return CheckResult(
+            False, f"{len(values)} JSON values, expected exactly one: {'; '.join(shown)}{more}"
+        )
     pos, value = values[0]
     where = _where(output, pos, fenced)
     if keys is not None:
@@ -662,11 +845,15 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
         quoted = []
         errors = schema_errors(value, schema, "$", quoted)
         if errors:
-            return CheckResult(False, f"the JSON at {where}: {_truncated_list(errors, 3)}",
-                               tuple(quoted))
-    return CheckResult(True, f"one JSON {_json_type(value)} at {where}"
-                             + (f" with keys {_quote_all(keys)}" if keys else "")
-                             + (", matching the schema" if schema is not None else ""))
+            return CheckResult(
+                False, f"the JSON at {where}: {_truncated_list(errors, 3)}", tuple(quoted)
+            )
+    return CheckResult(
+        True,
+        f"one JSON {_json_type(value)} at {where}"
+        + (f" with keys {_quote_all(keys)}" if keys else "")
+        + (", matching the schema" if schema is not None else ""),
+    )
 
 
 def _unfence_xml(text):
@@ -674,7 +861,7 @@ def _unfence_xml(text):
     opening = re.match(r"```[ \t]*(?i:xml)?[ \t]*\r?\n", text)
     if opening is None or not text.endswith("```") or len(text) < opening.end() + 3:
         return None
-    return text[opening.end():-3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
+    return text[opening.end() : -3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
 
 
 @register
@@ -691,22 +878,27 @@ def check_xml_valid(output, allow_fence: Bool = False):
     except ElementTree.ParseError as exc:
         line, column = exc.position
         # Lines and columns of the output as given (1-based), not of its stripped text.
-        before = output[:output.index(text)] if text and text in output else ""
+        before = output[: output.index(text)] if text and text in output else ""
         if line == 1 and "\n" in before:
             column += len(before) - before.rindex("\n") - 1
         elif line == 1:
             column += len(before)
         line += before.count("\n")
         message = re.sub(r": line \d+, column \d+$", "", str(exc))
-        hint = (" (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-                if not allow_fence and _unfence_xml(stripped) is not None else "")
-        return CheckResult(False, f"not well-formed XML: {message} at line {line}, column "
-                                  f"{column + 1}{hint}")
+        hint = (
+            " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
+            if not allow_fence and _unfence_xml(stripped) is not None
+            else ""
+        )
+        return CheckResult(
+            False, f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}"
+        )
     except RecursionError:
         return CheckResult(False, "cannot parse the XML: nested too deeply")
     except UnicodeEncodeError:  # a lone surrogate (half a character) is no XML character
-        return CheckResult(False, "not well-formed XML: it holds a lone surrogate (half of a "
-                                  "\\uXXXX pair)")
+        return CheckResult(
+            False, "not well-formed XML: it holds a lone surrogate (half of a \\uXXXX pair)"
+        )
     return CheckResult(True, f"well-formed XML (root element {_quote(root.tag, 40)})")
 
 
@@ -714,16 +906,22 @@ def check_xml_valid(output, allow_fence: Bool = False):
 # Cost: a budget per call, scored on the whole reply
 # ---------------------------------------------------------------------------------------------
 
+
 @register
 def check_max_cost_usd(reply, usd: Amount):
     """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
     not applicable when the cost is unknown."""
     if reply.cost_usd is None:
-        return CheckResult(None, "not applicable: the cost is unknown (a replayed answer, a "
-                                 "reply without token usage, or a model not in the price "
-                                 "table; see --prices)", flag="skipped")
-    return CheckResult(reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most "
-                                              f"${usd:g}")
+        return CheckResult(
+            None,
+            "not applicable: the cost is unknown (a replayed answer, a "
+            "reply without token usage, or a model not in the price "
+            "table; see --prices)",
+            flag="skipped",
+        )
+    return CheckResult(
+        reply.cost_usd <= usd, f"cost ${reply.cost_usd:.6f}, expected at most ${usd:g}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,8 +951,14 @@ def _equals_any_rule(check):
         return []
     empty = [v for v in check["values"] if not squad_normalize(v)]
     verb = "normalises" if len(empty) == 1 else "normalise"
-    return [f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
-            "punctuation or white space)"] if empty else []
+    return (
+        [
+            f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
+            "punctuation or white space)"
+        ]
+        if empty
+        else []
+    )
 
 
 @register(rule=_equals_any_rule)
@@ -768,8 +972,11 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     text = normal(output)
     for value in values:
         if normal(value) == text:
-            return CheckResult(True, f"equals {_quote(value)}"
-                               + (" after squad normalisation" if normalize == "squad" else ""))
+            return CheckResult(
+                True,
+                f"equals {_quote(value)}"
+                + (" after squad normalisation" if normalize == "squad" else ""),
+            )
     got = _quote(output.strip())
     shown = (got,) if normalize == "none" else (got, _quote(text))
     reason = f"got {got}" + (f" (normalised {shown[1]})" if len(shown) > 1 else "")
@@ -779,13 +986,16 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
 # A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
 # thousands separators "1,000"), decimals, an exponent ("1e3"), a trailing "%"; not inside a
 # word or another number ("H2O", "1.2.3" and "v2" have none).
-_NUMBER_IN_TEXT = re.compile(r"""
+_NUMBER_IN_TEXT = re.compile(
+    r"""
     (?<![\w.])
     (?:[+-][$€£¥]?|[$€£¥][+-]?)?
     (?P<digits>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?!\d|\.\d)
     (?P<exponent>[eE][+-]?\d+)?
     %?
-    """, re.VERBOSE)
+    """,
+    re.VERBOSE,
+)
 
 
 def numbers_in(text):
@@ -816,8 +1026,9 @@ Which = Choice("first", "last", "only")
 
 
 @register
-def check_number_match(output, value: _Number, which: Which = "last",
-                       abs_tol: Amount = 0, rel_tol: Amount = 0):
+def check_number_match(
+    output, value: _Number, which: Which = "last", abs_tol: Amount = 0, rel_tol: Amount = 0
+):
     """The `which` number of the output ("first", "last", or "only": fails when there are
     several distinct ones) equals `value` within `abs_tol` or `rel_tol` (both 0: exactly).
 
@@ -830,13 +1041,17 @@ def check_number_match(output, value: _Number, which: Which = "last",
         distinct = list(dict.fromkeys(found for found, _ in numbers))
         if len(distinct) > 1:
             shown = [written for _, written in numbers[:5]]
-            return CheckResult(False, f"{len(distinct)} distinct numbers, expected only one: "
-                                      f"{_quote_all(shown)}{' ...' if len(numbers) > 5 else ''}",
-                               tuple(_quote(w) for w in shown))
+            return CheckResult(
+                False,
+                f"{len(distinct)} distinct numbers, expected only one: "
+                f"{_quote_all(shown)}{' ...' if len(numbers) > 5 else ''}",
+                tuple(_quote(w) for w in shown),
+            )
     found, written = numbers[0 if which == "first" else -1]
     got = _quote(written)
-    tolerance = "".join(f" (±{tol:g}{unit})" for tol, unit in ((abs_tol, ""), (rel_tol, " rel"))
-                        if tol)
+    tolerance = "".join(
+        f" (±{tol:g}{unit})" for tol, unit in ((abs_tol, ""), (rel_tol, " rel")) if tol
+    )
     if _close(found, value, abs_tol, rel_tol):
         return CheckResult(True, f"{which} number {got} equals {value}{tolerance}", (got,))
     return CheckResult(False, f"{which} number {got}, expected {value}{tolerance}", (got,))
@@ -850,7 +1065,7 @@ def _trimmed(a, b):
         start += 1
     while tail < shorter - start and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    return a[start:len(a) - tail], b[start:len(b) - tail], start + tail
+    return a[start : len(a) - tail], b[start : len(b) - tail], start + tail
 
 
 def _levenshtein(a, b):
@@ -919,9 +1134,11 @@ def rouge_l(text, reference):
     return _f_measure(_lcs_length(produced, expected), len(produced), len(expected))
 
 
-_SIMILARITIES = {"levenshtein": lambda text, reference: levenshtein_ratio(text.strip(),
-                                                                          reference.strip()),
-                 "token_f1": token_f1, "rouge_l": rouge_l}
+_SIMILARITIES = {
+    "levenshtein": lambda text, reference: levenshtein_ratio(text.strip(), reference.strip()),
+    "token_f1": token_f1,
+    "rouge_l": rouge_l,
+}
 
 
 Metric = Choice(*_SIMILARITIES)
@@ -933,15 +1150,17 @@ Score = _kind(lambda v: _is_number(v) and 0 <= v <= 1, "must be a number from 0 
 def _similarity_rule(check):
     """token_f1 against a reference of no tokens would score 0 on every output."""
     if check.get("metric", "levenshtein") == "token_f1" and not squad_normalize(
-            check["reference"]):
-        return ["'reference' normalises to an empty string for token_f1 (only articles, "
-                "punctuation or white space)"]
+        check["reference"]
+    ):
+        return [
+            "'reference' normalises to an empty string for token_f1 (only articles, "
+            "punctuation or white space)"
+        ]
     return []
 
 
 @register(rule=_similarity_rule)
-def check_similarity(output, reference: Text, min: Score,
-                     metric: Metric = "levenshtein"):
+def check_similarity(output, reference: Text, min: Score, metric: Metric = "levenshtein"):
     """The output's `metric` similarity to `reference` is at least `min` (0 to 1): levenshtein
     (1 - edit distance / the longer length, surrounding white space stripped), token_f1
     (SQuAD v1.1's token F1 on normalised tokens) or rouge_l (ROUGE-L F-measure, Lin 2004, on
@@ -956,8 +1175,11 @@ def check_similarity(output, reference: Text, min: Score,
 # The judge: a model grades what literal checks cannot (paraphrase, negation, contradiction)
 # ---------------------------------------------------------------------------------------------
 
-_JUDGE_LISTS = (("missing_requirements", "missing"), ("forbidden_claims_found", "forbidden claim"),
-                ("unsupported_claims", "unsupported claim"))
+_JUDGE_LISTS = (
+    ("missing_requirements", "missing"),
+    ("forbidden_claims_found", "forbidden claim"),
+    ("unsupported_claims", "unsupported claim"),
+)
 
 
 JUDGE_KEYS = tuple(key for key, _ in _JUDGE_LISTS) + ("reason", "confidence")
@@ -967,10 +1189,18 @@ _CONFIDENCE = {"low": 0, "medium": 1, "high": 2}
 
 
 # A verdict's shape, checked by the json_schema check's rules: lists of non-blank strings.
-_VERDICT_SCHEMA = {"type": "object", "required": list(JUDGE_KEYS), "properties": {
-    **{key: {"type": "array", "items": {"type": "string", "pattern": r"\S"}}
-       for key, _ in _JUDGE_LISTS},
-    "reason": {"type": "string"}, "confidence": {"enum": list(_CONFIDENCE)}}}
+_VERDICT_SCHEMA = {
+    "type": "object",
+    "required": list(JUDGE_KEYS),
+    "properties": {
+        **{
+            key: {"type": "array", "items": {"type": "string", "pattern": r"\S"}}
+            for key, _ in _JUDGE_LISTS
+        },
+        "reason": {"type": "string"},
+        "confidence": {"enum": list(_CONFIDENCE)},
+    },
+}
 
 
 _JUDGE_INSTRUCTIONS = """\
@@ -1002,12 +1232,14 @@ def judge_prompt(case_input, output, check):
     input goes as "conversation" (the messages the answer follows), a string as
     "user_message"."""
     asked = "user_message" if isinstance(case_input, str) else "conversation"
-    material = {"rubric": check.get("rubric") or "",
-                "must_include": list(check.get("must_include") or []),
-                "must_not_claim": list(check.get("must_not_claim") or []),
-                "approved_context": check.get("context") or "",
-                asked: case_input if isinstance(case_input, str) else list(case_input),
-                "answer": output}
+    material = {
+        "rubric": check.get("rubric") or "",
+        "must_include": list(check.get("must_include") or []),
+        "must_not_claim": list(check.get("must_not_claim") or []),
+        "approved_context": check.get("context") or "",
+        asked: case_input if isinstance(case_input, str) else list(case_input),
+        "answer": output,
+    }
     return _JUDGE_INSTRUCTIONS + json.dumps(material, ensure_ascii=False, indent=1) + "\n"
 
 
@@ -1037,13 +1269,18 @@ def _verdict_json(reply):
             end = index + 1
         index = text.find("{", end)
     if len(found) != 1:
-        return None, (f"{len(found)} JSON objects in the reply; expected exactly one" if found
-                      else "no JSON object in the reply")
+        return None, (
+            f"{len(found)} JSON objects in the reply; expected exactly one"
+            if found
+            else "no JSON object in the reply"
+        )
     start, end, value = found[0]
     outside = text[:start] + text[end:]
     if "{" in outside or "}" in outside:
-        return None, ("braces outside the JSON object (a second, malformed object?); expected "
-                      "exactly one object")
+        return None, (
+            "braces outside the JSON object (a second, malformed object?); expected "
+            "exactly one object"
+        )
     return value, None
 
 
@@ -1067,16 +1304,19 @@ def parse_verdict(reply):
 def verdict_status(verdict, min_confidence="medium"):
     """(status, reason) of a parsed verdict: "fail" when it lists any violation, "review" when
     it lists none with a confidence below `min_confidence`, else "pass"."""
-    violations = [f"{label}: {_quote(item, 200)}" for key, label in _JUDGE_LISTS
-                  for item in verdict[key]]
+    violations = [
+        f"{label}: {_quote(item, 200)}" for key, label in _JUDGE_LISTS for item in verdict[key]
+    ]
     said = verdict["reason"].strip()
     note = f" (judge: {said})" if said else ""
     confidence = verdict["confidence"]
     if violations:
         return "fail", "; ".join(violations) + note
     if _CONFIDENCE[confidence] < _CONFIDENCE[min_confidence]:
-        return "review", (f"needs review: no violation found, but the judge's confidence is "
-                          f"{confidence} (min_confidence {min_confidence}){note}")
+        return "review", (
+            f"needs review: no violation found, but the judge's confidence is "
+            f"{confidence} (min_confidence {min_confidence}){note}"
+        )
     return "pass", f"no violation found, confidence {confidence}{note}"
 
 
@@ -1085,8 +1325,9 @@ def _judge_rule(check):
     if not any(key in check for key in ("rubric", "must_include", "must_not_claim")):
         problems.append("give at least one of 'rubric', 'must_include', 'must_not_claim'")
     if check.get("negate"):
-        problems.append("'negate' is not supported; put what the answer must not say in "
-                        "'must_not_claim'")
+        problems.append(
+            "'negate' is not supported; put what the answer must not say in 'must_not_claim'"
+        )
     return problems
 
 
@@ -1094,21 +1335,38 @@ Confidence = Choice("high", "medium")
 
 
 @register(rule=_judge_rule, needs_judge=True)
-def check_judge(output, rubric: Text = None, must_include: Texts = None,
-                must_not_claim: Texts = None, context: Text = None,
-                min_confidence: Confidence = "medium", *, ask, case_input):
+def check_judge(
+    output,
+    rubric: Text = None,
+    must_include: Texts = None,
+    must_not_claim: Texts = None,
+    context: Text = None,
+    min_confidence: Confidence = "medium",
+    *,
+    ask,
+    case_input,
+):
     """A judge model finds no violation of the `rubric`, the facts it `must_include` and the
     claims it `must_not_claim`, confidently enough (needs --judge)."""
-    prompt = judge_prompt(case_input, output, dict(
-        rubric=rubric, must_include=must_include, must_not_claim=must_not_claim, context=context))
+    prompt = judge_prompt(
+        case_input,
+        output,
+        dict(
+            rubric=rubric,
+            must_include=must_include,
+            must_not_claim=must_not_claim,
+            context=context,
+        ),
+    )
     name = getattr(ask, "name", None) or _callable_name(ask)
     exchange = {"name": name, "prompt": prompt, "reply": None, "verdict": None, "cached": False}
     try:
         reply = ask(prompt)
     except (Exception, SystemExit) as exc:  # a judge's sys.exit() is its case's error
         description, quoted = _raised(exc)
-        return CheckResult(False, f"the judge call failed: {description}", quoted,
-                           "error", exchange)
+        return CheckResult(
+            False, f"the judge call failed: {description}", quoted, "error", exchange
+        )
     verdict, problem = parse_verdict(reply)
     if isinstance(reply, str):
         model = getattr(reply, "model", None)
@@ -1116,12 +1374,14 @@ def check_judge(output, rubric: Text = None, must_include: Texts = None,
         if isinstance(model, str) and model:
             exchange["name"] = f"{name} ({model})"
     if problem:
-        return CheckResult(False, f"the judge's reply is not a valid verdict: {problem}", (),
-                           "error", exchange)
+        return CheckResult(
+            False, f"the judge's reply is not a valid verdict: {problem}", (), "error", exchange
+        )
     exchange["verdict"] = verdict
     status, reason = verdict_status(verdict, min_confidence)
-    return CheckResult(status == "pass", reason, (), "review" if status == "review" else None,
-                       exchange)
+    return CheckResult(
+        status == "pass", reason, (), "review" if status == "review" else None, exchange
+    )
 
 
 def _judge_cache(path):
@@ -1132,8 +1392,11 @@ def _judge_cache(path):
         for line in handle:
             with contextlib.suppress(ValueError, RecursionError):
                 row = json.loads(line)
-                if (isinstance(row, dict) and isinstance(row.get("key"), str)
-                        and isinstance(row.get("reply"), str)):
+                if (
+                    isinstance(row, dict)
+                    and isinstance(row.get("key"), str)
+                    and isinstance(row.get("reply"), str)
+                ):
                     cache[row["key"]] = row
     return cache
 
@@ -1183,14 +1446,23 @@ class Judge:
 
     def _remember(self, key, reply):
         """Append a reply to the cache (a write that fails only costs a call next run)."""
-        row = {"key": key, "name": self.name, "model": reply.model, "reply": str(reply),
-               "ts": _now()}
+        row = {
+            "key": key,
+            "name": self.name,
+            "model": reply.model,
+            "reply": str(reply),
+            "ts": _now(),
+        }
         data = _json_line(row)
         with self._lock, contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
             # One unbuffered write() a line, which O_APPEND keeps whole across processes.
-            with open(self.cache_path, "ab", buffering=0,
-                      opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
+            with open(
+                self.cache_path,
+                "ab",
+                buffering=0,
+                opener=lambda path, flags: os.open(path, flags, 0o600),
+            ) as handle:
                 handle.write(data)
             self._cache[key] = row
 
@@ -1212,19 +1484,23 @@ def replay_judge(path, stderr=None):
                 (stderr or sys.stderr).write(
                     "evals: no judge provider configured (EVALS_JUDGE_PROVIDER and "
                     f"EVALS_PROVIDER unset): replaying recorded judge replies from {path}, no "
-                    "judge model is called\n")
+                    "judge model is called\n"
+                )
                 loaded.append(_judge_cache(path) if os.path.isfile(path) else None)
         if loaded[0] is None:
-            raise LookupError(f"judge recordings file {path} not found (set EVALS_JUDGE_PROVIDER "
-                              f"to call a judge model; EVALS_JUDGE_RECORD={path} records its "
-                              "replies)")
+            raise LookupError(
+                f"judge recordings file {path} not found (set EVALS_JUDGE_PROVIDER "
+                f"to call a judge model; EVALS_JUDGE_RECORD={path} records its "
+                "replies)"
+            )
         row = loaded[0].get(_sha256(prompt))
         if row is None:
             raise LookupError(
-                f"no recorded judge reply for this prompt in {path}: add a line {{\"key\": "
-                f"\"{_sha256(prompt)}\", \"reply\": the judge's JSON verdict as a string}}, or "
+                f'no recorded judge reply for this prompt in {path}: add a line {{"key": '
+                f'"{_sha256(prompt)}", "reply": the judge\'s JSON verdict as a string}}, or '
                 "set EVALS_JUDGE_PROVIDER to ask a judge model (EVALS_JUDGE_RECORD="
-                f"{path} records its replies)")
+                f"{path} records its replies)"
+            )
         return _Reply(row["reply"], row.get("model") or "replay")
 
     judge.judge_model = "replay"  # part of the judge cache's key, as my_client's says
@@ -1235,8 +1511,9 @@ def _load_judge(spec, stderr=None):
     """The judge callable `spec` names (ClientError); my_client's judge with no judge provider
     configured is replay_judge of EVALS_JUDGE_RECORDINGS (default judge_recordings.jsonl)."""
     if _offline(spec, "judge", "EVALS_JUDGE_PROVIDER", "EVALS_PROVIDER"):
-        return replay_judge(os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS,
-                            stderr)
+        return replay_judge(
+            os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS, stderr
+        )
     return load_callable(spec, "--judge")
 
 
@@ -1248,14 +1525,20 @@ def _judge_for(args, cases, stderr):
         return NO_JUDGE
     if args.judge:
         cache = None if args.omit_outputs else _beside_baseline(args, "judge_cache.jsonl")
-        return Judge(_load_judge(args.judge, stderr), name=args.judge, cache_path=cache,
-                     timeout=args.timeout)
+        return Judge(
+            _load_judge(args.judge, stderr),
+            name=args.judge,
+            cache_path=cache,
+            timeout=args.timeout,
+        )
     needs = [case for case in cases if any(_needs_judge(c) for c in case.checks)]
     if needs:
         first = needs[0]
-        raise EvalsError(f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
-                         f"judge is configured ({len(needs)} case(s)); pass --judge "
-                         "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge")
+        raise EvalsError(
+            f"{first.path}:{first.line}: case {first.id!r} has a judge check but no "
+            f"judge is configured ({len(needs)} case(s)); pass --judge "
+            "MODULE:FUNCTION (e.g. my_client:judge) or --no-judge"
+        )
     return None
 
 
@@ -1279,8 +1562,9 @@ def _tools_problems(tools):
             continue
         unknown = [key for key in tool if key not in _TOOL_KEYS]
         if unknown:
-            problems.append(f"{where}: unknown key {unknown[0]!r} (a tool has "
-                            f"{', '.join(_TOOL_KEYS)})")
+            problems.append(
+                f"{where}: unknown key {unknown[0]!r} (a tool has {', '.join(_TOOL_KEYS)})"
+            )
         name = tool.get("name")
         if not isinstance(name, str) or not name.strip():
             problems.append(f"{where} has no 'name' (a non-empty string)")
@@ -1295,8 +1579,7 @@ def _tools_problems(tools):
             if not isinstance(tool["parameters"], dict):
                 problems.append(f"{where}: 'parameters' must be a JSON Schema object")
             else:
-                problems += _schema_definition_problems(tool["parameters"],
-                                                        f"{where}: parameters")
+                problems += _schema_definition_problems(tool["parameters"], f"{where}: parameters")
     return problems
 
 
@@ -1310,8 +1593,10 @@ def _call_problem(call, declared, quoted):
     tool = declared.get(call["name"])
     arguments = call.get("arguments", {})
     if tool is None:
-        return (f"{_call_text(call, 120)} names no declared tool (declared: "
-                f"{_truncated_list(list(declared), 5, ', ')})")
+        return (
+            f"{_call_text(call, 120)} names no declared tool (declared: "
+            f"{_truncated_list(list(declared), 5, ', ')})"
+        )
     if isinstance(arguments, str):  # the model wrote something that is not a JSON object
         try:
             value = _strict_json(arguments)
@@ -1342,13 +1627,15 @@ def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = 
         if not counted.passed:
             return counted
         return CheckResult(True, f"{counted.reason}, each valid")
-    return CheckResult(True, f"{_plural(len(calls), 'tool call')}, each of a declared tool with "
-                             "valid arguments")
+    return CheckResult(
+        True, f"{_plural(len(calls), 'tool call')}, each of a declared tool with valid arguments"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Appending cases: the add and review commands
 # ---------------------------------------------------------------------------------------------
+
 
 def _file_bytes(path):
     try:
@@ -1385,11 +1672,16 @@ def _append_line(path, row, data=None):
 # The rate limit, prices and budgets
 # ---------------------------------------------------------------------------------------------
 
+
 class RateLimiter:
     """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
 
     def __init__(self, per_second):
-        self.interval, self._next, self._lock = 1.0 / per_second, time.monotonic(), threading.Lock()
+        self.interval, self._next, self._lock = (
+            1.0 / per_second,
+            time.monotonic(),
+            threading.Lock(),
+        )
 
     def wait(self):
         with self._lock:
@@ -1421,7 +1713,8 @@ class Budget:
             if self.spent + self._reserved + estimate > self.limit:
                 raise BudgetExceeded(
                     f"budget ${self.limit:.4f} would be exceeded: ${self.spent:.4f} spent, "
-                    f"the next call is estimated at ${estimate:.4f}; not called")
+                    f"the next call is estimated at ${estimate:.4f}; not called"
+                )
             self._reserved += estimate
             self._in_flight += 1
             return estimate
@@ -1451,10 +1744,14 @@ def load_prices(path):
     if not isinstance(data, dict):
         raise EvalsError(f"--prices {path}: expected an object {{model: [input, output]}}")
     for model, pair in data.items():
-        if not (isinstance(pair, list) and len(pair) == 2
-                and all(_is_number(price) and price >= 0 for price in pair)):
-            raise EvalsError(f"--prices {path}: {model!r} must be [input, output] dollars per "
-                             "million tokens")
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(_is_number(price) and price >= 0 for price in pair)
+        ):
+            raise EvalsError(
+                f"--prices {path}: {model!r} must be [input, output] dollars per million tokens"
+            )
     return {**PRICES, **{model: tuple(pair) for model, pair in data.items()}}
 
 
@@ -1489,43 +1786,71 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
     `call_model.batch([(custom_id, input)], resume=ID or None, on_submitted=f(ID))` returning
     {custom_id: reply or exception}. EvalsError when it cannot (before any call)."""
     if client_name.startswith("replay:"):  # the offline default: said as what is missing
-        raise EvalsError("--batch: " + ("EVALS_PROVIDER=replay" if os.environ.get(
-            "EVALS_PROVIDER", "").strip() else "EVALS_PROVIDER is not set") + ": a batch needs "
-                         "a provider (EVALS_PROVIDER=openai or anthropic; see my_client.py)")
+        raise EvalsError(
+            "--batch: "
+            + (
+                "EVALS_PROVIDER=replay"
+                if os.environ.get("EVALS_PROVIDER", "").strip()
+                else "EVALS_PROVIDER is not set"
+            )
+            + ": a batch needs "
+            "a provider (EVALS_PROVIDER=openai or anthropic; see my_client.py)"
+        )
     batch = getattr(call_model, "batch", None)
     if not callable(batch):
-        raise EvalsError(f"--batch: the client {client_name} has no batch interface (a "
-                         "`batch` attribute, as my_client:ask has)")
-    calls = {_batch_call_id(case.id, r): [case.id, r] for case in cases
-             for r in range(args.repeat)}
+        raise EvalsError(
+            f"--batch: the client {client_name} has no batch interface (a "
+            "`batch` attribute, as my_client:ask has)"
+        )
+    calls = {
+        _batch_call_id(case.id, r): [case.id, r] for case in cases for r in range(args.repeat)
+    }
     by_id = {case.id: case for case in cases}
-    settings = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL)
-    entry = {"client": client_name, "case_file": args.cases, "case_file_sha256": digest,
-             "case_ids": [case.id for case in cases], "custom_ids": calls,
-             "settings_sha256": _sha256(json.dumps(settings))}
+    settings = sorted(
+        (k, v) for k, v in os.environ.items() if k.startswith("EVALS_") and k not in _BATCH_NEUTRAL
+    )
+    entry = {
+        "client": client_name,
+        "case_file": args.cases,
+        "case_file_sha256": digest,
+        "case_ids": [case.id for case in cases],
+        "custom_ids": calls,
+        "settings_sha256": _sha256(json.dumps(settings)),
+    }
     path = _beside_baseline(args, "batches.json")
     batch_id = _saved_batch(path, entry, args.batch_resume, stderr)
     ids = [batch_id] if batch_id else []
 
     def submitted(new_id):
         ids.append(new_id)
-        stderr.write(f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
-                     "leaves it running, and --batch with the same cases collects it\n")
+        stderr.write(
+            f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
+            "leaves it running, and --batch with the same cases collects it\n"
+        )
         _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
 
     try:
-        replies = batch([(key, by_id[case_id].input) for key, (case_id, _) in calls.items()],
-                        resume=batch_id, on_submitted=submitted)
+        replies = batch(
+            [(key, by_id[case_id].input) for key, (case_id, _) in calls.items()],
+            resume=batch_id,
+            on_submitted=submitted,
+        )
     except KeyboardInterrupt:
         if ids:
-            stderr.write(f"evals: batch {ids[0]} goes on at the provider; --batch with the "
-                         f"same cases, or --batch-resume {ids[0]}, collects it\n")
+            stderr.write(
+                f"evals: batch {ids[0]} goes on at the provider; --batch with the "
+                f"same cases, or --batch-resume {ids[0]}, collects it\n"
+            )
         raise
     except Exception as exc:  # noqa: B902 - the client's own errors, said as its message
-        raise EvalsError(f"--batch: {exc}" + (f" (--batch-resume {ids[0]} collects the batch)"
-                                               if ids and ids[0] != args.batch_resume
-                                               else "")) from None
+        raise EvalsError(
+            f"--batch: {exc}"
+            + (
+                f" (--batch-resume {ids[0]} collects the batch)"
+                if ids and ids[0] != args.batch_resume
+                else ""
+            )
+        ) from None
     listed = options.price or call_cost
 
     def price(model, usage):
@@ -1534,10 +1859,13 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
 
     options.price = price
     if ids:
-        stderr.write(f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
-                     f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n")
+        stderr.write(
+            f"evals: collected batch {ids[0]}; costs are estimated at batch prices "
+            f"({BATCH_PRICE_FACTOR:.0%} of the list prices)\n"
+        )
     return _answered_from(replies), lambda: _save_batches(
-        path, [b for b in _saved_batches(path) if b.get("id") not in ids])
+        path, [b for b in _saved_batches(path) if b.get("id") not in ids]
+    )
 
 
 def _saved_batches(path):
@@ -1567,17 +1895,23 @@ def _saved_batch(path, entry, wanted, stderr):
     for saved in _saved_batches(path):
         if wanted and saved.get("id") == wanted:
             if any(saved.get(key) != entry[key] for key in same[1:3]):
-                raise EvalsError(f"--batch-resume {wanted}: that batch holds other cases (or "
-                                 f"another version of them; see {path}): select the same "
-                                 "cases, or submit a new batch with --batch")
+                raise EvalsError(
+                    f"--batch-resume {wanted}: that batch holds other cases (or "
+                    f"another version of them; see {path}): select the same "
+                    "cases, or submit a new batch with --batch"
+                )
             return wanted
         if not wanted and all(saved.get(key) == entry[key] for key in same):
-            stderr.write(f"evals: collecting batch {saved['id']}, submitted "
-                         f"{saved.get('submitted')} for these cases (saved in {path})\n")
+            stderr.write(
+                f"evals: collecting batch {saved['id']}, submitted "
+                f"{saved.get('submitted')} for these cases (saved in {path})\n"
+            )
             return saved["id"]
     if wanted:
-        stderr.write(f"evals: warning: batch {wanted} is not in {path}; its answers are "
-                     "matched to these cases by case id and repeat\n")
+        stderr.write(
+            f"evals: warning: batch {wanted} is not in {path}; its answers are "
+            "matched to these cases by case id and repeat\n"
+        )
     return wanted
 
 
@@ -1590,6 +1924,7 @@ def _batch_call_id(case_id, repeat):
 def _answered_from(replies):
     """A call_model answering each call with the batch's reply to its case and repeat
     (asked by signature); an exception there is the call's error, a missing reply a LookupError."""
+
     def answer(prompt, *, case, attempt):
         reply = replies.get(_batch_call_id(case.id, attempt))
         if reply is None:
@@ -1612,12 +1947,14 @@ def _answered_from(replies):
 # format of its cache, keyed by the request and the repeat index); a run that finishes deletes
 # it, its record holding every answer; `--resume` answers from it the calls already made.
 
+
 def journal_path(args):
     """The journal of the run `args` describes: unfinished.sqlite beside the baseline (see
     _beside_baseline), unfinished-NAME.sqlite for a run writing NAME.json (--out, a shard), so
     that shards in one folder keep theirs."""
-    out = args.out or (f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard
-                       else None)
+    out = args.out or (
+        f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard else None
+    )
     name = f"-{os.path.splitext(os.path.basename(out))[0]}" if out else ""
     return _beside_baseline(args, f"unfinished{name}.sqlite")
 
@@ -1627,15 +1964,19 @@ def use_journal(args, stderr):
     (EVALS_JOURNAL) and, with --resume, to answer from it the calls made before (EVALS_RESUME).
     No journal without a live call (--rescore, a batch) or with --omit-outputs (it keeps the
     answers' text). Returns its path, or None."""
-    _refuse_pairs(args, *(("resume", other) for other in ("rescore", "batch", "batch_resume",
-                                                          "omit_outputs")))
+    _refuse_pairs(
+        args,
+        *(("resume", other) for other in ("rescore", "batch", "batch_resume", "omit_outputs")),
+    )
     if args.rescore or args.batch or args.batch_resume or args.omit_outputs:
         return None
     path = journal_path(args)
     os.environ["EVALS_JOURNAL"], os.environ["EVALS_RESUME"] = path, "1" if args.resume else "0"
     if args.resume and not os.path.exists(path):
-        stderr.write(f"evals: note: --resume: no interrupted run to resume ({path} does not "
-                     "exist); every case is called\n")
+        stderr.write(
+            f"evals: note: --resume: no interrupted run to resume ({path} does not "
+            "exist); every case is called\n"
+        )
     return path
 
 
@@ -1646,8 +1987,10 @@ def end_journal(args, options, record, stdout):
     if args.resume and path:
         record["summary"]["reused"] = options.cached
         where = "the cache or the interrupted run" if options.cache else "the interrupted run"
-        stdout.write(f"{options.cached} of {_plural(options.replies, 'answer')} reused from "
-                     f"{where}; the other calls were made now\n")
+        stdout.write(
+            f"{options.cached} of {_plural(options.replies, 'answer')} reused from "
+            f"{where}; the other calls were made now\n"
+        )
     for name in (path + suffix for suffix in ("", "-wal", "-shm")) if path else ():
         with contextlib.suppress(FileNotFoundError):
             os.remove(name)
@@ -1658,8 +2001,10 @@ def end_journal(args, options, record, stdout):
 # ---------------------------------------------------------------------------------------------
 
 # EVALS_CACHE's words (my_client reads the same).
-_CACHE_WORDS = {**dict.fromkeys(("1", "true", "yes", "on"), True),
-                **dict.fromkeys(("", "0", "false", "no", "off"), False)}
+_CACHE_WORDS = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("", "0", "false", "no", "off"), False),
+}
 
 
 def use_cache(args):
@@ -1673,9 +2018,11 @@ def use_cache(args):
     on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
     used = on and not (args.rescore or args.batch or args.batch_resume)
     if used and args.omit_outputs:  # the cache keeps each reply's text
-        raise EvalsError(("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
-                         "contradict each other: the cache keeps every reply's text; choose one "
-                         "(--no-cache turns EVALS_CACHE off)")
+        raise EvalsError(
+            ("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
+            "contradict each other: the cache keeps every reply's text; choose one "
+            "(--no-cache turns EVALS_CACHE off)"
+        )
     os.environ["EVALS_CACHE"] = "1" if used else "0"
     return used
 
@@ -1685,15 +2032,20 @@ def cache_note(options):
     path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
     replies = "reply" if options.replies == 1 else "replies"
     if options.replies and not options.cached and options.replayed == options.replies:
-        return (f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
-                "and the cache keeps only live calls\n")
-    return (f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
-            "--no-cache calls the model\n")
+        return (
+            f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
+            "and the cache keeps only live calls\n"
+        )
+    return (
+        f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
+        "--no-cache calls the model\n"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading run records (the core reads only its baseline: load_baseline)
 # ---------------------------------------------------------------------------------------------
+
 
 def read_record(path, error=EvalsError):
     """A run record (dict) read and checked from `path`; raises `error` naming the file."""
@@ -1702,9 +2054,15 @@ def read_record(path, error=EvalsError):
             record = json.load(handle)
     except (OSError, ValueError, RecursionError) as exc:
         lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
-        raise error(f"{path}: cannot read the run record: {exc}" + (
-            " (one JSON value a line, as in a case or recordings file; a run record is one "
-            "JSON object, e.g. last_run.json)" if lines else "")) from None
+        raise error(
+            f"{path}: cannot read the run record: {exc}"
+            + (
+                " (one JSON value a line, as in a case or recordings file; a run record is one "
+                "JSON object, e.g. last_run.json)"
+                if lines
+                else ""
+            )
+        ) from None
     problem = record_problem(record)
     if problem:
         raise error(f"{path}: {problem}")
@@ -1714,6 +2072,7 @@ def read_record(path, error=EvalsError):
 # ---------------------------------------------------------------------------------------------
 # Comparing and merging run records
 # ---------------------------------------------------------------------------------------------
+
 
 def merge_records(records, case_ids, names=None, case_file_sha256=None):
     """Shard run records (dicts) combined into one, in the order of `case_ids`; the summary
@@ -1728,19 +2087,25 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
             raise EvalsError(f"{name}: {problem}")
         digest = record.get("case_file", {}).get("sha256")
         if case_file_sha256 and digest != case_file_sha256:
-            raise EvalsError(f"{name}: ran another version of the case file (sha256 "
-                             f"{str(digest)[:12]}, the case file now is {case_file_sha256[:12]})")
+            raise EvalsError(
+                f"{name}: ran another version of the case file (sha256 "
+                f"{str(digest)[:12]}, the case file now is {case_file_sha256[:12]})"
+            )
         for entry in record["cases"]:
             if entry.get("change") == "not_run":
                 continue  # a shard carries the cases it did not run
             if entry["id"] in ran:
-                raise EvalsError(f"case {entry['id']!r} was run by more than one shard: "
-                                 f"{ran[entry['id']][0]} and {name}")
+                raise EvalsError(
+                    f"case {entry['id']!r} was run by more than one shard: "
+                    f"{ran[entry['id']][0]} and {name}"
+                )
             ran[entry["id"]] = name, entry
     missing = [case_id for case_id in case_ids if case_id not in ran]
     if missing:
-        raise EvalsError(f"{len(missing)} case(s) were run by no shard: "
-                         f"{_truncated_list(missing, 10, ', ')}; is a shard's record missing?")
+        raise EvalsError(
+            f"{len(missing)} case(s) were run by no shard: "
+            f"{_truncated_list(missing, 10, ', ')}; is a shard's record missing?"
+        )
     entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
     started = [r["started_at"] for r in records if r.get("started_at")]
@@ -1755,15 +2120,24 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     # What each shard's run added to its summary: the history's flaky cases, cached replies
     shown = [r.get("summary") for r in records if isinstance(r.get("summary"), dict)]
     if any(isinstance(s.get("flaky_history"), list) for s in shown):
-        flaky = {f["id"]: f for s in shown for f in s.get("flaky_history") or ()
-                 if isinstance(f, dict) and f.get("id") in ran}
+        flaky = {
+            f["id"]: f
+            for s in shown
+            for f in s.get("flaky_history") or ()
+            if isinstance(f, dict) and f.get("id") in ran
+        }
         summary["flaky_history"] = [flaky[case_id] for case_id in case_ids if case_id in flaky]
     if any("cached" in s for s in shown):
         summary["cached"] = total("cached")
-    return dict(records[0], started_at=min(started, default=None),
-                finished_at=max(finished, default=None), cases=entries,
-                removed=removed, accepted=any(r.get("accepted") for r in records),
-                summary=summary)
+    return dict(
+        records[0],
+        started_at=min(started, default=None),
+        finished_at=max(finished, default=None),
+        cases=entries,
+        removed=removed,
+        accepted=any(r.get("accepted") for r in records),
+        summary=summary,
+    )
 
 
 def _passed_majority(entry):
@@ -1778,13 +2152,25 @@ def _compared_entry(a, b, alpha):
     """B's entry with its change against A's as decide gives it (A's status and calls as the
     baseline); a case A did not score is new."""
     counts = (b["passes"], b["calls"]) if type(b.get("calls")) is int else None
-    before = None if a is None or a.get("status") == "error" else {
-        "baseline": a["status"], "status": a["status"],
-        **({"baseline_passes": a["passes"], "baseline_calls": a["calls"]}
-           if type(a.get("calls")) is int else {})}
+    before = (
+        None
+        if a is None or a.get("status") == "error"
+        else {
+            "baseline": a["status"],
+            "status": a["status"],
+            **(
+                {"baseline_passes": a["passes"], "baseline_calls": a["calls"]}
+                if type(a.get("calls")) is int
+                else {}
+            ),
+        }
+    )
     decision = decide(b["status"], before, False, counts, alpha)
-    entry = {k: v for k, v in b.items() if k not in (
-        "baseline_passes", "baseline_calls", "rate_test", "baseline_output", "scored")}
+    entry = {
+        k: v
+        for k, v in b.items()
+        if k not in ("baseline_passes", "baseline_calls", "rate_test", "baseline_output", "scored")
+    }
     entry.update(change=decision.change, baseline=before and before["baseline"])
     if decision.rate is not None:
         entry["rate_test"] = decision.rate
@@ -1804,28 +2190,41 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
     result = {"alpha": alpha}
     for name, entries in zip("ab", ran):
         passed = sum(e.get("status") == "pass" for e in entries.values())
-        result[name] = {"passed": passed, "total": len(entries),
-                        "pass_rate": passed / len(entries) if entries else None,
-                        "wilson_95": list(wilson_interval(passed, len(entries)))}
-    pairs = [(ran[0][i], e) for i, e in ran[1].items() if i in ran[0]
-             and "error" not in (ran[0][i].get("status"), e.get("status"))]
+        result[name] = {
+            "passed": passed,
+            "total": len(entries),
+            "pass_rate": passed / len(entries) if entries else None,
+            "wilson_95": list(wilson_interval(passed, len(entries))),
+        }
+    pairs = [
+        (ran[0][i], e)
+        for i, e in ran[1].items()
+        if i in ran[0] and "error" not in (ran[0][i].get("status"), e.get("status"))
+    ]
     if not pairs:
         raise EvalsError("no case was scored in both records: nothing to compare")
     a_only = sum(_passed_majority(x) and not _passed_majority(y) for x, y in pairs)
     b_only = sum(_passed_majority(y) and not _passed_majority(x) for x, y in pairs)
     p_worse = mcnemar_exact(a_only, b_only, "worse")
     entries = [_compared_entry(ran[0].get(i), e, alpha) for i, e in ran[1].items()]
-    result.update(paired=len(pairs), a_only_passed=a_only, b_only_passed=b_only,
-                  p_worse=p_worse, p_two_sided=mcnemar_exact(a_only, b_only),
-                  worse=p_worse <= alpha, only_in_a=[i for i in ran[0] if i not in ran[1]],
-                  only_in_b=[i for i in ran[1] if i not in ran[0]],
-                  record=dict(b, cases=entries, removed=[], summary=summarize(entries)))
+    result.update(
+        paired=len(pairs),
+        a_only_passed=a_only,
+        b_only_passed=b_only,
+        p_worse=p_worse,
+        p_two_sided=mcnemar_exact(a_only, b_only),
+        worse=p_worse <= alpha,
+        only_in_a=[i for i in ran[0] if i not in ran[1]],
+        only_in_b=[i for i in ran[1] if i not in ran[0]],
+        record=dict(b, cases=entries, removed=[], summary=summarize(entries)),
+    )
     return result
 
 
 # ---------------------------------------------------------------------------------------------
 # Statistics for comparing two runs
 # ---------------------------------------------------------------------------------------------
+
 
 def wilson_interval(k, n, confidence=0.95):
     """(low, high): the Wilson score interval (Wilson 1927) for a pass rate of k passes in n
@@ -1834,6 +2233,7 @@ def wilson_interval(k, n, confidence=0.95):
     method="wilson"), Newcombe (1998)'s formula. n == 0 gives (0.0, 1.0): nothing is known.
     Raises ValueError for counts out of range or a confidence outside (0, 1)."""
     import statistics  # here, not at the top: only repeated runs and `compare` need it
+
     _counts(k, n, "wilson_interval")
     _level(confidence, "confidence")
     if n == 0:
@@ -1857,9 +2257,9 @@ def mcnemar_exact(b, c, alternative="two-sided"):
     _counts(0, c, "mcnemar_exact c")
     n = b + c
     if alternative == "two-sided":
-        return min(1.0, 2 * sum(math.comb(n, x) for x in range(min(b, c) + 1)) / 2 ** n)
+        return min(1.0, 2 * sum(math.comb(n, x) for x in range(min(b, c) + 1)) / 2**n)
     if alternative == "worse":
-        return sum(math.comb(n, x) for x in range(b, n + 1)) / 2 ** n
+        return sum(math.comb(n, x) for x in range(b, n + 1)) / 2**n
     raise ValueError(f"alternative must be 'two-sided' or 'worse', got {alternative!r}")
 
 
@@ -1899,19 +2299,39 @@ def history_append(path, record):
             run_id = connection.execute(
                 "INSERT INTO runs (started_at, finished_at, client, git_commit, case_file_sha256,"
                 " total, passed, pass_rate, regressed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record["started_at"], record["finished_at"], record["client"],
-                 record["git_commit"], record["case_file"]["sha256"], summary["total"],
-                 summary["passed"], summary["pass_rate"], summary["regressed"])).lastrowid
+                (
+                    record["started_at"],
+                    record["finished_at"],
+                    record["client"],
+                    record["git_commit"],
+                    record["case_file"]["sha256"],
+                    summary["total"],
+                    summary["passed"],
+                    summary["pass_rate"],
+                    summary["regressed"],
+                ),
+            ).lastrowid
             connection.executemany(
                 "INSERT INTO results (run_id, case_id, status, reasons, latency_s) "
                 "VALUES (?, ?, ?, ?, ?)",
-                ((run_id, e["id"], e["status"],
-                  # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
-                  # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
-                  mask_secrets("\n".join(case_reasons(e["status"], e.get("error"),
-                                                       e.get("checks"))))
-                  .encode("utf-8", "backslashreplace").decode("utf-8"),
-                  e.get("latency_s")) for e in record["cases"] if e.get("change") != "not_run"))
+                (
+                    (
+                        run_id,
+                        e["id"],
+                        e["status"],
+                        # a reason quoting half an emoji (a tool call's arguments, a judge's reply)
+                        # is not UTF-8: SQLite gets its \uXXXX escape, as the record does
+                        mask_secrets(
+                            "\n".join(case_reasons(e["status"], e.get("error"), e.get("checks")))
+                        )
+                        .encode("utf-8", "backslashreplace")
+                        .decode("utf-8"),
+                        e.get("latency_s"),
+                    )
+                    for e in record["cases"]
+                    if e.get("change") != "not_run"
+                ),
+            )
     return run_id
 
 
@@ -1923,7 +2343,7 @@ FLAKY_GLITCH_RATE = 0.01
 
 def _binomial_tail(n, rate, k):
     """P(X >= k) for X ~ Binomial(n, rate)."""
-    return sum(math.comb(n, x) * rate ** x * (1 - rate) ** (n - x) for x in range(k, n + 1))
+    return sum(math.comb(n, x) * rate**x * (1 - rate) ** (n - x) for x in range(k, n + 1))
 
 
 def history_flaky(path, case_ids, window=10, current=None, alpha=DEFAULT_ALPHA):
@@ -1938,20 +2358,24 @@ def history_flaky(path, case_ids, window=10, current=None, alpha=DEFAULT_ALPHA):
     seen = collections.defaultdict(list)
     with _history(path) as connection:
         for case_id, status in connection.execute(
-                "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
-                "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
-                "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id", (window,)):
+            "SELECT case_id, status FROM (SELECT case_id, status, run_id, ROW_NUMBER() "
+            "OVER (PARTITION BY case_id ORDER BY run_id DESC) AS n FROM results "
+            "WHERE status != 'error') WHERE n <= ? ORDER BY case_id, run_id",
+            (window,),
+        ):
             seen[case_id].append(status == "pass")
     for case_id, status in (current or {}).items():
         if status != "error":
-            seen[case_id] = seen[case_id][1 - window:] + [status == "pass"]
+            seen[case_id] = seen[case_id][1 - window :] + [status == "pass"]
     flaky = []
     for case_id in case_ids:
         passed = seen[case_id]
         runs, passes = len(passed), sum(passed)
         changes = sum(a != b for a, b in zip(passed, passed[1:]))
-        if changes >= 2 and all(_binomial_tail(runs, FLAKY_GLITCH_RATE, count) <= alpha
-                                for count in (passes, runs - passes)):
+        if changes >= 2 and all(
+            _binomial_tail(runs, FLAKY_GLITCH_RATE, count) <= alpha
+            for count in (passes, runs - passes)
+        ):
             flaky.append({"id": case_id, "passes": passes, "runs": runs})
     return flaky
 
@@ -1964,12 +2388,16 @@ def history_rows(path, case_id=None, limit=20):
         if case_id is None:
             rows = connection.execute(
                 "SELECT id AS run, started_at, git_commit, passed, total, pass_rate, regressed "
-                "FROM runs ORDER BY id DESC LIMIT ?", (limit,))
+                "FROM runs ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
         else:
             rows = connection.execute(
                 "SELECT runs.id AS run, started_at, git_commit, status, reasons, latency_s "
                 "FROM results JOIN runs ON runs.id = results.run_id WHERE case_id = ? "
-                "ORDER BY runs.id DESC LIMIT ?", (case_id, limit))
+                "ORDER BY runs.id DESC LIMIT ?",
+                (case_id, limit),
+            )
         return [dict(row) for row in rows]
 
 
@@ -1977,13 +2405,18 @@ def history_rows(path, case_id=None, limit=20):
 # Report helpers, and --omit-outputs: no model text in any file written
 # ---------------------------------------------------------------------------------------------
 
+
 def _input_text(value):
     """A case's input as reports show it: the string, or a conversation as "role: content",
     a message a line (its own line breaks indented)."""
     if not isinstance(value, list):
         return _text(value)
-    return "\n".join(f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
-                     if isinstance(m, dict) else _text(m) for m in value)
+    return "\n".join(
+        f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
+        if isinstance(m, dict)
+        else _text(m)
+        for m in value
+    )
 
 
 def _headline(summary):
@@ -1995,8 +2428,14 @@ def _headline(summary):
     if summary["errored"]:
         return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
     if _below_floor(summary):
-        return "bad", "FAIL", (f"pass rate {_percent(summary['pass_rate'])} below the minimum "
-                               f"{_percent(summary['min_pass_rate'])}")
+        return (
+            "bad",
+            "FAIL",
+            (
+                f"pass rate {_percent(summary['pass_rate'])} below the minimum "
+                f"{_percent(summary['min_pass_rate'])}"
+            ),
+        )
     return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
 
 
@@ -2008,17 +2447,25 @@ def without_outputs(entry):
     tool call arguments (their names stay), judge prompts, replies or words (a judge check's
     reason and its verdict's items); check reasons' "quoted" parts replaced by
     '[output omitted]'."""
-    entry = {k: v for k, v in entry.items()
-             if k not in ("output", "baseline_output", "reasoning")}
+    entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output", "reasoning")}
     for key in ("tool_calls", "baseline_tool_calls"):
         if isinstance(entry.get(key), list):
-            entry[key] = [{"name": c["name"]} if isinstance(c, dict) and "name" in c else c
-                          for c in entry[key]]
+            entry[key] = [
+                {"name": c["name"]} if isinstance(c, dict) and "name" in c else c
+                for c in entry[key]
+            ]
     if isinstance(entry.get("checks"), list):
-        entry["checks"] = [_check_without_output(c) if isinstance(c, dict) else c
-                           for c in entry["checks"]]
-        errored = [c["reason"] for c in entry["checks"] if isinstance(c, dict) and c.get("error")
-                   and isinstance(c.get("reason"), str) and c["reason"]]
+        entry["checks"] = [
+            _check_without_output(c) if isinstance(c, dict) else c for c in entry["checks"]
+        ]
+        errored = [
+            c["reason"]
+            for c in entry["checks"]
+            if isinstance(c, dict)
+            and c.get("error")
+            and isinstance(c.get("reason"), str)
+            and c["reason"]
+        ]
         if entry.get("error") and errored:  # the case's error is its first errored check's
             entry["error"] = errored[0]
     if isinstance(entry.get("attempts"), list):
@@ -2038,9 +2485,15 @@ def _check_without_output(check):
     if isinstance(judge, dict):  # the judge's words can quote the output: only counts stay
         verdict = judge.get("verdict")
         if isinstance(verdict, dict):
-            verdict = dict(verdict, reason=_OMITTED, **{
-                key: [_OMITTED] * len(value) for key, value in verdict.items()
-                if isinstance(value, list)})
+            verdict = dict(
+                verdict,
+                reason=_OMITTED,
+                **{
+                    key: [_OMITTED] * len(value)
+                    for key, value in verdict.items()
+                    if isinstance(value, list)
+                },
+            )
         if judge.get("reply") is not None or verdict is not None:  # not a failed call's reason
             check["reason"] = _OMITTED
         check["judge"] = dict(judge, prompt=None, reply=None, verdict=verdict, omitted=True)
@@ -2074,15 +2527,29 @@ _FAILING = ("fail", "review")
 # The sections of the Markdown and HTML reports, in reading order: (Markdown title, HTML title,
 # which rows (entry, change) it holds).
 _SECTIONS = {
-    "regressed": ("Regressed", "Regressed: passed in the baseline, fail now",
-                  lambda e, c: c == "regressed"),
-    "errored": ("Errored", "Errored: the call failed, nothing was scored",
-                lambda e, c: c == "errored" or e.get("status") == "error"),
-    "lower": ("Lower, not significant", "Lower pass rate, not significant: listed, not a "
-              "regression", lambda e, c: c == "lower_not_significant"),
-    "failing": ("New and other failures", "Other failures",
-                lambda e, c: c not in ("regressed", "errored", "lower_not_significant")
-                and e.get("status") in _FAILING),
+    "regressed": (
+        "Regressed",
+        "Regressed: passed in the baseline, fail now",
+        lambda e, c: c == "regressed",
+    ),
+    "errored": (
+        "Errored",
+        "Errored: the call failed, nothing was scored",
+        lambda e, c: c == "errored" or e.get("status") == "error",
+    ),
+    "lower": (
+        "Lower, not significant",
+        "Lower pass rate, not significant: listed, not a regression",
+        lambda e, c: c == "lower_not_significant",
+    ),
+    "failing": (
+        "New and other failures",
+        "Other failures",
+        lambda e, c: (
+            c not in ("regressed", "errored", "lower_not_significant")
+            and e.get("status") in _FAILING
+        ),
+    ),
     "fixed": ("Fixed", "Fixed", lambda e, c: c == "fixed" and e.get("status") == "pass"),
 }
 
@@ -2154,11 +2621,19 @@ def render_junit(record):
     record = completed(record)
     root = ET.Element("testsuites", name="evals")
     suite = ET.SubElement(root, "testsuite", name="evals")
-    _junit_properties(suite, {**{name: record.get(name) for name in (
-        "harness_version", "client", "git_commit")}, "case_file": _case_file_path(record)})
+    _junit_properties(
+        suite,
+        {
+            **{name: record.get(name) for name in ("harness_version", "client", "git_commit")},
+            "case_file": _case_file_path(record),
+        },
+    )
     history = record["summary"].get("flaky_history")
-    history = {i.get("id") for i in history if isinstance(i, dict)} if isinstance(
-        history, list) else set()
+    history = (
+        {i.get("id") for i in history if isinstance(i, dict)}
+        if isinstance(history, list)
+        else set()
+    )
     seconds = 0.0
     for entry, change in _rows(record):
         seconds += _seconds(entry.get("latency_s"))
@@ -2167,51 +2642,78 @@ def render_junit(record):
     if gate:
         testcase = ET.SubElement(suite, "testcase", classname="evals.gates", name="min_pass_rate")
         if _below_floor(record["summary"]):
-            ET.SubElement(testcase, "failure", type="min_pass_rate", message=gate[0]).text = gate[0]
+            ET.SubElement(testcase, "failure", type="min_pass_rate", message=gate[0]).text = gate[
+                0
+            ]
     started, finished = (_parse_time(record.get(key)) for key in ("started_at", "finished_at"))
     if started and finished and finished > started:  # else (same second) the latencies' sum
         seconds = (finished - started).total_seconds()
-    counts = {name: str(len(suite.findall(path))) for name, path in (
-        ("tests", "testcase"), ("failures", "testcase/failure"), ("errors", "testcase/error"))}
+    counts = {
+        name: str(len(suite.findall(path)))
+        for name, path in (
+            ("tests", "testcase"),
+            ("failures", "testcase/failure"),
+            ("errors", "testcase/error"),
+        )
+    }
     for element in (root, suite):
         element.attrib.update(counts, skipped="0", time=f"{seconds:.3f}")
     if started:
         stamp = started.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         suite.set("timestamp", stamp.isoformat(timespec="seconds"))
     ET.indent(root)
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            + ET.tostring(root, encoding="unicode") + "\n")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    )
 
 
 def _junit_case(suite, entry, change, record, flaky_history):
     """Add a record entry's <testcase>, with its <error> or <failure>, to the JUnit `suite`."""
     import xml.etree.ElementTree as ET
 
-    testcase = ET.SubElement(suite, "testcase", classname="evals", name=_xml_text(entry["id"]),
-                             time=f"{_seconds(entry.get('latency_s')):.3f}")
+    testcase = ET.SubElement(
+        suite,
+        "testcase",
+        classname="evals",
+        name=_xml_text(entry["id"]),
+        time=f"{_seconds(entry.get('latency_s')):.3f}",
+    )
     rate = _rate_change(entry)
     rate = [_xml_text(rate)] if rate else []
     # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
     # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
     # pass nor a failure
     flaky = entry.get("flaky") or entry["id"] in flaky_history
-    _junit_properties(testcase, {"pass_rate": rate[0] if rate else None,
-                                 "flaky": "true" if flaky else None})
+    _junit_properties(
+        testcase, {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
+    )
     reasons = [_xml_text(r) for r in _reasons(entry)]
     if entry.get("status") == "error":
         kind, sep, _ = reasons[0].partition(":")
-        ET.SubElement(testcase, "error", message=reasons[0],
-                      type=kind if sep and kind.isidentifier() else "error").text = reasons[0]
+        ET.SubElement(
+            testcase,
+            "error",
+            message=reasons[0],
+            type=kind if sep and kind.isidentifier() else "error",
+        ).text = reasons[0]
     # a repeated case whose rate dropped significantly may still pass by --min-pass
     elif entry.get("status") in _FAILING or change == "regressed":
-        kind = ("review" if entry.get("status") == "review"
-                else "regression" if change == "regressed" else "failure")
-        baseline = {"regressed": ["passed in the baseline, fails now"],
-                    "still_failing": ["failed in the baseline too"],
-                    "new": ["new case (not in the baseline)"]}.get(change, [])
+        kind = (
+            "review"
+            if entry.get("status") == "review"
+            else "regression"
+            if change == "regressed"
+            else "failure"
+        )
+        baseline = {
+            "regressed": ["passed in the baseline, fails now"],
+            "still_failing": ["failed in the baseline too"],
+            "new": ["new case (not in the baseline)"],
+        }.get(change, [])
         baseline = [] if rate else baseline  # a repeated case: its rate says it
-        ET.SubElement(testcase, "failure", message="; ".join(reasons + rate),
-                      type=kind).text = "\n".join(reasons + rate + baseline)
+        ET.SubElement(
+            testcase, "failure", message="; ".join(reasons + rate), type=kind
+        ).text = "\n".join(reasons + rate + baseline)
     output = _reply_of(entry, record)
     if output is not None:
         ET.SubElement(testcase, "system-out").text = _xml_text(output)
@@ -2234,7 +2736,7 @@ def _md_inline(value, limit):
     markup, link, tag or comment can form."""
     text = " ".join(_visible(value).split())
     if len(text) > limit:
-        text = text[:limit - 1].rstrip() + "…"
+        text = text[: limit - 1].rstrip() + "…"
     text = _MD_PUNCTUATION.sub(r"\\\1", text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -2244,8 +2746,9 @@ def _md_fenced(value):
     in it, so no line of the text can close the block; nothing inside is rendered."""
     text = _visible(value)
     if len(text) > _EXCERPT_CHARS:
-        text = (text[:_EXCERPT_CHARS].rstrip()
-                + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)")
+        text = (
+            text[:_EXCERPT_CHARS].rstrip() + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)"
+        )
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
@@ -2254,9 +2757,11 @@ def _md_fenced(value):
 def _md_cases(key, rows, record):
     """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     if key == "fixed":
-        return [f"- {_md_inline(e['id'], 200)}" + (f": {_md_inline(_rate_change(e), 300)}"
-                                                   if _rate_change(e) else "")
-                for e, _ in rows] + [""]
+        return [
+            f"- {_md_inline(e['id'], 200)}"
+            + (f": {_md_inline(_rate_change(e), 300)}" if _rate_change(e) else "")
+            for e, _ in rows
+        ] + [""]
     lines = []
     for entry, change in rows:
         label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
@@ -2283,14 +2788,23 @@ def render_markdown(record, previous=None):
     numbers = record["summary"]
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
-    rate = (f"pass rate **{_percent(numbers['pass_rate'])}** "
-            f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}")
+    rate = (
+        f"pass rate **{_percent(numbers['pass_rate'])}** "
+        f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}"
+    )
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     counts += ("lower_not_significant",) * bool(numbers.get("lower_not_significant"))
     rate += "".join(f"  \n{_md_inline(line, 300)}" for line in _gate_lines(numbers))
-    lines = [f"## {head}", "", rate, "", "| " + " | ".join(counts).replace("_", " ") + " |",
-             "|---:" * len(counts) + "|",
-             "| " + " | ".join(str(numbers[key]) for key in counts) + " |", ""]
+    lines = [
+        f"## {head}",
+        "",
+        rate,
+        "",
+        "| " + " | ".join(counts).replace("_", " ") + " |",
+        "|---:" * len(counts) + "|",
+        "| " + " | ".join(str(numbers[key]) for key in counts) + " |",
+        "",
+    ]
     for key, title, _, group in _sections(record):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
@@ -2326,8 +2840,9 @@ def _word_diff(old, new):
     left, right = [], []
     # Compared without their trailing white space, so "email." at the end of one text and
     # "email.\n" before a new line in the other are the same word.
-    matcher = difflib.SequenceMatcher(None, [t.rstrip() or t for t in a],
-                                      [t.rstrip() or t for t in b], autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [t.rstrip() or t for t in a], [t.rstrip() or t for t in b], autojunk=False
+    )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         removed, added = _h("".join(a[i1:i2])), _h("".join(b[j1:j2]))
         if tag != "equal":
@@ -2407,12 +2922,20 @@ def _html_outputs(entry, before, record):
         old_html, new_html = _word_diff(old, new)
     else:
         old_html = _h(old) if old is not None else _NONE.format("no baseline output recorded")
-        new_html = _h(new) if new is not None else _NONE.format(
-            "no output: the call failed" if entry.get("status") == "error"
-            else "no output recorded")
+        new_html = (
+            _h(new)
+            if new is not None
+            else _NONE.format(
+                "no output: the call failed"
+                if entry.get("status") == "error"
+                else "no output recorded"
+            )
+        )
     labels = record.get("sides") or ("Baseline output", "This run")  # `compare`: A and B
-    return (f'<div class="sides"><div><h4>{_h(labels[0])}</h4><pre>{old_html}</pre></div>'
-            f'<div><h4>{_h(labels[1])}</h4><pre>{new_html}</pre></div></div>')
+    return (
+        f'<div class="sides"><div><h4>{_h(labels[0])}</h4><pre>{old_html}</pre></div>'
+        f"<div><h4>{_h(labels[1])}</h4><pre>{new_html}</pre></div></div>"
+    )
 
 
 def _html_case(entry, change, key, record, previous):
@@ -2447,13 +2970,15 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("description"):
         body.append(f'<p class="muted">{_h(entry["description"])}</p>')
     if entry.get("input") is not None:
-        body.append(f'<h4>Input</h4><pre>{_h(_input_text(entry["input"]))}</pre>')
+        body.append(f"<h4>Input</h4><pre>{_h(_input_text(entry['input']))}</pre>")
     if status == "error":
-        body.append(f'<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>')
+        body.append(f"<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>")
     checks = "".join(
         f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
-        f'<code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}{_h(_check_calls(c))}</li>'
-        for c in entry.get("checks") or [] if isinstance(c, dict))
+        f"<code>{_h(c.get('type'))}</code> {_h(c.get('reason'))}{_h(_check_calls(c))}</li>"
+        for c in entry.get("checks") or []
+        if isinstance(c, dict)
+    )
     if status == "review" and not checks:
         checks = '<li class="fail">needs review</li>'
     if checks:
@@ -2461,11 +2986,16 @@ def _html_case(entry, change, key, record, previous):
     body.append(_html_outputs(entry, before, record))
     reasoning = _output_of(entry, record, "reasoning")
     if reasoning is not None:
-        body.append(f'<details class="list"><summary>Reasoning</summary><pre>{_h(reasoning)}'
-                    '</pre></details>')
+        body.append(
+            f'<details class="list"><summary>Reasoning</summary><pre>{_h(reasoning)}'
+            "</pre></details>"
+        )
     opened = "" if key == "fixed" else " open"
-    return (f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
-            + "".join(body) + "</details>")
+    return (
+        f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
+        + "".join(body)
+        + "</details>"
+    )
 
 
 def _html_top(record, heading=None):
@@ -2476,30 +3006,45 @@ def _html_top(record, heading=None):
     tone, word, text = _headline(numbers)
     verdict, title, under = heading or ((tone, word), f"evals: {text}", [])
     # tile: its tone, shown when its count is not 0 (always for "passed")
-    tones = {"regressed": "bad", "errored": "warn", "failed": "bad", "fixed": "good", "new": "",
-             "passed": "good", "total": ""}
+    tones = {
+        "regressed": "bad",
+        "errored": "warn",
+        "failed": "bad",
+        "fixed": "good",
+        "new": "",
+        "passed": "good",
+        "total": "",
+    }
     if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
         tones["lower, not significant"] = "warn"
         counts["lower, not significant"] = numbers["lower_not_significant"]
     meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
     meta += [_h(line) for line in _gate_lines(numbers)]
-    facts = {"started": record.get("started_at"), "client": record.get("client"),
-             "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
-             "cases": _case_file_path(record)}
+    facts = {
+        "started": record.get("started_at"),
+        "client": record.get("client"),
+        "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
+        "cases": _case_file_path(record),
+    }
     meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
     if not _outputs_shown(record):
         meta.append("outputs omitted")
-    return ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            '<meta http-equiv="Content-Security-Policy" '
-            "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
-            f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
-            f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
-            '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
-            '<div class="tiles">' + "".join(
-                f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
-                f"<b>{counts[label]}</b>{label}</div>" for label, tone in tones.items())
-            + "</div>"] + list(under)
+    return [
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
+        f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
+        '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
+        '<div class="tiles">'
+        + "".join(
+            f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
+            f"<b>{counts[label]}</b>{label}</div>"
+            for label, tone in tones.items()
+        )
+        + "</div>",
+    ] + list(under)
 
 
 def render_html(record, previous=None, heading=None):
@@ -2520,24 +3065,34 @@ def render_html(record, previous=None, heading=None):
             out.append("</section>")
     passing = [  # a table row a case, not its entry: a spooled record's stay on disk
         f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
-        f'{_h(" · " + _rate_change(e)) if _rate_change(e) else ""}</td>'
-        f'<td>{_duration(e.get("latency_s"))}</td></tr>' for e, c in _rows(record)
-        if e.get("status") == "pass" and not any(h(e, c) for *_, h in _SECTIONS.values())]
+        f"{_h(' · ' + _rate_change(e)) if _rate_change(e) else ''}</td>"
+        f"<td>{_duration(e.get('latency_s'))}</td></tr>"
+        for e, c in _rows(record)
+        if e.get("status") == "pass" and not any(h(e, c) for *_, h in _SECTIONS.values())
+    ]
     if passing:
-        out.append('<section id="passing"><details class="list">'
-                   f'<summary>Passing ({len(passing)})</summary>'
-                   "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
-                   f"{''.join(passing)}</table></details></section>")
-    flaky = [f'<tr><td class="id">{_h(text)}</td><td>{why}</td></tr>'
-             for text, why in _flaky_items(record["summary"])]
+        out.append(
+            '<section id="passing"><details class="list">'
+            f"<summary>Passing ({len(passing)})</summary>"
+            "<table><tr><th>case</th><th>change</th><th>latency</th></tr>"
+            f"{''.join(passing)}</table></details></section>"
+        )
+    flaky = [
+        f'<tr><td class="id">{_h(text)}</td><td>{why}</td></tr>'
+        for text, why in _flaky_items(record["summary"])
+    ]
     if flaky:
-        out.append(f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
-                   f"<th>evidence</th></tr>{''.join(flaky)}</table></section>")
+        out.append(
+            f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
+            f"<th>evidence</th></tr>{''.join(flaky)}</table></section>"
+        )
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
-        out.append("<section><h2>Removed from the case file</h2><p>"
-                   + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
-                   + "</p></section>")
+        out.append(
+            "<section><h2>Removed from the case file</h2><p>"
+            + ", ".join(f'<span class="id">{_h(i)}</span>' for i in removed)
+            + "</p></section>"
+        )
     if not passing and not any(group for *_, group in sections):  # every case run is in one
         out.append('<p class="none">No case was run.</p>')
     out.append("</main></body></html>\n")
@@ -2548,18 +3103,24 @@ def render_html(record, previous=None, heading=None):
 # Commands: merge, history, add, check, report, compare
 # ---------------------------------------------------------------------------------------------
 
+
 def _earned(entry):
     """A baseline entry as the reply that earned its baseline: the output (and tool calls) it
     kept from an earlier run when this one did not replace it, else its own."""
     if "baseline_output" not in entry:
         return entry
-    return dict(entry, output=entry["baseline_output"], finish_reason=None,
-                tool_calls=entry.get("baseline_tool_calls"))
+    return dict(
+        entry,
+        output=entry["baseline_output"],
+        finish_reason=None,
+        tool_calls=entry.get("baseline_tool_calls"),
+    )
 
 
 def _merge_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"--cases": args.cases,
-                               **{f"RECORD {path}": path for path in args.records}})
+    _refuse_overwriting(
+        args, {"--cases": args.cases, **{f"RECORD {path}": path for path in args.records}}
+    )
     real = [os.path.realpath(path) for path in args.records]
     twice = next((path for n, path in enumerate(args.records) if real[n] in real[:n]), None)
     if twice:
@@ -2582,16 +3143,20 @@ def _history_command(args, stdout, stderr):
     rows = history_rows(path, args.case_id, args.limit)
     if args.case_id and not rows:
         raise EvalsError(f"no history for case {args.case_id!r}")
-    stdout.write(f"{'run':<9}  {'started':<25}  {'commit':<10}  "
-                 + ("status  reasons\n" if args.case_id else "result\n"))
+    stdout.write(
+        f"{'run':<9}  {'started':<25}  {'commit':<10}  "
+        + ("status  reasons\n" if args.case_id else "result\n")
+    )
     for row in rows:
         start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
         if args.case_id:
             reasons = "; ".join(_line(r) for r in (row["reasons"] or "").split("\n") if r)
             stdout.write(f"{start}  {row['status']:<6}  {reasons}\n")
         else:
-            stdout.write(f"{start}  {row['passed']}/{row['total']} passed "
-                         f"({_percent(row['pass_rate'])}), {row['regressed']} regressed\n")
+            stdout.write(
+                f"{start}  {row['passed']}/{row['total']} passed "
+                f"({_percent(row['pass_rate'])}), {row['regressed']} regressed\n"
+            )
     return EXIT_OK
 
 
@@ -2603,13 +3168,24 @@ def _added_checks(args):
             checks.append(_strict_json(text, unique_keys=True))
         except (ValueError, RecursionError) as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
-    checks += [{"type": kind, "values": getattr(args, kind)}
-               for kind in ("contains_all", "contains_any", "not_contains") if getattr(args, kind)]
-    checks += [{"type": kind, key: value} for kind, key, value in (
-        ("max_words", "n", args.max_words), ("regex", "pattern", args.regex)) if value is not None]
+    checks += [
+        {"type": kind, "values": getattr(args, kind)}
+        for kind in ("contains_all", "contains_any", "not_contains")
+        if getattr(args, kind)
+    ]
+    checks += [
+        {"type": kind, key: value}
+        for kind, key, value in (
+            ("max_words", "n", args.max_words),
+            ("regex", "pattern", args.regex),
+        )
+        if value is not None
+    ]
     if not checks:
-        raise EvalsError("give at least one check (--check JSON, --contains-all, --not-contains, "
-                         "--max-words, ...)")
+        raise EvalsError(
+            "give at least one check (--check JSON, --contains-all, --not-contains, "
+            "--max-words, ...)"
+        )
     return checks
 
 
@@ -2617,8 +3193,10 @@ def _add_command(args, stdout, stderr):
     checks = _added_checks(args)
     entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
     if entry is None and not os.path.exists(args.baseline):
-        raise EvalsError(f"{args.baseline}: no run record there to take {args.from_run!r} from "
-                         "(run python evals.py first, or give --baseline FILE)")
+        raise EvalsError(
+            f"{args.baseline}: no run record there to take {args.from_run!r} from "
+            "(run python evals.py first, or give --baseline FILE)"
+        )
     if entry is None:
         raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
     text = entry.get("input") if args.input is None else args.input
@@ -2627,8 +3205,11 @@ def _add_command(args, stdout, stderr):
     whole = {} if args.output is not None else entry
     calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
     if text is None:
-        raise EvalsError(f"{args.baseline}: the record of {args.from_run!r} has no input; give "
-                         "--input" if args.from_run else "give --input TEXT or --from-run CASE_ID")
+        raise EvalsError(
+            f"{args.baseline}: the record of {args.from_run!r} has no input; give --input"
+            if args.from_run
+            else "give --input TEXT or --from-run CASE_ID"
+        )
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
     if args.recordings and os.path.exists(args.recordings):
@@ -2636,35 +3217,55 @@ def _add_command(args, stdout, stderr):
         # broken by a line appended after its closing brace.
         if args.id in {row["id"] for row, _ in _recording_rows(args.recordings)}:
             raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
-    append_case(args.cases, {"id": args.id, "input": text, "checks": checks,
-                             **({"description": args.description}
-                                if args.description is not None else {}),
-                             **({"tags": args.tag} if args.tag else {})})
+    append_case(
+        args.cases,
+        {
+            "id": args.id,
+            "input": text,
+            "checks": checks,
+            **({"description": args.description} if args.description is not None else {}),
+            **({"tags": args.tag} if args.tag else {}),
+        },
+    )
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if args.recordings:
-        _append_line(args.recordings, {"id": args.id, "input": text,
-                                       "output": stored_output(output, calls, ended)})
-        stdout.write(f"recorded its output in {args.recordings}, so the offline replay scores "
-                     "it\n")
+        _append_line(
+            args.recordings,
+            {"id": args.id, "input": text, "output": stored_output(output, calls, ended)},
+        )
+        stdout.write(
+            f"recorded its output in {args.recordings}, so the offline replay scores it\n"
+        )
     if output is None:
         if args.from_run:
-            stdout.write(f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
-                         "or saved with --omit-outputs); the new checks were not tried on it\n")
+            stdout.write(
+                f"note: {args.baseline} has no output for {args.from_run!r} (an error, "
+                "or saved with --omit-outputs); the new checks were not tried on it\n"
+            )
         return EXIT_OK
-    status, results = _print_checks(Case(args.id, text, tuple(checks)),
-                                    Answer(output, calls, ended), stdout,
-                                    reasoning=entry.get("reasoning"))
+    status, results = _print_checks(
+        Case(args.id, text, tuple(checks)),
+        Answer(output, calls, ended),
+        stdout,
+        reasoning=entry.get("reasoning"),
+    )
     if status == "error":
-        stdout.write("warning: a check of the new case could not be scored on that output "
-                     "(ERROR above); fix it before the suite runs it\n")
+        stdout.write(
+            "warning: a check of the new case could not be scored on that output "
+            "(ERROR above); fix it before the suite runs it\n"
+        )
     elif status != "pass":
         stdout.write("the new case fails on that output, as it should: it catches this answer\n")
     elif any(r.get("skipped") for r in results):
-        stdout.write("note: judge checks are not tried here (add calls no judge); run the "
-                     "suite with --judge to see how they score this answer\n")
+        stdout.write(
+            "note: judge checks are not tried here (add calls no judge); run the "
+            "suite with --judge to see how they score this answer\n"
+        )
     else:
-        stdout.write("warning: the new case PASSES on that output, so it would not catch "
-                     "this answer; tighten its checks\n")
+        stdout.write(
+            "warning: the new case PASSES on that output, so it would not catch "
+            "this answer; tighten its checks\n"
+        )
     return EXIT_OK
 
 
@@ -2673,8 +3274,15 @@ def _print_checks(case, output, stdout, indent="  ", reasoning=None):
     results)."""
     status, results = evaluate(case, output, NO_JUDGE, reasoning)
     for result in results:
-        mark = ("skip" if result.get("skipped") else "ERROR" if result.get("error")
-                else "pass" if result["passed"] else "FAIL")
+        mark = (
+            "skip"
+            if result.get("skipped")
+            else "ERROR"
+            if result.get("error")
+            else "pass"
+            if result["passed"]
+            else "FAIL"
+        )
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
     return status, results
 
@@ -2686,8 +3294,10 @@ def _check_command(args, stdout, stderr):
         hint = _did_you_mean(args.case_id, [c.id for c in cases])
         raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
     if any(_needs_judge(c) for c in case.checks):
-        raise EvalsError(f"case {case.id!r} has a judge check, which `check` cannot ask; run "
-                         f"the case: python evals.py --id {case.id} --judge MODULE:FUNCTION")
+        raise EvalsError(
+            f"case {case.id!r} has a judge check, which `check` cannot ask; run "
+            f"the case: python evals.py --id {case.id} --judge MODULE:FUNCTION"
+        )
     if args.output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
     output = args.output if args.output is not None else sys.stdin.read()
@@ -2703,8 +3313,9 @@ def _report_command(args, stdout, stderr):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
     previous = load_baseline(args.baseline).entries if args.baseline else {}
     if args.omit_outputs:
-        record = dict(record, outputs_included=False,
-                      cases=[without_outputs(e) for e in record["cases"]])
+        record = dict(
+            record, outputs_included=False, cases=[without_outputs(e) for e in record["cases"]]
+        )
     _write_reports(args, record, previous, stdout)
     stdout.write(format_summary(record, args.quiet))
     return EXIT_OK
@@ -2718,13 +3329,17 @@ def _compare_command(args, stdout, stderr):
     for name, path in (("A", args.record_a), ("B", args.record_b)):
         side = result[name.lower()]
         low, high = side["wilson_95"]
-        lines.append(f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
-                     f"({side['passed']}/{side['total']}), 95% Wilson interval "
-                     f"{_percent(low)} to {_percent(high)}")
-    lines.append(f"paired over the {_plural(result['paired'], 'case')} scored in both: "
-                 f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
-                 f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
-                 f"two-sided p = {result['p_two_sided']:.3g}")
+        lines.append(
+            f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
+            f"({side['passed']}/{side['total']}), 95% Wilson interval "
+            f"{_percent(low)} to {_percent(high)}"
+        )
+    lines.append(
+        f"paired over the {_plural(result['paired'], 'case')} scored in both: "
+        f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
+        f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
+        f"two-sided p = {result['p_two_sided']:.3g}"
+    )
     said = f"B is {'significantly worse' if result['worse'] else 'not significantly worse'} than A"
     lines.append(f"{said} at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
     if args.html:
@@ -2745,10 +3360,14 @@ def _compare_html(result, a, lines, said):
     worse = result["worse"]
     verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
     title = f"evals compare: {said}"
-    stats = ['<section id="statistics"><h2>Statistics</h2><ul class="checks">'
-             + "".join(f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">'
-                       f"{_h(line)}</li>" for n, line in enumerate(lines))
-             + "</ul></section>"]
+    stats = [
+        '<section id="statistics"><h2>Statistics</h2><ul class="checks">'
+        + "".join(
+            f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">{_h(line)}</li>'
+            for n, line in enumerate(lines)
+        )
+        + "</ul></section>"
+    ]
     return render_html(record, previous, (verdict, title, stats))
 
 
@@ -2793,8 +3412,9 @@ def call_cost(model, usage, prices=None):
     price = prices.get(model) or prices.get(_RELEASE.sub("", model))
     if price is None:
         return None
-    return ((usage.get("input_tokens") or 0) * price[0]
-            + (usage.get("output_tokens") or 0) * price[1]) / 1_000_000
+    return (
+        (usage.get("input_tokens") or 0) * price[0] + (usage.get("output_tokens") or 0) * price[1]
+    ) / 1_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2820,8 +3440,9 @@ def _read_captures(path):
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             lines = handle.read().split("\n")
     except FileNotFoundError:
-        raise EvalsError(f"{path}: no captures yet (wrap your model call with "
-                               "my_client.capture to record them)") from None
+        raise EvalsError(
+            f"{path}: no captures yet (wrap your model call with my_client.capture to record them)"
+        ) from None
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read the captures: {exc.strerror or exc}") from None
     captures = {}
@@ -2884,9 +3505,12 @@ def _shown_text(value):
     if _is_conversation(value):
         return "\n".join("%s: %s" % (m["role"], m["content"]) for m in value)
     if isinstance(value, dict) and isinstance(value.get("text"), str) and "tool_calls" in value:
-        lines = [value["text"]] + ["tool call: %s %s" % (call.get("name"), json.dumps(
-            call.get("arguments"), ensure_ascii=False)) for call in value.get("tool_calls") or []
-            if isinstance(call, dict)]
+        lines = [value["text"]] + [
+            "tool call: %s %s"
+            % (call.get("name"), json.dumps(call.get("arguments"), ensure_ascii=False))
+            for call in value.get("tool_calls") or []
+            if isinstance(call, dict)
+        ]
         if value.get("finish_reason"):
             lines.append("finish reason: %s" % value["finish_reason"])
         return "\n".join(lines)
@@ -2895,28 +3519,42 @@ def _shown_text(value):
 
 def _drafted_case(row, text, cases_path, stdout):
     """A case from the reviewer's answers (dict), or None when nothing is to be checked."""
+
     def phrases(answer):
         return [part.strip() for part in answer.split(";") if part.strip()]
 
-    correction = _ask(stdout, "What should the answer have said? (the judge's rubric; "
-                              "empty for none)\n> ").strip()
-    required = phrases(_ask(stdout, "Facts the answer must state, separated by ';' "
-                                    "(empty for none)\n> "))
-    forbidden = phrases(_ask(stdout, "Claims the answer must not make, separated by ';' "
-                                     "(empty for none)\n> "))
+    correction = _ask(
+        stdout, "What should the answer have said? (the judge's rubric; empty for none)\n> "
+    ).strip()
+    required = phrases(
+        _ask(stdout, "Facts the answer must state, separated by ';' (empty for none)\n> ")
+    )
+    forbidden = phrases(
+        _ask(stdout, "Claims the answer must not make, separated by ';' (empty for none)\n> ")
+    )
     # Each list comes from its own answer: the correction is never mined for phrases, so a
     # correction such as 'Include "manager approval"' cannot become a forbidden claim.
-    check = {key: value for key, value in (("rubric", correction), ("must_include", required),
-                                           ("must_not_claim", forbidden)) if value}
+    check = {
+        key: value
+        for key, value in (
+            ("rubric", correction),
+            ("must_include", required),
+            ("must_not_claim", forbidden),
+        )
+        if value
+    }
     if not check:
         stdout.write("nothing to check: give a correction, a fact or a claim\n")
         return None
     suggestion = _suggest_id(text, cases_path)
-    case = {"id": _ask(stdout, f"case id [{suggestion}]: ").strip() or suggestion,
-            "input": _case_input(row.get("input")), "checks": [{"type": "judge", **check}],
-            "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
-                           "wrong." + (f" Correction: {correction}" if correction else ""),
-            "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"]}
+    case = {
+        "id": _ask(stdout, f"case id [{suggestion}]: ").strip() or suggestion,
+        "input": _case_input(row.get("input")),
+        "checks": [{"type": "judge", **check}],
+        "description": f"From a call captured {row.get('ts') or '(no time)'}: the answer was "
+        "wrong." + (f" Correction: {correction}" if correction else ""),
+        "tags": [t for t in row.get("tags") or [] if isinstance(t, str)] + ["captured"],
+    }
     output = _capture_text(row.get("output"))
     if output is not None:
         case["metadata"] = {"captured_output": output}
@@ -2925,10 +3563,15 @@ def _drafted_case(row, text, cases_path, stdout):
 
 def _pasted_case(row, text, cases_path, stdout):
     """A case pasted as JSON, lines up to an empty one (dict), or None when it is invalid."""
-    draft = {"id": _suggest_id(text, cases_path), "input": _case_input(row.get("input")),
-             "checks": [{"type": "judge", "rubric": "What a correct answer says."}]}
-    stdout.write("Paste the case as JSON (it may span lines; end it with an empty line). A "
-                 "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n")
+    draft = {
+        "id": _suggest_id(text, cases_path),
+        "input": _case_input(row.get("input")),
+        "checks": [{"type": "judge", "rubric": "What a correct answer says."}],
+    }
+    stdout.write(
+        "Paste the case as JSON (it may span lines; end it with an empty line). A "
+        "draft:\n" + json.dumps(draft, ensure_ascii=False) + "\n"
+    )
     stdout.flush()
     lines = []
     while True:
@@ -2957,18 +3600,22 @@ def _show_capture(number, total, row, stdout):
     details = [str(row["ts"])] if row.get("ts") else []
     if row.get("tags"):
         details.append("tags: " + ", ".join(str(t) for t in row["tags"]))
-    stdout.write(f"\n--- capture {number} of {total}"
-                 + (f" ({'; '.join(details)})" if details else "") + " ---\n")
-    stdout.write("input:\n  " + shown(_shown_text(row.get("input")),
-                                       "(not stored: store_text=False)") + "\n")
+    stdout.write(
+        f"\n--- capture {number} of {total}"
+        + (f" ({'; '.join(details)})" if details else "")
+        + " ---\n"
+    )
+    stdout.write(
+        "input:\n  "
+        + shown(_shown_text(row.get("input")), "(not stored: store_text=False)")
+        + "\n"
+    )
     if row.get("error"):
         stdout.write(f"error: {_visible(row['error'])}\n")
     else:
-        stdout.write("output:\n  " + shown(_shown_text(row.get("output")), "(not stored)")
-                     + "\n")
+        stdout.write("output:\n  " + shown(_shown_text(row.get("output")), "(not stored)") + "\n")
     if row.get("context"):
-        stdout.write("context: " + _visible(json.dumps(row["context"], ensure_ascii=False))
-                     + "\n")
+        stdout.write("context: " + _visible(json.dumps(row["context"], ensure_ascii=False)) + "\n")
 
 
 def _review_one(row, cases_path, stdout):
@@ -2986,8 +3633,10 @@ def _review_one(row, cases_path, stdout):
             stdout.write("answer a, e, s or q\n")
             continue
         if text is None:
-            stdout.write("this capture has no input text (captured with store_text=False); it "
-                         "cannot become a case\n")
+            stdout.write(
+                "this capture has no input text (captured with store_text=False); it "
+                "cannot become a case\n"
+            )
             continue
         draft = _drafted_case if choice in ("a", "approve") else _pasted_case
         try:
@@ -3027,8 +3676,9 @@ def _review_command(args, stdout, stderr):
         reviewed = set()
     pending = [(key, row) for key, row in captures if key not in reviewed]
     if not pending:
-        stdout.write(f"nothing to review: {len(captures)} capture(s) in {args.captures}, all "
-                     "reviewed\n")
+        stdout.write(
+            f"nothing to review: {len(captures)} capture(s) in {args.captures}, all reviewed\n"
+        )
         return EXIT_OK
     added = done = 0
     try:
@@ -3041,8 +3691,9 @@ def _review_command(args, stdout, stderr):
             added += outcome == "added"
     except _EndOfInput:
         pass
-    stdout.write(f"{added} case(s) added to {args.cases}; {len(pending) - done} capture(s) left "
-                 "to review\n")
+    stdout.write(
+        f"{added} case(s) added to {args.cases}; {len(pending) - done} capture(s) left to review\n"
+    )
     return EXIT_OK
 
 
@@ -3050,15 +3701,22 @@ def _review_command(args, stdout, stderr):
 # The command line's optional parts: reports, history, flaky reruns, commands
 # ---------------------------------------------------------------------------------------------
 
+
 def write_reports(args, record, previous):
     """The JUnit, Markdown and HTML files asked for (args.junit, .markdown, .html), and the
     Markdown report in GitHub's step summary (args.github); `previous`:
     the baseline's entries, which the HTML report shows with the output that earned their
     baseline (a regression's last passing answer; none when the record omits outputs)."""
-    writers = ((args.junit, lambda: render_junit(record)),
-               (args.markdown, lambda: render_markdown(record)),
-               (args.html, lambda: render_html(record, {
-                   case_id: _earned(entry) for case_id, entry in previous.items()})))
+    writers = (
+        (args.junit, lambda: render_junit(record)),
+        (args.markdown, lambda: render_markdown(record)),
+        (
+            args.html,
+            lambda: render_html(
+                record, {case_id: _earned(entry) for case_id, entry in previous.items()}
+            ),
+        ),
+    )
     for path, render in writers:
         if path:
             write_atomic(path, [render()])
@@ -3074,16 +3732,19 @@ def _use_history(args, done, stderr, use):
     try:
         return use(path)
     except (sqlite3.Error, OSError) as exc:
-        stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips "
-                     "it)\n")
+        stderr.write(f"evals: warning: history {path} not {done}: {exc} (--no-history skips it)\n")
 
 
 def read_flaky(args, record, stderr):
     """Mark in the record's summary ("flaky_history") the cases run that the history, with this
     run, shows flaky."""
     ran = {e["id"]: e["status"] for e in record["cases"] if e.get("change") != "not_run"}
-    flaky = _use_history(args, "read", stderr, lambda path: history_flaky(
-        path, list(ran), current=ran, alpha=args.alpha))
+    flaky = _use_history(
+        args,
+        "read",
+        stderr,
+        lambda path: history_flaky(path, list(ran), current=ran, alpha=args.alpha),
+    )
     if flaky is not None:
         record["summary"]["flaky_history"] = flaky
 
@@ -3112,11 +3773,15 @@ def narrow_selection(args, cases, baseline):
 
 # The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
 # of these, is a misspelling that would otherwise replay the recordings, green, forever.
-VARIABLES = tuple("EVALS_" + name for name in (
-    "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
-    "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
-    "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
-    "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM JOURNAL RESUME").split())
+VARIABLES = tuple(
+    "EVALS_" + name
+    for name in (
+        "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
+        "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
+        "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
+        "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM JOURNAL RESUME"
+    ).split()
+)
 
 
 @contextlib.contextmanager
@@ -3147,18 +3812,27 @@ def warn_before_run(args, baseline, cases, stderr):
     for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
         hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
         if hint != "." or name.startswith("EVAL_"):
-            stderr.write(f"evals: warning: {name} is not a variable evals or my_client reads"
-                         f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n")
+            stderr.write(
+                f"evals: warning: {name} is not a variable evals or my_client reads"
+                f"{hint if hint != '.' else ' (their prefix is EVALS_)'}\n"
+            )
     theirs = baseline.case_file
-    if theirs is None or args.no_save or args.out or args.shard or (
-            os.path.normpath(theirs) == os.path.normpath(args.cases)):
+    if (
+        theirs is None
+        or args.no_save
+        or args.out
+        or args.shard
+        or (os.path.normpath(theirs) == os.path.normpath(args.cases))
+    ):
         return
     dropped = len(set(baseline.entries) - {case.id for case in cases})
     if dropped:
-        stderr.write(f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
-                     f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
-                     f"{args.cases} lacks (without --baseline each case file has its own; "
-                     "--no-save writes none)\n")
+        stderr.write(
+            f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
+            f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+            f"{args.cases} lacks (without --baseline each case file has its own; "
+            "--no-save writes none)\n"
+        )
 
 
 def prepare_run(args, cases, options, stderr):
@@ -3167,17 +3841,26 @@ def prepare_run(args, cases, options, stderr):
     loaded). Returns (the cases to run, those --no-judge leaves nothing to score: they keep
     their baseline entries rather than pass on nothing)."""
     # A batch answers every call at once: no replay, cache or budget applies to it.
-    _refuse_pairs(args, ("judge", "no_judge"), ("cache", "no_cache"), ("rescore", "cache"),
-                  *((option, batch) for option in ("rescore", "cache", "budget")
-                    for batch in ("batch", "batch_resume")))
+    _refuse_pairs(
+        args,
+        ("judge", "no_judge"),
+        ("cache", "no_cache"),
+        ("rescore", "cache"),
+        *(
+            (option, batch)
+            for option in ("rescore", "cache", "budget")
+            for batch in ("batch", "batch_resume")
+        ),
+    )
     priced(options, args.prices, args.budget)
     options.judge = _judge_for(args, cases, stderr)
     options.cache = use_cache(args)
     use_journal(args, stderr)
     skipped = [c for c in cases if args.no_judge and all(_needs_judge(k) for k in c.checks)]
     if skipped and len(skipped) == len(cases) and not args.shard:
-        raise EvalsError("every selected case has only judge checks, which --no-judge skips: "
-                         "nothing to run")
+        raise EvalsError(
+            "every selected case has only judge checks, which --no-judge skips: nothing to run"
+        )
     return [c for c in cases if c not in skipped], skipped
 
 
@@ -3192,18 +3875,26 @@ def after_summary(args, record, cases, skipped, options, stdout, stderr):
     judge = options.judge
     if isinstance(judge, Judge) and judge.hits:  # a verdict asked again would cost a call
         record["summary"]["judge_cached"] = judge.hits
-        stdout.write(f"{judge.hits} of {judge.hits + judge.calls} judge replies came from the "
-                     f"judge's cache ({judge.cache_path}); delete it to ask the judge again\n")
+        stdout.write(
+            f"{judge.hits} of {judge.hits + judge.calls} judge replies came from the "
+            f"judge's cache ({judge.cache_path}); delete it to ask the judge again\n"
+        )
     if args.no_judge and any(_needs_judge(c) for case in cases for c in case.checks):
-        stdout.write("judge checks skipped (--no-judge): their cases were scored on "
-                     "deterministic checks only\n")
+        stdout.write(
+            "judge checks skipped (--no-judge): their cases were scored on "
+            "deterministic checks only\n"
+        )
     if skipped:
-        stdout.write(f"not run (--no-judge; only judge checks): "
-                     f"{', '.join(_line(case.id) for case in skipped)}\n")
+        stdout.write(
+            f"not run (--no-judge; only judge checks): "
+            f"{', '.join(_line(case.id) for case in skipped)}\n"
+        )
     if options.budget and options.budget.unpriced:
-        stderr.write(f"evals: warning: --budget could not price {options.budget.unpriced} "
-                     "call(s) (the model is not in the price table or reported no usage); "
-                     "they were not counted\n")
+        stderr.write(
+            f"evals: warning: --budget could not price {options.budget.unpriced} "
+            "call(s) (the model is not in the price table or reported no usage); "
+            "they were not counted\n"
+        )
 
 
 def _shard(text):
@@ -3218,143 +3909,261 @@ def _shard(text):
 
 OPTIONS = {
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
-    "--rate-limit": dict(type=_number(float, 0.001), metavar="PER_SECOND",
-                         help="start at most this many calls per second"),
-    "--shard": dict(type=_shard, metavar="K/N", help="run shard K of N (split by a hash of the "
-                    "case id); combine the shards' records with `evals.py merge`"),
+    "--rate-limit": dict(
+        type=_number(float, 0.001),
+        metavar="PER_SECOND",
+        help="start at most this many calls per second",
+    ),
+    "--shard": dict(
+        type=_shard,
+        metavar="K/N",
+        help="run shard K of N (split by a hash of the "
+        "case id); combine the shards' records with `evals.py merge`",
+    ),
     "--cache": "answer each call made before with the same request (model, parameters, input, "
-               "repeat index) from the cache of live calls, without calling the model, and "
-               "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
-               "setting EVALS_CACHE before loading it; my_client keeps the cache in "
-               "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
-               "empties it",
+    "repeat index) from the cache of live calls, without calling the model, and "
+    "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
+    "setting EVALS_CACHE before loading it; my_client keeps the cache in "
+    "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
+    "empties it",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
     "--resume": "after a live run was interrupted (Ctrl-C, a CI timeout): reuse the answers it "
-                "got, which the client kept (my_client: in .evals/unfinished.sqlite beside the "
-                "baseline, deleted once a run finishes), and call only the rest",
+    "got, which the client kept (my_client: in .evals/unfinished.sqlite beside the "
+    "baseline, deleted once a run finishes), and call only the rest",
     "--errored": "run only cases that errored in the baseline's last run",
-    "--repeat-flaky": dict(type=_number(int, 2, 1000), metavar="N", help="run only the cases the "
-                           "history marks flaky, N calls each, to measure their pass rates"),
-    "--budget": dict(type=_number(float, 0), metavar="USD", help="stop calling before the "
-                     "estimated cost would pass this many dollars; cases not called are errors"),
-    "--prices": dict(metavar="FILE", help='JSON {"model": [input, output]} in dollars per '
-                     "million tokens, added to the built-in table"),
+    "--repeat-flaky": dict(
+        type=_number(int, 2, 1000),
+        metavar="N",
+        help="run only the cases the "
+        "history marks flaky, N calls each, to measure their pass rates",
+    ),
+    "--budget": dict(
+        type=_number(float, 0),
+        metavar="USD",
+        help="stop calling before the "
+        "estimated cost would pass this many dollars; cases not called are errors",
+    ),
+    "--prices": dict(
+        metavar="FILE",
+        help='JSON {"model": [input, output]} in dollars per '
+        "million tokens, added to the built-in table",
+    ),
     "--batch": "send every call through the provider's batch API (OpenAI Batch, Anthropic "
-               "Message Batches: half the price, answers within 24 hours), wait for it, then "
-               "score as a live run; Ctrl-C leaves the batch running and --batch with the same "
-               "cases collects it",
-    "--batch-resume": dict(metavar="ID", help="collect and score the batch ID an earlier "
-                           "--batch run submitted (see .evals/batches.json)"),
-    "--judge": dict(metavar="MODULE:FUNCTION",
-                    help="callable str -> str that answers the prompts of `judge` checks; its "
-                         "replies are cached in .evals/judge_cache.jsonl beside the baseline "
-                         "(not with --omit-outputs)"),
+    "Message Batches: half the price, answers within 24 hours), wait for it, then "
+    "score as a live run; Ctrl-C leaves the batch running and --batch with the same "
+    "cases collects it",
+    "--batch-resume": dict(
+        metavar="ID",
+        help="collect and score the batch ID an earlier "
+        "--batch run submitted (see .evals/batches.json)",
+    ),
+    "--judge": dict(
+        metavar="MODULE:FUNCTION",
+        help="callable str -> str that answers the prompts of `judge` checks; its "
+        "replies are cached in .evals/judge_cache.jsonl beside the baseline "
+        "(not with --omit-outputs)",
+    ),
     "--no-judge": "skip `judge` checks (said in the summary); deterministic checks run, and "
-                  "cases with only judge checks are not run",
+    "cases with only judge checks are not run",
     "--omit-outputs": "leave model output text out of every file written (a run neither reads "
-                      "nor writes the judge cache)",
+    "nor writes the judge cache)",
     "--junit": dict(metavar="FILE", help="write a JUnit XML report"),
     "--markdown": dict(metavar="FILE", help="write a Markdown report"),
-    "--html": dict(metavar="FILE",
-                   help="write a self-contained HTML report of the diff with the baseline"),
-    "--history": dict(metavar="FILE", help="SQLite history to append to and read (default: "
-                      ".evals/history.sqlite beside the baseline)"),
+    "--html": dict(
+        metavar="FILE", help="write a self-contained HTML report of the diff with the baseline"
+    ),
+    "--history": dict(
+        metavar="FILE",
+        help="SQLite history to append to and read (default: "
+        ".evals/history.sqlite beside the baseline)",
+    ),
     "--no-history": "do not append to the history",
-    "--output": dict(metavar="TEXT", help="the model output to score the checks on (`check` "
-                     "reads it from standard input without this)"),
-    "add:--output": dict(metavar="TEXT", help="the model output to score the new checks on "
-                         "(default with --from-run: that case's output in the run record)"),
-    "add:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the run record "
-                           f"--from-run reads (default: {DEFAULT_BASELINE})"),
-    "history:--baseline": dict(default=DEFAULT_BASELINE, metavar="FILE", help="the baseline "
-                               "whose folder holds the default history (default: "
-                               f"{DEFAULT_BASELINE})"),
+    "--output": dict(
+        metavar="TEXT",
+        help="the model output to score the checks on (`check` "
+        "reads it from standard input without this)",
+    ),
+    "add:--output": dict(
+        metavar="TEXT",
+        help="the model output to score the new checks on "
+        "(default with --from-run: that case's output in the run record)",
+    ),
+    "add:--baseline": dict(
+        default=DEFAULT_BASELINE,
+        metavar="FILE",
+        help=f"the run record --from-run reads (default: {DEFAULT_BASELINE})",
+    ),
+    "history:--baseline": dict(
+        default=DEFAULT_BASELINE,
+        metavar="FILE",
+        help=f"the baseline whose folder holds the default history (default: {DEFAULT_BASELINE})",
+    ),
     "records": dict(nargs="+", metavar="RECORD", help="shard run records (JSON)"),
-    "merge:--out": dict(default=DEFAULT_BASELINE, metavar="FILE",
-                        help=f"where to write the merged record (default: {DEFAULT_BASELINE})"),
-    "history:case_id": dict(nargs="?", metavar="CASE_ID",
-                            help="show this case's verdicts and reasons run by run"),
-    "--limit": dict(type=_number(int, 1), default=20, metavar="N",
-                    help="rows to show (default: 20)"),
+    "merge:--out": dict(
+        default=DEFAULT_BASELINE,
+        metavar="FILE",
+        help=f"where to write the merged record (default: {DEFAULT_BASELINE})",
+    ),
+    "history:case_id": dict(
+        nargs="?", metavar="CASE_ID", help="show this case's verdicts and reasons run by run"
+    ),
+    "--limit": dict(
+        type=_number(int, 1), default=20, metavar="N", help="rows to show (default: 20)"
+    ),
     "add:--id": dict(required=True, help="the new case's id (unique)"),
     "--input": dict(help="the prompt"),
-    "--from-run": dict(metavar="CASE_ID", help="take the input (and the output, to score) from "
-                       "this case in the baseline record"),
-    "--recordings": dict(metavar="FILE", help="also append that output to this recordings file "
-                         "(e.g. recordings.jsonl), so the offline replay has an answer for the "
-                         "new case"),
-    "--check": dict(action="append", default=[], metavar="JSON",
-                    help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)'),
+    "--from-run": dict(
+        metavar="CASE_ID",
+        help="take the input (and the output, to score) from this case in the baseline record",
+    ),
+    "--recordings": dict(
+        metavar="FILE",
+        help="also append that output to this recordings file "
+        "(e.g. recordings.jsonl), so the offline replay has an answer for the "
+        "new case",
+    ),
+    "--check": dict(
+        action="append",
+        default=[],
+        metavar="JSON",
+        help='a check as JSON, e.g. \'{"type": "max_words", "n": 50}\' (repeatable)',
+    ),
     "--max-words": dict(type=int, metavar="N", help="a max_words check"),
     "--regex": dict(metavar="PATTERN", help="a regex check"),
     "--description": dict(help="why this case exists"),
-    "add:--tag": dict(action="append", default=[], metavar="TAG",
-                      help="a tag of the new case (repeatable)"),
-    **{f"--{kind.replace('_', '-')}": dict(action="append", default=[], metavar="TEXT",
-                                           help=f"{meaning} phrase (repeatable; one {kind} check)")
-       for kind, meaning in (("contains_all", "required"), ("contains_any", "acceptable"),
-                             ("not_contains", "forbidden"))},
+    "add:--tag": dict(
+        action="append", default=[], metavar="TAG", help="a tag of the new case (repeatable)"
+    ),
+    **{
+        f"--{kind.replace('_', '-')}": dict(
+            action="append",
+            default=[],
+            metavar="TEXT",
+            help=f"{meaning} phrase (repeatable; one {kind} check)",
+        )
+        for kind, meaning in (
+            ("contains_all", "required"),
+            ("contains_any", "acceptable"),
+            ("not_contains", "forbidden"),
+        )
+    },
     "check:case_id": dict(metavar="CASE_ID"),
     "run_record": dict(metavar="RECORD", help="the run record (e.g. merged_run.json)"),
-    "report:--baseline": dict(metavar="FILE",
-                              help="the older run record whose outputs are shown side by side"),
-    "compare:record_a": dict(metavar="A", help="the run record to compare with (e.g. the "
-                             "current model's)"),
+    "report:--baseline": dict(
+        metavar="FILE", help="the older run record whose outputs are shown side by side"
+    ),
+    "compare:record_a": dict(
+        metavar="A", help="the run record to compare with (e.g. the current model's)"
+    ),
     "compare:record_b": dict(metavar="B", help="the run record compared (e.g. the new model's)"),
-    "compare:--alpha": dict(type=_alpha, default=DEFAULT_ALPHA, metavar="A",
-                            help="significance level: B is significantly worse when McNemar's "
-                                 "one-sided p <= A; also the level of each repeated case's "
-                                 f"test (default: {DEFAULT_ALPHA})"),
-    "compare:--html": dict(metavar="FILE", help="write the comparison as a self-contained HTML "
-                           "page, A's outputs beside B's"),
+    "compare:--alpha": dict(
+        type=_alpha,
+        default=DEFAULT_ALPHA,
+        metavar="A",
+        help="significance level: B is significantly worse when McNemar's "
+        "one-sided p <= A; also the level of each repeated case's "
+        f"test (default: {DEFAULT_ALPHA})",
+    ),
+    "compare:--html": dict(
+        metavar="FILE",
+        help="write the comparison as a self-contained HTML page, A's outputs beside B's",
+    ),
 }
 COMMANDS = {
-    "merge": (_merge_command, "Combine the run records of shards (evals.py --shard K/N) into one "
-              "record and one diff, as if the suite had run in one job. Every case of the case "
-              "file must have been run by exactly one shard.", _EXIT_CODES,
-              {None: ("records", "--cases", "merge:--out", "--strict", "--min-pass-rate",
-                      "-q --quiet")}),
-    "history": (_history_command, "Show recent runs from the local SQLite history, or one "
-                "case's verdicts over time (newest first).", None,
-                {None: ("history:case_id", "history:--baseline", "--history", "--limit")}),
-    "add": (_add_command, "Append a validated case to the case file (atomically; an existing "
-            "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
-            "that case from the last run and shows how the new checks score its output.",
-            "example: python evals.py add --id refund-approval-2 --from-run "
-            "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
-            "--not-contains 'instant refund'",
-            {None: ("add:--id", "--input", "--from-run", "add:--output", "--recordings",
-                    "--check", "--max-words", "--regex", "--description", "add:--tag", "--cases",
-                    "add:--baseline", "--contains-all", "--contains-any", "--not-contains")}),
-    "check": (_check_command, "Score one output against one case's checks, for quick iteration "
-              "on a check: the output text is read from standard input (or --output); tool "
-              "calls and judge checks need a run. Exit 0 when every check passes, 1 when one "
-              "fails, 2 for invalid input or a check that could not be scored.",
-              "example: echo 'Refunds need manager approval.' | python evals.py check "
-              "refund-contradiction", {None: ("check:case_id", "--cases", "--output")}),
-    "report": (_report_command, "Write reports for a saved run record. The categories "
-               "(regressed, fixed, ...) are the record's own, from the baseline it was compared "
-               "with when it ran; --baseline names that older record to show its outputs beside "
-               "the new ones (e.g. the last_run.json of the main branch).", None,
-               {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")}),
-    "compare": (_compare_command, "Compare two run records of the same cases, e.g. two models "
-                "or two prompts: B against A, case by case with the same rules as a run against "
-                "its baseline (a repeated case: Fisher's exact test on its pass rates), each "
-                "record's pass rate with a Wilson 95% interval, and McNemar's exact test over "
-                "the cases scored in both (a repeated case counts as passed when most of its "
-                "calls passed).",
-                "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
-                "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
-                "is not a run record, no case scored in both).\n\n"
-                "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
-                "--html compare.html",
-                {None: ("compare:record_a", "compare:record_b", "compare:--alpha",
-                        "compare:--html", "-q --quiet")}),
+    "merge": (
+        _merge_command,
+        "Combine the run records of shards (evals.py --shard K/N) into one "
+        "record and one diff, as if the suite had run in one job. Every case of the case "
+        "file must have been run by exactly one shard.",
+        _EXIT_CODES,
+        {None: ("records", "--cases", "merge:--out", "--strict", "--min-pass-rate", "-q --quiet")},
+    ),
+    "history": (
+        _history_command,
+        "Show recent runs from the local SQLite history, or one "
+        "case's verdicts over time (newest first).",
+        None,
+        {None: ("history:case_id", "history:--baseline", "--history", "--limit")},
+    ),
+    "add": (
+        _add_command,
+        "Append a validated case to the case file (atomically; an existing "
+        "id is refused). Turn a bad answer into a case: --from-run ID takes the input of "
+        "that case from the last run and shows how the new checks score its output.",
+        "example: python evals.py add --id refund-approval-2 --from-run "
+        "refund-over-100-needs-approval \\\n    --contains-any 'manager approval' "
+        "--not-contains 'instant refund'",
+        {
+            None: (
+                "add:--id",
+                "--input",
+                "--from-run",
+                "add:--output",
+                "--recordings",
+                "--check",
+                "--max-words",
+                "--regex",
+                "--description",
+                "add:--tag",
+                "--cases",
+                "add:--baseline",
+                "--contains-all",
+                "--contains-any",
+                "--not-contains",
+            )
+        },
+    ),
+    "check": (
+        _check_command,
+        "Score one output against one case's checks, for quick iteration "
+        "on a check: the output text is read from standard input (or --output); tool "
+        "calls and judge checks need a run. Exit 0 when every check passes, 1 when one "
+        "fails, 2 for invalid input or a check that could not be scored.",
+        "example: echo 'Refunds need manager approval.' | python evals.py check "
+        "refund-contradiction",
+        {None: ("check:case_id", "--cases", "--output")},
+    ),
+    "report": (
+        _report_command,
+        "Write reports for a saved run record. The categories "
+        "(regressed, fixed, ...) are the record's own, from the baseline it was compared "
+        "with when it ran; --baseline names that older record to show its outputs beside "
+        "the new ones (e.g. the last_run.json of the main branch).",
+        None,
+        {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")},
+    ),
+    "compare": (
+        _compare_command,
+        "Compare two run records of the same cases, e.g. two models "
+        "or two prompts: B against A, case by case with the same rules as a run against "
+        "its baseline (a repeated case: Fisher's exact test on its pass rates), each "
+        "record's pass rate with a Wilson 95% interval, and McNemar's exact test over "
+        "the cases scored in both (a repeated case counts as passed when most of its "
+        "calls passed).",
+        "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
+        "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
+        "is not a run record, no case scored in both).\n\n"
+        "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
+        "--html compare.html",
+        {
+            None: (
+                "compare:record_a",
+                "compare:record_b",
+                "compare:--alpha",
+                "compare:--html",
+                "-q --quiet",
+            )
+        },
+    ),
 }
-OPTIONS["review:--captures"] = dict(default=DEFAULT_CAPTURES, metavar="FILE",
-                                    help=f"captured calls, JSONL (default: {DEFAULT_CAPTURES})")
+OPTIONS["review:--captures"] = dict(
+    default=DEFAULT_CAPTURES,
+    metavar="FILE",
+    help=f"captured calls, JSONL (default: {DEFAULT_CAPTURES})",
+)
 COMMANDS["review"] = (
-    _review_command, "Walk the calls captured by my_client.capture that are not reviewed yet "
+    _review_command,
+    "Walk the calls captured by my_client.capture that are not reviewed yet "
     "and turn bad answers into cases. For each call the input and output are shown; [a]pprove "
     "asks what the answer should have said (the rubric of a `judge` check) and, separately, "
     "facts it must state and claims it must not make; [e]dit takes the case as pasted JSON; "
@@ -3362,7 +4171,9 @@ COMMANDS["review"] = (
     "(validated, atomically) only after you answer y; end of input is a no. Answers are read "
     "from standard input, one a line, so the command can be scripted.",
     "Reviewed calls are listed (by hash) in FILE.reviewed next to the captures and are not "
-    "shown again.", {None: ("review:--captures", "--cases")})
+    "shown again.",
+    {None: ("review:--captures", "--cases")},
+)
 
 
 def write_json_atomic(path, data):

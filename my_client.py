@@ -493,9 +493,19 @@ def reply_dict(reply: Any) -> Any:
     finish = getattr(reply, "finish_reason", None)
     if not calls and finish is None:
         return str(reply)
-    return {"text": str(reply), "finish_reason": finish, **({"tool_calls": [
-        {"name": call["name"], "arguments": call["arguments"]} for call in calls]} if calls
-        else {})}
+    return {
+        "text": str(reply),
+        "finish_reason": finish,
+        **(
+            {
+                "tool_calls": [
+                    {"name": call["name"], "arguments": call["arguments"]} for call in calls
+                ]
+            }
+            if calls
+            else {}
+        ),
+    }
 
 
 class ProviderError(Exception):
@@ -507,7 +517,9 @@ class ProviderError(Exception):
         attempts (int): HTTP attempts made before giving up.
     """
 
-    def __init__(self, provider: str, message: str, status: Optional[int] = None, attempts: int = 0):
+    def __init__(
+        self, provider: str, message: str, status: Optional[int] = None, attempts: int = 0
+    ):
         self.provider = provider
         self.status = status
         self.attempts = attempts
@@ -523,7 +535,8 @@ class ConfigError(ValueError):
 # hex digits (Azure's 32) or of letters mixed with digits, which is how keys and tokens look.
 _KEY_PATTERNS = re.compile(
     r"(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|\b[0-9a-fA-F]{32,}\b|"
-    r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b)")
+    r"\b(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b)"
+)
 
 
 # Query parameters that may hold a credential: never shown, nor part of a cache key.
@@ -533,10 +546,14 @@ _SECRET_PARAMS = re.compile(r"key|token|secret|sig|auth|password", re.I)
 def _without_credentials(url: str) -> str:
     """``url`` without a user, a password or a query parameter that may hold a key."""
     parts = urllib.parse.urlsplit(url)
-    query = [(name, value) for name, value in urllib.parse.parse_qsl(parts.query, True)
-             if not _SECRET_PARAMS.search(name)]
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2],
-                          query=urllib.parse.urlencode(query)).geturl()
+    query = [
+        (name, value)
+        for name, value in urllib.parse.parse_qsl(parts.query, True)
+        if not _SECRET_PARAMS.search(name)
+    ]
+    return parts._replace(
+        netloc=parts.netloc.rpartition("@")[2], query=urllib.parse.urlencode(query)
+    ).geturl()
 
 
 def _scrub(text: str, secret: Optional[str]) -> str:
@@ -587,10 +604,15 @@ class Settings(NamedTuple):
 
     def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
         return "Settings(provider=%r, model=%r, base_url=%r)" % (
-            self.provider, self.model, _without_credentials(self.base_url))
+            self.provider,
+            self.model,
+            _without_credentials(self.base_url),
+        )
 
 
-def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False) -> Any:
+def _parse_number(
+    name: str, raw: Any, kind: type, minimum: float, allow_none: bool = False
+) -> Any:
     """Parse an EVALS_* number; raise ConfigError naming the variable."""
     if allow_none and (raw is None or (isinstance(raw, str) and raw.strip().lower() == "none")):
         return None
@@ -604,10 +626,15 @@ def _parse_number(name: str, raw: Any, kind: type, minimum: float, allow_none: b
     return value
 
 
-def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str, Any],
-                      temperature_var: str = "EVALS_TEMPERATURE") -> Settings:
+def _resolve_settings(
+    provider: str,
+    env: Mapping[str, str],
+    overrides: Dict[str, Any],
+    temperature_var: str = "EVALS_TEMPERATURE",
+) -> Settings:
     """Settings from ``overrides``, else the environment, else the defaults; ``temperature_var``
     names the variable of the temperature (the judge has its own)."""
+
     def pick(key: str, var: str) -> Any:
         if key in overrides:
             return overrides[key]
@@ -628,8 +655,9 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
     tools = _load_tools(pick("tools", "EVALS_TOOLS"))
     token_field = pick("max_tokens_field", "EVALS_MAX_TOKENS_FIELD")
     if token_field not in (None,) + _TOKEN_FIELDS:
-        raise ConfigError("EVALS_MAX_TOKENS_FIELD must be %s, got %r"
-                          % (" or ".join(_TOKEN_FIELDS), token_field))
+        raise ConfigError(
+            "EVALS_MAX_TOKENS_FIELD must be %s, got %r" % (" or ".join(_TOKEN_FIELDS), token_field)
+        )
     return Settings(
         provider=provider,
         model=pick("model", "EVALS_MODEL") or DEFAULT_MODELS[provider],
@@ -639,8 +667,13 @@ def _resolve_settings(provider: str, env: Mapping[str, str], overrides: Dict[str
         tools=tools,
         tool_choice=_tool_choice(pick("tool_choice", "EVALS_TOOL_CHOICE"), tools),
         max_tokens=max_tokens,
-        temperature=_parse_number(temperature_var, DEFAULT_TEMPERATURE if default_temperature
-                                  else temperature, float, 0.0, allow_none=True),
+        temperature=_parse_number(
+            temperature_var,
+            DEFAULT_TEMPERATURE if default_temperature else temperature,
+            float,
+            0.0,
+            allow_none=True,
+        ),
         default_temperature=default_temperature,
         token_field=token_field,
         num_ctx=number("num_ctx", "EVALS_OLLAMA_NUM_CTX", OLLAMA_DEFAULT_NUM_CTX, int, 1),
@@ -663,8 +696,10 @@ def _tool_problem(tool: Any, names: List[str]) -> Optional[str]:
         return "is %s, not an object" % type(tool).__name__
     unknown = sorted(set(tool) - set(_TOOL_FIELDS))
     if unknown:
-        return "has unknown field(s) %s (a tool has %s)" % (", ".join(map(repr, unknown)),
-                                                          ", ".join(_TOOL_FIELDS))
+        return "has unknown field(s) %s (a tool has %s)" % (
+            ", ".join(map(repr, unknown)),
+            ", ".join(_TOOL_FIELDS),
+        )
     if not isinstance(tool.get("name"), str) or not tool["name"].strip():
         return "has no 'name' (a non-empty string)"
     if tool["name"] in names:
@@ -694,8 +729,10 @@ def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
     if source is None:
         return None
     if not isinstance(source, list):
-        raise ConfigError('%s: expected a JSON list of {"name", "description", "parameters"}, '
-                          "got %s" % (where, type(source).__name__))
+        raise ConfigError(
+            '%s: expected a JSON list of {"name", "description", "parameters"}, '
+            "got %s" % (where, type(source).__name__)
+        )
     names = []  # type: List[str]
     for number, tool in enumerate(source, 1):
         problem = _tool_problem(tool, names)
@@ -718,16 +755,20 @@ def _tool_choice(raw: Any, tools: Optional[List[Dict[str, Any]]]) -> Optional[st
     names = [tool["name"] for tool in tools]
     if raw in TOOL_CHOICES or raw in names:
         return raw
-    raise ConfigError("EVALS_TOOL_CHOICE must be %s or the name of an offered tool (%s), got %r"
-                      % (", ".join(TOOL_CHOICES), ", ".join(names), raw))
+    raise ConfigError(
+        "EVALS_TOOL_CHOICE must be %s or the name of an offered tool (%s), got %r"
+        % (", ".join(TOOL_CHOICES), ", ".join(names), raw)
+    )
 
 
 def _checked_key(provider: str, where: str, value: str) -> str:
     # A key with a line break or other control character would make http.client raise an
     # error quoting the whole header, key included: refuse it here, without echoing it.
     if any(ord(char) < 0x20 or ord(char) == 0x7F or char.isspace() for char in value):
-        raise ConfigError("%s: the key in %s contains white space or a control character "
-                          "(a pasted line break?); it is not sent" % (provider, where))
+        raise ConfigError(
+            "%s: the key in %s contains white space or a control character "
+            "(a pasted line break?); it is not sent" % (provider, where)
+        )
     return value
 
 
@@ -759,8 +800,13 @@ class _Failed(Exception):
     """An attempt failed (network, HTTP status, unusable 2xx body); ``what`` may hold the key:
     :func:`_retrying` scrubs it where, in one place, a failure becomes a ProviderError."""
 
-    def __init__(self, what: str, retryable: bool = False, status: Optional[int] = None,
-                 retry_after: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        retryable: bool = False,
+        status: Optional[int] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
         super().__init__(what)
         self.what = what
         self.retryable = retryable
@@ -812,8 +858,9 @@ def _read_capped(response: Any) -> bytes:
     body = response.read(MAX_RESPONSE_BYTES + 1)
     if len(body) > MAX_RESPONSE_BYTES:
         response.close()
-        raise _Failed("response larger than %d MiB; not read further"
-                      % (MAX_RESPONSE_BYTES // (1024 * 1024)))
+        raise _Failed(
+            "response larger than %d MiB; not read further" % (MAX_RESPONSE_BYTES // (1024 * 1024))
+        )
     return body
 
 
@@ -823,8 +870,9 @@ def _uses_proxy(scheme: str, host: str) -> bool:
     return bool(urllib.request.getproxies().get(scheme)) and not urllib.request.proxy_bypass(host)
 
 
-def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-               method: str = "POST") -> Tuple[int, Mapping[str, str], bytes]:
+def _send_once(
+    url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float, method: str = "POST"
+) -> Tuple[int, Mapping[str, str], bytes]:
     """Send once (a POST, or ``method``); return (status, headers, body) for any HTTP status,
     raise _Failed otherwise.
 
@@ -867,8 +915,9 @@ def _send_once(url: str, headers: Dict[str, str], data: Optional[bytes], timeout
     return response.status, response.headers, body
 
 
-def _urllib_send(open_: Callable[..., Any], request: Any, timeout: float,
-                 read: Callable[[Any], Any]) -> Tuple[int, Mapping[str, str], Any]:
+def _urllib_send(
+    open_: Callable[..., Any], request: Any, timeout: float, read: Callable[[Any], Any]
+) -> Tuple[int, Mapping[str, str], Any]:
     """(status, headers, read(response)) of urllib's answer to ``request``; for an HTTP error
     status, its body (bytes) in place of what ``read`` gives.  Raises _Failed below HTTP."""
     try:
@@ -1007,8 +1056,14 @@ def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
     return ("non-JSON body: %s" % snippet if snippet else "empty body"), False
 
 
-def _attempt(url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float,
-             method: str = "POST", seen: Optional[Callable[[Mapping[str, str]], Any]] = None) -> Any:
+def _attempt(
+    url: str,
+    headers: Dict[str, str],
+    data: Optional[bytes],
+    timeout: float,
+    method: str = "POST",
+    seen: Optional[Callable[[Mapping[str, str]], Any]] = None,
+) -> Any:
     """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
     _Failed otherwise.  ``seen(headers)`` gets the headers of any HTTP answer (the pacer's)."""
     status, resp_headers, body = _send_once(url, headers, data, timeout, method)
@@ -1036,14 +1091,20 @@ def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Fail
     # The server's x-should-retry decides when it says true or false, as the official SDKs
     # obey it (see RETRY_STATUSES); otherwise the status does, but for a 429 of no quota left.
     told = headers.get("x-should-retry")
-    retryable = (told == "true" if told in ("true", "false")
-                 else status in RETRY_STATUSES and not no_quota)
+    retryable = (
+        told == "true" if told in ("true", "false") else status in RETRY_STATUSES and not no_quota
+    )
     wait = _retry_after(headers, payload) if retryable else None
     return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
 
 
-def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: float,
-                rand_fn: Callable[[], float]) -> Tuple[Optional[float], str]:
+def _retry_wait(
+    failure: _Failed,
+    attempt: int,
+    settings: Settings,
+    remaining: float,
+    rand_fn: Callable[[], float],
+) -> Tuple[Optional[float], str]:
     """(seconds to sleep before the next attempt, "") or, when the policy says stop, (None, why).
 
     ``remaining`` is what is left of EVALS_MAX_RETRY_WAIT.  A Retry-After longer than that fails
@@ -1052,24 +1113,35 @@ def _retry_wait(failure: _Failed, attempt: int, settings: Settings, remaining: f
     if not failure.retryable:
         return None, ""
     if attempt >= settings.max_attempts:
-        return None, "; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (attempt, "s" if attempt > 1 else "")
+        return None, "; gave up after %d attempt%s (EVALS_MAX_ATTEMPTS)" % (
+            attempt,
+            "s" if attempt > 1 else "",
+        )
     # A Retry-After of 0 is no advice: the SDKs follow only 0 < Retry-After <= 60
     # (``_calculate_retry_timeout``, in the files RETRY_STATUSES cites).
     if failure.retry_after:
         if failure.retry_after > remaining:
-            return None, ("; server asked to retry after %gs, more than the %gs left of the retry budget "
-                          "(EVALS_MAX_RETRY_WAIT)" % (failure.retry_after, max(remaining, 0.0)))
+            return None, (
+                "; server asked to retry after %gs, more than the %gs left of the retry budget "
+                "(EVALS_MAX_RETRY_WAIT)" % (failure.retry_after, max(remaining, 0.0))
+            )
         return failure.retry_after, ""
     if remaining <= 0:
-        return None, ("; retry budget of %gs used up after %d attempts (EVALS_MAX_RETRY_WAIT)"
-                      % (settings.max_retry_wait, attempt))
+        return None, (
+            "; retry budget of %gs used up after %d attempts (EVALS_MAX_RETRY_WAIT)"
+            % (settings.max_retry_wait, attempt)
+        )
     ceiling = min(BACKOFF_CAP, BACKOFF_BASE * (2 ** (attempt - 1)))  # full jitter below it
     return min(remaining, rand_fn() * ceiling), ""
 
 
-def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str],
-              sleep_fn: Optional[Callable[[float], Any]] = None,
-              rand_fn: Optional[Callable[[], float]] = None) -> Tuple[Any, int]:
+def _retrying(
+    once: Callable[[], Any],
+    settings: Settings,
+    secret: Optional[str],
+    sleep_fn: Optional[Callable[[float], Any]] = None,
+    rand_fn: Optional[Callable[[], float]] = None,
+) -> Tuple[Any, int]:
     """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
     policy allows, sleeping between attempts (a server's Retry-After, else a backoff).
     ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call so that
@@ -1085,11 +1157,16 @@ def _retrying(once: Callable[[], Any], settings: Settings, secret: Optional[str]
         try:
             return once(), attempt
         except _Failed as failure:
-            delay, why = _retry_wait(failure, attempt, settings, settings.max_retry_wait - waited,
-                                     rand_fn or rand)
+            delay, why = _retry_wait(
+                failure, attempt, settings, settings.max_retry_wait - waited, rand_fn or rand
+            )
             if delay is None:
-                raise ProviderError(settings.provider, _scrub(failure.what, secret) + why,
-                                    status=failure.status, attempts=attempt) from None
+                raise ProviderError(
+                    settings.provider,
+                    _scrub(failure.what, secret) + why,
+                    status=failure.status,
+                    attempts=attempt,
+                ) from None
         if delay > 0:
             (sleep_fn or sleep)(delay)
         waited += delay
@@ -1148,8 +1225,10 @@ def parse_reset(value: Optional[str], now: Optional[float] = None) -> Optional[f
 
     zone = (match.group(3) or "+00:00").upper().replace("Z", "+00:00")
     try:
-        when = datetime.datetime.fromisoformat(match.group(1).replace("t", "T").replace(" ", "T")
-                                               + (zone if ":" in zone else zone[:3] + ":" + zone[3:]))
+        when = datetime.datetime.fromisoformat(
+            match.group(1).replace("t", "T").replace(" ", "T")
+            + (zone if ":" in zone else zone[:3] + ":" + zone[3:])
+        )
     except ValueError:
         return None
     fraction = float(match.group(2) or 0)
@@ -1160,16 +1239,26 @@ def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Opt
     """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
     headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
     # One pass over the headers (an HTTPMessage looks each name up by scanning them all).
-    headers = {name.lower(): value for name, value in headers.items()
-               if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")}
+    headers = {
+        name.lower(): value
+        for name, value in headers.items()
+        if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")
+    }
     if not headers:
         return {}
     found = {}
     for name in _LIMIT_NAMES:
-        for limit, left, reset in (("x-ratelimit-limit-" + name, "x-ratelimit-remaining-" + name,
-                                    "x-ratelimit-reset-" + name),
-                                   tuple("anthropic-ratelimit-%s-%s" % (name, part)
-                                         for part in ("limit", "remaining", "reset"))):
+        for limit, left, reset in (
+            (
+                "x-ratelimit-limit-" + name,
+                "x-ratelimit-remaining-" + name,
+                "x-ratelimit-reset-" + name,
+            ),
+            tuple(
+                "anthropic-ratelimit-%s-%s" % (name, part)
+                for part in ("limit", "remaining", "reset")
+            ),
+        ):
             try:
                 values = float(headers.get(limit) or ""), float(headers.get(left) or "")
             except ValueError:
@@ -1199,8 +1288,12 @@ def _costs(body: Mapping[str, Any], cap: Optional[int]) -> Dict[str, float]:
     characters a token (OpenAI's rule of thumb; the answers' headers correct the estimate),
     plus its token cap."""
     prompt = -(-_prompt_chars(body) // 4)
-    return {"requests": 1.0, "tokens": float(prompt + (cap or 0)), "input-tokens": float(prompt),
-            "output-tokens": float(cap or 0)}
+    return {
+        "requests": 1.0,
+        "tokens": float(prompt + (cap or 0)),
+        "input-tokens": float(prompt),
+        "output-tokens": float(cap or 0),
+    }
 
 
 class _Bucket:
@@ -1228,16 +1321,24 @@ class _Pacer:
     and raise it only to what it reports less both (the client's own estimates of the prompts
     may be too high: the provider's figures bring it back)."""
 
-    def __init__(self, name: str, rpm: Optional[float] = None, tpm: Optional[float] = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep_fn: Callable[[float], Any] = time.sleep) -> None:
+    def __init__(
+        self,
+        name: str,
+        rpm: Optional[float] = None,
+        tpm: Optional[float] = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep_fn: Callable[[float], Any] = time.sleep,
+    ) -> None:
         self.name, self.clock, self.sleep = name, clock, sleep_fn
         self.lock = threading.Lock()
         self.told = {}  # type: Dict[str, _Bucket]  # from the provider's headers
         now = clock()
         # Set by hand: never overwritten by headers, so the lower of both applies.
-        self.manual = {name: _Bucket(limit, limit, limit / 60.0, now)
-                       for name, limit in (("requests", rpm), ("tokens", tpm)) if limit}
+        self.manual = {
+            name: _Bucket(limit, limit, limit / 60.0, now)
+            for name, limit in (("requests", rpm), ("tokens", tpm))
+            if limit
+        }
         self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
         self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
         self.said = float("-inf")
@@ -1278,15 +1379,21 @@ class _Pacer:
         told = which in self.told
         bucket = self.told.get(which) or self.manual[which]
         until = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
-        where = ("%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
-                 if told else "%s by hand" % ("EVALS_RPM" if which == "requests" else "EVALS_TPM"))
+        where = (
+            "%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
+            if told
+            else "%s by hand" % ("EVALS_RPM" if which == "requests" else "EVALS_TPM")
+        )
         clear = "\r%s\r" % (" " * 60) if getattr(sys.stderr, "isatty", bool)() else ""
-        sys.stderr.write("%smy_client: waiting for %s's rate limit (%s: %s) until about %s; "
-                         "waiting is not a retry\n" % (clear, self.name, which, where, until))
+        sys.stderr.write(
+            "%smy_client: waiting for %s's rate limit (%s: %s) until about %s; "
+            "waiting is not a retry\n" % (clear, self.name, which, where, until)
+        )
         sys.stderr.flush()
 
-    def done(self, ticket: Tuple[Dict[str, float], ...],
-             headers: Optional[Mapping[str, str]] = None) -> None:
+    def done(
+        self, ticket: Tuple[Dict[str, float], ...], headers: Optional[Mapping[str, str]] = None
+    ) -> None:
         """The request of ``ticket`` (from :meth:`take`) is over; ``headers``: its answer's
         (an HTTP error's too), None when none came."""
         found = rate_limits(headers) if headers is not None else {}
@@ -1314,8 +1421,13 @@ _pacers_lock = threading.Lock()
 def _pacer_for(settings: Settings) -> _Pacer:
     """The pacer of the settings' endpoint, one per provider, URL, model and hand-set limits:
     every client of the process calling it shares what the answers report."""
-    key = (settings.provider, _without_credentials(settings.base_url), settings.model,
-           settings.rpm, settings.tpm)
+    key = (
+        settings.provider,
+        _without_credentials(settings.base_url),
+        settings.model,
+        settings.rpm,
+        settings.tpm,
+    )
     with _pacers_lock:
         pacer = _pacers.get(key)
         if pacer is None:
@@ -1326,6 +1438,7 @@ def _pacer_for(settings: Settings) -> _Pacer:
 # --------------------------------------------------------------------------
 # Providers: one request builder and one response parser each
 # --------------------------------------------------------------------------
+
 
 class Parsed(NamedTuple):
     """A response parser's result: the text part, usage, the model that answered, the finish
@@ -1383,9 +1496,14 @@ def _root(settings: Settings) -> str:
 
 def _is_conversation(value: Any) -> bool:
     """True for a non-empty list of ``{"role": system|user|assistant, "content": str}``."""
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
-        for m in value)
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
+            for m in value
+        )
+    )
 
 
 def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
@@ -1397,28 +1515,37 @@ def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
     elif _is_conversation(prompt):
         messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
     else:
-        raise TypeError("a prompt is a str or a non-empty list of {\"role\": system|user|"
-                        "assistant, \"content\": str}, got %s" % _truncate(repr(prompt), 120))
+        raise TypeError(
+            'a prompt is a str or a non-empty list of {"role": system|user|'
+            'assistant, "content": str}, got %s' % _truncate(repr(prompt), 120)
+        )
     if settings.system_prompt and not any(m["role"] == "system" for m in messages):
         messages.insert(0, {"role": "system", "content": settings.system_prompt})
     return messages
 
 
-def _system_and_turns(settings: Settings,
-                      prompt: Prompt) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
+def _system_and_turns(
+    settings: Settings, prompt: Prompt
+) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
     """(the system messages' texts, the turns: (role, texts) of each run of consecutive other
     messages of one role), for the APIs that take the system prompt apart (Anthropic's
     ``system``, Gemini's ``systemInstruction``) and require user and assistant turns to
     alternate."""
     messages = _chat_messages(settings, prompt)
     runs = itertools.groupby((m for m in messages if m["role"] != "system"), lambda m: m["role"])
-    return ([m["content"] for m in messages if m["role"] == "system"],
-            [(role, [m["content"] for m in run]) for role, run in runs])
+    return (
+        [m["content"] for m in messages if m["role"] == "system"],
+        [(role, [m["content"] for m in run]) for role, run in runs],
+    )
 
 
-def _offer_tools(settings: Settings, body: Dict[str, Any], sent: Dict[str, Any],
-                 shape: Callable[[List[Dict[str, Any]]], Any],
-                 choice: Optional[Tuple[str, Callable[[str], Any]]] = None) -> None:
+def _offer_tools(
+    settings: Settings,
+    body: Dict[str, Any],
+    sent: Dict[str, Any],
+    shape: Callable[[List[Dict[str, Any]]], Any],
+    choice: Optional[Tuple[str, Callable[[str], Any]]] = None,
+) -> None:
     """Add the tools of EVALS_TOOLS to ``body`` in the provider's ``shape``, and their names to
     ``sent`` (Reply.sent) as ``tools``; nothing when there are none.  ``choice``: the body's
     field for EVALS_TOOL_CHOICE and the function spelling it, the value sent also recorded in
@@ -1454,8 +1581,7 @@ def _gemini_tool_choice(choice: str) -> Dict[str, Any]:
     https://ai.google.dev/api/caching#FunctionCallingConfig): a tool's name is mode ANY with
     that one name allowed."""
     if choice in TOOL_CHOICES:
-        return {"functionCallingConfig": {"mode": {"required": "ANY"}.get(choice,
-                                                                          choice.upper())}}
+        return {"functionCallingConfig": {"mode": {"required": "ANY"}.get(choice, choice.upper())}}
     return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice]}}
 
 
@@ -1478,8 +1604,7 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
         raise _Failed("response has a tool call with no name (%s)" % where)
     if isinstance(arguments, str):
         try:  # NaN and Infinity are not JSON (RFC 8259), though json.loads takes them
-            parsed = (json.loads(arguments, parse_constant=_not_json) if arguments.strip()
-                      else {})
+            parsed = json.loads(arguments, parse_constant=_not_json) if arguments.strip() else {}
         except ValueError:
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else arguments
@@ -1500,10 +1625,12 @@ def _key_headers(provider: str, key: Optional[str]) -> Dict[str, str]:
     return {"Authorization": "Bearer " + key} if key else {}
 
 
-def _usage(input_tokens: Any, output_tokens: Any,
-           **more: Any) -> Optional[Dict[str, Optional[int]]]:
+def _usage(
+    input_tokens: Any, output_tokens: Any, **more: Any
+) -> Optional[Dict[str, Optional[int]]]:
     """``{"input_tokens", "output_tokens"}`` and the counts in ``more`` that are integers;
     None when neither main count is one."""
+
     def as_int(value: Any) -> Optional[int]:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -1531,26 +1658,59 @@ class _Reasons(NamedTuple):
 
 # https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices ("stop",
 # "length", "tool_calls", "content_filter", and the deprecated "function_call").
-_OPENAI_REASONS = _Reasons("finish_reason", {
-    "stop": "stop", "length": "length", "tool_calls": "tool_calls",
-    "function_call": "tool_calls", "content_filter": "content_filter"}, {})
+_OPENAI_REASONS = _Reasons(
+    "finish_reason",
+    {
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",
+        "content_filter": "content_filter",
+    },
+    {},
+)
 # https://docs.anthropic.com/en/api/messages (stop_reason) and
 # https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons : pause_turn is a
 # server-tool loop stopped half-way (the turn is to be sent back to continue): no answer yet.
-_ANTHROPIC_REASONS = _Reasons("stop_reason", {
-    "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
-    "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "refusal"},
-    {"pause_turn": "answer paused before its end (%s); not an answer"})
+_ANTHROPIC_REASONS = _Reasons(
+    "stop_reason",
+    {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "tool_use": "tool_calls",
+        "refusal": "refusal",
+    },
+    {"pause_turn": "answer paused before its end (%s); not an answer"},
+)
 # https://ai.google.dev/api/generate-content#FinishReason.  OTHER ("all other reasons that
 # stopped the token generation") and a model's invalid function or tool call end the answer
 # before it is complete: an error naming the reason.
-_GEMINI_REASONS = _Reasons("finishReason", dict(
-    {reason: "content_filter" for reason in (
-        "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-        "LANGUAGE")}, STOP="stop", MAX_TOKENS="length"), {
-    "OTHER": "answer stopped for an unstated reason (%s)",
-    "MALFORMED_FUNCTION_CALL": "answer stopped at an invalid function call (%s)",
-    "UNEXPECTED_TOOL_CALL": "answer stopped at an invalid tool call (%s)"})
+_GEMINI_REASONS = _Reasons(
+    "finishReason",
+    dict(
+        {
+            reason: "content_filter"
+            for reason in (
+                "SAFETY",
+                "RECITATION",
+                "BLOCKLIST",
+                "PROHIBITED_CONTENT",
+                "SPII",
+                "IMAGE_SAFETY",
+                "LANGUAGE",
+            )
+        },
+        STOP="stop",
+        MAX_TOKENS="length",
+    ),
+    {
+        "OTHER": "answer stopped for an unstated reason (%s)",
+        "MALFORMED_FUNCTION_CALL": "answer stopped at an invalid function call (%s)",
+        "UNEXPECTED_TOOL_CALL": "answer stopped at an invalid tool call (%s)",
+    },
+)
 # https://docs.ollama.com/api/chat (done_reason): "length" at num_predict (EVALS_MAX_TOKENS) or
 # when the context (num_ctx) is full.
 _OLLAMA_REASONS = _Reasons("done_reason", {"stop": "stop", "length": "length"}, {})
@@ -1558,9 +1718,14 @@ _OLLAMA_REASONS = _Reasons("done_reason", {"stop": "stop", "length": "length"}, 
 _TEXTLESS_ANSWERS = ("length", "content_filter", "refusal")
 
 
-def _answer(reasons: _Reasons, finish: Any, text_of: Callable[[], Any],
-            tool_calls: List[Dict[str, Any]], refusal: Any = None,
-            no_text: str = "response has no text content (%s)") -> Tuple[str, Optional[str]]:
+def _answer(
+    reasons: _Reasons,
+    finish: Any,
+    text_of: Callable[[], Any],
+    tool_calls: List[Dict[str, Any]],
+    refusal: Any = None,
+    no_text: str = "response has no text content (%s)",
+) -> Tuple[str, Optional[str]]:
     """(the text, the normalised finish reason), the same way for every provider.
 
     A truncation, a content filter and a refusal are answers: the text there is (a refusal
@@ -1599,8 +1764,12 @@ def _json_object(data: Any) -> Dict[str, Any]:
 # (https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/reasoning).  The other
 # servers document max_tokens (vLLM, llama.cpp, LM Studio, OpenRouter).  EVALS_MAX_TOKENS_FIELD
 # overrides; a model that refuses max_tokens is sent max_completion_tokens (see _refusal).
-_COMPLETION_TOKENS_HOSTS = ("api.openai.com", ".openai.azure.com", ".cognitiveservices.azure.com",
-                            ".services.ai.azure.com")
+_COMPLETION_TOKENS_HOSTS = (
+    "api.openai.com",
+    ".openai.azure.com",
+    ".cognitiveservices.azure.com",
+    ".services.ai.azure.com",
+)
 
 
 def _token_field(settings: Settings) -> str:
@@ -1623,11 +1792,11 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     when ``key`` is None.
     """
     sent = _sampling(settings, _token_field(settings))
-    body = dict({"model": settings.model, "messages": _chat_messages(settings, prompt)},
-                **_present(sent))
+    body = dict(
+        {"model": settings.model, "messages": _chat_messages(settings, prompt)}, **_present(sent)
+    )
     _offer_tools(settings, body, sent, _function_tools, ("tool_choice", _openai_tool_choice))
-    return Request(_root(settings) + "/chat/completions", _key_headers("openai", key), body,
-                   sent)
+    return Request(_root(settings) + "/chat/completions", _key_headers("openai", key), body, sent)
 
 
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
@@ -1643,8 +1812,11 @@ def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
     # Not both: llama-cpp-python's server repeats a call of tool_calls in function_call.
     if not listed and isinstance(message.get("function_call"), dict):
         calls.append(message["function_call"])
-    return [_tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
-            for call in calls if isinstance(call, dict)]
+    return [
+        _tool_call(call.get("name"), call.get("arguments"), "message.tool_calls")
+        for call in calls
+        if isinstance(call, dict)
+    ]
 
 
 def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
@@ -1677,18 +1849,28 @@ def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     calls = _openai_tool_calls(message)
     text, normal = _answer(_OPENAI_REASONS, finish, content, calls, refusal=message.get("refusal"))
     usage = data.get("usage") or {}
-    return Parsed(text, _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
-                  data.get("model"), normal, finish,
-                  _text_field(message, "reasoning", "reasoning_content"), calls)
+    return Parsed(
+        text,
+        _usage(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        data.get("model"),
+        normal,
+        finish,
+        _text_field(message, "reasoning", "reasoning_content"),
+        calls,
+    )
 
 
 def _anthropic_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """``[{"name", "description", "input_schema"}]``
     (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use); a tool
     with no parameters takes an empty object, as input_schema is required."""
-    return [dict({field: tool[field] for field in ("name", "description") if field in tool},
-                 input_schema=tool.get("parameters") or {"type": "object", "properties": {}})
-            for tool in tools]
+    return [
+        dict(
+            {field: tool[field] for field in ("name", "description") if field in tool},
+            input_schema=tool.get("parameters") or {"type": "object", "properties": {}},
+        )
+        for tool in tools
+    ]
 
 
 def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
@@ -1712,8 +1894,7 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
     body = dict({"model": settings.model, "messages": messages}, **_present(sent))
     if system:
         body["system"] = "\n\n".join(system)
-    _offer_tools(settings, body, sent, _anthropic_tools,
-                 ("tool_choice", _anthropic_tool_choice))
+    _offer_tools(settings, body, sent, _anthropic_tools, ("tool_choice", _anthropic_tool_choice))
     return Request(_root(settings) + "/messages", _key_headers("anthropic", key), body, sent)
 
 
@@ -1742,19 +1923,38 @@ def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     stop = data.get("stop_reason")
     blocks = [b for b in data.get("content") or [] if isinstance(b, dict)]
     texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
-    thoughts = [b["thinking"] for b in blocks
-                if b.get("type") == "thinking" and isinstance(b.get("thinking"), str)]
-    calls = [_tool_call(b.get("name"), b.get("input"), "tool_use block")
-             for b in blocks if b.get("type") == "tool_use"]
+    thoughts = [
+        b["thinking"]
+        for b in blocks
+        if b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
+    ]
+    calls = [
+        _tool_call(b.get("name"), b.get("input"), "tool_use block")
+        for b in blocks
+        if b.get("type") == "tool_use"
+    ]
     # No text block at all (none, or only thinking) is no answer; an empty text block is one.
-    text, normal = _answer(_ANTHROPIC_REASONS, stop, lambda: "".join(texts) if texts else None,
-                           calls, no_text="response has no text content (no text block in "
-                                          "'content', %s)")
+    text, normal = _answer(
+        _ANTHROPIC_REASONS,
+        stop,
+        lambda: "".join(texts) if texts else None,
+        calls,
+        no_text="response has no text content (no text block in 'content', %s)",
+    )
     usage = data.get("usage") or {}
-    cached = {name: usage.get(name)
-              for name in ("cache_creation_input_tokens", "cache_read_input_tokens")}
-    return Parsed(text, _usage(usage.get("input_tokens"), usage.get("output_tokens"), **cached),
-                  data.get("model"), normal, stop, "\n\n".join(thoughts) or None, calls)
+    cached = {
+        name: usage.get(name)
+        for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
+    }
+    return Parsed(
+        text,
+        _usage(usage.get("input_tokens"), usage.get("output_tokens"), **cached),
+        data.get("model"),
+        normal,
+        stop,
+        "\n\n".join(thoughts) or None,
+        calls,
+    )
 
 
 def _gemini_path(model: str) -> str:
@@ -1768,10 +1968,21 @@ def _gemini_path(model: str) -> str:
 
 def _gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """``[{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}]``."""
-    return [{"functionDeclarations": [
-        dict({field: tool[field] for field in ("name", "description") if field in tool},
-             **({"parametersJsonSchema": tool["parameters"]} if "parameters" in tool else {}))
-        for tool in tools]}]
+    return [
+        {
+            "functionDeclarations": [
+                dict(
+                    {field: tool[field] for field in ("name", "description") if field in tool},
+                    **(
+                        {"parametersJsonSchema": tool["parameters"]}
+                        if "parameters" in tool
+                        else {}
+                    ),
+                )
+                for tool in tools
+            ]
+        }
+    ]
 
 
 def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
@@ -1796,9 +2007,15 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     """
     sent = _sampling(settings, "maxOutputTokens")
     system, turns = _system_and_turns(settings, prompt)
-    body = {"contents": [{"role": "model" if role == "assistant" else "user",
-                          "parts": [{"text": text} for text in texts]}
-                         for role, texts in turns]}  # type: Dict[str, Any]
+    body = {
+        "contents": [
+            {
+                "role": "model" if role == "assistant" else "user",
+                "parts": [{"text": text} for text in texts],
+            }
+            for role, texts in turns
+        ]
+    }  # type: Dict[str, Any]
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
     if _present(sent):
@@ -1832,26 +2049,41 @@ def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     candidates = data.get("candidates") or []
     if not candidates:
         blocked = (data.get("promptFeedback") or {}).get("blockReason")
-        raise _Failed("prompt blocked (promptFeedback.blockReason %r)" % blocked if blocked
-                      else "response has no candidates (empty 'candidates')")
+        raise _Failed(
+            "prompt blocked (promptFeedback.blockReason %r)" % blocked
+            if blocked
+            else "response has no candidates (empty 'candidates')"
+        )
     candidate = candidates[0]
     finish = candidate.get("finishReason")
     every = [p for p in (candidate.get("content") or {}).get("parts") or [] if isinstance(p, dict)]
     parts = [p for p in every if isinstance(p.get("text"), str)]
     texts = [p["text"] for p in parts if not p.get("thought")]
-    calls = [_tool_call(p["functionCall"].get("name"), p["functionCall"].get("args"),
-                        "functionCall part")
-             for p in every if isinstance(p.get("functionCall"), dict)]
+    calls = [
+        _tool_call(
+            p["functionCall"].get("name"), p["functionCall"].get("args"), "functionCall part"
+        )
+        for p in every
+        if isinstance(p.get("functionCall"), dict)
+    ]
     # No text part at all is no answer (unless the model called a function); an empty one is.
-    text, normal = _answer(_GEMINI_REASONS, finish, lambda: "".join(texts) if texts else None,
-                           calls)
+    text, normal = _answer(
+        _GEMINI_REASONS, finish, lambda: "".join(texts) if texts else None, calls
+    )
     meta = data.get("usageMetadata") or {}
     output = meta.get("candidatesTokenCount")
     if isinstance(output, int) and isinstance(meta.get("thoughtsTokenCount"), int):
         output += meta["thoughtsTokenCount"]
     thoughts = "".join(p["text"] for p in parts if p.get("thought")) or None
-    return Parsed(text, _usage(meta.get("promptTokenCount"), output), data.get("modelVersion"),
-                  normal, finish, thoughts, calls)
+    return Parsed(
+        text,
+        _usage(meta.get("promptTokenCount"), output),
+        data.get("modelVersion"),
+        normal,
+        finish,
+        thoughts,
+        calls,
+    )
 
 
 def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
@@ -1868,8 +2100,12 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
     has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing (the model decides).
     """
     sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
-    body = {"model": settings.model, "messages": _chat_messages(settings, prompt),
-            "stream": False, "options": _present(sent)}
+    body = {
+        "model": settings.model,
+        "messages": _chat_messages(settings, prompt),
+        "stream": False,
+        "options": _present(sent),
+    }
     _offer_tools(settings, body, sent, _function_tools)
     root = re.sub(r"/(v1|api)$", "", settings.base_url)
     return Request(root + "/api/chat", _key_headers("ollama", key), body, sent)
@@ -1899,16 +2135,25 @@ def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
     # from a cut prompt; an absent count (older servers, a cached prompt) cannot be checked.
     kept, num_ctx = data.get("prompt_eval_count"), sent["num_ctx"]
     if isinstance(kept, int) and kept * 2 >= num_ctx:
-        raise _Failed("the prompt may not have fitted the context: prompt_eval_count %d is half "
-                      "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
-                      "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
-                      % (kept, num_ctx, 2 * kept))
+        raise _Failed(
+            "the prompt may not have fitted the context: prompt_eval_count %d is half "
+            "of num_ctx %d or more, and Ollama cuts a longer prompt to about half of "
+            "num_ctx without an error; raise EVALS_OLLAMA_NUM_CTX above %d"
+            % (kept, num_ctx, 2 * kept)
+        )
     message = data.get("message") if isinstance(data.get("message"), dict) else {}
     finish = data.get("done_reason")
     calls = _openai_tool_calls(message)
     text, normal = _answer(_OLLAMA_REASONS, finish, lambda: message.get("content"), calls)
-    return Parsed(text, _usage(kept, data.get("eval_count")),
-                  data.get("model"), normal, finish, _text_field(message, "thinking"), calls)
+    return Parsed(
+        text,
+        _usage(kept, data.get("eval_count")),
+        data.get("model"),
+        normal,
+        finish,
+        _text_field(message, "thinking"),
+        calls,
+    )
 
 
 _ADAPTERS = {
@@ -1956,8 +2201,9 @@ def _ours(settings: Settings) -> List[str]:
     return ours
 
 
-def _refusal(settings: Settings, sent: Mapping[str, Any],
-             error: ProviderError) -> Optional[Tuple[Dict[str, Any], str]]:
+def _refusal(
+    settings: Settings, sent: Mapping[str, Any], error: ProviderError
+) -> Optional[Tuple[Dict[str, Any], str]]:
     """(Settings changes, why) when ``error`` is the model refusing a field that we chose, not
     the user: then the call is made again without it.  None for any other error.
 
@@ -1978,10 +2224,16 @@ def _refusal(settings: Settings, sent: Mapping[str, Any],
     ours = _ours(settings)
     if "temperature" in ours and sent.get("temperature") is not None and "temperature" in said:
         return {"temperature": None}, "rejects temperature; sending none (the provider's default)"
-    if ("token_field" in ours and settings.provider == "openai" and "max_tokens" in sent
-            and "max_completion_tokens" in said):
-        return ({"token_field": "max_completion_tokens"},
-                "rejects max_tokens; sending max_completion_tokens")
+    if (
+        "token_field" in ours
+        and settings.provider == "openai"
+        and "max_tokens" in sent
+        and "max_completion_tokens" in said
+    ):
+        return (
+            {"token_field": "max_completion_tokens"},
+            "rejects max_tokens; sending max_completion_tokens",
+        )
     return None
 
 
@@ -1990,10 +2242,17 @@ def _for_model(settings: Settings) -> Settings:
     default temperature: Google "strongly recommend[s] keeping the temperature parameter at its
     default value of 1.0" (lower values may cause looping; it is not refused,
     https://ai.google.dev/gemini-api/docs/gemini-3)."""
-    if (settings.default_temperature and settings.provider == "gemini"
-            and _gemini_path(settings.model).startswith("models/gemini-3")):
-        _adapt(settings, {"temperature": None}, "is Gemini 3, for which Google advises the "
-               "default temperature; sending none (the provider's default)")
+    if (
+        settings.default_temperature
+        and settings.provider == "gemini"
+        and _gemini_path(settings.model).startswith("models/gemini-3")
+    ):
+        _adapt(
+            settings,
+            {"temperature": None},
+            "is Gemini 3, for which Google advises the "
+            "default temperature; sending none (the provider's default)",
+        )
     with _adapted_lock:
         known = _adapted.get((settings.provider, settings.model), {})
         changes = {name: known[name] for name in _ours(settings) if name in known}
@@ -2050,15 +2309,19 @@ class Client:
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             data = json.dumps(request.body).encode("utf-8")
-            headers = dict(request.headers, **{"Content-Type": "application/json",
-                                               "Accept": "application/json"})
+            headers = dict(
+                request.headers,
+                **{"Content-Type": "application/json", "Accept": "application/json"},
+            )
             costs = _costs(request.body, s.max_tokens)
 
             def once() -> Parsed:  # each attempt waits for the provider's limit, then sends
                 ticket, seen = pacer.take(costs), []  # type: ignore[var-annotated]
                 try:
-                    return parse(_attempt(request.url, headers, data, s.timeout,
-                                          seen=seen.append), request.sent)
+                    return parse(
+                        _attempt(request.url, headers, data, s.timeout, seen=seen.append),
+                        request.sent,
+                    )
                 finally:
                     pacer.done(ticket, seen[0] if seen else None)
 
@@ -2074,8 +2337,12 @@ class Client:
                 spent = error.attempts
         return _into_cache(slot, _reply(parsed, s, request.sent, spent + attempts))
 
-    def batch(self, requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
-              on_submitted: Optional[Callable[[str], Any]] = None) -> Mapping[str, Any]:
+    def batch(
+        self,
+        requests: List[Tuple[str, Prompt]],
+        resume: Optional[str] = None,
+        on_submitted: Optional[Callable[[str], Any]] = None,
+    ) -> Mapping[str, Any]:
         """Send ``requests`` ([(custom_id, prompt)], each custom_id of 1 to 64 letters, digits,
         ``-`` or ``_``) through the provider's batch API, in the bodies a live call sends,
         or, with ``resume``, collect the batch of that id instead; poll until it ends (a
@@ -2091,18 +2358,21 @@ class Client:
         s = _for_model(self.settings)
         api = _BATCH_APIS.get(s.provider)
         if api is None:
-            raise ConfigError("batch calls support %s; EVALS_PROVIDER is %s"
-                              % (" and ".join(_BATCH_APIS), s.provider))
+            raise ConfigError(
+                "batch calls support %s; EVALS_PROVIDER is %s"
+                % (" and ".join(_BATCH_APIS), s.provider)
+            )
         key = _read_key(s)
         build, parse = _ADAPTERS[s.provider]
         built = {custom_id: build(s, prompt, key) for custom_id, prompt in requests}
         if not built:
             return {}
         if len(built) > BATCH_MAX_REQUESTS[s.provider]:
-            raise ConfigError("a %s batch holds at most %d requests, not %d: send fewer at "
-                              "once (evals: --shard K/N)" % (s.provider,
-                                                           BATCH_MAX_REQUESTS[s.provider],
-                                                           len(built)))
+            raise ConfigError(
+                "a %s batch holds at most %d requests, not %d: send fewer at "
+                "once (evals: --shard K/N)"
+                % (s.provider, BATCH_MAX_REQUESTS[s.provider], len(built))
+            )
         interval = _poll_interval(s)  # a bad EVALS_BATCH_POLL_S is refused before submitting
         batch_id = resume or api.submit(s, key, built)
         if resume is None and on_submitted is not None:
@@ -2120,12 +2390,19 @@ def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: i
     text, reasoning = parsed.text, parsed.reasoning
     match = _THINK.match(text)
     if match:
-        text = text[match.end():]
+        text = text[match.end() :]
         reasoning = "\n\n".join(part for part in (reasoning, match.group(1).strip()) if part)
-    return Reply(text, usage=parsed.usage, model=parsed.model or settings.model,
-                 finish_reason=parsed.finish_reason, attempts=attempts,
-                 reasoning=reasoning or None, sent=sent, tool_calls=parsed.tool_calls,
-                 finish_reason_raw=parsed.finish_reason_raw)
+    return Reply(
+        text,
+        usage=parsed.usage,
+        model=parsed.model or settings.model,
+        finish_reason=parsed.finish_reason,
+        attempts=attempts,
+        reasoning=reasoning or None,
+        sent=sent,
+        tool_calls=parsed.tool_calls,
+        finish_reason_raw=parsed.finish_reason_raw,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -2156,9 +2433,16 @@ class _BatchApi(NamedTuple):
     answer: Callable[..., Any]
 
 
-def _api(settings: Settings, key: Optional[str], method: str, path: str, payload: Any = None,
-         data: Optional[bytes] = None, content_type: str = "application/json",
-         creates: bool = False) -> Dict[str, Any]:
+def _api(
+    settings: Settings,
+    key: Optional[str],
+    method: str,
+    path: str,
+    payload: Any = None,
+    data: Optional[bytes] = None,
+    content_type: str = "application/json",
+    creates: bool = False,
+) -> Dict[str, Any]:
     """One call of a batch API (``path`` below the API root) with the retry policy, sleeping
     between attempts: the answer's JSON object.  ``creates``: a request that creates something
     is not sent again after a timeout or a reset, which may have come after it was done (a
@@ -2175,12 +2459,15 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
             answer = _attempt(url, headers, data, settings.timeout, method)
         except _Failed as failure:
             if creates and failure.status is None and failure.retryable:
-                raise _Failed(failure.what + " (not sent again: it may have been done; see "
-                              "the provider's list of batches)") from None
+                raise _Failed(
+                    failure.what + " (not sent again: it may have been done; see "
+                    "the provider's list of batches)"
+                ) from None
             raise
         if not isinstance(answer, dict):
-            raise _Failed("%s %s answered %s, not an object" % (method, path,
-                                                                type(answer).__name__))
+            raise _Failed(
+                "%s %s answered %s, not an object" % (method, path, type(answer).__name__)
+            )
         return answer
 
     return _retrying(once, settings, key)[0]
@@ -2189,8 +2476,10 @@ def _api(settings: Settings, key: Optional[str], method: str, path: str, payload
 def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
     value = answer.get(name)
     if not isinstance(value, str) or not value:
-        raise ProviderError(settings.provider, "%s answered no %r: %s"
-                            % (what, name, _truncate(json.dumps(answer))))
+        raise ProviderError(
+            settings.provider,
+            "%s answered no %r: %s" % (what, name, _truncate(json.dumps(answer))),
+        )
     return value
 
 
@@ -2199,22 +2488,31 @@ def _multipart(fields: Dict[str, str], filename: str, content: bytes) -> Tuple[b
     Content-Type)."""
     boundary = "evals-%s" % os.urandom(12).hex()
     mark = boundary.encode()
-    parts = [b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
-             % (mark, name.encode(), value.encode()) for name, value in fields.items()]
-    parts.append(b'--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
-                 b"Content-Type: application/jsonl\r\n\r\n" % (mark, filename.encode()))
-    return (b"".join(parts) + content + b"\r\n--%s--\r\n" % mark,
-            "multipart/form-data; boundary=%s" % boundary)
+    parts = [
+        b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
+        % (mark, name.encode(), value.encode())
+        for name, value in fields.items()
+    ]
+    parts.append(
+        b'--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
+        b"Content-Type: application/jsonl\r\n\r\n" % (mark, filename.encode())
+    )
+    return (
+        b"".join(parts) + content + b"\r\n--%s--\r\n" % mark,
+        "multipart/form-data; boundary=%s" % boundary,
+    )
 
 
 class _KeyKeepingRedirect(urllib.request.HTTPRedirectHandler):
     """Follows a redirect, without the key when it leads to another host."""
 
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> Any:
+    def redirect_request(
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Any:
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and (urllib.parse.urlsplit(newurl).netloc
-                                != urllib.parse.urlsplit(req.full_url).netloc):
+        if new is not None and (
+            urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
+        ):
             for name in ("Authorization", "X-api-key"):  # urllib's capitalisation
                 new.remove_header(name)
         return new
@@ -2233,7 +2531,10 @@ def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) ->
 
     status, answer_headers, body = _urllib_send(
         urllib.request.build_opener(*handlers).open,
-        urllib.request.Request(url, headers=headers, method="GET"), timeout, copy)
+        urllib.request.Request(url, headers=headers, method="GET"),
+        timeout,
+        copy,
+    )
     if not 200 <= status < 300:
         raise _http_failure(status, answer_headers, body)
 
@@ -2243,11 +2544,23 @@ class _BatchAnswers(collections.abc.Mapping):
     every custom_id submitted.  The result lines are kept in a temporary file, each parsed
     when asked (by the parser of a live call); only where each line starts is held."""
 
-    def __init__(self, api: _BatchApi, settings: Settings, key: Optional[str],
-                 built: Dict[str, Request], parse: Callable[..., Parsed], missing: str) -> None:
+    def __init__(
+        self,
+        api: _BatchApi,
+        settings: Settings,
+        key: Optional[str],
+        built: Dict[str, Request],
+        parse: Callable[..., Parsed],
+        missing: str,
+    ) -> None:
         self.file = tempfile.TemporaryFile()
         self._api, self._settings, self._key, self._built, self._parse = (
-            api, settings, key, built, parse)
+            api,
+            settings,
+            key,
+            built,
+            parse,
+        )
         self._missing = missing
         self._starts = {}  # type: Dict[str, int]
         self._twice = set()  # the custom_ids answered more than once
@@ -2302,17 +2615,28 @@ class _BatchAnswers(collections.abc.Mapping):
         request = self._built[custom_id]
         start = self._starts.get(custom_id)
         if custom_id in self._twice:
-            return ProviderError(self._settings.provider, "the batch answered this request "
-                                 "twice (custom_id %s): neither answer is taken" % custom_id)
+            return ProviderError(
+                self._settings.provider,
+                "the batch answered this request "
+                "twice (custom_id %s): neither answer is taken" % custom_id,
+            )
         if start is None:
-            return ProviderError(self._settings.provider, self._missing + (
-                " (%d result line(s) named no request: not JSON, or no string custom_id)"
-                % self._unreadable if self._unreadable else ""))
+            return ProviderError(
+                self._settings.provider,
+                self._missing
+                + (
+                    " (%d result line(s) named no request: not JSON, or no string custom_id)"
+                    % self._unreadable
+                    if self._unreadable
+                    else ""
+                ),
+            )
         with self._lock:
             self.file.seek(start)
             line = self.file.readline()
-        return self._api.answer(json.loads(line.decode("utf-8")), request, self._settings,
-                                self._parse, self._key)
+        return self._api.answer(
+            json.loads(line.decode("utf-8")), request, self._settings, self._parse, self._key
+        )
 
 
 def _batch_answer(body_of: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any]:
@@ -2320,9 +2644,15 @@ def _batch_answer(body_of: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any
     ``body_of(row)`` gives the answer's JSON, which the live call's parser reads, or raises
     _Failed.  Returns the Reply, or the ProviderError of a _Failed, scrubbed of ``key``: the
     one way a batch's answer becomes an error."""
+
     @functools.wraps(body_of)
-    def answer(row: Dict[str, Any], request: Request, settings: Settings,
-               parse: Callable[..., Parsed], key: Optional[str]) -> Any:
+    def answer(
+        row: Dict[str, Any],
+        request: Request,
+        settings: Settings,
+        parse: Callable[..., Parsed],
+        key: Optional[str],
+    ) -> Any:
         try:
             return _reply(parse(body_of(row), request.sent), settings, request.sent, 0)
         except _Failed as failure:
@@ -2339,8 +2669,13 @@ def _poll_interval(settings: Settings) -> Tuple[float, bool]:
     return _parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0), True
 
 
-def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
-                batch_id: str, first: Tuple[float, bool]) -> Dict[str, Any]:
+def _poll_batch(
+    api: _BatchApi,
+    settings: Settings,
+    key: Optional[str],
+    batch_id: str,
+    first: Tuple[float, bool],
+) -> Dict[str, Any]:
     """Poll the batch until it ends, with a one-line progress on stderr; its last state.
     first: from _poll_interval."""
     interval, fixed = first
@@ -2372,17 +2707,36 @@ def _poll_batch(api: _BatchApi, settings: Settings, key: Optional[str],
 # the output file (answered) and the error file (not: an HTTP error, or an "error" such as
 # batch_expired for a request the 24 hours did not reach), read at /files/{id}/content.
 
-def _openai_batch_submit(settings: Settings, key: Optional[str],
-                         built: Dict[str, Request]) -> str:
-    lines = b"".join(json.dumps({"custom_id": custom_id, "method": "POST",
-                                 "url": _OPENAI_BATCH_ENDPOINT, "body": request.body}
-                                ).encode("utf-8") + b"\n" for custom_id, request in built.items())
+
+def _openai_batch_submit(settings: Settings, key: Optional[str], built: Dict[str, Request]) -> str:
+    lines = b"".join(
+        json.dumps(
+            {
+                "custom_id": custom_id,
+                "method": "POST",
+                "url": _OPENAI_BATCH_ENDPOINT,
+                "body": request.body,
+            }
+        ).encode("utf-8")
+        + b"\n"
+        for custom_id, request in built.items()
+    )
     data, content_type = _multipart({"purpose": "batch"}, "evals-batch.jsonl", lines)
-    uploaded = _api(settings, key, "POST", "/files", data=data, content_type=content_type,
-                    creates=True)
-    batch = _api(settings, key, "POST", "/batches", {
-        "input_file_id": _field(settings, uploaded, "id", "the file upload"),
-        "endpoint": _OPENAI_BATCH_ENDPOINT, "completion_window": "24h"}, creates=True)
+    uploaded = _api(
+        settings, key, "POST", "/files", data=data, content_type=content_type, creates=True
+    )
+    batch = _api(
+        settings,
+        key,
+        "POST",
+        "/batches",
+        {
+            "input_file_id": _field(settings, uploaded, "id", "the file upload"),
+            "endpoint": _OPENAI_BATCH_ENDPOINT,
+            "completion_window": "24h",
+        },
+        creates=True,
+    )
     return _field(settings, batch, "id", "the batch creation")
 
 
@@ -2397,21 +2751,29 @@ def _batch_count(batch: Dict[str, Any], name: str) -> int:
 def _openai_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
     status = batch.get("status")
     done = _batch_count(batch, "completed") + _batch_count(batch, "failed")
-    return (status in ("completed", "expired", "cancelled", "failed"),
-            "%s, %d of %s requests done, %d failed"
-            % (status, done, _batch_count(batch, "total") or "?", _batch_count(batch, "failed")))
+    return (
+        status in ("completed", "expired", "cancelled", "failed"),
+        "%s, %d of %s requests done, %d failed"
+        % (status, done, _batch_count(batch, "total") or "?", _batch_count(batch, "failed")),
+    )
 
 
 def _openai_batch_files(settings: Settings, batch: Dict[str, Any]) -> List[str]:
-    return [_root(settings) + "/files/%s/content" % urllib.parse.quote(batch[name], safe="")
-            for name in ("output_file_id", "error_file_id") if isinstance(batch.get(name), str)]
+    return [
+        _root(settings) + "/files/%s/content" % urllib.parse.quote(batch[name], safe="")
+        for name in ("output_file_id", "error_file_id")
+        if isinstance(batch.get(name), str)
+    ]
 
 
 def _openai_batch_missing(batch: Dict[str, Any]) -> str:
     errors = (batch.get("errors") or {}).get("data") or []
     why = "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict))
     return "the batch %s ended %s with no answer to this request%s" % (
-        batch.get("id"), batch.get("status"), ": " + why if why else "")
+        batch.get("id"),
+        batch.get("status"),
+        ": " + why if why else "",
+    )
 
 
 @_batch_answer
@@ -2433,20 +2795,38 @@ def _openai_batch_answer(row: Dict[str, Any]) -> Any:
 # lines {"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"}
 # | {"type": "canceled"} | {"type": "expired"}}, in no particular order.
 
-def _anthropic_batch_submit(settings: Settings, key: Optional[str],
-                            built: Dict[str, Request]) -> str:
-    batch = _api(settings, key, "POST", "/messages/batches", {"requests": [
-        {"custom_id": custom_id, "params": request.body} for custom_id, request in built.items()]},
-        creates=True)
+
+def _anthropic_batch_submit(
+    settings: Settings, key: Optional[str], built: Dict[str, Request]
+) -> str:
+    batch = _api(
+        settings,
+        key,
+        "POST",
+        "/messages/batches",
+        {
+            "requests": [
+                {"custom_id": custom_id, "params": request.body}
+                for custom_id, request in built.items()
+            ]
+        },
+        creates=True,
+    )
     return _field(settings, batch, "id", "the batch creation")
 
 
 def _anthropic_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
     done = sum(_batch_count(batch, k) for k in ("succeeded", "errored", "canceled", "expired"))
-    return (batch.get("processing_status") == "ended",
-            "%s, %d of %d requests done, %d errored" % (
-                batch.get("processing_status"), done, done + _batch_count(batch, "processing"),
-                _batch_count(batch, "errored")))
+    return (
+        batch.get("processing_status") == "ended",
+        "%s, %d of %d requests done, %d errored"
+        % (
+            batch.get("processing_status"),
+            done,
+            done + _batch_count(batch, "processing"),
+            _batch_count(batch, "errored"),
+        ),
+    )
 
 
 def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[str]:
@@ -2455,8 +2835,11 @@ def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[
         return []
     ours, theirs = urllib.parse.urlsplit(_root(settings)), urllib.parse.urlsplit(url)
     if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):  # the key goes there
-        raise ProviderError(settings.provider, "the batch's results_url %s is not on %s; the "
-                            "key is not sent there" % (url, ours.netloc))
+        raise ProviderError(
+            settings.provider,
+            "the batch's results_url %s is not on %s; the "
+            "key is not sent there" % (url, ours.netloc),
+        )
     return [url]
 
 
@@ -2467,9 +2850,16 @@ def _anthropic_batch_missing(batch: Dict[str, Any]) -> str:
 # The HTTP status of each error type (https://docs.anthropic.com/en/api/errors): a batch's
 # errored result carries the type alone, and is said as the live call's error would be.
 _ANTHROPIC_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
-    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
 }
 _ANTHROPIC_UNANSWERED = {
     "canceled": "the batch was canceled before this request was processed",
@@ -2491,11 +2881,22 @@ def _anthropic_batch_answer(row: Dict[str, Any]) -> Any:
 
 
 _BATCH_APIS = {
-    "openai": _BatchApi(_openai_batch_submit, "/batches/%s", _openai_batch_state,
-                        _openai_batch_files, _openai_batch_missing, _openai_batch_answer),
-    "anthropic": _BatchApi(_anthropic_batch_submit, "/messages/batches/%s",
-                           _anthropic_batch_state, _anthropic_batch_results,
-                           _anthropic_batch_missing, _anthropic_batch_answer),
+    "openai": _BatchApi(
+        _openai_batch_submit,
+        "/batches/%s",
+        _openai_batch_state,
+        _openai_batch_files,
+        _openai_batch_missing,
+        _openai_batch_answer,
+    ),
+    "anthropic": _BatchApi(
+        _anthropic_batch_submit,
+        "/messages/batches/%s",
+        _anthropic_batch_state,
+        _anthropic_batch_results,
+        _anthropic_batch_missing,
+        _anthropic_batch_answer,
+    ),
 }
 
 
@@ -2516,10 +2917,18 @@ _CACHE_ON = ("1", "true", "yes", "on")
 _CACHE_OFF = ("", "0", "false", "no", "off")
 _CACHE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, provider TEXT NOT NULL, "
-    "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)")
+    "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)"
+)
 # What the cache keeps of a Reply, besides its text.
-_CACHED = ("tool_calls", "usage", "finish_reason", "finish_reason_raw", "model", "sent",
-           "reasoning")
+_CACHED = (
+    "tool_calls",
+    "usage",
+    "finish_reason",
+    "finish_reason_raw",
+    "model",
+    "sent",
+    "reasoning",
+)
 _cache_threads = threading.local()  # each thread's open connections, by absolute path
 _cache_warned = set()  # type: set
 _cache_lock = threading.Lock()
@@ -2547,8 +2956,11 @@ def _cache_key(provider: str, request: Request, attempt: int) -> str:
     the system prompt, temperature, token cap, tools, Ollama's num_ctx) and the repeat index.
     Headers are left out: they hold the key and, besides it, only constants."""
     url = _without_credentials(request.url)
-    text = json.dumps([_CACHE_FORMAT, provider, url, request.body, attempt], sort_keys=True,
-                      separators=(",", ":"))
+    text = json.dumps(
+        [_CACHE_FORMAT, provider, url, request.body, attempt],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -2591,8 +3003,10 @@ def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
         if path in _cache_warned:
             return
         _cache_warned.add(path)
-    sys.stderr.write("my_client: warning: cache %s not %s (%s: %s); the model is called as without "
-                     "one\n" % (path, done, type(exc).__name__, _one_line(exc)))
+    sys.stderr.write(
+        "my_client: warning: cache %s not %s (%s: %s); the model is called as without "
+        "one\n" % (path, done, type(exc).__name__, _one_line(exc))
+    )
     sys.stderr.flush()
 
 
@@ -2607,8 +3021,9 @@ def _stores(env: Mapping[str, str]) -> Tuple[List[str], List[str]]:
     return cache + (journal if resume else []), cache + journal
 
 
-def _from_cache(client: "Client", prompt: Prompt,
-                attempt: int = 0) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
+def _from_cache(
+    client: "Client", prompt: Prompt, attempt: int = 0
+) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
     """(where to keep the reply: (paths, key, provider, repeat index ``attempt``), the cached
     reply or None);
     (None, None) when neither the cache nor a journal is on for ``client`` (a judge's client,
@@ -2629,8 +3044,11 @@ def _from_cache(client: "Client", prompt: Prompt,
     slot = (writes, _cache_key(s.provider, request, attempt), s.provider, attempt)
     for path in reads:
         try:
-            row = _cache_db(path).execute("SELECT reply FROM replies WHERE key = ?",
-                                          (slot[1],)).fetchone()
+            row = (
+                _cache_db(path)
+                .execute("SELECT reply FROM replies WHERE key = ?", (slot[1],))
+                .fetchone()
+            )
             if row is None:
                 continue
             data = json.loads(row[0])
@@ -2660,8 +3078,15 @@ def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
                 _cache_db(path).execute(
                     "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (slot[1], slot[2], reply.model and _without_keys(reply.model), slot[3],
-                     _without_keys(json.dumps(data)), created))
+                    (
+                        slot[1],
+                        slot[2],
+                        reply.model and _without_keys(reply.model),
+                        slot[3],
+                        _without_keys(json.dumps(data)),
+                        created,
+                    ),
+                )
         except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
             _cache_trouble(path, "written", exc)
     return reply
@@ -2678,11 +3103,16 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
     parser = argparse.ArgumentParser(
         prog="my_client.py cache",
         description="Show how many replies the cache of live calls holds (python evals.py "
-                    "--cache, or EVALS_CACHE=1), or empty it. Emptying it is safe while a run "
-                    "uses it: that run's replies from then on are kept again.")
+        "--cache, or EVALS_CACHE=1), or empty it. Emptying it is safe while a run "
+        "uses it: that run's replies from then on are kept again.",
+    )
     parser.add_argument("--clear", action="store_true", help="delete every cached reply")
-    parser.add_argument("--path", default=cache_path(os.environ), metavar="FILE",
-                        help="the cache (default: $EVALS_CACHE_PATH or %s)" % DEFAULT_CACHE)
+    parser.add_argument(
+        "--path",
+        default=cache_path(os.environ),
+        metavar="FILE",
+        help="the cache (default: $EVALS_CACHE_PATH or %s)" % DEFAULT_CACHE,
+    )
     args = parser.parse_args(argv)
     if not os.path.isfile(args.path):
         stdout.write("%s: no cache there (python evals.py --cache makes one)\n" % args.path)
@@ -2700,8 +3130,10 @@ def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: 
         stderr.write("my_client: %s is not a cache of live calls: %s\n" % (args.path, exc))
         return 2
     replies = "%d repl%s" % (count, "y" if count == 1 else "ies")
-    stdout.write("%s: %s\n" % (args.path, "cleared, %s deleted" % replies if args.clear
-                                else "%s cached" % replies))
+    stdout.write(
+        "%s: %s\n"
+        % (args.path, "cleared, %s deleted" % replies if args.clear else "%s cached" % replies)
+    )
     return 0
 
 
@@ -2764,8 +3196,9 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
     return _make_client(provider, overrides, "EVALS_TEMPERATURE")
 
 
-def _make_client(provider: Optional[str], overrides: Dict[str, Any],
-                 temperature_var: str) -> Callable[[str], Reply]:
+def _make_client(
+    provider: Optional[str], overrides: Dict[str, Any], temperature_var: str
+) -> Callable[[str], Reply]:
     """:func:`make_client`, with the temperature read from ``temperature_var``."""
     unknown = set(overrides) - _OVERRIDES
     if unknown:
@@ -2780,7 +3213,11 @@ def _make_client(provider: Optional[str], overrides: Dict[str, Any],
         raise ConfigError(
             "no model provider configured (%s): set EVALS_PROVIDER to one of %s to call a model; "
             "python evals.py replays recorded outputs by itself, with no client"
-            % ("EVALS_PROVIDER=replay" if name else "EVALS_PROVIDER is not set", ", ".join(PROVIDERS)))
+            % (
+                "EVALS_PROVIDER=replay" if name else "EVALS_PROVIDER is not set",
+                ", ".join(PROVIDERS),
+            )
+        )
     if name not in PROVIDERS:
         source = "EVALS_PROVIDER=%r" % name if from_env else "provider %r" % name
         raise ConfigError(
@@ -2812,8 +3249,11 @@ _clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
 _clients_lock = threading.Lock()
 
 
-def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[str, ...],
-            factory: Callable[[], Callable[[str], Reply]]) -> Callable[[str], Reply]:
+def _cached(
+    cache: Dict[Tuple[Any, ...], Callable[[str], Reply]],
+    names: Tuple[str, ...],
+    factory: Callable[[], Callable[[str], Reply]],
+) -> Callable[[str], Reply]:
     # One client per configuration (keys excluded: they are read on every call), so that its
     # stderr notice is printed once.
     config = tuple(os.environ.get(name) for name in names) + (os.getcwd(),)
@@ -2827,12 +3267,15 @@ def _cached(cache: Dict[Tuple[Any, ...], Callable[[str], Reply]], names: Tuple[s
 def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Callable[[], Any]:
     """`factory`, saying once on stderr which provider, model and URL a live client calls, so
     a run's log shows what it talked to."""
+
     def build() -> Callable[[str], Reply]:
         client = factory()
         if isinstance(client, Client):
             s = client.settings
-            sys.stderr.write("my_client: %s calls %s model %s at %s\n"
-                             % (role, s.provider, s.model, _without_credentials(s.base_url)))
+            sys.stderr.write(
+                "my_client: %s calls %s model %s at %s\n"
+                % (role, s.provider, s.model, _without_credentials(s.base_url))
+            )
         return client
 
     return build
@@ -2867,8 +3310,11 @@ def ask(prompt: Prompt, *, attempt: int = 0) -> Reply:
 ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
 
 
-def _ask_batch(requests: List[Tuple[str, Prompt]], resume: Optional[str] = None,
-               on_submitted: Optional[Callable[[str], Any]] = None) -> Mapping[str, Any]:
+def _ask_batch(
+    requests: List[Tuple[str, Prompt]],
+    resume: Optional[str] = None,
+    on_submitted: Optional[Callable[[str], Any]] = None,
+) -> Mapping[str, Any]:
     """``ask.batch``: :meth:`Client.batch` of the client configured in the environment (what
     ``python evals.py --batch`` calls).  Raises ConfigError when no provider is configured."""
     return _env_client().batch(requests, resume, on_submitted)
@@ -2920,12 +3366,14 @@ def _append_bytes(path: str, data: bytes) -> None:
     handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         while data:
-            data = data[os.write(handle, data):]
+            data = data[os.write(handle, data) :]
     finally:
         os.close(handle)
 
 
-def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tuple[str, Optional[str], Optional[str]]:
+def _judge_config(
+    env: Mapping[str, str], provider: Optional[str] = None
+) -> Tuple[str, Optional[str], Optional[str]]:
     """(provider or "", model, base_url) of the judge: EVALS_JUDGE_* first, then EVALS_*.
 
     The app's EVALS_MODEL / EVALS_BASE_URL apply only when the judge uses the
@@ -2936,7 +3384,9 @@ def _judge_config(env: Mapping[str, str], provider: Optional[str] = None) -> Tup
     provider = provider.strip().lower() if provider is not None else own or app
     same = provider == app
     model = env.get("EVALS_JUDGE_MODEL") or (env.get("EVALS_MODEL") if same else None) or None
-    base_url = env.get("EVALS_JUDGE_BASE_URL") or (env.get("EVALS_BASE_URL") if same else None) or None
+    base_url = (
+        env.get("EVALS_JUDGE_BASE_URL") or (env.get("EVALS_BASE_URL") if same else None) or None
+    )
     return provider, model, base_url
 
 
@@ -2955,8 +3405,9 @@ def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[st
         raise ConfigError(
             "no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER %s): set "
             "EVALS_JUDGE_PROVIDER to one of %s to call a judge model; python evals.py replays "
-            "recorded judge replies by itself" % ("unset" if name == "" else "say replay",
-                                                  ", ".join(PROVIDERS)))
+            "recorded judge replies by itself"
+            % ("unset" if name == "" else "say replay", ", ".join(PROVIDERS))
+        )
     overrides.setdefault("model", model)
     overrides.setdefault("base_url", base_url)
     overrides.setdefault("system_prompt", None)
@@ -2981,7 +3432,12 @@ def _judge_model() -> str:
         return "replay"
     s = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge")).settings
     return "%s:%s %s temperature=%s max_tokens=%s" % (
-        s.provider, s.model, _without_credentials(s.base_url), s.temperature, s.max_tokens)
+        s.provider,
+        s.model,
+        _without_credentials(s.base_url),
+        s.temperature,
+        s.max_tokens,
+    )
 
 
 def judge(prompt: str) -> Reply:
@@ -3005,8 +3461,14 @@ def judge(prompt: str) -> Reply:
     record = os.environ.get("EVALS_JUDGE_RECORD")
     if record:
         with _record_lock:
-            _append_line(record, {"key": prompt_key(prompt), "reply": str(reply),
-                                  "model": getattr(reply, "model", None)})
+            _append_line(
+                record,
+                {
+                    "key": prompt_key(prompt),
+                    "reply": str(reply),
+                    "model": getattr(reply, "model", None),
+                },
+            )
     return reply
 
 
@@ -3025,6 +3487,7 @@ _capture_warned = []  # type: List[bool]
 def _capture_input(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     """The call's input: its first str or conversation argument, else such a keyword, else
     all the arguments as JSON."""
+
     def usable(value: Any) -> Any:
         if isinstance(value, str):
             return str(value)
@@ -3032,8 +3495,9 @@ def _capture_input(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
             return [{"role": m["role"], "content": str(m["content"])} for m in value]
         return None
 
-    for value in list(args) + [kwargs.get(name) for name in (
-            "prompt", "input", "message", "messages", "text", "question")]:
+    for value in list(args) + [
+        kwargs.get(name) for name in ("prompt", "input", "message", "messages", "text", "question")
+    ]:
         found = usable(value)
         if found is not None:
             return found
@@ -3062,7 +3526,9 @@ def _redacted(value: Any, patterns: List[Any]) -> Any:
 def _fingerprint(value: Any) -> Any:
     if value is None:
         return None
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    )
     return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "chars": len(text)}
 
 
@@ -3073,11 +3539,20 @@ class _CaptureLog:
         self.path = path
         self.tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
         self.store_text = store_text
-        self.patterns = [re.compile(p) if isinstance(p, str) else p
-                         for p in ([redact] if isinstance(redact, str) else redact)]
+        self.patterns = [
+            re.compile(p) if isinstance(p, str) else p
+            for p in ([redact] if isinstance(redact, str) else redact)
+        ]
 
-    def write(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], result: Any,
-              error: Optional[BaseException], started: float, extra: Any) -> None:
+    def write(
+        self,
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+        result: Any,
+        error: Optional[BaseException],
+        started: float,
+        extra: Any,
+    ) -> None:
         patterns = self.patterns
         try:
             row = {
@@ -3085,13 +3560,18 @@ class _CaptureLog:
                 "input": _redacted(_capture_input(args, kwargs), patterns),
                 "output": _redacted(_capture_output(result), patterns) if error is None else None,
                 "tags": self.tags,
-                "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns) if extra is not None else None,
+                "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns)
+                if extra is not None
+                else None,
                 "latency_s": round(time.perf_counter() - started, 6),
                 "error": None,
             }
             if error is not None:
                 text = str(error).strip()
-                row["error"] = _redacted("%s: %s" % (type(error).__name__, text) if text else type(error).__name__, patterns)
+                row["error"] = _redacted(
+                    "%s: %s" % (type(error).__name__, text) if text else type(error).__name__,
+                    patterns,
+                )
             if not self.store_text:
                 row["input"] = _fingerprint(row["input"])
                 row["output"] = _fingerprint(row["output"])
@@ -3103,8 +3583,12 @@ class _CaptureLog:
             with _capture_lock:
                 if not _capture_warned:
                     _capture_warned.append(True)
-                    print("my_client: capture to %s failed, calls are not logged: %s" % (self.path, exc),
-                          file=sys.stderr, flush=True)
+                    print(
+                        "my_client: capture to %s failed, calls are not logged: %s"
+                        % (self.path, exc),
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
 
 def capture(
@@ -3171,12 +3655,14 @@ def capture(
 if __name__ == "__main__":
     if sys.argv[1:2] == ["cache"]:
         sys.exit(cache_command(sys.argv[2:]))
-    print("usage: python my_client.py cache [--clear] [--path FILE]\n\n"
-          "my_client is the model client evals.py calls. Set EVALS_PROVIDER (openai,\n"
-          "anthropic, gemini, ollama) to call a model; with it unset, evals.py replays\n"
-          "recordings.jsonl itself. Every EVALS_* setting is in its docstring:\n"
-          "python -m pydoc my_client.\n\n"
-          "Run as a script it has one command: cache says how many replies the cache of\n"
-          "live calls holds, and --clear empties it (python my_client.py cache --help).",
-          file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
+    print(
+        "usage: python my_client.py cache [--clear] [--path FILE]\n\n"
+        "my_client is the model client evals.py calls. Set EVALS_PROVIDER (openai,\n"
+        "anthropic, gemini, ollama) to call a model; with it unset, evals.py replays\n"
+        "recordings.jsonl itself. Every EVALS_* setting is in its docstring:\n"
+        "python -m pydoc my_client.\n\n"
+        "Run as a script it has one command: cache says how many replies the cache of\n"
+        "live calls holds, and --clear empties it (python my_client.py cache --help).",
+        file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr,
+    )
     sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
