@@ -44,6 +44,7 @@ import collections
 import collections.abc
 import contextlib
 import functools
+import heapq
 import json
 import marshal
 import math
@@ -88,6 +89,12 @@ __all__ = [  # each check_* function is public too
     "load_outputs",
     "replay_client",
     "refuse_conversations",
+    "asking",
+    "read_reply",
+    "refuse_overwriting",
+    "refuse_pairs",
+    "OWN_FILES",
+    "Run",
     "stored_output",
     "decide",
     "Baseline",
@@ -350,6 +357,9 @@ def _module_from_file(real):
     return module
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))  # where the optional file belongs
+
+
 def _extras(needed_for=None):
     """The module evals_extras, the core's one way to it; when the file is missing: None, or
     with `needed_for` (e.g. "--html", "check 'judge'"), EvalsError (exit 2) naming it."""
@@ -399,7 +409,7 @@ def load_callable(spec, option="--client"):
     return func
 
 
-def _asking(func):
+def asking(func):
     """`func` (a client or a judge) as call(arg, case, attempt), passing `case=` and `attempt=`
     (the 0-based repeat) only when its signature names such a parameter."""
     import inspect
@@ -1114,9 +1124,15 @@ def _json_equal(a, b, subset=False):
 JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
 
 
+def _schema_check():
+    """The json_schema check, which the optional file registers; EvalsError naming the file."""
+    _extras("a JSON Schema")
+    return CHECKS["json_schema"]
+
+
 def JsonSchema(value):
     try:
-        return _extras("a JSON Schema").Schema(value)
+        return _schema_check().params["schema"].kind(value)
     except EvalsError as exc:
         return str(exc)
 
@@ -1147,12 +1163,14 @@ def _arguments_problem(call, arguments, schema, quoted):
         return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
-    errors = (
-        []
-        if schema is None
-        else _extras("a tool call's schema").schema_errors(call["arguments"], schema, "$", quoted)
-    )
-    return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
+    if schema is None:
+        return None
+    # The json_schema check scores the arguments' JSON text: the same rules, the same reasons.
+    result = _schema_check().func(json.dumps(call["arguments"]), schema)
+    if result.passed:
+        return None
+    quoted.extend(result.quoted)
+    return f"{shown}: {result.reason}"
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
@@ -1480,7 +1498,7 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     elif judge is None:
         unjudged = CheckResult(False, _NEEDS_JUDGE, flag="error")
     else:  # the judge as `ask` (prompt -> reply) for this case and attempt, keeping its name
-        unjudged, ask = None, functools.partial(_asking(judge), case=case, attempt=attempt)
+        unjudged, ask = None, functools.partial(asking(judge), case=case, attempt=attempt)
         ask.name = getattr(judge, "name", None) or _callable_name(judge)
     for index, (spec, check) in enumerate(zip(specs, case.checks)):
         if results[index] is None:
@@ -1719,10 +1737,10 @@ class Interrupted(Exception):
 
 class RunOptions:
     """How cases are run: concurrency (calls in flight), timeout (s a call), repeat (calls a
-    case), min_pass (default: a majority), rate_limit (calls started a second), budget (a
-    Budget), price ((model, usage) -> US dollars, evals_extras.call_cost; None: costs unknown),
-    judge (the callable of `judge` checks). A run counts its `replies`, of them the `cached`
-    (an adapter's cache answered) and the `replayed` (recorded) ones."""
+    case), min_pass (default: a majority), budget (a Budget), price ((model, usage) -> US
+    dollars, evals_extras.call_cost; None: costs unknown), judge (the callable of `judge`
+    checks). A run counts its `replies`, of them the `cached` (a cache or a journal answered)
+    and the `replayed` (recorded) ones, and the calls the provider `refused` for a while."""
 
     def __init__(
         self,
@@ -1730,26 +1748,26 @@ class RunOptions:
         timeout=None,
         repeat=1,
         min_pass=None,
-        rate_limit=None,
         budget=None,
         price=None,
         judge=None,
     ):
-        self.concurrency, self.timeout, self.repeat, self.min_pass = (
-            concurrency,
-            timeout,
-            repeat,
-            min_pass,
-        )
-        self.budget, self.price, self.judge = budget, price, judge
-        self.limiter = _extras("a rate limit").RateLimiter(rate_limit) if rate_limit else None
-        self.refused, self.cache = None, False  # a refused key stops the calls; cache: --cache
-        self.replies = self.cached = self.replayed = 0
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.repeat = repeat
+        self.min_pass = min_pass
+        self.budget = budget
+        self.price = price
+        self.judge = judge
+        self.refused = None  # why every later call would be refused too (a refused key)
+        self.replies = self.cached = self.replayed = self.refusals = 0
         self._counting = threading.Lock()
 
     @property
     def needed(self):
-        return self.min_pass if self.min_pass is not None else self.repeat // 2 + 1
+        if self.min_pass is not None:
+            return self.min_pass
+        return self.repeat // 2 + 1  # a majority
 
 
 def _attribute(value, name, kind):
@@ -1758,11 +1776,14 @@ def _attribute(value, name, kind):
         found = getattr(value, name, None)
     except Exception:
         return None
-    return found if isinstance(found, kind) else None
+    if isinstance(found, kind):
+        return found
+    return None
 
 
 # The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
-# these parts, each of its kind or None; an object may say that it was `cached` or `replayed`.
+# these parts, each of its kind or None. `rate_limits` holds the provider's rate-limit headers
+# (the harness paces by them); `cached` and `replayed` say that no model was called for it.
 _REPLY_PARTS = {
     "text": str,
     "tool_calls": object,
@@ -1771,6 +1792,9 @@ _REPLY_PARTS = {
     "model": str,
     "reasoning": str,
     "sent": dict,
+    "rate_limits": collections.abc.Mapping,
+    "cached": bool,
+    "replayed": bool,
 }
 _NO_REPLY = (
     "the client returned {}, expected str (the answer's text) or a dict "
@@ -1783,74 +1807,110 @@ def _reply_problem(whole, hint=""):
     a record entry), or None; `hint` follows a finish reason's problem."""
     calls = whole.get("tool_calls")
     problem = _tool_calls_problem([] if calls is None else calls)
-    if problem or whole.get("finish_reason") in FINISH_REASONS + (None,):
-        return problem or None
+    if problem:
+        return problem
+    if whole.get("finish_reason") in FINISH_REASONS + (None,):
+        return None
     return (
         f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
         f"{json.dumps(whole['finish_reason'], default=repr)}{hint}"
     )
 
 
-def _whole_reply(output):
-    """What a client returned, read whole: (Answer, {"usage", "model", "reasoning", "sent",
-    "cached", "replayed"}), or TypeError naming what is wrong (a mapping's unknown key or part of
-    another kind; an object's is ignored, but for tool calls and finish reason)."""
+def _mapping_problem(output):
+    """What makes a mapping no reply (an unknown key, a part of another kind), or None."""
+    unknown = [key for key in output if key not in _REPLY_PARTS]
+    text = output.get("text")
+    if unknown:
+        return _NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}")
+    if text is None:
+        return _NO_REPLY.format("a dict with no string 'text'")
+    if not isinstance(text, str):
+        return _NO_REPLY.format(f"a dict whose 'text' is {type(text).__name__}")
+    for key, kind in _REPLY_PARTS.items():
+        if output.get(key) is not None and not isinstance(output[key], kind):
+            return (
+                f"the client returned {key!r} of type {type(output[key]).__name__}, expected "
+                f"{kind.__name__} or null"
+            )
+    return None
+
+
+def read_reply(output):
+    """What a client returned, read whole: (Answer, {part: value or None} for every part of
+    the reply shape but the text, `cached` and `replayed` as bools). Raises TypeError naming
+    what is wrong: a mapping's unknown key or part of another kind (an object's is ignored, but
+    for tool calls and finish reason)."""
     if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
-        return Answer(output), {**dict.fromkeys(_REPLY_PARTS), "cached": False, "replayed": False}
+        parts = dict.fromkeys(_REPLY_PARTS)
+        parts.update(text=output, cached=False, replayed=False)
+        return Answer(output), parts
     mapping = isinstance(output, collections.abc.Mapping)
     if mapping:
-        unknown, text = [key for key in output if key not in _REPLY_PARTS], output.get("text")
-        if unknown or not isinstance(text, str):
-            raise TypeError(
-                _NO_REPLY.format(
-                    f"a dict with unknown key {unknown[0]!r}"
-                    if unknown
-                    else "a dict with no string 'text'"
-                    if text is None
-                    else f"a dict whose 'text' is {type(text).__name__}"
-                )
-            )
-        for key, kind in _REPLY_PARTS.items():
-            if output.get(key) is not None and not isinstance(output[key], kind):
-                raise TypeError(
-                    f"the client returned {key!r} of type "
-                    f"{type(output[key]).__name__}, expected {kind.__name__} or null"
-                )
-    elif not isinstance(output, str) and _attribute(output, "text", str) is None:
+        problem = _mapping_problem(output)
+        if problem:
+            raise TypeError(problem)
+        parts = {key: output.get(key) for key in _REPLY_PARTS}
+    elif isinstance(output, str) or _attribute(output, "text", str) is not None:
+        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
+    else:
         raise TypeError(_NO_REPLY.format(type(output).__name__))
-    parts = {
-        key: output.get(key) if mapping else _attribute(output, key, kind)
-        for key, kind in _REPLY_PARTS.items()
-    }
     if isinstance(output, str):
         parts["text"] = str(output)
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
-    usage = parts["usage"] and {
-        k: parts["usage"].get(k) for k in ("input_tokens", "output_tokens")
-    }
-    if usage and not all(v is None or type(v) is int and v >= 0 for v in usage.values()):
-        if mapping:
+    usage = parts["usage"]
+    if usage:
+        usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
+        whole = all(v is None or type(v) is int and v >= 0 for v in usage.values())
+        if not whole and mapping:
             raise TypeError(
-                "the client returned 'usage' without whole numbers of "
-                "input_tokens and output_tokens"
+                "the client returned 'usage' without whole numbers of input_tokens and "
+                "output_tokens"
             )
-        usage = None
+        if not whole:  # an object's odd usage is not read, as its other odd parts
+            usage = None
     answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    return answer, dict(
-        parts,
-        usage=usage,
-        cached=bool(_attribute(output, "cached", bool)),
-        replayed=bool(_attribute(output, "replayed", bool)),
-    )
+    parts.update(usage=usage, cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
+    return answer, parts
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----
 
+# A provider that refuses a call for now (HTTP 429, overloaded) says so with an exception whose
+# `retry_after` is a number of seconds (0: it did not say how long). The case goes back to the
+# run, which calls other cases meanwhile, and is called again once the wait is over. Refusals
+# while the run makes progress are waits, not spent attempts; a case refused this many times in
+# a row with no answer of the run in between errs, and so does one asked to wait too long.
+REFUSAL_WAIT = 1.0  # seconds before calling again when the provider did not say; doubles...
+REFUSAL_WAIT_MAX = 30.0  # ...with each refusal in a row, up to this
+REFUSALS_WITHOUT_PROGRESS = 8
+LONGEST_WAIT = 300.0  # seconds; a provider asking for more (a daily quota) is not waited for
+
+
+class _Refused(Exception):
+    """A call the provider refused for now: its exception, and the seconds it asks to wait."""
+
+    def __init__(self, error, wait):
+        super().__init__(error)
+        self.error, self.wait = error, wait
+
+
+def _retry_after(exc):
+    """The seconds a refused call's exception asks to wait (0.0: not said), or None when it is
+    not a refusal (no numeric `retry_after`)."""
+    wait = getattr(exc, "retry_after", None)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
+        return None
+    if wait != wait or wait < 0:  # NaN or negative: no time said
+        return 0.0
+    return float(wait)
+
 
 def _attempt(case, attempt, call, options):
-    """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult."""
+    """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult; _Refused when
+    the provider refused the call for now."""
     if options.refused:  # every other call would be refused the same way, and counted
         return CaseResult(case.id, "error", error=f"not called: {options.refused}")
     estimate = options.budget.reserve() if options.budget else 0.0
@@ -1858,14 +1918,15 @@ def _attempt(case, attempt, call, options):
     # A conversation is copied for each call: a client may append its reply to the list.
     prompt = case.input if isinstance(case.input, str) else [dict(m) for m in case.input]
     try:
-        if options.limiter:
-            options.limiter.wait()
         started = time.perf_counter()
         try:
             output = _within(lambda: call(prompt, case, attempt), options.timeout)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
+            wait = _retry_after(exc)
+            if wait is not None and wait <= LONGEST_WAIT:
+                raise _Refused(exc, wait) from None
             if getattr(exc, "abandoned", False):  # not cancelled: the provider may bill it
                 cost = estimate or None  # with no estimate yet it is no price: calls stay serial
             if getattr(exc, "status", None) in (401, 403):
@@ -1873,29 +1934,33 @@ def _attempt(case, attempt, call, options):
                     f"the provider refused the credentials (HTTP {exc.status}) "
                     f"on case {case.id!r}; fix the key and run again"
                 )
+            error = _describe_error(exc)
+            if wait is not None:
+                error += f" (it asks to wait {wait:g} s, more than {LONGEST_WAIT:g} s: not waited)"
             return CaseResult(
                 case.id,
                 "error",
-                error=mask_secrets(_describe_error(exc)),
+                error=mask_secrets(error),
                 latency_s=round(time.perf_counter() - started, 6),
             )
         latency = round(time.perf_counter() - started, 6)
         try:
-            answer, reply = mask_secrets(_whole_reply(output))  # before a check quotes it
+            answer, reply = mask_secrets(read_reply(output))  # before a check quotes it
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
-        replayed = call.replays or reply["replayed"]
+        replayed = call.replays or reply["replayed"] or reply["cached"]
         with options._counting:
-            options.replies, options.cached, options.replayed = (
-                options.replies + 1,
-                options.cached + reply["cached"],
-                options.replayed + replayed,
-            )
-        latency = None if replayed else latency  # a recorded answer took no model time
+            options.replies += 1
+            options.cached += reply["cached"]
+            options.replayed += replayed
+        if replayed:  # a recorded or kept answer took no model time
+            latency = None
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
         answered, answer = True, answer._replace(latency_s=latency, cost_usd=cost)
         status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
-        error = next(c["reason"] for c in checks if c.get("error")) if status == "error" else None
+        error = None
+        if status == "error":
+            error = next(c["reason"] for c in checks if c.get("error"))
         return CaseResult(
             case.id,
             status,
@@ -1971,22 +2036,76 @@ def _combine_attempts(attempts, options):
     )
 
 
-def run_case(case, call_model, options=None):
-    """The CaseResult of `call_model(case.input)` (options.repeat times; see _asking), scored; a
-    raise (but KeyboardInterrupt), a timeout or a return that is no reply is an unscored error."""
-    return _run_one(case, _asking(call_model), options or RunOptions())
+class _Job:
+    """One case's calls: the results of its repeats so far, and its refusals in a row."""
+
+    def __init__(self, index, case):
+        self.index, self.case, self.results = index, case, []
+        self.idle_refusals = 0  # refused in a row, with no answer of the run in between
+        self.replies_seen = None  # the run's replies at its last refusal
+
+    def __lt__(self, other):  # waiting jobs due at the same moment: the earlier case first
+        return self.index < other.index
 
 
-def _run_one(case, call, options):
-    """The CaseResult of `case`'s calls (options.repeat); the budget's refusal ends them."""
-    results = []
-    for attempt in range(options.repeat):
+def _refusal_wait(job, refused, options):
+    """The seconds `job` waits before its refused call is made again, or None when it gives up:
+    refused REFUSALS_WITHOUT_PROGRESS times in a row while no call of the run was answered."""
+    with options._counting:
+        options.refusals += 1
+        replies = options.replies
+    if replies != job.replies_seen:  # the run is making progress: this refusal is a wait
+        job.idle_refusals, job.replies_seen = 0, replies
+    job.idle_refusals += 1
+    if job.idle_refusals > REFUSALS_WITHOUT_PROGRESS:
+        return None
+    if refused.wait > 0:
+        return refused.wait
+    return min(REFUSAL_WAIT_MAX, REFUSAL_WAIT * 2 ** (job.idle_refusals - 1))
+
+
+def _advance(job, call, options):
+    """Make `job`'s calls not made yet; the seconds to wait when one is refused (the job is then
+    put back), else None: every result is in (a budget's refusal ends them early)."""
+    while len(job.results) < options.repeat:
         try:
-            results.append(_attempt(case, attempt, call, options))
+            result = _attempt(job.case, len(job.results), call, options)
+        except _Refused as refused:
+            wait = _refusal_wait(job, refused, options)
+            if wait is not None:
+                return wait
+            result = CaseResult(
+                job.case.id,
+                "error",
+                error=mask_secrets(_describe_error(refused.error))
+                + f"; refused {job.idle_refusals - 1} times in a row while no call of the run "
+                "was answered: is the provider down, or its limit too low for -j "
+                f"{options.concurrency}?",
+            )
         except BudgetExceeded as exc:
-            results.append(CaseResult(case.id, "error", error=_describe_error(exc)))
-            break
-    return results[0] if options.repeat == 1 else _combine_attempts(results, options)
+            job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
+            return None
+        job.results.append(result)
+    return None
+
+
+def _verdict(job, options):
+    """The CaseResult of a job whose calls are all made."""
+    if options.repeat == 1:
+        return job.results[0]
+    return _combine_attempts(job.results, options)
+
+
+def run_case(case, call_model, options=None):
+    """The CaseResult of `call_model(case.input)` (options.repeat times; see asking), scored; a
+    raise (but KeyboardInterrupt or a refusal, called again after its wait), a timeout or a
+    return that is no reply is an unscored error."""
+    options = options or RunOptions()
+    stop = threading.Event()
+    try:
+        return next(_finished([case], asking(call_model), options, stop))[1]
+    finally:
+        stop.set()
 
 
 def run_cases(cases, call_model, options=None, on_result=None):
@@ -2026,10 +2145,11 @@ def each_result(cases, call_model, options=None, on_result=None):
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
     # a refused key stops this run's calls, not a later run's
-    options.refused, options.replies, options.cached, options.replayed = None, 0, 0, 0
+    options.refused = None
+    options.replies = options.cached = options.replayed = options.refusals = 0
     stop, waiting, turn = threading.Event(), {}, 0
     try:
-        for index, result in _finished(cases, _asking(call_model), options, stop):
+        for index, result in _finished(cases, asking(call_model), options, stop):
             if on_result:
                 on_result(result)
             waiting[index] = result
@@ -2043,26 +2163,67 @@ def each_result(cases, call_model, options=None, on_result=None):
         _release_caller()  # the one this thread used, when the cases ran here
 
 
+class _Schedule:
+    """The cases of a run for its workers, thread-safe: a refused case whose wait is over, else
+    the next case in case-file order; `stop` ends it."""
+
+    def __init__(self, cases, stop):
+        self.fresh, self.stop = enumerate(cases), stop
+        self.waiting = []  # a heap of (monotonic time it is due, job)
+        self.out = 0  # jobs taken, neither finished nor put back
+        self.changed = threading.Condition()
+
+    def take(self):
+        """The next job, or None when none is left (or the run was stopped)."""
+        with self.changed:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                if self.waiting and self.waiting[0][0] <= now:
+                    self.out += 1
+                    return heapq.heappop(self.waiting)[1]
+                index, case = next(self.fresh, (None, None))
+                if case is not None:
+                    self.out += 1
+                    return _Job(index, case)
+                if not self.waiting and not self.out:
+                    return None
+                # Woken by a job put back; and every 0.2 s to see `stop` (Ctrl-C in this thread)
+                due = self.waiting[0][0] - now if self.waiting else 0.2
+                self.changed.wait(min(due, 0.2))
+            return None
+
+    def put_back(self, job, wait):
+        """`job` is finished (`wait` None), or due again in `wait` seconds."""
+        with self.changed:
+            self.out -= 1
+            if wait is not None:
+                heapq.heappush(self.waiting, (time.monotonic() + wait, job))
+            self.changed.notify_all()
+
+
 def _finished(cases, call, options, stop):
     """Yield (index, CaseResult) as cases finish, in `options.concurrency` worker threads (one:
-    this thread), each taking the next case not started, in case-file order, until `stop`."""
-    fresh, lock, done = enumerate(cases), threading.Lock(), queue.SimpleQueue()
-
-    def take():
-        with lock:
-            return None if stop.is_set() else next(fresh, None)
-
+    this thread), each taking the next job of the _Schedule, until `stop`."""
+    schedule = _Schedule(cases, stop)
     if options.concurrency <= 1:
-        yield from ((index, _run_one(case, call, options)) for index, case in iter(take, None))
+        for job in iter(schedule.take, None):
+            wait = _advance(job, call, options)
+            schedule.put_back(job, wait)
+            if wait is None:
+                yield job.index, _verdict(job, options)
         return
+    done = queue.SimpleQueue()
 
     def worker():
-        for index, case in iter(take, None):
+        for job in iter(schedule.take, None):
             try:
-                result = _run_one(case, call, options)
+                wait = _advance(job, call, options)
+                result = None if wait is not None else _verdict(job, options)
             except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
-                result = CaseResult(case.id, "error", error=_describe_error(exc))
-            done.put((index, result))
+                wait, result = None, CaseResult(job.case.id, "error", error=_describe_error(exc))
+            schedule.put_back(job, wait)
+            if result is not None:
+                done.put((job.index, result))
         _release_caller()
 
     # Daemon threads: a hung provider call must not keep the process alive after Ctrl-C.
@@ -2650,7 +2811,7 @@ def make_record(
     baseline,
     cases=None,
     accept=False,
-    include_outputs=True,
+    shown=None,
     all_case_ids=None,
     options=None,
     entries=None,
@@ -2661,7 +2822,8 @@ def make_record(
     the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
     entries = [] if entries is None else entries
     by_id, ran = {case.id: case for case in cases or ()}, set()
-    shown = (lambda entry: entry) if include_outputs else _extras("--omit-outputs").without_outputs
+    included = shown is None
+    shown = shown or (lambda entry: entry)
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
@@ -2701,7 +2863,7 @@ def make_record(
         "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-        "outputs_included": include_outputs,
+        "outputs_included": included,
         "accepted": accept,
         "options": {
             "concurrency": options.concurrency,
@@ -3282,80 +3444,94 @@ _OPTIONS = {
 }
 
 
-def _parser(command, extras):
+def _parser(command, plugin):
     """The argument parser of `command` ("": run the cases), from _COMMANDS and _OPTIONS and
-    `extras`' (None: missing; its options are then None, and a usage error names the file)."""
+    those the optional file `plugin` declares (None: missing): its COMMANDS, with under "" the
+    option groups and the description it adds to the run command's, and its OPTIONS."""
     import textwrap
 
     def wrap(text):
-        return text and "\n\n".join(
+        if not text:
+            return text
+        return "\n\n".join(
             p if "\n" in p or p.startswith("example:") else textwrap.fill(p, 79)
             for p in text.split("\n\n")
         )
 
-    commands = {**_COMMANDS, **(extras.COMMANDS if extras else {})}
-    options = {**_OPTIONS, **(extras.OPTIONS if extras else {})}
-    _, description, epilog, groups = commands[command]
+    commands, options = dict(_COMMANDS), dict(_OPTIONS)
+    if plugin:
+        options.update(plugin.OPTIONS)
+        commands.update({name: spec for name, spec in plugin.COMMANDS.items() if name})
+    function, description, epilog, groups = commands[command]
+    if plugin and not command:  # the run command: the core's, and what the optional file adds
+        _, more, _, added = plugin.COMMANDS[""]
+        description += "\n\n" + more
+        groups = {title: names + tuple(added.get(title, ())) for title, names in groups.items()}
     parser = argparse.ArgumentParser(
         prog=f"evals.py {command}".strip(),
         description=wrap(description),
         epilog=wrap(epilog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    missing = []
     for title, names in groups.items():
         group = parser.add_argument_group(title) if title else parser
         for name in names:
-            if name not in options and not name.startswith("--no-"):  # off: nothing to turn off
-                missing.append(name)
-                parser.set_defaults(**{name.lstrip("-").replace("-", "_"): None})
-                continue
-            spec = options.get(name, "(without evals_extras.py: nothing to turn off)")
-            group.add_argument(
-                *name.split(":")[-1].split(),
-                **(dict(action="store_true", help=spec) if isinstance(spec, str) else spec),
-            )
+            spec = options[name]
+            if isinstance(spec, str):  # an on/off flag: its help
+                spec = dict(action="store_true", help=spec)
+            group.add_argument(*name.split(":")[-1].split(), **spec)
+    parser.set_defaults(function=function)
 
     def error(message):  # one line naming --help, not the 20-line usage argparse prints first
-        needed = next((name for name in missing if f" {name}" in message), None)
         hint = " (--help lists the options)"
-        if needed:
-            message, hint = f"{needed} needs evals_extras.py: copy it beside evals.py", ""
+        if not plugin and "unrecognized arguments" in message:
+            hint = (
+                " (--help lists the options; more options come with evals_extras.py, which "
+                f"is not beside evals.py: copy it there, {_HERE})"
+            )
         parser.exit(2, f"{parser.prog}: error: {message}{hint}\n")
 
     parser.error = error
     return parser
 
 
+def _without_plugin(argv):
+    """`argv` without the --no-X flags the core does not know: without the optional file
+    there is nothing of its to turn off (a workflow passes --no-history either way)."""
+    known = {flag for name in _OPTIONS for flag in name.split(":")[-1].split()}
+    return [arg for arg in argv if not arg.startswith("--no-") or arg in known]
+
+
 def main(argv=None, stdout=None, stderr=None):
     """Command-line entry point; returns the exit code (see the module docstring).
 
-    argv: arguments without the program name (default sys.argv[1:]); a first argument naming a
-    command (merge, history, add, check, report, compare, review: evals_extras.py's) runs it,
-    anything else runs the cases.
+    argv: arguments without the program name (default sys.argv[1:]); a first argument that is
+    not an option names a command of the optional file (merge, report, ...: `evals.py --help`
+    lists them), anything else runs the cases.
     stdout and stderr default to sys.stdout and sys.stderr; tests pass io.StringIO.
     """
     stdout, stderr = _Masking(stdout or sys.stdout), _Masking(stderr or sys.stderr)
     _find_secrets()
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = argv[0] if argv and argv[0] in _EXTRA_COMMANDS else ""
-    if argv[:1] == ["--version"]:  # answered before the optional file is looked for
+    command = ""
+    if argv and not argv[0].startswith("-"):
+        command, argv = argv[0], argv[1:]
+    if not command and argv[:1] == ["--version"]:  # before the optional file is looked for
         stdout.write(f"evals {__version__}\n")
         return EXIT_OK
     try:
-        extras = _extras(f"`evals.py {command}`" if command else None)
+        plugin = _extras(f"`evals.py {command}`" if command else None)
+        if plugin and command and command not in plugin.COMMANDS:
+            raise EvalsError(f"unknown command {command!r}: `evals.py --help` lists them")
+        if not plugin:
+            argv = _without_plugin(argv)
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
-                args = _parser(command, extras).parse_args(argv[1:] if command else argv)
+                args = _parser(command, plugin).parse_args(argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with (
-            _sigterm_as_interrupt(),
-            (  # the optional file tells the client of its cache
-                extras.environ_kept("EVALS_CACHE") if extras else contextlib.nullcontext()
-            ),
-        ):
-            return (extras.COMMANDS if command else _COMMANDS)[command][0](args, stdout, stderr)
+        with _sigterm_as_interrupt():
+            return args.function(args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
         return EXIT_INTERRUPTED
@@ -3391,41 +3567,41 @@ def _sigterm_as_interrupt():
 
 
 def _exit_code(summary, strict=False, accepted=False):
-    failed = (summary["regressed"] and not accepted) or (
-        strict and summary["passed"] < summary["total"]
-    )
-    return (
-        EXIT_INVALID
-        if summary["errored"]
-        else (EXIT_REGRESSION if failed or _below_floor(summary) else EXIT_OK)
-    )
+    """The exit code of a finished run (see _EXIT_CODES)."""
+    if summary["errored"]:  # the run is incomplete: that wins over any verdict
+        return EXIT_INVALID
+    if summary["regressed"] and not accepted:
+        return EXIT_REGRESSION
+    if strict and summary["passed"] < summary["total"]:
+        return EXIT_REGRESSION
+    if _below_floor(summary):
+        return EXIT_REGRESSION
+    return EXIT_OK
 
 
 # What an existing file must begin with (its first 4 KiB) to be replaced by the output of an
 # option: one this tool wrote before. Anything else (the harness, a module, a README, the
-# recordings a client replays) is the user's, and is never written over.
-_OWN_FILES = {
+# recordings a client replays) is the user's, and is never written over. The optional file
+# adds its reports' marks.
+OWN_FILES = {
     "--out": ('"format": "evals-run"',),
     "--json": ('"format": "evals-run"',),
-    "--junit": ('<testsuites name="evals"',),
-    "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
-    "--html": ("<title>evals",),
     "--record": ('"id":',),
 }
 
 
-def _refuse_overwriting(args, read, written=None):
-    """Before any call: each file to write ({option: path or None}, default: the options of
-    _OWN_FILES that `args` has) is named, in a folder that exists, neither a file read
-    ({label: path}) nor another file written, and, if it exists, one this tool wrote."""
+def _same_file(a, b):
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
 
-    def same(a, b):
-        return os.path.realpath(a) == os.path.realpath(b) or (
-            os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-        )
 
+def refuse_overwriting(read, written):
+    """EvalsError, before any call, unless each file to write ({option: path or None}) is named,
+    in a folder that exists, neither a file read ({label: path}) nor another file written, and,
+    if it exists and its option is in OWN_FILES, one this tool wrote."""
     seen = {label: path for label, path in read.items() if path}
-    for option, path in (written or {o: getattr(args, o[2:], None) for o in _OWN_FILES}).items():
+    for option, path in written.items():
         if path is None:
             continue
         if not path.strip():
@@ -3435,15 +3611,15 @@ def _refuse_overwriting(args, read, written=None):
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise EvalsError(f"cannot write {path}: there is no folder {folder}")
-        clash = next((label for label, taken in seen.items() if same(path, taken)), None)
+        clash = next((label for label, taken in seen.items() if _same_file(path, taken)), None)
         if clash:
             raise EvalsError(
                 f"{option} {path} is also {clash}: refusing to overwrite it; write to another file"
             )
-        if option in _OWN_FILES and os.path.exists(path):
+        if option in OWN_FILES and os.path.exists(path):
             with open(path, encoding="utf-8", errors="replace") as handle:
                 head = handle.read(4096)
-            if head.strip() and not any(mark in head for mark in _OWN_FILES[option]):
+            if head.strip() and not any(mark in head for mark in OWN_FILES[option]):
                 raise EvalsError(
                     f"{option} {path}: the file exists and is not one this tool "
                     f"wrote ({option} writes a new one): refusing to overwrite it; "
@@ -3455,127 +3631,204 @@ def _refuse_overwriting(args, read, written=None):
 # ---- running the cases ----
 
 
+class Run:
+    """A run of the cases as the command line sets it up, handed to the optional file's hooks
+    (before_run, around_call, finish), which read and set these attributes:
+    args (every option's value: the optional file reads its own options there), cases (the case
+    file's), digest (its sha256), baseline (a Baseline), selected (the cases to call), skipped
+    (cases left out, keeping their baseline entries), options (RunOptions), client (the client's
+    name), out (where the record goes; None: the baseline), save (whether a record is written),
+    read and written ({label: path} of the files read and written: refuse_overwriting),
+    nothing (a "nothing to rerun: ..." line: no call is made), keep_empty (an empty selection
+    still writes its record: a shard), shown (the entry as the record keeps it, or None), notes
+    (lines printed after the summary), stopped (interrupted), stdout, stderr."""
+
+    def __init__(self, args, cases, digest, baseline, stdout, stderr):
+        self.args, self.cases, self.digest, self.baseline = args, cases, digest, baseline
+        failed = baseline if args.failed else None
+        self.selected, self.skipped = select_cases(cases, args.tag, args.id, failed), []
+        self.options = RunOptions(
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+            repeat=args.repeat,
+            min_pass=args.min_pass,
+        )
+        self.client, self.out, self.save = None, args.out, not args.no_save
+        self.read = {f"--{name}": getattr(args, name) for name in ("cases", "rescore", "baseline")}
+        self.written = {option: getattr(args, option[2:]) for option in OWN_FILES}
+        self.nothing, self.keep_empty, self.shown = None, False, None
+        self.notes, self.stopped = [], False
+        self.stdout, self.stderr = stdout, stderr
+
+
+def _baseline_of(cases_path):
+    """The baseline of a case file, from any folder: last_run.json beside cases.jsonl,
+    NAME.last_run.json beside NAME.jsonl."""
+    folder, name = os.path.split(cases_path)
+    if name == DEFAULT_CASES:
+        return os.path.join(folder, DEFAULT_BASELINE)
+    return os.path.join(folder, os.path.splitext(name)[0] + ".last_run.json")
+
+
 def _run_command(args, stdout, stderr):
+    plugin = _extras()  # its checks register as it is imported
     if args.list_checks:
-        _extras()  # its checks too, when it is there
         stdout.write(_check_table())
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
         stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
-    folder, name = os.path.split(args.cases)  # from any folder, one case file has one baseline
-    args.baseline = args.baseline or os.path.join(
-        folder,
-        DEFAULT_BASELINE
-        if name == DEFAULT_CASES
-        else os.path.splitext(name)[0] + ".last_run.json",
-    )
+    args.baseline = args.baseline or _baseline_of(args.cases)
     _refuse_contradictions(args)
-    baseline = load_baseline(args.baseline)
-    _extras() and _extras().warn_before_run(args, baseline, cases, stderr)  # misspellings...
-    selected = _selection(args, cases, baseline)
-    if selected is None:
-        stdout.write(
-            "nothing to rerun: "
-            + (
-                "the history marks no selected case flaky\n"
-                if args.repeat_flaky
-                else f"no selected case errored in {args.baseline}\n"
-                if args.errored
-                else f"every case passed in {args.baseline}\n"
-            )
-        )
+    run = Run(args, cases, digest, load_baseline(args.baseline), stdout, stderr)
+    if plugin:
+        plugin.before_run(run)
+    if args.min_pass is not None and args.min_pass > run.options.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {run.options.repeat}")
+    if run.save and not run.out:
+        run.written["--baseline"] = args.baseline
+        run.read.pop("--baseline")
+    refuse_overwriting(run.read, run.written)
+    if args.record and os.path.exists(args.record):  # malformed: refused now, not after calls
+        collections.deque(_recording_rows(args.record), 0)
+    if run.nothing:
+        stdout.write(run.nothing + "\n")
         return EXIT_OK
+    if not run.selected and not run.keep_empty:
+        if args.failed and not (args.tag or args.id):
+            stdout.write(f"nothing to rerun: every case passed in {args.baseline}\n")
+            return EXIT_OK
+        raise EvalsError(
+            "no case matches the selection (--tag, --id, --failed)" + _selection_hint(args, cases)
+        )
     # A --baseline that names the wrong file would make every regression new, and CI green.
-    if not baseline.entries and (args.failed or args.baseline != DEFAULT_BASELINE):
-        stderr.write(
-            f"evals: note: {args.baseline} holds no run yet, so "
-            + ("--failed runs every case\n" if args.failed else "every case is new\n")
-        )
-    options = RunOptions(
-        concurrency=args.concurrency,
-        timeout=args.timeout,
-        repeat=args.repeat,
-        min_pass=args.min_pass,
-        rate_limit=args.rate_limit,
-    )
-    selected, skipped = (
-        _extras().prepare_run(args, selected, options, stderr) if _extras() else (selected, [])
-    )  # prices, the judge and the cache are the optional file's
-    call_model, client_name = _client_for(args, selected, options, stderr)
-    if not args.quiet:  # the headline: how many cases, the client, the repeat
-        total = len(cases)
-        scope = f"{len(selected)} of {total}" if len(selected) != total else total
-        repeat = f", repeat {options.repeat} (pass {options.needed})" if options.repeat > 1 else ""
-        stdout.write(
-            f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
-            f"{args.cases}, client {client_name}{repeat}\n"
-        )
+    if not run.baseline.entries and (args.failed or args.baseline != DEFAULT_BASELINE):
+        what = "--failed runs every case" if args.failed else "every case is new"
+        stderr.write(f"evals: note: {args.baseline} holds no run yet, so {what}\n")
+    call_model, run.client = _client_for(args, run.selected, run.options, stderr)
+    if plugin:
+        call_model = plugin.around_call(call_model, run)
+    if not args.quiet:
+        stdout.write(_headline(run))
         stdout.flush()
-    collected = None  # with --batch: forgets the saved batch once its run is recorded
-    if args.batch or args.batch_resume:
-        call_model, collected = _extras().batch_client(
-            args, selected, call_model, client_name, digest, options, stderr
-        )
-    stopped = []
-    run = RunResult(
-        _with_progress(selected, call_model, options, args.quiet, stderr, stopped),
-        _now(),
-        None,
-        client_name,
-        args.cases,
-        digest,
+    return _finish_run(run, _run_cases(run, call_model))
+
+
+def _headline(run):
+    """The first line of a run: how many cases, the client, the repeat."""
+    total = len(run.cases)
+    scope = total
+    if len(run.selected) != total:
+        scope = f"{len(run.selected)} of {total}"
+    repeat = ""
+    if run.options.repeat > 1:
+        repeat = f", repeat {run.options.repeat} (pass {run.options.needed})"
+    return (
+        f"evals {__version__}: {scope} case{'s' if total != 1 else ''} from "
+        f"{run.args.cases}, client {run.client}{repeat}\n"
+    )
+
+
+def _run_cases(run, call_model):
+    """The record of the run's calls, scored and compared with the baseline; run.stopped is
+    set when Ctrl-C or SIGTERM ended them early."""
+    args, stopped = run.args, []
+    results = _with_progress(
+        run.selected, call_model, run.options, args.quiet, run.stderr, stopped
     )
     record = make_record(
-        run,
-        baseline,
-        cases,
-        args.accept and not stopped,
-        not args.omit_outputs,
-        [c.id for c in cases],
-        options,
+        RunResult(results, _now(), None, run.client, args.cases, run.digest),
+        run.baseline,
+        run.cases,
+        args.accept,
+        run.shown,
+        [c.id for c in run.cases],
+        run.options,
         _Spool(),
         args.alpha,
     )
+    run.stopped = bool(stopped)
     if args.min_pass_rate is not None:
         record["summary"]["min_pass_rate"] = args.min_pass_rate
-    if stopped:  # nothing is written, so accepting made no difference
+    return record
+
+
+def _finish_run(run, record):
+    """The summary, recordings, record and reports of a run, inside the optional file's
+    finish(run, record); an interrupted run writes nothing. Returns the exit code."""
+    plugin = _extras()
+    args, stdout, stderr = run.args, run.stdout, run.stderr
+    with plugin.finish(run, record) if plugin else contextlib.nullcontext():
         stdout.write(format_summary(record, args.quiet))
-        stderr.write(
-            f"evals: interrupted after {record['summary']['total']} of "
-            f"{len(selected)} cases; no record written (--resume reuses its answers)\n"
-        )
-        return EXIT_INTERRUPTED
-    _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr)
-    if collected and not args.no_save:  # kept unrecorded, it can be collected again, free
-        collected()
+        stdout.writelines(run.notes)
+        if run.options.refusals:
+            stdout.write(
+                f"{_plural(run.options.refusals, 'call')} refused by the provider for a while "
+                "(a rate limit, an overload) and called again after the wait it asked for\n"
+            )
+        if run.stopped:  # nothing is written, so accepting made no difference
+            stderr.write(
+                f"evals: interrupted after {record['summary']['total']} of "
+                f"{len(run.selected)} cases; no record written\n"
+            )
+            return EXIT_INTERRUPTED
+        if args.record:
+            _save_recordings(args.record, record, stderr)
+        _save_record(run, record)
+        if args.json:
+            write_atomic(args.json, record_chunks(record))
+        if args.github:
+            stdout.write(github_annotations(record))
     code = _exit_code(record["summary"], args.strict, args.accept)
     if code == EXIT_REGRESSION and args.strict and not record["summary"]["regressed"]:
         stderr.write("evals: exit 1: --strict, and not every case passed\n")
     return code
 
 
+def _save_record(run, record):
+    """Write the record to run.out, else to the baseline (unless --no-save)."""
+    args = run.args
+    if run.out:
+        write_record(run.out, record)
+        run.stderr.write(f"evals: run record written to {run.out}\n")
+        return
+    if not run.save:
+        return
+    # Another run replaced the baseline since this one read it: a slower run must not undo an
+    # --accept, so the record goes beside it, exit 2.
+    if _stamp(args.baseline) != run.baseline.stamp:
+        beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
+        write_record(beside, record)
+        raise EvalsError(
+            f"{args.baseline} was written by another run while this one ran; "
+            f"it is not overwritten. This run's record is in {beside}"
+        )
+    write_record(args.baseline, record)
+    if args.accept:
+        run.stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
+
+
 def _client_for(args, cases, options, stderr):
     """(call_model, its name): the recordings replayed (--rescore), else the client to load:
     --client, EVALS_CLIENT, else my_client:ask; my_client's ask with no provider configured is
     the replay of EVALS_RECORDINGS (see _offline_client)."""
-    name = (
-        f"rescore:{args.rescore}"
-        if args.rescore
-        else (args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT)
-    )
     if args.rescore:
         call_model = replay_client(load_outputs(args.rescore, options.repeat), args.rescore)
-    elif not _offline(name, "ask", "EVALS_PROVIDER"):
-        call_model = load_callable(name)
-    else:  # the harness replays what my_client would have called a model for
-        call_model, name = _offline_client(options.repeat, stderr)
+        name = f"rescore:{args.rescore}"
+    else:
+        name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
+        if _offline(
+            name, "ask", "EVALS_PROVIDER"
+        ):  # the harness replays what my_client would call
+            call_model, name = _offline_client(options.repeat, stderr)
+        else:
+            call_model = load_callable(name)
     refuse_conversations(cases, call_model, name)
     return call_model, name
 
 
-def _refuse_pairs(args, *pairs):
+def refuse_pairs(args, *pairs):
     """EvalsError for the first pair of options (dests) that `args` both has."""
     for first, second in pairs:
         if getattr(args, first) and getattr(args, second):
@@ -3586,49 +3839,29 @@ def _refuse_pairs(args, *pairs):
 
 
 def _refuse_contradictions(args):
-    """Options that cannot go together, and files that cannot be written, before any call."""
-    if args.repeat_flaky and args.repeat > 1:
-        raise EvalsError(
-            "--repeat and --repeat-flaky contradict each other: --repeat-flaky N "
-            "calls each flaky case N times; choose one"
-        )
-    option = "--repeat-flaky" if args.repeat_flaky else "--repeat"
-    args.repeat = args.repeat_flaky or args.repeat  # N calls of each case run, flaky or not
-    if args.min_pass is not None and args.min_pass > args.repeat:
-        raise EvalsError(f"--min-pass {args.min_pass} is more than {option} {args.repeat}")
-    _refuse_pairs(
+    """Options that cannot go together, before any call."""
+    refuse_pairs(
         args,
         ("accept", "no_save"),
         ("accept", "out"),
         ("no_save", "out"),
         ("rescore", "client"),
-        ("record", "omit_outputs"),
     )
-    _refuse_overwriting(
-        args,
-        {f"--{name}": getattr(args, name) for name in ("cases", "rescore", "prices", "baseline")},
-    )
-    if not (args.no_save or args.out or args.shard):
-        _refuse_overwriting(args, {}, {"--baseline": args.baseline})
-    if args.record and os.path.exists(args.record):  # malformed: refused now, not after the calls
-        collections.deque(_recording_rows(args.record), 0)
 
 
-def _selection(args, cases, baseline):
-    """The cases to run, or None when --failed, --errored or --repeat-flaky finds nothing."""
-    selected = select_cases(
-        cases, args.tag, args.id, baseline if args.failed else None, args.shard
-    )
-    if args.repeat_flaky or args.errored:  # the optional file's selections
-        selected = _extras().narrow_selection(args, selected, baseline)
-    if not selected and not args.shard:  # a shard writes its record, even an empty one
-        if args.repeat_flaky or args.errored or args.failed and not (args.tag or args.id):
-            return None
-        raise EvalsError(
-            "no case matches the selection (--tag, --id, --failed)"
-            + (_extras().selection_hint(args, cases) if _extras() else "")
-        )
-    return selected
+def _selection_hint(args, cases):
+    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
+    tags = sorted({tag for case in cases for tag in case.tags})
+    if set(args.tag or ()) - set(tags):
+        return f"; the case file's tags: {', '.join(tags) or 'none'}"
+    ids = [c.id for c in cases]
+    for pattern in args.id or ():
+        if pattern in ids or set(pattern) & set("*?["):
+            continue
+        hint = _did_you_mean(pattern, ids)
+        if hint != ".":
+            return hint
+    return ""
 
 
 def _with_progress(cases, call_model, options, quiet, stream, stopped):
@@ -3655,51 +3888,6 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
         if counts:
             stream.write("\r" + " " * 60 + "\r")
             stream.flush()
-
-
-def _finish_run(args, record, selected, skipped, baseline, options, stdout, stderr):
-    """The summary, recordings, record, history and reports of a finished run (`skipped`: left
-    out by the optional file); the record first, so the history never holds a lost run."""
-    extras = _extras()  # without it, a run keeps no history (and says nothing)
-    history = not (args.no_history or args.no_save) and extras
-    if history:
-        history.read_flaky(args, record, stderr)
-    stdout.write(format_summary(record, args.quiet))
-    if extras:
-        extras.after_summary(args, record, selected, skipped, options, stdout, stderr)
-    if args.record:
-        _save_recordings(args.record, record, stderr)
-    out = args.out or args.shard and f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
-    if out:
-        write_record(out, record)
-        stderr.write(f"evals: run record written to {out}\n")
-    elif not args.no_save:
-        # Another run replaced the baseline since this one read it: a slower run must not undo
-        # an --accept, so the record goes beside it, exit 2.
-        if _stamp(args.baseline) != baseline.stamp:
-            beside = f"{os.path.splitext(args.baseline)[0]}.{os.getpid()}.json"
-            write_record(beside, record)
-            raise EvalsError(
-                f"{args.baseline} was written by another run while this one ran; "
-                f"it is not overwritten. This run's record is in {beside}"
-            )
-        write_record(args.baseline, record)
-        if args.accept:
-            stdout.write(f"accepted this run as the baseline in {args.baseline}\n")
-    if history:
-        history.append_run(args, record, stderr)
-    _write_reports(args, record, baseline.entries, stdout)
-
-
-def _write_reports(args, record, previous, stdout):
-    """The record (--json), GitHub annotations and the optional file's reports asked for;
-    `previous`: the baseline's entries (the HTML report shows a regression's last pass)."""
-    if args.json:
-        write_atomic(args.json, record_chunks(record))
-    if args.github:
-        stdout.write(github_annotations(record))
-    if _extras():
-        _extras().write_reports(args, record, previous)
 
 
 def _save_recordings(path, record, stderr):
@@ -3729,30 +3917,16 @@ def _save_recordings(path, record, stderr):
     )
 
 
-# ---- other commands ----
-
-
-_REPORTS = ("--omit-outputs", "--json", "--junit", "--markdown", "--html", "--github")
-# What a copy of evals.py without evals_extras.py cannot do: refused with a message naming it.
-_EXTRA_COMMANDS = ("merge", "history", "add", "check", "report", "compare", "review")
+# ---- the command line's tables ----
 
 # Each command: (function, description, epilog, {group title or None: option names}); ""
-# runs the cases. evals_extras.COMMANDS holds the others, and OPTIONS their options.
+# runs the cases. The optional file's COMMANDS holds its commands (and, under "", what it adds
+# to this one), its OPTIONS their options.
 _COMMANDS = {
     "": (
         _run_command,
         "Run a JSONL file of cases through a model, score deterministic checks, "
-        "and compare with the previous run (the baseline) to catch regressions.\n\n"
-        "other commands (each has --help):\n"
-        "  python evals.py merge RECORD...     combine shard run records into one\n"
-        "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
-        "  python evals.py add --id ID ...     append a validated case to the cases\n"
-        "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
-        "  python evals.py report RECORD       write reports for a saved run record\n"
-        "  python evals.py compare A B         compare two run records (two models, prompts)\n"
-        "  python evals.py review              turn captured calls into cases\n"
-        "These commands, and the options for the judge, reports, history, shards, the rate\n"
-        "limit, prices, budgets and batches, need evals_extras.py beside evals.py.",
+        "and compare with the previous run (the baseline) to catch regressions.",
         _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
         "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.",
         {
@@ -3766,29 +3940,18 @@ _COMMANDS = {
                 "--validate",
                 "--list-checks",
             ),
-            "selection": ("--tag", "--id", "--failed", "--errored", "--shard"),
+            "selection": ("--tag", "--id", "--failed"),
             "model calls": (
                 "--client",
                 "--rescore",
                 "--record",
                 "-j --concurrency",
                 "--timeout",
-                "--rate-limit",
                 "--repeat",
                 "--min-pass",
-                "--repeat-flaky",
-                "--budget",
-                "--prices",
-                "--cache",
-                "--no-cache",
-                "--resume",
-                "--batch",
-                "--batch-resume",
-                "--judge",
-                "--no-judge",
             ),
             "pass rates and gates": ("--alpha", "--min-pass-rate"),
-            "output": ("-q --quiet", "--strict", *_REPORTS, "--history", "--no-history"),
+            "output": ("-q --quiet", "--strict", "--json", "--github"),
         },
     ),
 }

@@ -43,7 +43,11 @@ __all__ = [
     "verdict_status",
     "JUDGE_KEYS",
     "replay_judge",
-    "RateLimiter",
+    "Limiter",
+    "client_identity",
+    "before_run",
+    "around_call",
+    "finish",
     "PRICES",
     "call_cost",
     "priced",
@@ -91,10 +95,8 @@ from evals import (  # the core's names this file builds on
     Texts,
     _EXIT_CODES,
     _NotJson,
-    _REPORTS,
     _STRICT_DECODER,
     _alpha,
-    _asking,
     _below_floor,
     _bounds,
     _call_text,
@@ -130,8 +132,6 @@ from evals import (  # the core's names this file builds on
     _rate_change,
     _reasons,
     _recording_rows,
-    _refuse_overwriting,
-    _refuse_pairs,
     _regex_problem,
     _reply_lines,
     _rows,
@@ -144,7 +144,6 @@ from evals import (  # the core's names this file builds on
     _visible,
     _within,
     _words,
-    _write_reports,
     case_problems,
     case_reasons,
     completed,
@@ -161,6 +160,14 @@ from evals import (  # the core's names this file builds on
     summarize,
     write_atomic,
     write_record,
+    asking,
+    refuse_overwriting,
+    refuse_pairs,
+    OWN_FILES,
+    read_reply,
+    shard_of,
+    github_annotations,
+    record_chunks,
 )
 
 
@@ -1411,7 +1418,7 @@ class Judge:
 
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
-        self._ask = _asking(func)
+        self._ask = asking(func)
         self.name = name or _callable_name(func)
         self.cache_path = cache_path
         self.timeout = timeout
@@ -1673,24 +1680,6 @@ def _append_line(path, row, data=None):
 # ---------------------------------------------------------------------------------------------
 
 
-class RateLimiter:
-    """Starts at most `per_second` calls a second across all threads (evenly spaced)."""
-
-    def __init__(self, per_second):
-        self.interval, self._next, self._lock = (
-            1.0 / per_second,
-            time.monotonic(),
-            threading.Lock(),
-        )
-
-    def wait(self):
-        with self._lock:
-            start = max(now := time.monotonic(), self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
 class Budget:
     """A spending limit in US dollars shared by all calls of a run (thread-safe). reserve()
     estimates the next call as the dearest so far and raises BudgetExceeded if spent, in-flight
@@ -1803,7 +1792,7 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
             "`batch` attribute, as my_client:ask has)"
         )
     calls = {
-        _batch_call_id(case.id, r): [case.id, r] for case in cases for r in range(args.repeat)
+        _batch_call_id(case.id, r): [case.id, r] for case in cases for r in range(options.repeat)
     }
     by_id = {case.id: case for case in cases}
     settings = sorted(
@@ -1939,68 +1928,522 @@ def _answered_from(replies):
 
 
 # ---------------------------------------------------------------------------------------------
-# The journal of a live run: what an interrupted run got, reused by --resume (the client's)
+# Around each call, for any client: the journal of a live run, the call cache, the rate limits
 # ---------------------------------------------------------------------------------------------
 
 # A live run's answers are paid for: an interrupted one (Ctrl-C, a CI timeout) must not lose
-# them. The client keeps each answer in the run's journal as it comes (my_client: in the
-# format of its cache, keyed by the request and the repeat index); a run that finishes deletes
-# it, its record holding every answer; `--resume` answers from it the calls already made.
+# them. Each answer goes to the run's journal as it comes, one JSON line; a run that finishes
+# deletes it once its record holds every answer, and `--resume` answers from it the calls made
+# before. The call cache keeps every live answer across runs (--cache). Both key an answer by
+# what the harness can see: the client's identity (client_identity), the input and the repeat;
+# the journal by the case too.
+
+_KEY_FORMAT = "evals-answer-1"  # part of every key: a change of what is kept misses the old
+# What the cache and the journal keep of a reply (read_reply's parts), besides its text.
+_KEPT_PARTS = ("tool_calls", "finish_reason", "usage", "model", "reasoning", "sent")
+
+
+def client_identity(call_model, name):
+    """What decides the answers of `call_model` (named `name`, e.g. "app.bot:answer") besides
+    the input, as a str: the identity the client declares (its attribute `identity`, a str or a
+    function returning one: my_client's names its provider, model, URL and settings), else the
+    sha256 of its source file, so that an edit of that file misses every answer kept before. An
+    edit of a module it imports is not seen: such a client declares an identity."""
+    declared = getattr(call_model, "identity", None)
+    if callable(declared):
+        declared = declared()
+    if isinstance(declared, str):
+        return f"{name} {declared}"
+    import inspect
+
+    try:
+        with open(inspect.getsourcefile(call_model), "rb") as handle:
+            return f"{name} sha256:{hashlib.sha256(handle.read()).hexdigest()}"
+    except (TypeError, OSError):  # a builtin, a callable object made in C: no file to read
+        return name
+
+
+def _answer_key(*parts):
+    text = json.dumps([_KEY_FORMAT, *parts], sort_keys=True, ensure_ascii=False, default=repr)
+    return _sha256(text)
+
+
+def _kept_reply(output):
+    """What the cache and the journal keep of a client's reply (a dict of its text and
+    _KEPT_PARTS), or None for one that is no reply (the run says why) or that a content filter
+    stopped (the filter may let the same request through next time)."""
+    try:
+        answer, parts = read_reply(output)
+    except TypeError:
+        return None
+    if answer.finish_reason == "content_filter":
+        return None
+    kept = {"text": answer.text}
+    kept.update((key, parts[key]) for key in _KEPT_PARTS if parts[key] is not None)
+    if answer.tool_calls:
+        kept["tool_calls"] = list(answer.tool_calls)
+    return kept
+
+
+class _Journal:
+    """The answers of a live run, a JSON line each ({"key", "reply"}), appended as they come
+    with one unbuffered write (a run killed mid-line loses that line only); with `resume`, the
+    answers an interrupted run kept there are read first."""
+
+    def __init__(self, path, resume):
+        self.path, self.kept, self.reused = path, {}, 0
+        if resume and os.path.exists(path):
+            with open(path, "rb") as handle:
+                for line in handle:
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        row = json.loads(line)
+                        self.kept[row["key"]] = row["reply"]
+        self.lock = threading.Lock()
+        self.handle = None
+
+    def get(self, key):
+        reply = self.kept.get(key)
+        if reply is not None:
+            with self.lock:
+                self.reused += 1
+        return reply
+
+    def add(self, key, reply):
+        line = mask_secrets(json.dumps({"key": key, "reply": reply}, ensure_ascii=False))
+        with self.lock:
+            if self.handle is None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self.handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open
+            self.handle.write((line + "\n").encode("utf-8", "backslashreplace"))
+
+    def remove(self):
+        """Delete the journal: the run's record holds every answer now."""
+        with self.lock:
+            if self.handle is not None:
+                self.handle.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+DEFAULT_CACHE = os.path.join(".evals", "cache.sqlite")
+_CACHE_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, client TEXT NOT NULL, "
+    "reply TEXT NOT NULL, created_at TEXT NOT NULL)"
+)
+
+
+class _Cache:
+    """The call cache: live answers across runs, in SQLite at `path` (EVALS_CACHE_PATH, default
+    .evals/cache.sqlite in the current folder), readable by its owner only (it holds answers).
+    A cache that cannot be used is said once; the calls are then made as without one."""
+
+    def __init__(self, path, stderr):
+        self.path, self.stderr, self.hits, self.broken = path, stderr, 0, False
+        self.lock = threading.Lock()
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            self.db = sqlite3.connect(
+                path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # A write survives a killed process without an fsync each; only a power cut may
+            # lose the last ones.
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(_CACHE_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            self._trouble("opened", exc)
+
+    def _trouble(self, done, exc):
+        if not self.broken:
+            self.broken = True
+            self.stderr.write(
+                f"evals: warning: the cache {self.path} could not be {done} ({exc}); the "
+                "model is called as without one\n"
+            )
+
+    def get(self, key):
+        if self.broken:
+            return None
+        try:
+            with self.lock:
+                row = self.db.execute("SELECT reply FROM answers WHERE key = ?", (key,)).fetchone()
+                if row is None:
+                    return None
+                self.hits += 1
+            return json.loads(row[0])
+        except (sqlite3.Error, ValueError) as exc:
+            self._trouble("read", exc)
+            return None
+
+    def add(self, key, client, reply):
+        if self.broken:
+            return
+        text = mask_secrets(json.dumps(reply, ensure_ascii=False))
+        try:
+            with self.lock:
+                self.db.execute(
+                    "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)",
+                    (key, client, text, _now()),
+                )
+        except sqlite3.Error as exc:
+            self._trouble("written", exc)
+
+
+# ---- pacing: the provider's rate limits, from its headers or set by hand ----
+
+# Providers say on every answer how much of each limit is left and when it refills; a request
+# that does not fit is refused (429), and on OpenAI a refused request counts against the limit
+# too. So before each request the harness waits until it fits what is left, the provider's own
+# admission rule: a request costs 1 of the requests limit and its estimated prompt tokens plus
+# its token cap of the tokens limit (Anthropic: the prompt of input tokens, the cap of output
+# tokens). What is left refills continuously (a token bucket, as OpenAI and Anthropic describe
+# their limits), at the rate the reset time implies. The client hands the headers back with
+# each reply (`rate_limits`; my_client does); EVALS_RPM, EVALS_TPM and --rate-limit set limits
+# by hand. Waiting is not an attempt.
+#
+# OpenAI (and the OpenAI-compatible servers that copy it): x-ratelimit-{limit,remaining,reset}-
+# {requests,tokens}, the reset a duration ("6m0s", "20ms"),
+# https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers . Anthropic:
+# anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}, the
+# reset an RFC 3339 time, https://docs.anthropic.com/en/api/rate-limits#response-headers .
+
+_LIMIT_NAMES = ("requests", "tokens", "input-tokens", "output-tokens")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?$")
+PACE_NOTICE_EVERY = 10.0  # seconds between two "waiting for the limit" lines
+PACE_NOTICE_MIN = 1.0  # a wait shorter than this is not said
+PACE_SLEEP_MAX = 1.0  # a waiting call looks again at least this often (answers update the state)
+# The names a reply's token cap has in what it sent: OpenAI's two, Gemini's, Ollama's.
+_CAP_FIELDS = ("max_tokens", "max_completion_tokens", "maxOutputTokens", "num_predict")
+
+
+def parse_reset(value, now=None):
+    """Seconds until a rate limit refills, from a reset header: a duration (OpenAI's ``"1s"``,
+    ``"6m0s"``, ``"20ms"``, or plain seconds) or an RFC 3339 time (Anthropic's
+    ``"2025-01-01T00:00:30Z"``; ``now``: Unix time, default ``time.time()``).  None when
+    absent or unreadable."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+        return max(0.0, seconds) if seconds == seconds else None
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if parts and "".join(n + unit for n, unit in parts) == value:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(n) * scale[unit] for n, unit in parts)
+    match = _RFC3339.match(value)
+    if not match:
+        return None
+    import datetime
+
+    zone = (match.group(3) or "+00:00").upper().replace("Z", "+00:00")
+    try:
+        when = datetime.datetime.fromisoformat(
+            match.group(1).replace("t", "T").replace(" ", "T")
+            + (zone if ":" in zone else zone[:3] + ":" + zone[3:])
+        )
+    except ValueError:
+        return None
+    fraction = float(match.group(2) or 0)
+    return max(0.0, when.timestamp() + fraction - (time.time() if now is None else now))
+
+
+def rate_limits(headers):
+    """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
+    headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
+    # One pass over the headers (an HTTPMessage looks each name up by scanning them all).
+    headers = {
+        name.lower(): value
+        for name, value in headers.items()
+        if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")
+    }
+    if not headers:
+        return {}
+    found = {}
+    for name in _LIMIT_NAMES:
+        for limit, left, reset in (
+            (
+                "x-ratelimit-limit-" + name,
+                "x-ratelimit-remaining-" + name,
+                "x-ratelimit-reset-" + name,
+            ),
+            tuple(
+                "anthropic-ratelimit-%s-%s" % (name, part)
+                for part in ("limit", "remaining", "reset")
+            ),
+        ):
+            try:
+                values = float(headers.get(limit) or ""), float(headers.get(left) or "")
+            except ValueError:
+                continue
+            if values[0] > 0 and values[1] >= 0:
+                found[name] = (values[0], values[1], parse_reset(headers.get(reset)))
+    if "input-tokens" in found or "output-tokens" in found:
+        # Anthropic's tokens-* repeat the most restrictive of those two: counting the prompt and
+        # the cap against it would count each twice.
+        found.pop("tokens", None)
+    return found
+
+
+def _prompt_chars(value):
+    """Characters of the strings in a request body (its messages, system prompt, tools)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_prompt_chars(v) for k, v in value.items() if k != "model")
+    if isinstance(value, list):
+        return sum(_prompt_chars(v) for v in value)
+    return 0
+
+
+def _costs(body, cap):
+    """What a request counts against each limit: 1 request; its prompt, estimated at 4
+    characters a token (OpenAI's rule of thumb; the answers' headers correct the estimate),
+    plus its token cap."""
+    prompt = -(-_prompt_chars(body) // 4)
+    return {
+        "requests": 1.0,
+        "tokens": float(prompt + (cap or 0)),
+        "input-tokens": float(prompt),
+        "output-tokens": float(cap or 0),
+    }
+
+
+class _Bucket:
+    """One limit as the client reckons it: ``level`` left at monotonic time ``at``, refilling
+    at ``rate`` a second up to ``limit``."""
+
+    __slots__ = ("limit", "level", "rate", "at")
+
+    def __init__(self, limit, level, rate, at):
+        self.limit, self.level, self.rate, self.at = limit, level, rate, at
+
+    def left(self, now):
+        return min(self.limit, self.level + self.rate * (now - self.at))
+
+
+class Limiter:
+    """The rate limits of a run's calls, shared by its workers: take() before a call, done()
+    with the rate-limit headers of its reply or of its error (None when there are none).
+
+    Between answers the harness counts its own requests against what is left; an answer's
+    headers correct that. They are as of the moment the provider admitted the request, which
+    the harness does not know: requests sent after it may or may not be counted in them, and so
+    may those still in flight when it was sent. So an answer may lower what is left to what it
+    reports less all that (a request racing ahead of another is never counted twice as free),
+    and raise it only to what it reports less both (the estimates of the prompts may be too
+    high: the provider's figures bring them back). `manual`: {limit name: (size, refill a
+    second)} set by hand, never overwritten by headers, so the lower of both applies."""
+
+    def __init__(self, manual=None, stderr=None, clock=time.monotonic, sleep=time.sleep):
+        self.clock, self.sleep, self.stderr = clock, sleep, stderr
+        self.lock = threading.Lock()
+        self.told = {}  # from the provider's headers
+        now = clock()
+        self.manual = {
+            name: _Bucket(size, size, rate, now) for name, (size, rate) in (manual or {}).items()
+        }
+        self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
+        self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
+        self.said = float("-inf")
+        self.cap = 0  # the token cap the replies say they sent
+
+    def _wait(self, costs, now):
+        """(seconds until a request of `costs` fits every limit, the limit it waits for)."""
+        wait, which = 0.0, ""
+        for name, bucket in list(self.told.items()) + list(self.manual.items()):
+            need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
+            short = need - bucket.left(now)
+            if short > 1e-6 and short / bucket.rate > wait:  # not a rounding error's wait
+                wait, which = short / bucket.rate, name
+        return wait, which
+
+    def take(self, prompt):
+        """Wait until a request of `prompt` fits every known limit, count it against them and
+        return the ticket done() needs: (its costs, what had been reserved, this one included,
+        and what was in flight before it)."""
+        costs = _costs(prompt, self.cap)
+        while True:
+            with self.lock:
+                now = self.clock()
+                wait, which = self._wait(costs, now)
+                if wait <= 0:
+                    for name, bucket in list(self.told.items()) + list(self.manual.items()):
+                        bucket.level, bucket.at = bucket.left(now) - costs[name], now
+                    before = dict(self.flying)
+                    for name in self.spent:
+                        self.spent[name] += costs[name]
+                        self.flying[name] += costs[name]
+                    return dict(costs), dict(self.spent), before
+                if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
+                    self.said = now
+                    self._notice(which, wait)
+            self.sleep(min(wait, PACE_SLEEP_MAX))
+
+    def _notice(self, which, wait):
+        """One line: the calls wait for the provider's limit, and until when."""
+        if self.stderr is None:
+            return
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
+        if which in self.told:
+            bucket = self.told[which]
+            where = "%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
+        else:
+            where = "set by hand (EVALS_RPM, EVALS_TPM, --rate-limit)"
+        self.stderr.write(
+            f"evals: waiting for the provider's rate limit ({which}: {where}) until about "
+            f"{until}; waiting is not a retry\n"
+        )
+
+    def done(self, ticket, headers=None, sent=None):
+        """The request of `ticket` (from take()) is over; `headers`: the rate-limit headers of
+        its answer or error, `sent`: what its reply says it sent (its token cap)."""
+        for field in _CAP_FIELDS:
+            if isinstance((sent or {}).get(field), int):
+                self.cap = sent[field]
+        found = rate_limits(headers or {})
+        costs, mark, before = ticket
+        with self.lock:
+            for name in self.flying:
+                self.flying[name] -= costs[name]
+            now = self.clock()
+            for name, (limit, left, reset) in found.items():
+                known = self.told.get(name)
+                if reset and limit > left:  # refills to full in `reset` seconds
+                    rate = (limit - left) / reset
+                elif known:
+                    rate = known.rate
+                else:  # limits are per minute when the answer does not tell
+                    rate = limit / 60.0
+                told = min(limit, left) - (self.spent[name] - mark[name])  # less those after it
+                safe = told - before[name]  # less those it may have overtaken, too
+                level = safe
+                if known:
+                    level = max(min(known.left(now), told), safe)
+                self.told[name] = _Bucket(limit, level, rate, now)
+
+
+def _limits_by_hand(args):
+    """The limits set by hand: EVALS_RPM (requests a minute), EVALS_TPM (tokens a minute),
+    --rate-limit (requests a second, evenly spaced), as Limiter's `manual`; EvalsError for a
+    value of a variable that is not a number above 0."""
+    manual = {}
+    for name, variable in (("requests", "EVALS_RPM"), ("tokens", "EVALS_TPM")):
+        raw = os.environ.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            limit = float(raw)
+        except ValueError:
+            limit = math.nan
+        if not 0 < limit < math.inf:
+            raise EvalsError(
+                f"{variable} must be a number above 0 (a minute's limit), got {raw!r}"
+            )
+        manual[name] = (limit, limit / 60.0)
+    if args.rate_limit:
+        # A bucket of one request refilling at the rate: starts evenly spaced.
+        rate = args.rate_limit
+        if "requests" in manual:
+            rate = min(rate, manual["requests"][1])
+        manual["requests"] = (1.0, rate)
+    return manual
+
+
+def around_call(call_model, run):
+    """The call_model of a run: a provider batch's answers (--batch), else `call_model` within
+    the journal of the run, the call cache (--cache) and the rate limits, set on `run` (as
+    run.journal, run.cache, run.limiter); recorded answers (a replay) pass through as they are.
+    """
+    args = run.args
+    if args.batch or args.batch_resume:
+        answer, run.forget_batch = batch_client(
+            args, run.selected, call_model, run.client, run.digest, run.options, run.stderr
+        )
+        return answer
+    if getattr(call_model, "model", None) == "replay":
+        return call_model
+    identity = client_identity(call_model, run.client)
+    if (run.save or run.out) and not args.omit_outputs:  # it keeps every answer's text
+        run.journal = _Journal(journal_path(args), args.resume)
+    if run.cache_on:
+        run.cache = _Cache(os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE, run.stderr)
+        run.stderr.write(
+            f"evals: --cache: a call made before by this client ({_how_known(identity)}) with "
+            f"the same input and repeat is answered from {run.cache.path}, not made again\n"
+        )
+    run.limiter = Limiter(_limits_by_hand(args), run.stderr)
+    ask = asking(call_model)
+
+    def call(prompt, *, case, attempt):
+        journal_key = _answer_key(identity, case.id, prompt, attempt)
+        cache_key = _answer_key(identity, prompt, attempt)
+        if run.journal and args.resume:
+            kept = run.journal.get(journal_key)
+            if kept is not None:
+                return dict(kept, cached=True)
+        if run.cache:
+            kept = run.cache.get(cache_key)
+            if kept is not None:
+                if run.journal:  # an interrupted run keeps it too
+                    run.journal.add(journal_key, kept)
+                return dict(kept, cached=True)
+        ticket = run.limiter.take(prompt)
+        try:
+            output = ask(prompt, case, attempt)
+        except BaseException as exc:
+            run.limiter.done(ticket, _rate_limit_headers(exc))
+            raise
+        kept = _kept_reply(output)
+        run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))
+        if kept is not None and run.journal:
+            run.journal.add(journal_key, kept)
+        if kept is not None and run.cache:
+            run.cache.add(cache_key, run.client, kept)
+        return output
+
+    call.accepts_conversations = getattr(call_model, "accepts_conversations", False)
+    return call
+
+
+def _rate_limit_headers(value):
+    """The `rate_limits` a reply (a mapping or an object) or an error carries, or None."""
+    if isinstance(value, collections.abc.Mapping):
+        headers = value.get("rate_limits")
+    else:
+        headers = getattr(value, "rate_limits", None)
+    if isinstance(headers, collections.abc.Mapping):
+        return headers
+    return None
+
+
+def _how_known(identity):
+    """How the cache tells this client's answers from another's, for the line said once."""
+    if " sha256:" in identity:
+        return "known by its name and the content of its file"
+    if " " in identity:
+        return "as it declares itself"
+    return "known by its name only: delete the cache after changing it"
 
 
 def journal_path(args):
-    """The journal of the run `args` describes: unfinished.sqlite beside the baseline (see
-    _beside_baseline), unfinished-NAME.sqlite for a run writing NAME.json (--out, a shard), so
+    """The journal of the run `args` describes: unfinished.jsonl beside the baseline (see
+    _beside_baseline), unfinished-NAME.jsonl for a run writing NAME.json (--out, a shard), so
     that shards in one folder keep theirs."""
-    out = args.out or (
-        f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json" if args.shard else None
-    )
-    name = f"-{os.path.splitext(os.path.basename(out))[0]}" if out else ""
-    return _beside_baseline(args, f"unfinished{name}.sqlite")
+    out = args.out
+    if args.shard and not out:
+        out = f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
+    name = ""
+    if out:
+        name = f"-{os.path.splitext(os.path.basename(out))[0]}"
+    return _beside_baseline(args, f"unfinished{name}.jsonl")
 
 
-def use_journal(args, stderr):
-    """Tell the client, before it is loaded, to keep each live answer in the run's journal
-    (EVALS_JOURNAL) and, with --resume, to answer from it the calls made before (EVALS_RESUME).
-    No journal without a live call (--rescore, a batch) or with --omit-outputs (it keeps the
-    answers' text). Returns its path, or None."""
-    _refuse_pairs(
-        args,
-        *(("resume", other) for other in ("rescore", "batch", "batch_resume", "omit_outputs")),
-    )
-    if args.rescore or args.batch or args.batch_resume or args.omit_outputs:
-        return None
-    path = journal_path(args)
-    os.environ["EVALS_JOURNAL"], os.environ["EVALS_RESUME"] = path, "1" if args.resume else "0"
-    if args.resume and not os.path.exists(path):
-        stderr.write(
-            f"evals: note: --resume: no interrupted run to resume ({path} does not "
-            "exist); every case is called\n"
-        )
-    return path
-
-
-def end_journal(args, options, record, stdout):
-    """After a finished run: how many answers --resume reused (kept in the summary as
-    `reused`), and the journal deleted: the record holds every answer now."""
-    path = os.environ.get("EVALS_JOURNAL")
-    if args.resume and path:
-        record["summary"]["reused"] = options.cached
-        where = "the cache or the interrupted run" if options.cache else "the interrupted run"
-        stdout.write(
-            f"{options.cached} of {_plural(options.replies, 'answer')} reused from "
-            f"{where}; the other calls were made now\n"
-        )
-    for name in (path + suffix for suffix in ("", "-wal", "-shm")) if path else ():
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(name)
-
-
-# ---------------------------------------------------------------------------------------------
-# The call cache's flags (the cache itself is the client's)
-# ---------------------------------------------------------------------------------------------
-
-# EVALS_CACHE's words (my_client reads the same).
+# EVALS_CACHE's words.
 _CACHE_WORDS = {
     **dict.fromkeys(("1", "true", "yes", "on"), True),
     **dict.fromkeys(("", "0", "false", "no", "off"), False),
@@ -2008,38 +2451,23 @@ _CACHE_WORDS = {
 
 
 def use_cache(args):
-    """Whether the run's calls may be answered by the client's cache: --cache, --no-cache, else
-    EVALS_CACHE (EvalsError for a value that is neither on nor off). The client is told in
-    EVALS_CACHE, "1" or "0", set here, before it is loaded; --rescore calls no client, and a
-    batch answers every call (--cache with either is refused)."""
+    """Whether the run's calls may be answered by the call cache: --cache, --no-cache, else
+    EVALS_CACHE (EvalsError for a value that is neither on nor off); --rescore calls no client,
+    and a batch answers every call (--cache with either is refused)."""
     raw = os.environ.get("EVALS_CACHE", "").strip().lower()
     if not (args.cache or args.no_cache) and raw not in _CACHE_WORDS:
         raise EvalsError(f"EVALS_CACHE must be 1 (on) or 0 (off), got {raw!r}")
-    on = not args.no_cache and (args.cache or _CACHE_WORDS[raw])
-    used = on and not (args.rescore or args.batch or args.batch_resume)
-    if used and args.omit_outputs:  # the cache keeps each reply's text
+    if args.no_cache or args.rescore or args.batch or args.batch_resume:
+        return False
+    if not (args.cache or _CACHE_WORDS[raw]):
+        return False
+    if args.omit_outputs:  # the cache keeps each reply's text
+        said = "--cache" if args.cache else "EVALS_CACHE=1"
         raise EvalsError(
-            ("--cache" if args.cache else "EVALS_CACHE=1") + " and --omit-outputs "
-            "contradict each other: the cache keeps every reply's text; choose one "
-            "(--no-cache turns EVALS_CACHE off)"
+            f"{said} and --omit-outputs contradict each other: the cache keeps every reply's "
+            "text; choose one (--no-cache turns EVALS_CACHE off)"
         )
-    os.environ["EVALS_CACHE"] = "1" if used else "0"
-    return used
-
-
-def cache_note(options):
-    """The line after the summary of a run that used the cache."""
-    path = os.environ.get("EVALS_CACHE_PATH") or os.path.join(".evals", "cache.sqlite")
-    replies = "reply" if options.replies == 1 else "replies"
-    if options.replies and not options.cached and options.replayed == options.replies:
-        return (
-            f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
-            "and the cache keeps only live calls\n"
-        )
-    return (
-        f"{options.cached} of {options.replies} {replies} came from the cache ({path}); "
-        "--no-cache calls the model\n"
-    )
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3117,9 +3545,15 @@ def _earned(entry):
     )
 
 
+def _files_written(args):
+    """{option: path} of the files a command's options write (see evals.OWN_FILES)."""
+    return {option: getattr(args, option[2:], None) for option in OWN_FILES}
+
+
 def _merge_command(args, stdout, stderr):
-    _refuse_overwriting(
-        args, {"--cases": args.cases, **{f"RECORD {path}": path for path in args.records}}
+    refuse_overwriting(
+        {"--cases": args.cases, **{f"RECORD {path}": path for path in args.records}},
+        _files_written(args),
     )
     real = [os.path.realpath(path) for path in args.records]
     twice = next((path for n, path in enumerate(args.records) if real[n] in real[:n]), None)
@@ -3307,7 +3741,9 @@ def _check_command(args, stdout, stderr):
 
 
 def _report_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"RECORD": args.run_record, "--baseline": args.baseline})
+    refuse_overwriting(
+        {"RECORD": args.run_record, "--baseline": args.baseline}, _files_written(args)
+    )
     record = completed(read_record(args.run_record))  # a hand-made record may have no summary
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
@@ -3316,13 +3752,17 @@ def _report_command(args, stdout, stderr):
         record = dict(
             record, outputs_included=False, cases=[without_outputs(e) for e in record["cases"]]
         )
-    _write_reports(args, record, previous, stdout)
+    if args.json:
+        write_atomic(args.json, record_chunks(record))
+    if args.github:
+        stdout.write(github_annotations(record))
+    write_reports(args, record, previous)
     stdout.write(format_summary(record, args.quiet))
     return EXIT_OK
 
 
 def _compare_command(args, stdout, stderr):
-    _refuse_overwriting(args, {"A": args.record_a, "B": args.record_b}, {"--html": args.html})
+    refuse_overwriting({"A": args.record_a, "B": args.record_b}, {"--html": args.html})
     a, b = read_record(args.record_a), read_record(args.record_b)
     result = compare_records(a, b, args.alpha)
     lines = []  # both pass rates with their Wilson 95% intervals, the paired test, the verdict
@@ -3754,61 +4194,21 @@ def append_run(args, record, stderr):
     _use_history(args, "updated", stderr, lambda path: history_append(path, record))
 
 
-def narrow_selection(args, cases, baseline):
-    """The selected `cases` this file's options keep: with --errored, those that errored in the
-    `baseline`'s last run; with --repeat-flaky, those the history marks flaky (none without a
-    history)."""
-    if args.errored:  # the cases whose answers a rerun may now get: not those that failed
-        cases = [c for c in cases if (baseline.entries.get(c.id) or {}).get("status") == "error"]
-    if not args.repeat_flaky:
-        return cases
-    path, flaky = _history_path(args), []
-    if os.path.exists(path):
-        try:
-            flaky = history_flaky(path, [c.id for c in cases], alpha=args.alpha)
-        except sqlite3.Error as exc:
-            raise EvalsError(f"--repeat-flaky: cannot read the history {path}: {exc}") from None
-    return [c for c in cases if c.id in {item["id"] for item in flaky}]
-
-
-# The variables evals.py and my_client.py read: an EVAL_* one, or an EVALS_* one close to one
-# of these, is a misspelling that would otherwise replay the recordings, green, forever.
 VARIABLES = tuple(
     "EVALS_" + name
     for name in (
         "CLIENT PROVIDER RECORDINGS CACHE CACHE_PATH MODEL BASE_URL TEMPERATURE MAX_TOKENS "
         "MAX_TOKENS_FIELD SYSTEM_PROMPT TOOLS TOOL_CHOICE TIMEOUT MAX_ATTEMPTS MAX_RETRY_WAIT "
         "OLLAMA_NUM_CTX BATCH_POLL_S JUDGE_PROVIDER JUDGE_MODEL JUDGE_BASE_URL JUDGE_TEMPERATURE "
-        "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM JOURNAL RESUME"
+        "JUDGE_RECORD JUDGE_RECORDINGS RPM TPM"
     ).split()
 )
 
 
-@contextlib.contextmanager
-def environ_kept(name):
-    """`name`, and the journal's EVALS_JOURNAL and EVALS_RESUME (see use_journal), kept in the
-    environment as they were: a run tells the client through them."""
-    before = {key: os.environ.get(key) for key in (name, "EVALS_JOURNAL", "EVALS_RESUME")}
-    try:
-        yield
-    finally:
-        for key, value in before.items():  # set back, or taken out when it was not set
-            os.environ.update({key: value}) if value is not None else os.environ.pop(key, None)
-
-
-def selection_hint(args, cases):
-    """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
-    tags = sorted({tag for case in cases for tag in case.tags})
-    if set(args.tag or ()) - set(tags):
-        return f"; the case file's tags: {', '.join(tags) or 'none'}"
-    ids = [c.id for c in cases]
-    unknown = [p for p in args.id or () if p not in ids and not set(p) & set("*?[")]
-    return next((hint for hint in (_did_you_mean(p, ids) for p in unknown) if hint != "."), "")
-
-
-def warn_before_run(args, baseline, cases, stderr):
+def warn_before_run(run):
     """Warnings before any call: each misspelled variable (VARIABLES), with a did-you-mean, and a
     run that would replace another case file's baseline (given with --baseline)."""
+    args, baseline, cases, stderr = run.args, run.baseline, run.cases, run.stderr
     for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
         hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
         if hint != "." or name.startswith("EVAL_"):
@@ -3835,66 +4235,181 @@ def warn_before_run(args, baseline, cases, stderr):
         )
 
 
-def prepare_run(args, cases, options, stderr):
-    """This file's part of a run, before any call: prices and --budget, the judge (or
-    --no-judge) and the call cache on `options` (EVALS_CACHE is set before the client is
-    loaded). Returns (the cases to run, those --no-judge leaves nothing to score: they keep
-    their baseline entries rather than pass on nothing)."""
-    # A batch answers every call at once: no replay, cache or budget applies to it.
-    _refuse_pairs(
+# ---------------------------------------------------------------------------------------------
+# The hooks the core calls around a run: before_run, around_call (above), finish
+# ---------------------------------------------------------------------------------------------
+
+# What this file's reports begin with: refuse_overwriting replaces only such a file.
+OWN_FILES.update(
+    {
+        "--junit": ('<testsuites name="evals"',),
+        "--markdown": ("## \u274c evals:", "## \u2705 evals:", "## \u26a0\ufe0f evals:"),
+        "--html": ("<title>evals",),
+    }
+)
+
+
+def before_run(run):
+    """This file's part of a run before any call (see evals.Run): its options checked, the
+    selection narrowed (--shard, --errored, --repeat-flaky), prices and --budget, the judge (or
+    --no-judge), the reports to write and whether the cache is on."""
+    args = run.args
+    # A batch answers every call at once: no replay, cache, budget or journal applies to it.
+    refuse_pairs(
         args,
         ("judge", "no_judge"),
         ("cache", "no_cache"),
         ("rescore", "cache"),
+        ("record", "omit_outputs"),
+        *(("resume", other) for other in ("rescore", "batch", "batch_resume", "omit_outputs")),
         *(
             (option, batch)
             for option in ("rescore", "cache", "budget")
             for batch in ("batch", "batch_resume")
         ),
     )
-    priced(options, args.prices, args.budget)
-    options.judge = _judge_for(args, cases, stderr)
-    options.cache = use_cache(args)
-    use_journal(args, stderr)
-    skipped = [c for c in cases if args.no_judge and all(_needs_judge(k) for k in c.checks)]
-    if skipped and len(skipped) == len(cases) and not args.shard:
+    warn_before_run(run)
+    if args.repeat_flaky:
+        if args.repeat > 1:
+            raise EvalsError(
+                "--repeat and --repeat-flaky contradict each other: --repeat-flaky N calls each "
+                "flaky case N times; choose one"
+            )
+        if args.min_pass is not None and args.min_pass > args.repeat_flaky:
+            raise EvalsError(
+                f"--min-pass {args.min_pass} is more than --repeat-flaky {args.repeat_flaky}"
+            )
+        run.options.repeat = args.repeat_flaky
+    _narrow_selection(run)
+    run.read["--prices"] = args.prices
+    run.written.update(
+        {option: getattr(args, option[2:]) for option in ("--junit", "--markdown", "--html")}
+    )
+    if args.omit_outputs:
+        run.shown = without_outputs
+    priced(run.options, args.prices, args.budget)
+    run.options.judge = _judge_for(args, run.selected, run.stderr)
+    run.cache_on = use_cache(args)
+    run.journal = run.cache = run.limiter = run.forget_batch = None
+    if args.resume and not os.path.exists(journal_path(args)):
+        run.stderr.write(
+            f"evals: note: --resume: no interrupted run to resume ({journal_path(args)} does not "
+            "exist); every case is called\n"
+        )
+    run.skipped = [
+        c for c in run.selected if args.no_judge and all(_needs_judge(k) for k in c.checks)
+    ]
+    if run.skipped and len(run.skipped) == len(run.selected) and not args.shard:
         raise EvalsError(
             "every selected case has only judge checks, which --no-judge skips: nothing to run"
         )
-    return [c for c in cases if c not in skipped], skipped
+    run.selected = [c for c in run.selected if c not in run.skipped]
 
 
-def after_summary(args, record, cases, skipped, options, stdout, stderr):
-    """What follows the summary of a finished run: how many replies and judge verdicts a cache
-    gave (kept in the record's summary), the judge checks --no-judge skipped, a budget that
-    could not price every call."""
-    if options.cache:
-        record["summary"]["cached"] = options.cached
-        stdout.write(cache_note(options))
-    end_journal(args, options, record, stdout)
+def _narrow_selection(run):
+    """The selection of --shard (a hash of the case id), --errored (the cases that errored in
+    the baseline's last run) and --repeat-flaky (those the history marks flaky); run.nothing
+    says when --errored or --repeat-flaky finds nothing to rerun."""
+    args = run.args
+    if args.shard:
+        number, count = args.shard
+        run.selected = [c for c in run.selected if shard_of(c.id, count) == number - 1]
+        run.out = run.out or f"run-shard-{number}-of-{count}.json"
+        run.keep_empty = True  # a shard writes its record, even an empty one
+    if args.errored:  # the cases whose answers a rerun may now get: not those that failed
+        entries = run.baseline.entries
+        run.selected = [
+            c for c in run.selected if (entries.get(c.id) or {}).get("status") == "error"
+        ]
+        if not run.selected and not args.shard:
+            run.nothing = f"nothing to rerun: no selected case errored in {args.baseline}"
+    if args.repeat_flaky:
+        path, flaky = _history_path(args), []
+        if os.path.exists(path):
+            try:
+                flaky = history_flaky(path, [c.id for c in run.selected], alpha=args.alpha)
+            except sqlite3.Error as exc:
+                raise EvalsError(
+                    f"--repeat-flaky: cannot read the history {path}: {exc}"
+                ) from None
+        flaky_ids = {item["id"] for item in flaky}
+        run.selected = [c for c in run.selected if c.id in flaky_ids]
+        if not run.selected and not args.shard:
+            run.nothing = "nothing to rerun: the history marks no selected case flaky"
+
+
+@contextlib.contextmanager
+def finish(run, record):
+    """Around the core's saving of a run: before it, the cases the history finds flaky and the
+    lines that follow the summary (run.notes); after it (the record written), the history, the
+    reports, and the journal deleted. An interrupted run keeps its journal for --resume."""
+    args = run.args
+    history = not (args.no_history or not run.save or run.stopped)
+    if history:
+        read_flaky(args, record, run.stderr)
+    run.notes += _notes(run, record)
+    yield
+    if run.stopped:
+        if run.journal and run.journal.handle is not None:
+            run.stderr.write(
+                f"evals: --resume calls only what this run did not answer (its answers are "
+                f"kept in {run.journal.path})\n"
+            )
+        return
+    if history:
+        append_run(args, record, run.stderr)
+    write_reports(args, record, run.baseline.entries)
+    if run.journal:
+        run.journal.remove()
+    if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
+        run.forget_batch()
+
+
+def _replies(count):
+    if count == 1:
+        return "reply"
+    return "replies"
+
+
+def _notes(run, record):
+    """The lines after the summary of a run: how many replies a cache or the journal gave (kept
+    in the record's summary), the judge's cache, the judge checks --no-judge skipped, a budget
+    that could not price every call."""
+    args, options, notes = run.args, run.options, []
+    if run.cache:
+        record["summary"]["cached"] = run.cache.hits
+        notes.append(
+            f"{run.cache.hits} of {options.replies} {_replies(options.replies)} came from the "
+            f"cache ({run.cache.path}); --no-cache calls the model\n"
+        )
+    if run.journal and args.resume:
+        record["summary"]["reused"] = run.journal.reused
+        notes.append(
+            f"{run.journal.reused} of {_plural(options.replies, 'answer')} reused from the "
+            "interrupted run; the other calls were made now\n"
+        )
     judge = options.judge
     if isinstance(judge, Judge) and judge.hits:  # a verdict asked again would cost a call
         record["summary"]["judge_cached"] = judge.hits
-        stdout.write(
+        notes.append(
             f"{judge.hits} of {judge.hits + judge.calls} judge replies came from the "
             f"judge's cache ({judge.cache_path}); delete it to ask the judge again\n"
         )
-    if args.no_judge and any(_needs_judge(c) for case in cases for c in case.checks):
-        stdout.write(
+    if args.no_judge and any(_needs_judge(c) for case in run.selected for c in case.checks):
+        notes.append(
             "judge checks skipped (--no-judge): their cases were scored on "
             "deterministic checks only\n"
         )
-    if skipped:
-        stdout.write(
-            f"not run (--no-judge; only judge checks): "
-            f"{', '.join(_line(case.id) for case in skipped)}\n"
-        )
+    if run.skipped:
+        skipped = ", ".join(_line(case.id) for case in run.skipped)
+        notes.append(f"not run (--no-judge; only judge checks): {skipped}\n")
     if options.budget and options.budget.unpriced:
-        stderr.write(
+        run.stderr.write(
             f"evals: warning: --budget could not price {options.budget.unpriced} "
             "call(s) (the model is not in the price table or reported no usage); "
             "they were not counted\n"
         )
+    return notes
 
 
 def _shard(text):
@@ -3907,12 +4422,15 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
+_REPORTS = ("--omit-outputs", "--junit", "--markdown", "--html")
+
 OPTIONS = {
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
     "--rate-limit": dict(
         type=_number(float, 0.001),
         metavar="PER_SECOND",
-        help="start at most this many calls per second",
+        help="start at most this many calls per second (beside the provider's own rate limits, "
+        "which its replies' headers tell, and EVALS_RPM / EVALS_TPM)",
     ),
     "--shard": dict(
         type=_shard,
@@ -3920,16 +4438,14 @@ OPTIONS = {
         help="run shard K of N (split by a hash of the "
         "case id); combine the shards' records with `evals.py merge`",
     ),
-    "--cache": "answer each call made before with the same request (model, parameters, input, "
-    "repeat index) from the cache of live calls, without calling the model, and "
-    "keep every new answer there (also EVALS_CACHE=1). evals tells the client by "
-    "setting EVALS_CACHE before loading it; my_client keeps the cache in "
-    "$EVALS_CACHE_PATH or .evals/cache.sqlite; `python my_client.py cache --clear` "
-    "empties it",
+    "--cache": "answer each call made before by the same client (as it declares itself, else "
+    "its file's content) with the same input and repeat from the call cache, without calling "
+    "the model, and keep every new answer there (also EVALS_CACHE=1; the cache is "
+    "$EVALS_CACHE_PATH or .evals/cache.sqlite; delete it to empty it)",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
     "--resume": "after a live run was interrupted (Ctrl-C, a CI timeout): reuse the answers it "
-    "got, which the client kept (my_client: in .evals/unfinished.sqlite beside the "
-    "baseline, deleted once a run finishes), and call only the rest",
+    "got, kept in its journal (.evals/unfinished.jsonl beside the baseline, deleted once a run "
+    "finishes), and call only the rest",
     "--errored": "run only cases that errored in the baseline's last run",
     "--repeat-flaky": dict(
         type=_number(int, 2, 1000),
@@ -4070,6 +4586,36 @@ OPTIONS = {
     ),
 }
 COMMANDS = {
+    # What this file adds to the run command: a paragraph of its description, its options.
+    "": (
+        None,
+        "other commands (each has --help):\n"
+        "  python evals.py merge RECORD...     combine shard run records into one\n"
+        "  python evals.py history [CASE_ID]   verdicts over time, from the history\n"
+        "  python evals.py add --id ID ...     append a validated case to the cases\n"
+        "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
+        "  python evals.py report RECORD       write reports for a saved run record\n"
+        "  python evals.py compare A B         compare two run records (two models, prompts)\n"
+        "  python evals.py review              turn captured calls into cases",
+        None,
+        {
+            "selection": ("--errored", "--shard"),
+            "model calls": (
+                "--rate-limit",
+                "--repeat-flaky",
+                "--budget",
+                "--prices",
+                "--cache",
+                "--no-cache",
+                "--resume",
+                "--batch",
+                "--batch-resume",
+                "--judge",
+                "--no-judge",
+            ),
+            "output": (*_REPORTS, "--history", "--no-history"),
+        },
+    ),
     "merge": (
         _merge_command,
         "Combine the run records of shards (evals.py --shard K/N) into one "
@@ -4130,7 +4676,7 @@ COMMANDS = {
         "with when it ran; --baseline names that older record to show its outputs beside "
         "the new ones (e.g. the last_run.json of the main branch).",
         None,
-        {None: ("run_record", "report:--baseline", *_REPORTS, "-q --quiet")},
+        {None: ("run_record", "report:--baseline", *_REPORTS, "--json", "--github", "-q --quiet")},
     ),
     "compare": (
         _compare_command,

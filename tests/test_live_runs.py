@@ -529,7 +529,7 @@ class ResumeTests(unittest.TestCase):
         code, out, err = self.interrupted_run(interrupted)
         self.assertEqual(code, 130, out + err)
         self.assertIn("interrupted after 4 of 8 cases", err)
-        journal = os.path.join(interrupted, ".evals", "unfinished-record.sqlite")
+        journal = os.path.join(interrupted, ".evals", "unfinished-record.jsonl")
         self.assertTrue(os.path.exists(journal), err)
         self.assertFalse(os.path.exists(os.path.join(interrupted, "record.json")))
 

@@ -1,4 +1,4 @@
-"""Pacing by the provider's rate limits (my_client): the headers read, the waits worked out on a
+"""Pacing by the provider's rate limits (the harness's Limiter, for any client): the headers read, the waits worked out on a
 fake clock, and a live run against a loopback server that enforces a token bucket and refuses
 what does not fit. No assertion on how long anything took: speed is benchmarks/bench.py's."""
 
@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-import my_client
+import evals_extras
 from tests._loopback import LoopbackServer
 from tests.test_live_runs import KEY, completion, run_evals_in_process, write_cases
 
@@ -31,12 +31,16 @@ class FakeClock:
         self.now += seconds
 
 
-def pacer(**limits):
+def pacer(tpm=None, stderr=None):
     clock = FakeClock()
-    return my_client._Pacer("openai", clock=clock, sleep_fn=clock.sleep, **limits), clock
+    manual = {"tokens": (tpm, tpm / 60.0)} if tpm else {}
+    limiter = evals_extras.Limiter(manual, stderr, clock=clock, sleep=clock.sleep)
+    limiter.cap = 89  # as a reply's `sent` tells it
+    return limiter, clock
 
 
-COSTS = my_client._costs({"messages": [{"role": "user", "content": "x" * 36}]}, 89)  # 10 + 89
+PROMPT = "x" * 40  # 10 tokens at 4 characters a token, and 89 of the cap: 99
+COSTS = evals_extras._costs(PROMPT, 89)
 
 
 def openai_headers(tokens_left, reset="6s", limit=4500):
@@ -52,14 +56,14 @@ class HeadersTest(unittest.TestCase):
                               ("2025-01-01T00:00:30.5+00:00", 30.5),
                               ("2025-01-01T01:00:30+01:00", 30)):
             with self.subTest(text=text):
-                self.assertAlmostEqual(my_client.parse_reset(text, now=1735689600.0), seconds)
+                self.assertAlmostEqual(evals_extras.parse_reset(text, now=1735689600.0), seconds)
         for junk in (None, "", "soon", "1x", "nan"):
-            self.assertIsNone(my_client.parse_reset(junk), junk)
+            self.assertIsNone(evals_extras.parse_reset(junk), junk)
 
     def test_openai_and_anthropic_names(self):
-        self.assertEqual(my_client.rate_limits(openai_headers(100, "5.9s")), {
+        self.assertEqual(evals_extras.rate_limits(openai_headers(100, "5.9s")), {
             "requests": (60, 59, 0.1), "tokens": (4500, 100, 5.9)})
-        found = my_client.rate_limits({
+        found = evals_extras.rate_limits({
             "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
             "anthropic-ratelimit-requests-reset": "2025-01-01T00:00:01Z",
             "anthropic-ratelimit-input-tokens-limit": "30000",
@@ -70,7 +74,7 @@ class HeadersTest(unittest.TestCase):
             "anthropic-ratelimit-tokens-remaining": "29000"})
         self.assertEqual(set(found), {"requests", "input-tokens"})
         self.assertEqual(found["input-tokens"], (30000, 29000, None))
-        self.assertEqual(my_client.rate_limits({"content-type": "application/json"}), {})
+        self.assertEqual(evals_extras.rate_limits({"content-type": "application/json"}), {})
 
     def test_costs_follow_the_admission_rule(self):
         self.assertEqual(COSTS, {"requests": 1, "tokens": 99, "input-tokens": 10,
@@ -81,54 +85,53 @@ class PacerTest(unittest.TestCase):
     def test_nothing_known_nothing_waits(self):
         paced, clock = pacer()
         for _ in range(100):
-            paced.take(COSTS)
+            paced.take(PROMPT)
         self.assertEqual(clock.slept, [])
 
     def test_a_request_waits_until_the_tokens_it_needs_have_refilled(self):
         paced, clock = pacer()
-        paced.done(paced.take(COSTS), openai_headers(0, "6s"))  # 4,500 in 6 s: 750 a second
-        paced.take(COSTS)
+        paced.done(paced.take(PROMPT), openai_headers(0, "6s"))  # 4,500 in 6 s: 750 a second
+        paced.take(PROMPT)
         self.assertAlmostEqual(sum(clock.slept), 99 / 750)
 
     def test_what_was_sent_after_a_request_is_taken_off_what_its_answer_reports(self):
         paced, clock = pacer()
-        first = paced.take(COSTS)
-        paced.take(COSTS)  # in flight when the first answer says 198 were left
+        first = paced.take(PROMPT)
+        paced.take(PROMPT)  # in flight when the first answer says 198 were left
         paced.done(first, openai_headers(198))
-        paced.take(COSTS)  # 198 - 99 = 99 left: fits
+        paced.take(PROMPT)  # 198 - 99 = 99 left: fits
         self.assertEqual(clock.slept, [])
-        paced.take(COSTS)  # 0 left: waits
+        paced.take(PROMPT)  # 0 left: waits
         self.assertAlmostEqual(sum(clock.slept), 99 / (4302 / 6))
 
     def test_an_answer_is_taken_less_the_requests_its_own_may_have_overtaken(self):
         paced, clock = pacer()
-        first = paced.take(COSTS)
-        second = paced.take(COSTS)  # sent while the first was in flight: it may arrive first
+        first = paced.take(PROMPT)
+        second = paced.take(PROMPT)  # sent while the first was in flight: it may arrive first
         paced.done(second, openai_headers(4401))  # 4,500 less the second only
         for _ in range(43):  # 4,401 less the first, which the answer may not count: 43 fit
-            paced.take(COSTS)
+            paced.take(PROMPT)
         self.assertEqual(clock.slept, [])
         paced.done(first)
         with contextlib.redirect_stderr(io.StringIO()):
-            paced.take(COSTS)
+            paced.take(PROMPT)
         self.assertGreater(sum(clock.slept), 0)
 
     def test_limits_by_hand_and_the_notice(self):
-        paced, clock = pacer(tpm=600)  # full at 600, then 10 a second
         err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            for _ in range(7):
-                paced.take(COSTS)
+        paced, clock = pacer(tpm=600, stderr=err)  # full at 600, then 10 a second
+        for _ in range(7):
+            paced.take(PROMPT)
         self.assertAlmostEqual(sum(clock.slept), (7 * 99 - 600) / 10)
-        self.assertRegex(err.getvalue(), r"^my_client: waiting for openai's rate limit \(tokens: "
-                                         r"EVALS_TPM by hand\) until about \d\d:\d\d:\d\d; "
-                                         r"waiting is not a retry\n$")
+        self.assertRegex(err.getvalue(), r"^evals: waiting for the provider's rate limit \(tokens: "
+                                         r"set by hand \(EVALS_RPM, EVALS_TPM, --rate-limit\)\) "
+                                         r"until about \d\d:\d\d:\d\d; waiting is not a retry\n$")
 
     def test_a_request_larger_than_the_limit_waits_for_a_full_bucket_not_forever(self):
         paced, clock = pacer(tpm=50)
         with contextlib.redirect_stderr(io.StringIO()):
-            paced.take(COSTS)  # 99 of a full 50: the bucket owes 49
-            paced.take(COSTS)  # then waits until it is full again: 99 at 50 a minute
+            paced.take(PROMPT)  # 99 of a full 50: the bucket owes 49
+            paced.take(PROMPT)  # then waits until it is full again: 99 at 50 a minute
         self.assertAlmostEqual(sum(clock.slept), 99 / (50 / 60))
 
 
