@@ -877,18 +877,13 @@ def _retrying(
     sleep_fn: Optional[Callable[[float], Any]] = None,
     rand_fn: Optional[Callable[[], float]] = None,
 ) -> Tuple[Any, int]:
-    """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry policy
+    """(once(), attempts), calling ``once`` again after each retryable _Failed as the policy
     allows, sleeping between attempts (a server's Retry-After, else a backoff).  A call the
-    provider refused for its load or rate is handed back at once, unless
-    ``settings.wait_when_refused``: the harness schedules it again, for every client alike.
-    ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call so that tests
-    can patch them).
-
-    Raises:
-        ProviderError: the only place a failed request raises it, so every message is scrubbed
-            of ``secret`` and carries the last HTTP status and the attempts made; a refusal
-            handed back has ``retry_after`` (0.0: the provider did not say).
-    """
+    provider refused for its load or rate is handed back at once with its ``retry_after``
+    unless ``settings.wait_when_refused``: the harness schedules it again, for every client
+    alike.  ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call
+    so that tests can patch them).  The only place a failed request raises ProviderError, so
+    every message is scrubbed of ``secret``."""
     attempt, waited = 0, 0.0
     while True:
         attempt += 1
@@ -1263,14 +1258,9 @@ def _token_field(settings: Settings) -> str:
 
 
 def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an OpenAI chat completions request.
-
-    Shape: ``POST {base}/chat/completions`` with ``Authorization: Bearer <key>`` and ``{"model",
-    "messages": [{"role": "system"|"user"|"assistant", "content"}], "temperature",
-    "max_completion_tokens" | "max_tokens", "tools": [{"type": "function", "function"}],
-    "tool_choice"}``; see https://platform.openai.com/docs/api-reference/chat/create .  The token
-    cap's name is :func:`_token_field`'s.  No Authorization header is sent when ``key`` is None.
-    """
+    """``POST {base}/chat/completions`` (Authorization: Bearer, none without a key) with
+    ``{"model", "messages", "temperature", the token cap (:func:`_token_field`), "tools",
+    "tool_choice"}``: https://platform.openai.com/docs/api-reference/chat/create ."""
     sent = _sampling(settings, _token_field(settings))
     body = dict(
         {"model": settings.model, "messages": _chat_messages(settings, prompt)}, **_present(sent)
@@ -1300,19 +1290,12 @@ def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a chat completion object.
-
-    Response: ``{"model", "choices": [{"message": {"content", "refusal", "tool_calls"},
-    "finish_reason"}], "usage": {"prompt_tokens", "completion_tokens"}}``; see
-    https://platform.openai.com/docs/api-reference/chat/object .  Compatible servers give a
-    reasoning model's thinking apart in ``message.reasoning`` (vLLM, Ollama, OpenRouter) or
-    ``message.reasoning_content`` (older vLLM, DeepSeek):
-    https://docs.vllm.ai/en/latest/features/reasoning_outputs/ .
-
-    Raises:
-        _Failed: no choices, or no text content and no tool calls in an answer
-            that is not a refusal, a truncation or a content filter.
-    """
+    """The answer of a chat completion object ``{"model", "choices": [{"message": {"content",
+    "refusal", "tool_calls"}, "finish_reason"}], "usage"}``
+    (https://platform.openai.com/docs/api-reference/chat/object).  Compatible servers give the
+    thinking apart in ``message.reasoning`` or ``reasoning_content``
+    (https://docs.vllm.ai/en/latest/features/reasoning_outputs/).  _Failed: no choices, or
+    neither text nor tool calls in an answer that is no refusal, truncation or filtered one."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not choices or not isinstance(choices[0], dict):
         raise _Failed("response has no choices (empty 'choices' list)")
@@ -1353,17 +1336,12 @@ def _anthropic_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an Anthropic Messages request.
-
-    Shape: ``POST {base}/messages`` with ``x-api-key`` and ``anthropic-version: 2023-06-01``; body
-    ``{"model", "max_tokens", "messages": [{"role": "user"|"assistant", "content"}], "system",
-    "temperature", "tools": [{"name", "description", "input_schema"}], "tool_choice": {"type",
-    "name"}}``: the system messages are joined into the top-level ``system``, and consecutive
-    messages of one role are merged (the API requires the roles to alternate); see
-    https://docs.anthropic.com/en/api/messages ,
-    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview and
-    https://docs.anthropic.com/en/api/versioning .
-    """
+    """``POST {base}/messages`` (``x-api-key``, ``anthropic-version: 2023-06-01``) with
+    ``{"model", "max_tokens", "messages", "system", "temperature", "tools", "tool_choice"}``:
+    the system messages joined into ``system``, consecutive messages of one role merged (the
+    roles must alternate).  https://docs.anthropic.com/en/api/messages ,
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview ,
+    https://docs.anthropic.com/en/api/versioning ."""
     sent = _sampling(settings, "max_tokens")
     sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
     system, turns = _system_and_turns(settings, prompt)
@@ -1376,24 +1354,14 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
 
 
 def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a Messages response.
-
-    Response: ``{"model", "content": [{"type": "text", "text"} | {"type": "thinking", "thinking"} |
-    {"type": "tool_use", "id", "name", "input"}], "stop_reason", "usage": {"input_tokens",
-    "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}}``; stop reasons
-    ``end_turn``, ``max_tokens``, ``stop_sequence``, ``tool_use``, ``pause_turn``, ``refusal``,
-    ``model_context_window_exceeded``; see https://docs.anthropic.com/en/api/messages , for
-    tool_use blocks https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use
-    and, for thinking blocks,
-    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking . ``input_tokens``
+    """The answer of a Messages response ``{"model", "content": [text | thinking | tool_use
+    blocks], "stop_reason", "usage"}`` (https://docs.anthropic.com/en/api/messages ,
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use ,
+    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking); ``input_tokens``
     leaves out the cached tokens, counted apart
-    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
-
-    Raises:
-        _Failed: not a JSON object, stop_reason ``pause_turn``, or neither a
-            text block nor a tool_use block in an answer that is not a
-            refusal or a truncation.
-    """
+    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).  _Failed: not an
+    object, ``pause_turn``, or neither a text nor a tool_use block in an answer that is no
+    refusal or truncation."""
     data = _json_object(data)
     stop = data.get("stop_reason")
     blocks = [b for b in data.get("content") or [] if isinstance(b, dict)]
@@ -1453,22 +1421,15 @@ def _gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build a Gemini generateContent request.
-
-    Shape: ``POST {base}/models/{model}:generateContent`` (or ``tunedModels/{model}``) with the key
-    in the ``x-goog-api-key`` header (https://ai.google.dev/gemini-api/docs/api-key); body
-    ``{"contents": [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction": {"parts":
-    [{"text"}]}, "generationConfig": {"temperature", "maxOutputTokens"}, "tools":
-    [{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}], "toolConfig":
-    {"functionCallingConfig": {"mode", "allowedFunctionNames"}}}``: an assistant message is a
-    ``model`` turn, consecutive messages of one role are one turn's parts (the turns must
-    alternate), the system messages are the system instruction's parts; see
-    https://ai.google.dev/api/generate-content and
-    https://ai.google.dev/gemini-api/docs/function-calling .  A tool's parameters are JSON Schema,
-    which goes in ``parametersJsonSchema`` (https://ai.google.dev/api/caching#FunctionDeclaration):
+    """``POST {base}/models/{model}:generateContent`` (or ``tunedModels/``), the key in
+    ``x-goog-api-key`` (https://ai.google.dev/gemini-api/docs/api-key), with ``{"contents":
+    [{"role": "user" | "model", "parts"}], "systemInstruction", "generationConfig", "tools",
+    "toolConfig"}``: consecutive messages of one role are one turn's parts
+    (https://ai.google.dev/api/generate-content ,
+    https://ai.google.dev/gemini-api/docs/function-calling).  Parameters go in
+    ``parametersJsonSchema`` (https://ai.google.dev/api/caching#FunctionDeclaration):
     ``parameters`` takes an OpenAPI subset that refuses ``additionalProperties``, ``const`` or
-    ``$schema`` with HTTP 400.
-    """
+    ``$schema`` with HTTP 400."""
     sent = _sampling(settings, "maxOutputTokens")
     system, turns = _system_and_turns(settings, prompt)
     body = {
@@ -1490,22 +1451,13 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 
 def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a GenerateContentResponse.
-
-    Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"} | {"functionCall":
-    {"name", "args"}}]}, "finishReason"}], "promptFeedback": {"blockReason"}, "usageMetadata":
-    {"promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount"}, "modelVersion"}``; see
-    https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse and, for functionCall
-    parts (``args`` is a JSON object), https://ai.google.dev/api/caching#FunctionCall .  Thought
-    parts are the reasoning, not the answer (https://ai.google.dev/gemini-api/docs/thinking);
-    output_tokens counts candidates + thoughts tokens (both are billed as output).
-
-    Raises:
-        _Failed: not a JSON object, prompt blocked (promptFeedback.blockReason),
-            no candidates, finishReason OTHER or an invalid function call, or
-            neither a text part nor a function call in an answer that is not
-            blocked or truncated.
-    """
+    """The answer of a GenerateContentResponse ``{"candidates": [{"content": {"parts"},
+    "finishReason"}], "promptFeedback", "usageMetadata", "modelVersion"}``
+    (https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse ,
+    https://ai.google.dev/api/caching#FunctionCall).  Thought parts are the reasoning
+    (https://ai.google.dev/gemini-api/docs/thinking); output_tokens counts candidates and
+    thoughts tokens, both billed as output.  _Failed: not an object, a blocked prompt, no
+    candidates, a finish reason of no answer, or neither text nor a function call."""
     data = _json_object(data)
     candidates = data.get("candidates") or []
     if not candidates:
@@ -1548,17 +1500,11 @@ def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
 
 
 def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an Ollama chat request, on its native API: its OpenAI-compatible endpoint cannot set
-    the context size, and Ollama cuts a prompt longer than the context without an error.
-
-    Shape: ``POST {root}/api/chat`` with ``{"model", "messages", "stream": false, "options":
-    {"temperature", "num_predict", "num_ctx"}, "tools": [{"type": "function", "function"}]}``; see
-    https://docs.ollama.com/api/chat and
-    https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion (options are
-    the Modelfile's parameters, num_ctx among them).  The root is EVALS_BASE_URL without a trailing
-    ``/v1`` (Ollama's OpenAI-compatible endpoint, which this client called before) or ``/api``.
-    Ollama's chat API has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing (the model decides).
-    """
+    """``POST {root}/api/chat`` with ``{"model", "messages", "stream": false, "options":
+    {"temperature", "num_predict", "num_ctx"}, "tools"}`` (https://docs.ollama.com/api/chat): the
+    native API, as the OpenAI-compatible one cannot set the context size and Ollama cuts a
+    longer prompt without an error.  The root is EVALS_BASE_URL without a trailing ``/v1`` or
+    ``/api``.  Ollama has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing."""
     sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
     body = {
         "model": settings.model,
@@ -1572,19 +1518,12 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 
 def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from an Ollama chat response.
-
-    Response: ``{"model", "message": {"content", "thinking", "tool_calls": [{"function": {"name",
-    "arguments"}}]}, "done_reason", "prompt_eval_count", "eval_count"}`` (``arguments`` is a JSON
-    object); see https://docs.ollama.com/api/chat ,
-    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools (``thinking``:
-    ``Message`` in https://github.com/ollama/ollama-python/blob/main/ollama/_types.py).
-
-    Raises:
-        _Failed: not a JSON object, a prompt that may have been cut to fit
-            ``sent["num_ctx"]``, or no text content and no tool calls in an
-            answer that was not cut at num_predict.
-    """
+    """The answer of a chat response ``{"model", "message": {"content", "thinking",
+    "tool_calls"}, "done_reason", "prompt_eval_count", "eval_count"}``
+    (https://docs.ollama.com/api/chat ,
+    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools).  _Failed:
+    not an object, a prompt that may have been cut to fit ``sent["num_ctx"]``, or neither text
+    nor tool calls in an answer not cut at num_predict."""
     data = _json_object(data)
     # Ollama cuts a prompt longer than its context without an error and reports the tokens it
     # kept (prompt_eval_count, cached ones included): about half of num_ctx
@@ -1758,18 +1697,14 @@ class Client:
         )
 
     def __call__(self, prompt: Prompt, *, attempt: int = 0) -> Reply:
-        """Send ``prompt`` (a str, or a conversation: a list of ``{"role", "content"}``) and return
-        the answer as a :class:`Reply`.  ``attempt``, the repeat index evals passes, changes
-        nothing here (the harness keys its cache by it).
-
-        A default the model refuses (see :func:`_refusal`) costs one more request: the call is made
-        again without it.
+        """Send ``prompt`` (a str or a conversation) and return the :class:`Reply`.
+        ``attempt``, the repeat index evals passes, changes nothing here.  A default the model
+        refuses (:func:`_refusal`) costs one more request, made without it.
 
         Raises:
             ConfigError: the provider needs a key and none is set.
-            ProviderError: HTTP errors after retries, a refusal handed back (``retry_after``
-                set), timeouts after ``EVALS_TIMEOUT`` seconds, resets, non-JSON, a response
-                with no answer in it (docs/clients.md).
+            ProviderError: see docs/clients.md ("Errors"); ``retry_after`` set for a refusal
+                handed back.
             TypeError: a prompt that is neither a str nor a conversation.
         """
         s, key, spent = self.settings, _read_key(self.settings), 0
@@ -1946,18 +1881,12 @@ def _env_client(judge: bool = False) -> Client:
 
 
 def ask(prompt: Prompt, *, attempt: int = 0) -> Reply:
-    """Answer ``prompt`` (a str, or a conversation: a list of ``{"role": "system" | "user" |
-    "assistant", "content": str}``) with the model configured in the environment.
-
-    This is what ``python evals.py`` calls, once per case and repeat, possibly from several threads
-    at once; it passes ``attempt``, the 0-based repeat index, because this signature names it.  A
-    call the provider refuses for its load or rate raises ProviderError with ``retry_after`` at
-    once, for the harness to schedule it again.  With ``EVALS_PROVIDER`` unset, evals.py replays
-    ``recordings.jsonl`` itself and never calls this; called then, it raises ConfigError.
-
-    Raises:
-        ConfigError, ProviderError, TypeError: see docs/clients.md.
-    """
+    """Answer ``prompt`` (a str or a conversation) with the model the environment configures:
+    what ``python evals.py`` calls, once per case and repeat, maybe from several threads; it
+    passes ``attempt`` (the repeat index) as this signature names it.  A call the provider
+    refuses for its load or rate raises ProviderError with ``retry_after`` at once, for the
+    harness to schedule again.  With no provider (evals.py replays recordings itself then) it
+    raises ConfigError; see docs/clients.md."""
     return _env_client()(prompt, attempt=attempt)
 
 

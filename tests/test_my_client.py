@@ -243,6 +243,29 @@ class OpenAITests(LoopbackCase):
         self.assertEqual(len(self.server.requests), 3)
         self.assertEqual(len(self.sleeps), 2)
 
+    def test_a_judge_client_waits_and_retries_a_429(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "slow"}}, "headers": {"Retry-After": "2"}},
+                        openai_ok("PASS"))
+        judge = my_client.make_judge("openai", base_url=self.server.url + "/v1", api_key=KEY,
+                                     sleep=self.sleeps.append, env={"EVALS_SYSTEM_PROMPT": "app's"})
+        reply = judge("Grade this.")
+        self.assertEqual((reply, reply.attempts, self.sleeps), ("PASS", 2, [2.0]))
+        self.assertEqual(self.server.requests[-1]["json"]["messages"], [{"role": "user", "content": "Grade this."}])
+
+    def test_ask_identity_is_the_environment_clients(self):
+        my_client._clients.clear()
+        self.addCleanup(my_client._clients.clear)
+        with mock.patch.dict(os.environ, {"EVALS_PROVIDER": ""}):
+            with self.assertRaises(my_client.ConfigError):
+                my_client.ask.identity()
+        env = {"EVALS_PROVIDER": "openai", "EVALS_MODEL": "m9", "OPENAI_API_KEY": KEY,
+               "EVALS_BASE_URL": self.server.url + "/v1"}
+        with mock.patch.dict(os.environ, env):
+            identity = my_client.ask.identity()
+            self.assertEqual(identity, my_client.make_client().identity())
+        self.assertEqual(json.loads(identity)["body"]["model"], "m9")
+        self.assertNotIn(KEY, identity)
+
     def test_retry_after_beyond_budget_fails_at_once(self):
         self.server.add({"status": 429, "json": {"error": {"message": "wait"}}, "headers": {"Retry-After": "120"}})
         error = self.assertFails(self.client(max_retry_wait=30, wait_when_refused=True))
