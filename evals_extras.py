@@ -24,6 +24,7 @@ evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library on
 
 import collections
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -72,6 +73,7 @@ __all__ = [
     "read_record",
     "OPTIONS",
     "COMMANDS",
+    "capture",
 ]
 
 from evals import (  # the core's names this file builds on
@@ -3858,7 +3860,195 @@ def call_cost(model, usage, prices=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Review: calls captured by my_client.capture become cases (python evals.py review)
+# Capture: log the real calls of a running app, to review them into cases
+# ---------------------------------------------------------------------------------------------
+
+_capture_lock = threading.Lock()
+_capture_warned = []  # the one warning of a capture that cannot be written, once said
+
+
+def _is_messages(value):
+    """A conversation: a non-empty list of {"role": system|user|assistant, "content": str}."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(m, dict)
+            and m.get("role") in ("system", "user", "assistant")
+            and isinstance(m.get("content"), str)
+            for m in value
+        )
+    )
+
+
+def _capture_input(args, kwargs):
+    """The call's input: its first str or conversation argument, else such a keyword, else
+    all the arguments as JSON."""
+    named = ("prompt", "input", "message", "messages", "text", "question")
+    for value in list(args) + [kwargs.get(name) for name in named]:
+        if isinstance(value, str):
+            return str(value)
+        if _is_messages(value):
+            return [{"role": m["role"], "content": str(m["content"])} for m in value]
+    return json.loads(json.dumps({"args": list(args), "kwargs": kwargs}, default=repr))
+
+
+def _capture_output(result):
+    """The call's output as recordings store it (stored_output): a str, or a reply with tool
+    calls or a finish reason (my_client's Reply, a str with those attributes) as a dict; any
+    other value as JSON."""
+    if result is None:
+        return None
+    if isinstance(result, str):
+        calls = getattr(result, "tool_calls", None) or ()
+        return stored_output(str(result), calls, getattr(result, "finish_reason", None))
+    return json.loads(json.dumps(result, default=repr))
+
+
+def _redacted(value, patterns):
+    if isinstance(value, str):
+        for pattern in patterns:
+            value = pattern.sub("[REDACTED]", value)
+        return value
+    if isinstance(value, list):
+        return [_redacted(v, patterns) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v, patterns) for k, v in value.items()}
+    return value
+
+
+def _fingerprint(value):
+    if value is None:
+        return None
+    text = value
+    if not isinstance(value, str):
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "chars": len(text)}
+
+
+def _capture_row(args, kwargs, result, error, started, extra, patterns, store_text):
+    """One call as the line capture writes: redacted, or only fingerprints of its texts."""
+    row = {
+        "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": _redacted(_capture_input(args, kwargs), patterns),
+        "output": None,
+        "tags": None,
+        "context": None,
+        "latency_s": round(time.perf_counter() - started, 6),
+        "error": None,
+    }
+    if error is None:
+        row["output"] = _redacted(_capture_output(result), patterns)
+    else:
+        text = str(error).strip()
+        row["error"] = _redacted(
+            f"{type(error).__name__}: {text}" if text else type(error).__name__, patterns
+        )
+    if extra is not None:
+        row["context"] = _redacted(json.loads(json.dumps(extra, default=repr)), patterns)
+    if not store_text:
+        row["input"] = _fingerprint(row["input"])
+        row["output"] = _fingerprint(row["output"])
+        if error is not None:
+            row["error"] = type(error).__name__
+    return row
+
+
+def _append_capture(path, row):
+    """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
+    lines of threads and processes never interleave)."""
+    data = (mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n").encode()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        while data:
+            data = data[os.write(handle, data) :]
+    finally:
+        os.close(handle)
+
+
+def capture(
+    func=None,
+    *,
+    path=os.path.join(".evals", "captures.jsonl"),
+    tags=(),
+    context=None,
+    store_text=True,
+    redact=(),
+):
+    r"""Log every call of your own model function, to turn bad answers into cases.
+
+    One line in your app::
+
+        from evals_extras import capture
+
+        @capture(tags=["support"], redact=[r"\b\d{16}\b"])
+        def ask_support_bot(question): ...
+
+        # or: ask = capture(my_client.ask)
+
+    Each call appends ``{"ts", "input", "output", "tags", "context", "latency_s", "error"}``
+    as one JSON line to ``path`` (default ``.evals/captures.jsonl``), written with a single
+    O_APPEND write under a lock, so lines from many threads never interleave.  ``input`` is
+    the first str or conversation argument (else ``prompt=``/``messages=``/... keyword, else
+    the arguments as JSON); ``output`` the return value, a reply as recordings store it
+    (stored_output: my_client's Reply keeps its tool calls and finish reason).  A call that
+    raises is logged with ``error`` ("Type: message") and the exception is re-raised.
+
+    tags: list of strings kept with each call.  context: a dict, or a function returning one,
+    called before each call (request id, user tier...).  redact: regex patterns (str or
+    compiled); every match in input, output, context and error becomes ``[REDACTED]``.
+    store_text=False keeps only the sha256 and length of input and output (and the error's
+    type), so nothing the user typed is written; such calls cannot become cases.
+
+    Logging never breaks the app: a capture that cannot be written is dropped with one
+    warning on stderr.
+    """
+    tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
+    patterns = [
+        re.compile(p) if isinstance(p, str) else p
+        for p in ([redact] if isinstance(redact, str) else redact)
+    ]
+
+    def write(args, kwargs, result, error, started, extra):
+        try:
+            row = _capture_row(args, kwargs, result, error, started, extra, patterns, store_text)
+            row["tags"] = tags
+            with _capture_lock:
+                _append_capture(path, row)
+        except Exception as exc:  # never let logging break the app
+            with _capture_lock:
+                if not _capture_warned:
+                    _capture_warned.append(True)
+                    print(
+                        f"evals_extras: capture to {path} failed, calls are not logged: {exc}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:  # taken before the call, while the request it describes is current
+                extra = context() if callable(context) else context
+            except Exception as exc:
+                extra = {"context_error": f"{type(exc).__name__}: {exc}"}
+            started = time.perf_counter()
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                write(args, kwargs, None, exc, started, extra)
+                raise
+            write(args, kwargs, result, None, started, extra)
+            return result
+
+        return wrapper
+
+    return decorate if func is None else decorate(func)
+
+
+# ---------------------------------------------------------------------------------------------
+# Review: calls captured by evals_extras.capture become cases (python evals.py review)
 # ---------------------------------------------------------------------------------------------
 
 DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")  # where my_client.capture writes

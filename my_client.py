@@ -1,322 +1,19 @@
 """my_client: the model client that ``python evals.py`` calls, one prompt at a time.
 
-``ask(prompt, *, attempt=0) -> Reply`` is the entry point.  Set
-``EVALS_PROVIDER`` to call a real model.  With no provider configured,
-``python evals.py`` replays ``recordings.jsonl`` itself and does not call this
-module at all (``ask`` called then raises :class:`ConfigError`).
-
-The contract with evals.py runs one way: this module imports nothing from
-evals, and evals imports nothing from it.  evals calls ``ask(prompt)`` and, as
-``ask``'s signature names ``attempt``, passes the 0-based repeat index as that
-keyword argument (the cache keeps one reply per repeat); a client whose
-signature names ``case`` gets the case too.  What a client can do beyond one
-call it declares as attributes evals reads: ``accepts_conversations``, and
-``batch`` (provider batches).
-
-A prompt is a ``str`` (one user message) or a conversation: a list of
-``{"role": "system" | "user" | "assistant", "content": str}``, sent in each
-provider's own shape (OpenAI-compatible and Ollama: ``messages`` as given;
-Anthropic: the system messages joined into ``system``, consecutive messages of
-one role merged with a blank line, as the roles must alternate; Gemini: the
-system messages as ``systemInstruction``, ``assistant`` as a ``model`` turn,
-consecutive messages of one role as one turn's parts).
-``ask`` and every client ``make_client`` returns carry
-``accepts_conversations = True``, which evals reads before sending one.
-
-Usage::
-
-    # offline (default): evals.py replays recordings.jsonl, this module is not called
-    python evals.py
-
-    # live, against a provider
-    EVALS_PROVIDER=openai OPENAI_API_KEY=... python evals.py
-    EVALS_PROVIDER=anthropic EVALS_MODEL=claude-sonnet-4-5 python evals.py
-    EVALS_PROVIDER=ollama EVALS_MODEL=qwen2.5 python evals.py
-
-    # from Python, without environment variables
-    import my_client
-    client = my_client.make_client("anthropic", api_key="...", max_tokens=256)
-    reply = client("Summarise this ticket: ...")
-    reply.usage, reply.model, reply.finish_reason, reply.attempts, reply.sent
-    reply = client([{"role": "system", "content": "You are Acme's support bot."},
-                    {"role": "user", "content": "Where is order A-1001?"}])
-    reply.tool_calls  # [{"name": "lookup_order", "arguments": {"order_id": "A-1001"}}]
-
-Environment variables (all read when ``ask`` is called; keys are read on every
-call and are never printed, logged or put into an exception message):
-
-======================  ======================================================
-``EVALS_PROVIDER``      ``openai`` | ``anthropic`` | ``gemini`` | ``ollama``.
-                        Unset, empty or ``replay``: no provider; evals.py
-                        replays ``EVALS_RECORDINGS`` (default
-                        ``recordings.jsonl``) itself, and ``ask`` raises
-                        ConfigError.
-``EVALS_MODEL``         model name.  Defaults: openai ``gpt-4o-mini``,
-                        anthropic ``claude-haiku-4-5``, gemini
-                        ``gemini-2.5-flash``, ollama ``llama3.2``.
-``EVALS_BASE_URL``      API root including the version path, e.g.
-                        ``http://localhost:8000/v1`` (vLLM, llama.cpp server,
-                        LM Studio, OpenRouter, Azure OpenAI ``.../openai/v1``).
-                        Defaults: ``https://api.openai.com/v1``,
-                        ``https://api.anthropic.com/v1``,
-                        ``https://generativelanguage.googleapis.com/v1beta``,
-                        ``http://localhost:11434`` (Ollama's native API; a
-                        trailing ``/v1`` or ``/api`` is dropped).  A URL
-                        with no path gets the provider's version path, as
-                        the SDKs do (``https://api.anthropic.com``).  Any
-                        OpenAI-compatible server: ``EVALS_PROVIDER=openai``
-                        with its key in ``OPENAI_API_KEY`` (any text for a
-                        server that checks none).
-``OPENAI_API_KEY``      key for ``openai`` (sent as ``Authorization: Bearer``).
-``ANTHROPIC_API_KEY``   key for ``anthropic`` (sent as ``x-api-key``).
-``GEMINI_API_KEY``      key for ``gemini`` (``GOOGLE_API_KEY`` also accepted;
-                        sent as the ``x-goog-api-key`` header, never in the URL).
-``EVALS_SYSTEM_PROMPT`` optional system prompt: sent before a str prompt, and
-                        before a conversation that has no system message of
-                        its own (one that has keeps its own).
-``EVALS_TOOLS``         optional path of a JSON file: the tools offered to the
-                        model, a list of ``{"name", "description",
-                        "parameters"}`` (``parameters`` a JSON Schema object:
-                        OpenAI's function shape without its wrapper).  Read
-                        once per client; a file that is not such a list is a
-                        ConfigError naming it.  Sent as each provider takes
-                        tools (OpenAI and Ollama ``{"type": "function",
-                        "function"}``, Anthropic ``input_schema``, Gemini
-                        ``functionDeclarations`` with ``parametersJsonSchema``);
-                        never to the judge.
-``EVALS_TOOL_CHOICE``   whether the model must call a tool, when tools are
-                        offered: ``auto`` (default: it decides), ``required``
-                        (it must call one), ``none`` (it must not) or the
-                        name of one of the offered tools (it must call that
-                        one; another name is a ConfigError).  Sent
-                        explicitly with every request that offers tools, in
-                        each provider's spelling: OpenAI ``tool_choice``
-                        ``"auto"`` | ``"required"`` | ``"none"`` |
-                        ``{"type": "function", "function": {"name"}}``;
-                        Anthropic ``tool_choice`` ``{"type": "auto" | "any"
-                        | "none" | "tool", "name"}``; Gemini ``toolConfig``
-                        ``{"functionCallingConfig": {"mode": "AUTO" | "ANY"
-                        | "NONE", "allowedFunctionNames"}}``.  Ollama has no
-                        such field: nothing is sent (its models decide).
-                        Ignored without tools, and by the judge.
-``EVALS_MAX_TOKENS``    output token cap (int).  Default: 1024 for anthropic
-                        (the API requires one), not sent for the others.
-``EVALS_MAX_TOKENS_FIELD`` ``max_tokens`` | ``max_completion_tokens``: the
-                        cap's name for ``openai``.  Default:
-                        ``max_completion_tokens`` on api.openai.com and Azure
-                        OpenAI hosts (reasoning models take no other),
-                        ``max_tokens`` elsewhere; a model that refuses
-                        ``max_tokens`` is sent ``max_completion_tokens``.
-``EVALS_TEMPERATURE``   float; ``none`` omits the field.  Unset: 0, except
-                        for a model that refuses it (OpenAI's reasoning
-                        models, newer Claude models: sent again without
-                        one) and Gemini 3 (Google advises its default):
-                        those get none, said once on stderr.  A temperature
-                        you set is sent as set; a refusal is an error.
-``EVALS_OLLAMA_NUM_CTX`` Ollama's context size in tokens, default 8192.  A
-                        prompt of half of it or more is an error: Ollama
-                        cuts a prompt that does not fit, without an error.
-``EVALS_TIMEOUT``       seconds, default 60: socket timeout of each HTTP
-                        attempt (connect, and each read of the response).
-``EVALS_MAX_ATTEMPTS``  HTTP attempts per prompt, default 4 (1 = no retry).
-``EVALS_MAX_RETRY_WAIT`` seconds, default 60: total time slept between
-                        attempts for one prompt.
-``EVALS_RPM``           requests a minute, ``EVALS_TPM`` tokens a minute
-``EVALS_TPM``           (prompt estimate + token cap): limits set by hand
-                        for a provider that sends no rate-limit headers
-                        (Gemini, most local servers); calls wait to stay
-                        within them (see "Pacing" below).  Unset: none.
-``EVALS_CACHE``         ``1`` keeps each live reply in a cache and answers a
-                        call already made from it, with no request; ``0`` or
-                        unset: off.  ``python evals.py --cache`` / ``--no-cache``
-                        set it.  See "Cache" below.
-``EVALS_CACHE_PATH``    the cache, SQLite; default ``.evals/cache.sqlite``
-                        (relative to the current directory).
-``EVALS_JOURNAL``       set by ``python evals.py`` for a live run: a file
-                        (the cache's format) each live answer is also kept
-                        in as it comes, so that an interrupted run loses
-                        none; ``EVALS_RESUME=1`` (``--resume``) answers
-                        from it the calls it holds.  evals deletes it once
-                        the run finishes.
-``EVALS_BATCH_POLL_S``  seconds between polls of a batch (``ask.batch``);
-                        unset: 5, then 1.5 times the last wait, up to 60.
-======================  ======================================================
-
-Batches (``python evals.py --batch``): ``ask.batch(requests, resume=None,
-on_submitted=None)`` and :meth:`Client.batch` send ``[(custom_id, prompt)]``
-through OpenAI's Batch API or Anthropic's Message Batches API (other providers:
-ConfigError), each request the body a live call would send, poll until the
-batch ends, and return ``{custom_id: Reply or ProviderError}``, each answer
-read by the live call's parser (``attempts`` 0).  A default the model refuses
-(``EVALS_TEMPERATURE`` above) is not sent again without it, as a live call
-would be: that request's answer is its error.
-
-Return value: a :class:`Reply`, a subclass of ``str`` (so code that expects a
-string keeps working): the text part of the answer (``""`` when the model only
-called tools), with the attributes its docstring lists: ``tool_calls``,
-``finish_reason``, ``finish_reason_raw``, ``usage``, ``model``, ``attempts``,
-``replayed``, ``cached``, ``reasoning`` and ``sent``.
-
-``reply_dict(reply)`` is the reply as recordings and captures store it: the
-string when that is all the provider said (no tool calls, no finish reason), else
-``{"text", "finish_reason"}`` and its ``tool_calls`` when it made any.
-
-Finish reasons, normalised (``finish_reason``; the provider's word stays in
-``finish_reason_raw``):
-
-==================  =================  ===============  ====================  ==========
-normalised          OpenAI-compatible  Anthropic        Gemini                Ollama
-==================  =================  ===============  ====================  ==========
-``stop``            stop               end_turn,        STOP                  stop
-                                       stop_sequence
-``length``          length             max_tokens,      MAX_TOKENS            length
-                                       model_context_
-                                       window_exceeded
-``tool_calls``      tool_calls,        tool_use         STOP with             stop with
-                    function_call                       functionCall parts    tool_calls
-``content_filter``  content_filter     (none)           SAFETY, RECITATION,   (none)
-                                                        BLOCKLIST, SPII,
-                                                        PROHIBITED_CONTENT,
-                                                        IMAGE_SAFETY,
-                                                        LANGUAGE
-``refusal``         a non-null         refusal          (none)                (none)
-                    message.refusal
-error (no answer)   (none)             pause_turn       OTHER, MALFORMED_     (none)
-                                                        FUNCTION_CALL,
-                                                        UNEXPECTED_TOOL_CALL
-==================  =================  ===============  ====================  ==========
-
-Any provider's ``stop`` with tool calls in the reply is ``tool_calls``; a word
-not in the table is ``None``.  Sources:
-https://platform.openai.com/docs/api-reference/chat/object (finish_reason,
-message.refusal), https://docs.anthropic.com/en/api/messages and
-https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons
-(stop_reason), https://ai.google.dev/api/generate-content#FinishReason ,
-https://docs.ollama.com/api/chat (done_reason).
-
-Truncations, content filters and refusals are answers, not errors: the reply
-holds the text there is (a truncation: the partial text; a refusal with no
-text: the provider's refusal message, if any; a filtered answer: usually
-``""``) and evals scores it.  An answer that is empty (the model finished and
-said nothing) is an answer too (every text check fails: "the output is
-empty").
-
-Errors:
-
-* :class:`ProviderError` (one line, ``"<provider>: <what happened>"``): HTTP
-  errors, timeouts, connection failures, non-JSON bodies, a response with no
-  answer in it (no choices; no text field and no tool call, unless it ended
-  truncated, filtered or refused; a tool call with no name), a prompt Gemini
-  blocked (``promptFeedback.blockReason``), the finish reasons of the table's
-  error row, an Ollama prompt that may not have fitted
-  ``EVALS_OLLAMA_NUM_CTX``.  An error text is never returned as if it were
-  model output.
-* ``TypeError``: a prompt that is neither a str nor a conversation.
-* :class:`ConfigError` (a ``ValueError``): no provider configured (evals.py
-  replays recordings itself then), unknown provider, missing key,
-  unparseable number in an ``EVALS_*`` variable, an ``EVALS_TOOLS`` file that
-  is not a list of tools, an ``EVALS_TOOL_CHOICE`` that is none of the choices
-  nor an offered tool's name.
-
-Retry policy (per prompt): HTTP 408, 409, 429, 500, 502, 503, 504 and 529,
-read timeouts, connection resets and dropped connections are retried, up to
-``EVALS_MAX_ATTEMPTS`` attempts.  The wait before a retry is the server's
-``Retry-After`` (seconds or HTTP-date; also ``retry-after-ms`` and Gemini's
-``RetryInfo.retryDelay``) when given and above 0, otherwise exponential
-backoff with full jitter: ``uniform(0, min(20, 1 * 2**(attempt-1)))`` seconds.
-Total sleeping is capped by ``EVALS_MAX_RETRY_WAIT``; a backoff is cut to what
-remains (once it is all spent, no further attempt is made, whatever
-``EVALS_MAX_ATTEMPTS`` allows), and a ``Retry-After`` longer than what remains
-fails at once (waiting less than the server asked would only earn another
-429).  Not retried: other 4xx (bad key, bad model, bad request; the provider's
-own error message is surfaced), 429s that mean "out of quota / spend limit" or
-a used-up daily quota (retrying cannot help), connection refused and DNS
-failures (almost always a wrong URL or a server that is not running), and
-anything wrong with a 200 response.  A server's ``x-should-retry: true`` or
-``false`` overrides the status, as the official SDKs let it.  The waits are
-slept in the calling thread, as any caller of an HTTP API does (under
-``python evals.py -j N`` the other workers go on meanwhile).
-
-Pacing: OpenAI (and OpenAI-compatible servers that copy its
-``x-ratelimit-*`` headers) and Anthropic (``anthropic-ratelimit-*``) say on
-every answer how much of each rate limit is left and when it refills.  The
-client reads them and, before each request, waits until the request fits
-what is left, by the provider's own admission rule: 1 request, and its
-prompt (estimated at 4 characters a token) plus its token cap in tokens
-(Anthropic: the prompt in input tokens, the cap in output tokens).  All the
-calls of the process to one endpoint (provider, URL, model) share what the
-answers report, so ``-j 16`` stays within the limit together.  Waiting is
-not an attempt: it spends neither ``EVALS_MAX_ATTEMPTS`` nor
-``EVALS_MAX_RETRY_WAIT``; a wait of a second or more is said on stderr (at
-most every 10 s): ``my_client: waiting for openai's rate limit (tokens: 0
-left of 4500) until about 14:02:31; waiting is not a retry``.  With no
-such headers and no ``EVALS_RPM`` / ``EVALS_TPM`` nothing waits.  A 429
-that still comes is retried as above.
-
-Connections: each thread keeps its HTTP connection to a provider open between
-calls (keep-alive), so a run pays the TCP and TLS handshakes once per thread;
-one the server closed while idle is replaced before the next request.  Through
-a proxy from the environment (``HTTPS_PROXY``, ``NO_PROXY``) each call opens
-its own connection.  ``close_connections()`` closes the calling thread's.
-
-Thread safety: clients keep no mutable state per call.  ``ask`` may be called
-from many threads.
-
-Cache (``EVALS_CACHE=1``, or ``python evals.py --cache``): each answer of a
-live client is kept in ``EVALS_CACHE_PATH``, keyed by a sha256 of the
-provider, the request URL (without a user, password or key-like query
-parameter), the JSON body as configured (model, messages and system prompt,
-temperature, token cap, tools, ``num_ctx``) and the repeat index of the call
-(the ``attempt`` keyword evals passes, default 0): ``--repeat 3`` keeps three
-replies per case.  A call whose key is there returns that reply, with its
-usage (so a run's cost is reported as it was), ``cached`` and ``replayed``
-True and ``attempts`` 0, and makes no request and needs no key.  Errors are
-never kept; every answer is, an empty one included.  SQLite in WAL mode with
-a 30 s busy timeout: runs at once share it.  A cache that cannot be read or
-written is said once on stderr, and the model is called.  The judge's client
-does not use it (evals keeps judge verdicts in ``.evals/judge_cache.jsonl``).
-``python my_client.py cache`` prints how many replies it holds and where;
-``python my_client.py cache --clear`` empties it.
-
-Judge (``python evals.py --judge my_client:judge``): ``judge(prompt) -> Reply``
-answers the prompts of ``judge`` checks with the same providers, at
-temperature 0 (with the same exceptions) and without ``EVALS_SYSTEM_PROMPT``:
-
-=========================== =================================================
-``EVALS_JUDGE_PROVIDER``    provider of the judge; unset: ``EVALS_PROVIDER``;
-                            neither (or ``replay``): no judge provider;
-                            evals.py replays recorded replies itself
-                            (``EVALS_JUDGE_RECORDINGS``, default
-                            ``judge_recordings.jsonl``: ``{"key": sha256
-                            of the prompt, "reply": str}`` a line).
-``EVALS_JUDGE_MODEL``       judge model; unset: ``EVALS_MODEL`` when the judge
-                            uses the app's provider, else that provider's
-                            default.  ``EVALS_JUDGE_BASE_URL`` likewise.
-``EVALS_JUDGE_RECORD``      file to append every live judge reply to, in the
-                            replay format (record once, replay in CI).
-``EVALS_JUDGE_TEMPERATURE`` as ``EVALS_TEMPERATURE``, for the judge.
-=========================== =================================================
-
-Keys, timeouts and retries are the ``EVALS_*`` / key variables above.  The
-judge's prompt holds the case's input and the output it grades: with a live
-judge provider both are sent to that provider.
-
-Capture (in your running app): ``capture`` wraps your own model function and
-appends each call to ``.evals/captures.jsonl``, so that bad answers can be
-reviewed into cases::
-
-    @my_client.capture(tags=["support"], redact=[r"\\b\\d{16}\\b"])
-    def answer(question): ...
-
-``python evals.py review`` then turns them into cases.
+It sends a prompt (a str or a conversation) to OpenAI or an OpenAI-compatible server,
+Anthropic, Gemini or Ollama and returns a :class:`Reply`, a ``str`` with the answer's tool
+calls, finish reason, usage and rate-limit headers.  ``ask(prompt, *, attempt=0)`` calls the
+provider configured by the ``EVALS_*`` environment variables; ``make_client(provider,
+**settings)`` builds a client without them; ``make_judge`` builds the client of the judge,
+``judge`` answers evals' ``judge`` checks.  What happens around a call (the cache, the journal
+of a live run, pacing, waiting when a provider refuses a call) is the harness's.  Every
+setting, error and retry rule is in docs/clients.md.
 
 evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import atexit
-import collections.abc
 import email.utils
-import functools
 import hashlib
 import http.client
 import itertools
@@ -327,7 +24,6 @@ import re
 import select
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -349,7 +45,6 @@ __all__ = [
     "judge",
     "make_judge",
     "prompt_key",
-    "capture",
     "close_connections",
 ]
 
@@ -417,44 +112,14 @@ rand = random.random
 
 
 class Reply(str):
-    """The model's answer: a ``str`` with metadata attributes.
-
-    Attributes:
-        usage (dict or None): ``{"input_tokens": int|None, "output_tokens": int|None}``, plus
-            Anthropic's ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` when
-            it reports them (its ``input_tokens`` leaves those out); None when the provider
-            reported no usage, and for a replay.
-        model (str): the model that answered, as the provider reports it (else the model
-            asked; ``"replay"`` for a recorded output).
-        finish_reason (str or None): why the answer ended, normalised to ``stop``, ``length``,
-            ``tool_calls``, ``content_filter`` or ``refusal`` (the module docstring's table);
-            None when the provider said nothing this client knows.
-        finish_reason_raw (str or None): the provider's own stop reason, verbatim.
-        tool_calls (list): the tools the model asked to call, in its order:
-            ``{"name": str, "arguments": dict}``; ``[]`` when none.  Arguments sent as a JSON
-            string (OpenAI) are parsed, an empty one is ``{}``, and one that is not a JSON
-            object stays the raw string (that is the model's answer, which evals' checks
-            report).  The string is then the text part, ``""`` when the model only called
-            tools.
-        attempts (int): HTTP attempts made (0 for a replayed or cached answer).
-        replayed (bool): a recorded answer, which took no model time (evals leaves it out
-            of latency).
-        cached (bool): the answer came from the cache of live calls (EVALS_CACHE), not from
-            the model; ``replayed`` is True too.
-        reasoning (str or None): the model's thinking, taken out of the answer: a leading
-            ``<think>...</think>`` block of the text, or the provider's own field for it
-            (``reasoning`` / ``reasoning_content``, Anthropic ``thinking`` blocks, Gemini
-            thought parts, Ollama ``message.thinking``); None when there was none.  The
-            string itself is the answer without it, which is what checks score.
-        sent (dict or None): what was sent that decides the answer, named as the provider
-            names it: ``temperature`` (None: none was sent, the provider's default applies),
-            the token cap when one was sent (``max_tokens``, ``max_completion_tokens``,
-            ``maxOutputTokens`` or ``num_predict``), Ollama's ``num_ctx`` and, when tools
-            were offered (EVALS_TOOLS), ``tools``: their names, and ``tool_choice``: the
-            value sent for EVALS_TOOL_CHOICE, in the provider's spelling (Gemini's
-            ``toolConfig``; none for Ollama, which has no such field); e.g.
-            ``{"temperature": None, "max_completion_tokens": 1024}``.  None for a replay.
-    """
+    """The model's answer: a ``str`` (the text part, ``""`` when the model only called tools) with
+    the attributes docs/clients.md describes ("The reply"): ``tool_calls`` (``[{"name",
+    "arguments"}]``), ``finish_reason`` (normalised) and ``finish_reason_raw``, ``usage``
+    (``{"input_tokens", "output_tokens"}`` or None), ``model``, ``attempts`` (HTTP attempts; 0 for
+    a replay or a batch), ``replayed``, ``reasoning`` (the thinking taken out of the text),
+    ``sent`` (what was sent that decides the answer, e.g. ``{"temperature": None,
+    "max_completion_tokens": 1024}``) and ``rate_limits`` (the answer's rate-limit headers, names
+    lower-cased, for the harness to pace by; not in recordings)."""
 
     def __new__(
         cls,
@@ -468,11 +133,11 @@ class Reply(str):
         sent: Optional[Dict[str, Any]] = None,
         tool_calls: Optional[List[Dict[str, Any]]] = None,
         finish_reason_raw: Optional[str] = None,
-        cached: bool = False,
+        rate_limits: Optional[Dict[str, str]] = None,
     ) -> "Reply":
         obj = super().__new__(cls, text)
         obj.replayed = replayed
-        obj.cached = cached
+        obj.rate_limits = dict(rate_limits or {})
         obj.usage = usage
         obj.model = model
         obj.finish_reason = finish_reason
@@ -485,44 +150,41 @@ class Reply(str):
 
 
 def reply_dict(reply: Any) -> Any:
-    """A reply as recordings and captures store it: the str itself when that is all the
-    provider reported, else the whole reply ``{"text": str, "finish_reason": str|None}`` with
-    ``"tool_calls": [{"name", "arguments"}]`` when it made any (a finish reason, ``stop``
-    included, is kept: a check of it on a replay must see what the live call saw)."""
+    """A reply as recordings and captures store it: the str itself when that is all the provider
+    reported, else the whole reply ``{"text": str, "finish_reason": str|None}`` with
+    ``"tool_calls": [{"name", "arguments"}]`` when it made any (a finish reason, ``stop`` included,
+    is kept: a check of it on a replay must see what the live call saw)."""
     calls = getattr(reply, "tool_calls", None) or []
     finish = getattr(reply, "finish_reason", None)
     if not calls and finish is None:
         return str(reply)
-    return {
-        "text": str(reply),
-        "finish_reason": finish,
-        **(
-            {
-                "tool_calls": [
-                    {"name": call["name"], "arguments": call["arguments"]} for call in calls
-                ]
-            }
-            if calls
-            else {}
-        ),
-    }
+    whole = {"text": str(reply), "finish_reason": finish}  # type: Dict[str, Any]
+    if calls:
+        whole["tool_calls"] = [{"name": c["name"], "arguments": c["arguments"]} for c in calls]
+    return whole
 
 
 class ProviderError(Exception):
-    """A model call failed; the message is one line: ``"<provider>: <what happened>"``.
-
-    Attributes:
-        provider (str): provider name (``openai``, ``anthropic``...).
-        status (int or None): last HTTP status received, if any.
-        attempts (int): HTTP attempts made before giving up.
-    """
+    """A model call failed; the message is one line: ``"<provider>: <what happened>"``. ``status``:
+    the last HTTP status (None below HTTP); ``attempts``: HTTP attempts made; ``rate_limits``: the
+    last answer's rate-limit headers (as :attr:`Reply.rate_limits`); ``retry_after``: for a call
+    the provider refused for its load or rate and the client handed back (see _retrying), the
+    seconds it asked to wait, 0.0 when it did not say; None for every other error."""
 
     def __init__(
-        self, provider: str, message: str, status: Optional[int] = None, attempts: int = 0
+        self,
+        provider: str,
+        message: str,
+        status: Optional[int] = None,
+        attempts: int = 0,
+        retry_after: Optional[float] = None,
+        rate_limits: Optional[Dict[str, str]] = None,
     ):
         self.provider = provider
         self.status = status
         self.attempts = attempts
+        self.retry_after = retry_after
+        self.rate_limits = dict(rate_limits or {})
         self.detail = _one_line(message)
         super().__init__("%s: %s" % (provider, self.detail))
 
@@ -599,8 +261,9 @@ class Settings(NamedTuple):
     default_temperature: bool = False
     token_field: Optional[str] = None  # None: by the host
     num_ctx: int = OLLAMA_DEFAULT_NUM_CTX
-    rpm: Optional[float] = None  # EVALS_RPM / EVALS_TPM: limits set by hand (see _Pacer)
-    tpm: Optional[float] = None
+    # False: a call the provider refuses for its load or rate raises at once, for the harness
+    # to schedule again (see _retrying); True: the client waits and retries it itself.
+    wait_when_refused: bool = False
 
     def __repr__(self) -> str:  # tracebacks and debug logs print it: no key, no environment
         return "Settings(provider=%r, model=%r, base_url=%r)" % (
@@ -626,62 +289,108 @@ def _parse_number(
     return value
 
 
-def _resolve_settings(
-    provider: str,
-    env: Mapping[str, str],
-    overrides: Dict[str, Any],
-    temperature_var: str = "EVALS_TEMPERATURE",
-) -> Settings:
-    """Settings from ``overrides``, else the environment, else the defaults; ``temperature_var``
-    names the variable of the temperature (the judge has its own)."""
+# Each setting and the variable it is read from (``EVALS_`` and the name) when no override
+# gives it.
+_VARIABLES = {
+    "model": "MODEL",
+    "base_url": "BASE_URL",
+    "system_prompt": "SYSTEM_PROMPT",
+    "tools": "TOOLS",
+    "tool_choice": "TOOL_CHOICE",
+    "max_tokens": "MAX_TOKENS",
+    "max_tokens_field": "MAX_TOKENS_FIELD",
+    "temperature": "TEMPERATURE",
+    "num_ctx": "OLLAMA_NUM_CTX",
+    "timeout": "TIMEOUT",
+    "max_attempts": "MAX_ATTEMPTS",
+    "max_retry_wait": "MAX_RETRY_WAIT",
+}
+# The judge's own variables, read before the app's (see _sources).
+_JUDGE_VARIABLES = ("PROVIDER", "MODEL", "BASE_URL", "TEMPERATURE")
 
-    def pick(key: str, var: str) -> Any:
+
+def _provider_name(env: Mapping[str, str], provider: Optional[str], judge: bool) -> str:
+    """The provider asked for: ``provider``, else (for the judge) EVALS_JUDGE_PROVIDER, else
+    EVALS_PROVIDER; "" for none."""
+    if provider is not None:
+        return provider.strip().lower()
+    if judge and env.get("EVALS_JUDGE_PROVIDER", "").strip():
+        return env["EVALS_JUDGE_PROVIDER"].strip().lower()
+    return env.get("EVALS_PROVIDER", "").strip().lower()
+
+
+def _sources(env: Mapping[str, str], provider: str, judge: bool) -> Dict[str, Tuple[str, ...]]:
+    """{setting: the variables it is read from, first set wins}.  The app's client reads EVALS_*.
+    The judge reads EVALS_JUDGE_MODEL, _BASE_URL and _TEMPERATURE first and sends no system prompt
+    and no tools (it grades); it falls back to the app's model and URL only when it uses the app's
+    provider (a model name of one provider means nothing to another), never to the app's
+    temperature (a judge grades at 0 unless told otherwise)."""
+    sources = {key: ("EVALS_" + name,) for key, name in _VARIABLES.items()}
+    if not judge:
+        return sources
+    same = provider == env.get("EVALS_PROVIDER", "").strip().lower()
+    for key in ("model", "base_url", "temperature"):
+        own = ("EVALS_JUDGE_" + _VARIABLES[key],)
+        if same and key != "temperature":
+            own += sources[key]
+        sources[key] = own
+    sources.update(system_prompt=(), tools=(), tool_choice=())
+    return sources
+
+
+def _resolve_settings(
+    provider: str, env: Mapping[str, str], overrides: Dict[str, Any], judge: bool = False
+) -> Settings:
+    """Settings from ``overrides``, else the environment (see _sources), else the defaults."""
+    sources = _sources(env, provider, judge)
+
+    def pick(key: str) -> Any:
         if key in overrides:
             return overrides[key]
-        raw = env.get(var)
-        return raw if raw not in (None, "") else None
+        for var in sources[key]:
+            if env.get(var) not in (None, ""):
+                return env[var]
+        return None
 
-    def number(key: str, var: str, default: Any, kind: type, minimum: float) -> Any:
-        raw = pick(key, var)
-        return _parse_number(var, default if raw is None else raw, kind, minimum)
+    def number(key: str, default: Any, kind: type, minimum: float) -> Any:
+        raw = pick(key)
+        return _parse_number(sources[key][0], default if raw is None else raw, kind, minimum)
 
-    max_tokens = pick("max_tokens", "EVALS_MAX_TOKENS")
+    max_tokens = pick("max_tokens")
     if max_tokens is not None:
         max_tokens = _parse_number("EVALS_MAX_TOKENS", max_tokens, int, 1)
     elif provider == "anthropic":
-        max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS
-    temperature = pick("temperature", temperature_var)
-    default_temperature = "temperature" not in overrides and temperature is None
-    tools = _load_tools(pick("tools", "EVALS_TOOLS"))
-    token_field = pick("max_tokens_field", "EVALS_MAX_TOKENS_FIELD")
+        max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS  # the API requires one
+    # Ours (0, for runs that repeat) unless given, even as None: see _refusal.
+    default_temperature = pick("temperature") is None and "temperature" not in overrides
+    tools = _load_tools(pick("tools"))
+    token_field = pick("max_tokens_field")
     if token_field not in (None,) + _TOKEN_FIELDS:
         raise ConfigError(
             "EVALS_MAX_TOKENS_FIELD must be %s, got %r" % (" or ".join(_TOKEN_FIELDS), token_field)
         )
+    temperature = _parse_number(
+        sources["temperature"][0], pick("temperature"), float, 0.0, allow_none=True
+    )
+    if default_temperature:
+        temperature = DEFAULT_TEMPERATURE
     return Settings(
         provider=provider,
-        model=pick("model", "EVALS_MODEL") or DEFAULT_MODELS[provider],
-        base_url=(pick("base_url", "EVALS_BASE_URL") or DEFAULT_BASE_URLS[provider]).rstrip("/"),
+        model=pick("model") or DEFAULT_MODELS[provider],
+        base_url=(pick("base_url") or DEFAULT_BASE_URLS[provider]).rstrip("/"),
         api_key=overrides.get("api_key"),
-        system_prompt=pick("system_prompt", "EVALS_SYSTEM_PROMPT"),
+        system_prompt=pick("system_prompt"),
         tools=tools,
-        tool_choice=_tool_choice(pick("tool_choice", "EVALS_TOOL_CHOICE"), tools),
+        tool_choice=_tool_choice(pick("tool_choice"), tools),
         max_tokens=max_tokens,
-        temperature=_parse_number(
-            temperature_var,
-            DEFAULT_TEMPERATURE if default_temperature else temperature,
-            float,
-            0.0,
-            allow_none=True,
-        ),
+        temperature=temperature,
         default_temperature=default_temperature,
         token_field=token_field,
-        num_ctx=number("num_ctx", "EVALS_OLLAMA_NUM_CTX", OLLAMA_DEFAULT_NUM_CTX, int, 1),
-        timeout=number("timeout", "EVALS_TIMEOUT", 60, float, 0.001),
-        max_attempts=number("max_attempts", "EVALS_MAX_ATTEMPTS", 4, int, 1),
-        max_retry_wait=number("max_retry_wait", "EVALS_MAX_RETRY_WAIT", 60, float, 0.0),
-        rpm=_parse_number("EVALS_RPM", pick("rpm", "EVALS_RPM"), float, 1, allow_none=True),
-        tpm=_parse_number("EVALS_TPM", pick("tpm", "EVALS_TPM"), float, 1, allow_none=True),
+        num_ctx=number("num_ctx", OLLAMA_DEFAULT_NUM_CTX, int, 1),
+        timeout=number("timeout", 60, float, 0.001),
+        max_attempts=number("max_attempts", 4, int, 1),
+        max_retry_wait=number("max_retry_wait", 60, float, 0.0),
+        wait_when_refused=bool(overrides.get("wait_when_refused", judge)),
         env=env,
     )
 
@@ -690,8 +399,8 @@ _TOOL_FIELDS = ("name", "description", "parameters")
 
 
 def _tool_problem(tool: Any, names: List[str]) -> Optional[str]:
-    """What is wrong with one tool of an EVALS_TOOLS list (None: nothing); ``names`` are the
-    names of the tools before it."""
+    """What is wrong with one tool of an EVALS_TOOLS list (None: nothing); ``names`` are the names
+    of the tools before it."""
     if not isinstance(tool, dict):
         return "is %s, not an object" % type(tool).__name__
     unknown = sorted(set(tool) - set(_TOOL_FIELDS))
@@ -712,10 +421,10 @@ def _tool_problem(tool: Any, names: List[str]) -> Optional[str]:
 
 
 def _load_tools(source: Any) -> Optional[List[Dict[str, Any]]]:
-    """The tools offered to the model: ``source`` is EVALS_TOOLS (the path of a JSON file) or
-    a ``tools=`` list; None or an empty list: none.  Each tool is ``{"name", "description",
-    "parameters"}`` (OpenAI's function shape without its wrapper; ``parameters`` a JSON
-    Schema object).  ConfigError names the file and the problem."""
+    """The tools offered to the model: ``source`` is EVALS_TOOLS (the path of a JSON file) or a
+    ``tools=`` list; None or an empty list: none.  Each tool is ``{"name", "description",
+    "parameters"}`` (OpenAI's function shape without its wrapper; ``parameters`` a JSON Schema
+    object).  ConfigError names the file and the problem."""
     where = "tools="
     if isinstance(source, str):
         where = "EVALS_TOOLS file %s" % source
@@ -806,12 +515,16 @@ class _Failed(Exception):
         retryable: bool = False,
         status: Optional[int] = None,
         retry_after: Optional[float] = None,
+        refused: bool = False,
+        rate_limits: Optional[Dict[str, str]] = None,
     ) -> None:
         super().__init__(what)
         self.what = what
         self.retryable = retryable
         self.status = status  # HTTP status; None below HTTP and for a rejected 2xx answer
         self.retry_after = retry_after  # seconds the server asked to wait, if it did
+        self.refused = refused  # refused for the provider's load or rate (see _http_failure)
+        self.rate_limits = rate_limits or {}  # the answer's, see _rate_limit_headers
 
 
 # Each thread keeps its connections open between calls (HTTP keep-alive): a suite of hundreds
@@ -820,8 +533,8 @@ _KEPT = threading.local()
 
 
 class _Pool(dict):
-    """One thread's kept-alive connections by (scheme, host, port); closed when the thread
-    ends (its thread-local data is dropped) or, for the main thread, at exit."""
+    """One thread's kept-alive connections by (scheme, host, port); closed when the thread ends
+    (its thread-local data is dropped) or, for the main thread, at exit."""
 
     def close(self) -> None:
         for connection in self.values():
@@ -873,11 +586,11 @@ def _uses_proxy(scheme: str, host: str) -> bool:
 def _send_once(
     url: str, headers: Dict[str, str], data: Optional[bytes], timeout: float, method: str = "POST"
 ) -> Tuple[int, Mapping[str, str], bytes]:
-    """Send once (a POST, or ``method``); return (status, headers, body) for any HTTP status,
-    raise _Failed otherwise.
+    """Send once (a POST, or ``method``); return (status, headers, body) for any HTTP status, raise
+    _Failed otherwise.
 
-    Direct connections are kept alive per thread (http.client); through an HTTP(S) proxy from
-    the environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
+    Direct connections are kept alive per thread (http.client); through an HTTP(S) proxy from the
+    environment (HTTPS_PROXY, NO_PROXY...) urllib opens one connection per call.
     """
     parts = urllib.parse.urlsplit(url)
     if _uses_proxy(parts.scheme, parts.hostname or ""):
@@ -953,17 +666,9 @@ def _classify_network_error(reason: Any, timeout: float) -> _Failed:
 
 
 def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
-    """Parse a ``Retry-After`` header value into seconds to wait.
-
-    Args:
-        value: delta-seconds (``"2"``, ``"1.5"``) or an HTTP-date
-            (``"Wed, 21 Oct 2015 07:28:00 GMT"``), per RFC 9110 section 10.2.3
-            (https://www.rfc-editor.org/rfc/rfc9110#field.retry-after).
-        now: current Unix time in seconds (default ``time.time()``).
-
-    Returns:
-        float seconds (>= 0), or None if the header is absent or unparseable.
-    """
+    """Seconds to wait (>= 0) from a ``Retry-After`` value: delta-seconds or an HTTP-date (RFC 9110
+    section 10.2.3); ``now``: Unix time, default ``time.time()``.  None when absent or
+    unparseable."""
     if not value:
         return None
     value = value.strip()
@@ -1056,19 +761,35 @@ def _error_message(payload: Any, body: bytes) -> Tuple[str, bool]:
     return ("non-JSON body: %s" % snippet if snippet else "empty body"), False
 
 
+def _rate_limit_headers(headers: Mapping[str, str]) -> Dict[str, str]:
+    """An answer's rate-limit headers (Reply.rate_limits), names lower-cased: OpenAI's
+    x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+    (https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers), copied by many
+    compatible servers; Anthropic's anthropic-ratelimit-*
+    (https://docs.anthropic.com/en/api/rate-limits#response-headers); retry-after(-ms)."""
+    found = {}
+    for name, value in headers.items():
+        name = name.lower()
+        if name.startswith(("x-ratelimit-", "anthropic-ratelimit-")):
+            found[name] = value
+        elif name in ("retry-after", "retry-after-ms"):
+            found[name] = value
+    return found
+
+
 def _attempt(
     url: str,
     headers: Dict[str, str],
     data: Optional[bytes],
     timeout: float,
     method: str = "POST",
-    seen: Optional[Callable[[Mapping[str, str]], Any]] = None,
+    seen: Optional[Callable[[Dict[str, str]], Any]] = None,
 ) -> Any:
-    """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise
-    _Failed otherwise.  ``seen(headers)`` gets the headers of any HTTP answer (the pacer's)."""
+    """Send once (a POST, or ``method``) and return the decoded JSON of a 2xx answer; raise _Failed
+    otherwise.  ``seen`` gets the rate-limit headers of a 2xx answer."""
     status, resp_headers, body = _send_once(url, headers, data, timeout, method)
     if seen is not None:
-        seen(resp_headers)
+        seen(_rate_limit_headers(resp_headers))
     if not 200 <= status < 300:
         raise _http_failure(status, resp_headers, body)
     try:
@@ -1088,14 +809,28 @@ def _http_failure(status: int, headers: Mapping[str, str], body: bytes) -> _Fail
     except (UnicodeDecodeError, ValueError):
         payload = None
     detail, no_quota = _error_message(payload, body)
-    # The server's x-should-retry decides when it says true or false, as the official SDKs
-    # obey it (see RETRY_STATUSES); otherwise the status does, but for a 429 of no quota left.
+    retryable = status in RETRY_STATUSES and not no_quota  # a 429 of no quota left is not
     told = headers.get("x-should-retry")
-    retryable = (
-        told == "true" if told in ("true", "false") else status in RETRY_STATUSES and not no_quota
+    if told in ("true", "false"):  # the server's word decides, as the official SDKs obey it
+        retryable = told == "true"
+    if not retryable:
+        return _Failed("HTTP %d %s" % (status, detail), status=status)
+    # Refused for the provider's load or rate, not broken: 429 (rate), 529 and Anthropic's
+    # overloaded_error (https://docs.anthropic.com/en/api/errors), and a 503 that says when
+    # to come back.  The harness may schedule such a call again (see _retrying).
+    refused = (
+        status in (429, 529)
+        or _error_object(payload).get("type") == "overloaded_error"
+        or (status == 503 and ("retry-after" in headers or "retry-after-ms" in headers))
     )
-    wait = _retry_after(headers, payload) if retryable else None
-    return _Failed("HTTP %d %s" % (status, detail), retryable, status, wait)
+    return _Failed(
+        "HTTP %d %s" % (status, detail),
+        True,
+        status,
+        _retry_after(headers, payload),
+        refused,
+        _rate_limit_headers(headers),
+    )
 
 
 def _retry_wait(
@@ -1107,8 +842,8 @@ def _retry_wait(
 ) -> Tuple[Optional[float], str]:
     """(seconds to sleep before the next attempt, "") or, when the policy says stop, (None, why).
 
-    ``remaining`` is what is left of EVALS_MAX_RETRY_WAIT.  A Retry-After longer than that fails
-    at once: waiting less than the server asked would only earn another 429.
+    ``remaining`` is what is left of EVALS_MAX_RETRY_WAIT.  A Retry-After longer than that fails at
+    once: waiting less than the server asked would only earn another 429.
     """
     if not failure.retryable:
         return None, ""
@@ -1142,297 +877,39 @@ def _retrying(
     sleep_fn: Optional[Callable[[float], Any]] = None,
     rand_fn: Optional[Callable[[], float]] = None,
 ) -> Tuple[Any, int]:
-    """(once(), attempts), calling ``once`` again after each retryable _Failed as the retry
-    policy allows, sleeping between attempts (a server's Retry-After, else a backoff).
-    ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call so that
-    tests can patch them).
-
-    Raises:
-        ProviderError: the only place a failed request raises it, so every message is scrubbed
-            of ``secret`` and carries the last HTTP status and the attempts made.
-    """
+    """(once(), attempts), calling ``once`` again after each retryable _Failed as the policy
+    allows, sleeping between attempts (a server's Retry-After, else a backoff).  A call the
+    provider refused for its load or rate is handed back at once with its ``retry_after``
+    unless ``settings.wait_when_refused``: the harness schedules it again, for every client
+    alike.  ``sleep_fn``, ``rand_fn``: a client's own (None: the module's, looked up per call
+    so that tests can patch them).  The only place a failed request raises ProviderError, so
+    every message is scrubbed of ``secret``."""
     attempt, waited = 0, 0.0
     while True:
         attempt += 1
         try:
             return once(), attempt
         except _Failed as failure:
-            delay, why = _retry_wait(
-                failure, attempt, settings, settings.max_retry_wait - waited, rand_fn or rand
-            )
+            handed_back = failure.refused and not settings.wait_when_refused
+            delay, why = None, "; handed back to be scheduled again"
+            if not handed_back:
+                delay, why = _retry_wait(
+                    failure, attempt, settings, settings.max_retry_wait - waited, rand_fn or rand
+                )
             if delay is None:
-                raise ProviderError(
+                error = ProviderError(
                     settings.provider,
                     _scrub(failure.what, secret) + why,
                     status=failure.status,
                     attempts=attempt,
-                ) from None
+                    rate_limits=failure.rate_limits,
+                )
+                if handed_back:
+                    error.retry_after = failure.retry_after or 0.0
+                raise error from None
         if delay > 0:
             (sleep_fn or sleep)(delay)
         waited += delay
-
-
-# --------------------------------------------------------------------------
-# Pacing: wait for the provider's rate limits instead of running into them
-# --------------------------------------------------------------------------
-
-# Providers say on every answer how much of each limit is left and when it refills; a request
-# that does not fit is refused (429), and on OpenAI a refused request counts against the limit
-# too.  So before each request the client waits until it fits what is left, the provider's own
-# admission rule: a request costs 1 of the requests limit and its estimated prompt tokens plus
-# its token cap of the tokens limit (Anthropic: the prompt of input tokens, the cap of output
-# tokens).  What is left refills continuously (a token bucket, as OpenAI and Anthropic describe
-# their limits), at the rate the reset time implies.  Waiting is not an attempt: it spends
-# neither EVALS_MAX_ATTEMPTS nor EVALS_MAX_RETRY_WAIT.  With no such headers and no
-# EVALS_RPM / EVALS_TPM nothing waits.
-#
-# OpenAI (and the OpenAI-compatible servers that copy it): x-ratelimit-{limit,remaining,reset}-
-# {requests,tokens}, the reset a duration ("6m0s", "20ms"),
-# https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers .  Anthropic:
-# anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}, the
-# reset an RFC 3339 time, https://docs.anthropic.com/en/api/rate-limits#response-headers .
-# Gemini sends none: its limits can be given by hand.
-
-_LIMIT_NAMES = ("requests", "tokens", "input-tokens", "output-tokens")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?$")
-PACE_NOTICE_EVERY = 10.0  # seconds between two "waiting for the limit" lines of one endpoint
-PACE_NOTICE_MIN = 1.0  # a wait shorter than this is not said
-PACE_SLEEP_MAX = 1.0  # a waiting call looks again at least this often (answers update the state)
-
-
-def parse_reset(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
-    """Seconds until a rate limit refills, from a reset header: a duration (OpenAI's ``"1s"``,
-    ``"6m0s"``, ``"20ms"``, or plain seconds) or an RFC 3339 time (Anthropic's
-    ``"2025-01-01T00:00:30Z"``; ``now``: Unix time, default ``time.time()``).  None when
-    absent or unreadable."""
-    value = (value or "").strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-        return max(0.0, seconds) if seconds == seconds else None
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(value)
-    if parts and "".join(n + unit for n, unit in parts) == value:
-        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-        return sum(float(n) * scale[unit] for n, unit in parts)
-    match = _RFC3339.match(value)
-    if not match:
-        return None
-    import datetime
-
-    zone = (match.group(3) or "+00:00").upper().replace("Z", "+00:00")
-    try:
-        when = datetime.datetime.fromisoformat(
-            match.group(1).replace("t", "T").replace(" ", "T")
-            + (zone if ":" in zone else zone[:3] + ":" + zone[3:])
-        )
-    except ValueError:
-        return None
-    fraction = float(match.group(2) or 0)
-    return max(0.0, when.timestamp() + fraction - (time.time() if now is None else now))
-
-
-def rate_limits(headers: Mapping[str, str]) -> Dict[str, Tuple[float, float, Optional[float]]]:
-    """{limit name: (limit, remaining, seconds until refilled or None)} from an answer's
-    headers, OpenAI's and Anthropic's names read alike (see _LIMIT_NAMES); {} for none."""
-    # One pass over the headers (an HTTPMessage looks each name up by scanning them all).
-    headers = {
-        name.lower(): value
-        for name, value in headers.items()
-        if name[:12].lower() in ("x-ratelimit-", "anthropic-ra")
-    }
-    if not headers:
-        return {}
-    found = {}
-    for name in _LIMIT_NAMES:
-        for limit, left, reset in (
-            (
-                "x-ratelimit-limit-" + name,
-                "x-ratelimit-remaining-" + name,
-                "x-ratelimit-reset-" + name,
-            ),
-            tuple(
-                "anthropic-ratelimit-%s-%s" % (name, part)
-                for part in ("limit", "remaining", "reset")
-            ),
-        ):
-            try:
-                values = float(headers.get(limit) or ""), float(headers.get(left) or "")
-            except ValueError:
-                continue
-            if values[0] > 0 and values[1] >= 0:
-                found[name] = (values[0], values[1], parse_reset(headers.get(reset)))
-    if "input-tokens" in found or "output-tokens" in found:
-        # Anthropic's tokens-* repeat the most restrictive of those two: counting the prompt and
-        # the cap against it would count each twice.
-        found.pop("tokens", None)
-    return found
-
-
-def _prompt_chars(value: Any) -> int:
-    """Characters of the strings in a request body (its messages, system prompt, tools)."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_prompt_chars(v) for k, v in value.items() if k != "model")
-    if isinstance(value, list):
-        return sum(_prompt_chars(v) for v in value)
-    return 0
-
-
-def _costs(body: Mapping[str, Any], cap: Optional[int]) -> Dict[str, float]:
-    """What a request counts against each limit: 1 request; its prompt, estimated at 4
-    characters a token (OpenAI's rule of thumb; the answers' headers correct the estimate),
-    plus its token cap."""
-    prompt = -(-_prompt_chars(body) // 4)
-    return {
-        "requests": 1.0,
-        "tokens": float(prompt + (cap or 0)),
-        "input-tokens": float(prompt),
-        "output-tokens": float(cap or 0),
-    }
-
-
-class _Bucket:
-    """One limit as the client reckons it: ``level`` left at monotonic time ``at``, refilling
-    at ``rate`` a second up to ``limit``."""
-
-    __slots__ = ("limit", "level", "rate", "at")
-
-    def __init__(self, limit: float, level: float, rate: float, at: float) -> None:
-        self.limit, self.level, self.rate, self.at = limit, level, rate, at
-
-    def left(self, now: float) -> float:
-        return min(self.limit, self.level + self.rate * (now - self.at))
-
-
-class _Pacer:
-    """The limits of one endpoint (provider, URL, model), shared by every call to it in this
-    process: :meth:`take` before a request, :meth:`done` with the headers of its answer.
-
-    Between answers the client counts its own requests against what is left; an answer's
-    headers correct that.  They are as of the moment the provider admitted the request, which
-    the client does not know: requests sent after it may or may not be counted in them, and so
-    may those still in flight when it was sent.  So an answer may lower what is left to what it
-    reports less all that (a request racing ahead of another is never counted twice as free),
-    and raise it only to what it reports less both (the client's own estimates of the prompts
-    may be too high: the provider's figures bring it back)."""
-
-    def __init__(
-        self,
-        name: str,
-        rpm: Optional[float] = None,
-        tpm: Optional[float] = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep_fn: Callable[[float], Any] = time.sleep,
-    ) -> None:
-        self.name, self.clock, self.sleep = name, clock, sleep_fn
-        self.lock = threading.Lock()
-        self.told = {}  # type: Dict[str, _Bucket]  # from the provider's headers
-        now = clock()
-        # Set by hand: never overwritten by headers, so the lower of both applies.
-        self.manual = {
-            name: _Bucket(limit, limit, limit / 60.0, now)
-            for name, limit in (("requests", rpm), ("tokens", tpm))
-            if limit
-        }
-        self.spent = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved so far, each limit
-        self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
-        self.said = float("-inf")
-
-    def _wait(self, costs: Mapping[str, float], now: float) -> Tuple[float, str]:
-        """(seconds until a request of ``costs`` fits every limit, the limit it waits for)."""
-        wait, which = 0.0, ""
-        for name, bucket in list(self.told.items()) + list(self.manual.items()):
-            need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
-            short = need - bucket.left(now)
-            if short > 1e-6 and short / bucket.rate > wait:  # not a rounding error's wait
-                wait, which = short / bucket.rate, name
-        return wait, which
-
-    def take(self, costs: Mapping[str, float]) -> Tuple[Dict[str, float], ...]:
-        """Wait until a request of ``costs`` fits every known limit, count it against them and
-        return the ticket :meth:`done` needs: (its costs, what had been reserved, this one
-        included, and what was in flight before it)."""
-        while True:
-            with self.lock:
-                now = self.clock()
-                wait, which = self._wait(costs, now)
-                if wait <= 0:
-                    for name, bucket in list(self.told.items()) + list(self.manual.items()):
-                        bucket.level, bucket.at = bucket.left(now) - costs[name], now
-                    before = dict(self.flying)
-                    for name in self.spent:
-                        self.spent[name] += costs[name]
-                        self.flying[name] += costs[name]
-                    return dict(costs), dict(self.spent), before
-                if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
-                    self.said = now
-                    self._notice(which, wait)
-            self.sleep(min(wait, PACE_SLEEP_MAX))
-
-    def _notice(self, which: str, wait: float) -> None:
-        """One stderr line: the calls wait for the provider's limit, and until when."""
-        told = which in self.told
-        bucket = self.told.get(which) or self.manual[which]
-        until = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
-        where = (
-            "%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
-            if told
-            else "%s by hand" % ("EVALS_RPM" if which == "requests" else "EVALS_TPM")
-        )
-        clear = "\r%s\r" % (" " * 60) if getattr(sys.stderr, "isatty", bool)() else ""
-        sys.stderr.write(
-            "%smy_client: waiting for %s's rate limit (%s: %s) until about %s; "
-            "waiting is not a retry\n" % (clear, self.name, which, where, until)
-        )
-        sys.stderr.flush()
-
-    def done(
-        self, ticket: Tuple[Dict[str, float], ...], headers: Optional[Mapping[str, str]] = None
-    ) -> None:
-        """The request of ``ticket`` (from :meth:`take`) is over; ``headers``: its answer's
-        (an HTTP error's too), None when none came."""
-        found = rate_limits(headers) if headers is not None else {}
-        costs, mark, before = ticket
-        with self.lock:
-            for name in self.flying:
-                self.flying[name] -= costs[name]
-            now = self.clock()
-            for name, (limit, left, reset) in found.items():
-                known = self.told.get(name)
-                if reset and limit > left:  # refills to full in `reset` seconds
-                    rate = (limit - left) / reset
-                else:  # limits are per minute when the answer does not tell
-                    rate = known.rate if known else limit / 60.0
-                told = min(limit, left) - (self.spent[name] - mark[name])  # less those after it
-                safe = told - before[name]  # less those it may have overtaken, too
-                level = max(min(known.left(now), told), safe) if known else safe
-                self.told[name] = _Bucket(limit, level, rate, now)
-
-
-_pacers = {}  # type: Dict[Tuple[Any, ...], _Pacer]
-_pacers_lock = threading.Lock()
-
-
-def _pacer_for(settings: Settings) -> _Pacer:
-    """The pacer of the settings' endpoint, one per provider, URL, model and hand-set limits:
-    every client of the process calling it shares what the answers report."""
-    key = (
-        settings.provider,
-        _without_credentials(settings.base_url),
-        settings.model,
-        settings.rpm,
-        settings.tpm,
-    )
-    with _pacers_lock:
-        pacer = _pacers.get(key)
-        if pacer is None:
-            pacer = _pacers[key] = _Pacer(settings.provider, settings.rpm, settings.tpm)
-        return pacer
 
 
 # --------------------------------------------------------------------------
@@ -1441,9 +918,9 @@ def _pacer_for(settings: Settings) -> _Pacer:
 
 
 class Parsed(NamedTuple):
-    """A response parser's result: the text part, usage, the model that answered, the finish
-    reason (normalised, and the provider's own word), the reasoning the provider gave apart and
-    the tool calls (``{"name", "arguments"}``)."""
+    """A response parser's result: the text part, usage, the model that answered, the finish reason
+    (normalised, and the provider's own word), the reasoning the provider gave apart and the tool
+    calls (``{"name", "arguments"}``)."""
 
     text: str
     usage: Optional[Dict[str, Optional[int]]]
@@ -1507,9 +984,9 @@ def _is_conversation(value: Any) -> bool:
 
 
 def _chat_messages(settings: Settings, prompt: Prompt) -> List[Dict[str, str]]:
-    """The conversation as ``[{"role", "content"}]`` (OpenAI's and Ollama's chat shape): a
-    string is one user message; EVALS_SYSTEM_PROMPT comes first unless the conversation has a
-    system message of its own.  Raises TypeError for a prompt that is neither."""
+    """The conversation as ``[{"role", "content"}]`` (OpenAI's and Ollama's chat shape): a string
+    is one user message; EVALS_SYSTEM_PROMPT comes first unless the conversation has a system
+    message of its own.  Raises TypeError for a prompt that is neither."""
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
     elif _is_conversation(prompt):
@@ -1528,9 +1005,8 @@ def _system_and_turns(
     settings: Settings, prompt: Prompt
 ) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
     """(the system messages' texts, the turns: (role, texts) of each run of consecutive other
-    messages of one role), for the APIs that take the system prompt apart (Anthropic's
-    ``system``, Gemini's ``systemInstruction``) and require user and assistant turns to
-    alternate."""
+    messages of one role), for the APIs that take the system prompt apart (Anthropic's ``system``,
+    Gemini's ``systemInstruction``) and require user and assistant turns to alternate."""
     messages = _chat_messages(settings, prompt)
     runs = itertools.groupby((m for m in messages if m["role"] != "system"), lambda m: m["role"])
     return (
@@ -1547,9 +1023,9 @@ def _offer_tools(
     choice: Optional[Tuple[str, Callable[[str], Any]]] = None,
 ) -> None:
     """Add the tools of EVALS_TOOLS to ``body`` in the provider's ``shape``, and their names to
-    ``sent`` (Reply.sent) as ``tools``; nothing when there are none.  ``choice``: the body's
-    field for EVALS_TOOL_CHOICE and the function spelling it, the value sent also recorded in
-    ``sent`` as ``tool_choice``; None for a provider that has no such field (Ollama)."""
+    ``sent`` (Reply.sent) as ``tools``; nothing when there are none.  ``choice``: the body's field
+    for EVALS_TOOL_CHOICE and the function spelling it, the value sent also recorded in ``sent`` as
+    ``tool_choice``; None for a provider that has no such field (Ollama)."""
     if settings.tools:
         body["tools"] = shape(settings.tools)
         sent["tools"] = [tool["name"] for tool in settings.tools]
@@ -1569,7 +1045,8 @@ def _openai_tool_choice(choice: str) -> Any:
 def _anthropic_tool_choice(choice: str) -> Dict[str, Any]:
     """``tool_choice``: ``{"type": "auto" | "any" | "none"}`` or ``{"type": "tool", "name"}``,
     ``required`` spelled ``any``; see
-    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use ."""
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use
+    ."""
     if choice in TOOL_CHOICES:
         return {"type": {"required": "any"}.get(choice, choice)}
     return {"type": "tool", "name": choice}
@@ -1578,8 +1055,8 @@ def _anthropic_tool_choice(choice: str) -> Dict[str, Any]:
 def _gemini_tool_choice(choice: str) -> Dict[str, Any]:
     """``toolConfig``: ``{"functionCallingConfig": {"mode": "AUTO" | "ANY" | "NONE",
     "allowedFunctionNames"}}`` (https://ai.google.dev/gemini-api/docs/function-calling and
-    https://ai.google.dev/api/caching#FunctionCallingConfig): a tool's name is mode ANY with
-    that one name allowed."""
+    https://ai.google.dev/api/caching#FunctionCallingConfig): a tool's name is mode ANY with that
+    one name allowed."""
     if choice in TOOL_CHOICES:
         return {"functionCallingConfig": {"mode": {"required": "ANY"}.get(choice, choice.upper())}}
     return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice]}}
@@ -1597,9 +1074,9 @@ def _not_json(constant: str) -> Any:
 
 
 def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
-    """One tool call as ``{"name", "arguments"}``: arguments sent as a JSON string are parsed;
-    a string that is not a JSON object stays the raw string (the model's answer: evals' checks
-    report it), an empty one or none at all is ``{}``."""
+    """One tool call as ``{"name", "arguments"}``: arguments sent as a JSON string are parsed; a
+    string that is not a JSON object stays the raw string (the model's answer: evals' checks report
+    it), an empty one or none at all is ``{}``."""
     if not isinstance(name, str) or not name:
         raise _Failed("response has a tool call with no name (%s)" % where)
     if isinstance(arguments, str):
@@ -1616,8 +1093,8 @@ def _tool_call(name: Any, arguments: Any, where: str) -> Dict[str, Any]:
 
 
 def _key_headers(provider: str, key: Optional[str]) -> Dict[str, str]:
-    """How each provider takes the key (its request builder's docstring cites the source), for
-    its model calls and its batch API alike."""
+    """How each provider takes the key (its request builder's docstring cites the source), for its
+    model calls and its batch API alike."""
     if provider == "anthropic":
         return {"x-api-key": key or "", "anthropic-version": ANTHROPIC_VERSION}
     if provider == "gemini":
@@ -1628,8 +1105,8 @@ def _key_headers(provider: str, key: Optional[str]) -> Dict[str, str]:
 def _usage(
     input_tokens: Any, output_tokens: Any, **more: Any
 ) -> Optional[Dict[str, Optional[int]]]:
-    """``{"input_tokens", "output_tokens"}`` and the counts in ``more`` that are integers;
-    None when neither main count is one."""
+    """``{"input_tokens", "output_tokens"}`` and the counts in ``more`` that are integers; None
+    when neither main count is one."""
 
     def as_int(value: Any) -> Optional[int]:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -1647,9 +1124,9 @@ def _text_field(mapping: Mapping[str, Any], *names: str) -> Optional[str]:
 
 
 class _Reasons(NamedTuple):
-    """A provider's finish reasons: ``field``, the name of the field that holds it; ``normal``,
-    its words normalised (the module docstring's table); ``errors``, the words that mean no
-    answer, each with the error ("%s" becomes the field and the word)."""
+    """A provider's finish reasons: ``field``, the name of the field that holds it; ``normal``, its
+    words normalised (the module docstring's table); ``errors``, the words that mean no answer,
+    each with the error ("%s" becomes the field and the word)."""
 
     field: str
     normal: Mapping[str, str]
@@ -1728,10 +1205,10 @@ def _answer(
 ) -> Tuple[str, Optional[str]]:
     """(the text, the normalised finish reason), the same way for every provider.
 
-    A truncation, a content filter and a refusal are answers: the text there is (a refusal
-    with no text: the provider's refusal message, if any).  A reason in ``reasons.errors``
-    raises _Failed, and so does a reply with no text field unless it has tool calls or ends
-    for one of _TEXTLESS_ANSWERS: an error is never returned as model output.
+    A truncation, a content filter and a refusal are answers: the text there is (a refusal with no
+    text: the provider's refusal message, if any).  A reason in ``reasons.errors`` raises _Failed,
+    and so does a reply with no text field unless it has tool calls or ends for one of
+    _TEXTLESS_ANSWERS: an error is never returned as model output.
     """
     where = "%s %r" % (reasons.field, finish)
     if isinstance(finish, str) and finish in reasons.errors:
@@ -1781,16 +1258,9 @@ def _token_field(settings: Settings) -> str:
 
 
 def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an OpenAI chat completions request.
-
-    Shape: ``POST {base}/chat/completions`` with ``Authorization: Bearer <key>``
-    and ``{"model", "messages": [{"role": "system"|"user"|"assistant",
-    "content"}], "temperature", "max_completion_tokens" | "max_tokens",
-    "tools": [{"type": "function", "function"}], "tool_choice"}``; see
-    https://platform.openai.com/docs/api-reference/chat/create .  The token
-    cap's name is :func:`_token_field`'s.  No Authorization header is sent
-    when ``key`` is None.
-    """
+    """``POST {base}/chat/completions`` (Authorization: Bearer, none without a key) with
+    ``{"model", "messages", "temperature", the token cap (:func:`_token_field`), "tools",
+    "tool_choice"}``: https://platform.openai.com/docs/api-reference/chat/create ."""
     sent = _sampling(settings, _token_field(settings))
     body = dict(
         {"model": settings.model, "messages": _chat_messages(settings, prompt)}, **_present(sent)
@@ -1802,8 +1272,8 @@ def openai_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """``message.tool_calls[].function`` (``{"name", "arguments": JSON string}``; Ollama's
     arguments are an object), or else the deprecated ``message.function_call``:
-    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices .  Any
-    other shape (a bare call object, a call that is not an object) is _Failed, never no call."""
+    https://platform.openai.com/docs/api-reference/chat/object#chat/object-choices .  Any other
+    shape (a bare call object, a call that is not an object) is _Failed, never no call."""
     listed = message.get("tool_calls") or []
     if not isinstance(listed, list):
         shape = "an object" if isinstance(listed, dict) else type(listed).__name__
@@ -1820,20 +1290,12 @@ def _openai_tool_calls(message: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a chat completion object.
-
-    Response: ``{"model", "choices": [{"message": {"content", "refusal",
-    "tool_calls"}, "finish_reason"}], "usage": {"prompt_tokens",
-    "completion_tokens"}}``; see
-    https://platform.openai.com/docs/api-reference/chat/object .  Compatible
-    servers give a reasoning model's thinking apart in ``message.reasoning``
-    (vLLM, Ollama, OpenRouter) or ``message.reasoning_content`` (older vLLM,
-    DeepSeek): https://docs.vllm.ai/en/latest/features/reasoning_outputs/ .
-
-    Raises:
-        _Failed: no choices, or no text content and no tool calls in an answer
-            that is not a refusal, a truncation or a content filter.
-    """
+    """The answer of a chat completion object ``{"model", "choices": [{"message": {"content",
+    "refusal", "tool_calls"}, "finish_reason"}], "usage"}``
+    (https://platform.openai.com/docs/api-reference/chat/object).  Compatible servers give the
+    thinking apart in ``message.reasoning`` or ``reasoning_content``
+    (https://docs.vllm.ai/en/latest/features/reasoning_outputs/).  _Failed: no choices, or
+    neither text nor tool calls in an answer that is no refusal, truncation or filtered one."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not choices or not isinstance(choices[0], dict):
         raise _Failed("response has no choices (empty 'choices' list)")
@@ -1862,8 +1324,8 @@ def openai_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
 
 def _anthropic_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """``[{"name", "description", "input_schema"}]``
-    (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use); a tool
-    with no parameters takes an empty object, as input_schema is required."""
+    (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use); a tool with
+    no parameters takes an empty object, as input_schema is required."""
     return [
         dict(
             {field: tool[field] for field in ("name", "description") if field in tool},
@@ -1874,19 +1336,12 @@ def _anthropic_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an Anthropic Messages request.
-
-    Shape: ``POST {base}/messages`` with ``x-api-key`` and
-    ``anthropic-version: 2023-06-01``; body ``{"model", "max_tokens",
-    "messages": [{"role": "user"|"assistant", "content"}], "system",
-    "temperature", "tools": [{"name", "description", "input_schema"}],
-    "tool_choice": {"type", "name"}}``: the
-    system messages are joined into the top-level ``system``, and consecutive
-    messages of one role are merged (the API requires the roles to
-    alternate); see https://docs.anthropic.com/en/api/messages ,
-    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview and
-    https://docs.anthropic.com/en/api/versioning .
-    """
+    """``POST {base}/messages`` (``x-api-key``, ``anthropic-version: 2023-06-01``) with
+    ``{"model", "max_tokens", "messages", "system", "temperature", "tools", "tool_choice"}``:
+    the system messages joined into ``system``, consecutive messages of one role merged (the
+    roles must alternate).  https://docs.anthropic.com/en/api/messages ,
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/overview ,
+    https://docs.anthropic.com/en/api/versioning ."""
     sent = _sampling(settings, "max_tokens")
     sent.setdefault("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS)  # the API requires one
     system, turns = _system_and_turns(settings, prompt)
@@ -1899,26 +1354,14 @@ def anthropic_request(settings: Settings, prompt: Prompt, key: Optional[str]) ->
 
 
 def anthropic_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a Messages response.
-
-    Response: ``{"model", "content": [{"type": "text", "text"} | {"type":
-    "thinking", "thinking"} | {"type": "tool_use", "id", "name", "input"}],
-    "stop_reason", "usage": {"input_tokens", "output_tokens",
-    "cache_creation_input_tokens", "cache_read_input_tokens"}}``; stop reasons
-    ``end_turn``, ``max_tokens``, ``stop_sequence``, ``tool_use``,
-    ``pause_turn``, ``refusal``, ``model_context_window_exceeded``; see
-    https://docs.anthropic.com/en/api/messages , for tool_use blocks
-    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use
-    and, for thinking blocks,
-    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking .
-    ``input_tokens`` leaves out the cached tokens, counted apart
-    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
-
-    Raises:
-        _Failed: not a JSON object, stop_reason ``pause_turn``, or neither a
-            text block nor a tool_use block in an answer that is not a
-            refusal or a truncation.
-    """
+    """The answer of a Messages response ``{"model", "content": [text | thinking | tool_use
+    blocks], "stop_reason", "usage"}`` (https://docs.anthropic.com/en/api/messages ,
+    https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use ,
+    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking); ``input_tokens``
+    leaves out the cached tokens, counted apart
+    (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).  _Failed: not an
+    object, ``pause_turn``, or neither a text nor a tool_use block in an answer that is no
+    refusal or truncation."""
     data = _json_object(data)
     stop = data.get("stop_reason")
     blocks = [b for b in data.get("content") or [] if isinstance(b, dict)]
@@ -1968,43 +1411,25 @@ def _gemini_path(model: str) -> str:
 
 def _gemini_tools(tools: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """``[{"functionDeclarations": [{"name", "description", "parametersJsonSchema"}]}]``."""
-    return [
-        {
-            "functionDeclarations": [
-                dict(
-                    {field: tool[field] for field in ("name", "description") if field in tool},
-                    **(
-                        {"parametersJsonSchema": tool["parameters"]}
-                        if "parameters" in tool
-                        else {}
-                    ),
-                )
-                for tool in tools
-            ]
-        }
-    ]
+    declarations = []
+    for tool in tools:
+        declaration = {field: tool[field] for field in ("name", "description") if field in tool}
+        if "parameters" in tool:
+            declaration["parametersJsonSchema"] = tool["parameters"]
+        declarations.append(declaration)
+    return [{"functionDeclarations": declarations}]
 
 
 def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build a Gemini generateContent request.
-
-    Shape: ``POST {base}/models/{model}:generateContent`` (or
-    ``tunedModels/{model}``) with the key in the ``x-goog-api-key`` header
-    (https://ai.google.dev/gemini-api/docs/api-key); body ``{"contents":
-    [{"role": "user"|"model", "parts": [{"text"}]}], "systemInstruction":
-    {"parts": [{"text"}]}, "generationConfig": {"temperature",
-    "maxOutputTokens"}, "tools": [{"functionDeclarations": [{"name",
-    "description", "parametersJsonSchema"}]}], "toolConfig":
-    {"functionCallingConfig": {"mode", "allowedFunctionNames"}}}``: an assistant message is a
-    ``model`` turn, consecutive messages of one role are one turn's parts
-    (the turns must alternate), the system messages are the system
-    instruction's parts; see https://ai.google.dev/api/generate-content and
-    https://ai.google.dev/gemini-api/docs/function-calling .  A tool's
-    parameters are JSON Schema, which goes in ``parametersJsonSchema``
-    (https://ai.google.dev/api/caching#FunctionDeclaration): ``parameters``
-    takes an OpenAPI subset that refuses ``additionalProperties``, ``const``
-    or ``$schema`` with HTTP 400.
-    """
+    """``POST {base}/models/{model}:generateContent`` (or ``tunedModels/``), the key in
+    ``x-goog-api-key`` (https://ai.google.dev/gemini-api/docs/api-key), with ``{"contents":
+    [{"role": "user" | "model", "parts"}], "systemInstruction", "generationConfig", "tools",
+    "toolConfig"}``: consecutive messages of one role are one turn's parts
+    (https://ai.google.dev/api/generate-content ,
+    https://ai.google.dev/gemini-api/docs/function-calling).  Parameters go in
+    ``parametersJsonSchema`` (https://ai.google.dev/api/caching#FunctionDeclaration):
+    ``parameters`` takes an OpenAPI subset that refuses ``additionalProperties``, ``const`` or
+    ``$schema`` with HTTP 400."""
     sent = _sampling(settings, "maxOutputTokens")
     system, turns = _system_and_turns(settings, prompt)
     body = {
@@ -2026,25 +1451,13 @@ def gemini_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 
 def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from a GenerateContentResponse.
-
-    Response: ``{"candidates": [{"content": {"parts": [{"text", "thought"} |
-    {"functionCall": {"name", "args"}}]}, "finishReason"}], "promptFeedback":
-    {"blockReason"}, "usageMetadata": {"promptTokenCount",
-    "candidatesTokenCount", "thoughtsTokenCount"}, "modelVersion"}``; see
-    https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse
-    and, for functionCall parts (``args`` is a JSON object),
-    https://ai.google.dev/api/caching#FunctionCall .  Thought parts are the
-    reasoning, not the answer (https://ai.google.dev/gemini-api/docs/thinking);
-    output_tokens counts candidates + thoughts tokens (both are billed as
-    output).
-
-    Raises:
-        _Failed: not a JSON object, prompt blocked (promptFeedback.blockReason),
-            no candidates, finishReason OTHER or an invalid function call, or
-            neither a text part nor a function call in an answer that is not
-            blocked or truncated.
-    """
+    """The answer of a GenerateContentResponse ``{"candidates": [{"content": {"parts"},
+    "finishReason"}], "promptFeedback", "usageMetadata", "modelVersion"}``
+    (https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse ,
+    https://ai.google.dev/api/caching#FunctionCall).  Thought parts are the reasoning
+    (https://ai.google.dev/gemini-api/docs/thinking); output_tokens counts candidates and
+    thoughts tokens, both billed as output.  _Failed: not an object, a blocked prompt, no
+    candidates, a finish reason of no answer, or neither text nor a function call."""
     data = _json_object(data)
     candidates = data.get("candidates") or []
     if not candidates:
@@ -2087,18 +1500,11 @@ def gemini_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
 
 
 def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Request:
-    """Build an Ollama chat request, on its native API: its OpenAI-compatible endpoint cannot
-    set the context size, and Ollama cuts a prompt longer than the context without an error.
-
-    Shape: ``POST {root}/api/chat`` with ``{"model", "messages", "stream":
-    false, "options": {"temperature", "num_predict", "num_ctx"}, "tools":
-    [{"type": "function", "function"}]}``; see https://docs.ollama.com/api/chat
-    and https://github.com/ollama/ollama/blob/main/docs/api.md#generate-a-chat-completion
-    (options are the Modelfile's parameters, num_ctx among them).  The root is
-    EVALS_BASE_URL without a trailing ``/v1`` (Ollama's OpenAI-compatible
-    endpoint, which this client called before) or ``/api``.  Ollama's chat API
-    has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing (the model decides).
-    """
+    """``POST {root}/api/chat`` with ``{"model", "messages", "stream": false, "options":
+    {"temperature", "num_predict", "num_ctx"}, "tools"}`` (https://docs.ollama.com/api/chat): the
+    native API, as the OpenAI-compatible one cannot set the context size and Ollama cuts a
+    longer prompt without an error.  The root is EVALS_BASE_URL without a trailing ``/v1`` or
+    ``/api``.  Ollama has no ``tool_choice``: EVALS_TOOL_CHOICE sends nothing."""
     sent = _sampling(settings, "num_predict", num_ctx=settings.num_ctx)
     body = {
         "model": settings.model,
@@ -2112,21 +1518,12 @@ def ollama_request(settings: Settings, prompt: Prompt, key: Optional[str]) -> Re
 
 
 def ollama_parse(data: Any, sent: Mapping[str, Any]) -> Parsed:
-    """Extract the answer from an Ollama chat response.
-
-    Response: ``{"model", "message": {"content", "thinking", "tool_calls":
-    [{"function": {"name", "arguments"}}]}, "done_reason", "prompt_eval_count",
-    "eval_count"}`` (``arguments`` is a JSON object); see
-    https://docs.ollama.com/api/chat ,
-    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools
-    (``thinking``: ``Message`` in
-    https://github.com/ollama/ollama-python/blob/main/ollama/_types.py).
-
-    Raises:
-        _Failed: not a JSON object, a prompt that may have been cut to fit
-            ``sent["num_ctx"]``, or no text content and no tool calls in an
-            answer that was not cut at num_predict.
-    """
+    """The answer of a chat response ``{"model", "message": {"content", "thinking",
+    "tool_calls"}, "done_reason", "prompt_eval_count", "eval_count"}``
+    (https://docs.ollama.com/api/chat ,
+    https://github.com/ollama/ollama/blob/main/docs/api.md#chat-request-with-tools).  _Failed:
+    not an object, a prompt that may have been cut to fit ``sent["num_ctx"]``, or neither text
+    nor tool calls in an answer not cut at num_predict."""
     data = _json_object(data)
     # Ollama cuts a prompt longer than its context without an error and reports the tokens it
     # kept (prompt_eval_count, cached ones included): about half of num_ctx
@@ -2191,8 +1588,8 @@ def _adapt(settings: Settings, changes: Dict[str, Any], why: str) -> None:
 
 
 def _ours(settings: Settings) -> List[str]:
-    """The Settings fields the user left to us, which a model may refuse: the temperature when
-    it is DEFAULT_TEMPERATURE, the token cap's name when EVALS_MAX_TOKENS_FIELD is unset."""
+    """The Settings fields the user left to us, which a model may refuse: the temperature when it
+    is DEFAULT_TEMPERATURE, the token cap's name when EVALS_MAX_TOKENS_FIELD is unset."""
     ours = []
     if settings.default_temperature:
         ours.append("temperature")
@@ -2204,8 +1601,8 @@ def _ours(settings: Settings) -> List[str]:
 def _refusal(
     settings: Settings, sent: Mapping[str, Any], error: ProviderError
 ) -> Optional[Tuple[Dict[str, Any], str]]:
-    """(Settings changes, why) when ``error`` is the model refusing a field that we chose, not
-    the user: then the call is made again without it.  None for any other error.
+    """(Settings changes, why) when ``error`` is the model refusing a field that we chose, not the
+    user: then the call is made again without it.  None for any other error.
 
     * temperature: OpenAI's reasoning models answer 400 ``unsupported_value`` ("Only the
       default (1) value is supported") or ``unsupported_parameter``
@@ -2262,12 +1659,10 @@ def _for_model(settings: Settings) -> Settings:
 class Client:
     """A live client for one provider; call it with a prompt to get a :class:`Reply`.
 
-    Thread-safe: it holds only immutable settings.  Build one with
-    :func:`make_client`.
+    Thread-safe: it holds only immutable settings.  Build one with :func:`make_client`.
     """
 
     accepts_conversations = True  # a prompt may be a list of messages (evals reads this)
-    uses_cache = True  # with EVALS_CACHE on; a judge's client has evals' judge cache instead
 
     def __init__(
         self,
@@ -2283,29 +1678,37 @@ class Client:
         s = self.settings
         return "Client(provider=%r, model=%r, base_url=%r)" % (s.provider, s.model, s.base_url)
 
-    def __call__(self, prompt: Prompt, *, attempt: int = 0) -> Reply:
-        """Send ``prompt`` (a str, or a conversation: a list of ``{"role", "content"}``)
-        and return the answer as a :class:`Reply`.  ``attempt``: the repeat index of the call
-        (evals passes it), part of the cache key, so that ``--repeat 3`` keeps three replies.
+    def identity(self) -> str:
+        """What decides an answer besides the prompt, for the harness's cache key: the provider,
+        the URL (without credentials) and the JSON body the client sends for an empty prompt
+        without its messages (model, temperature, token cap, tools, tool choice, num_ctx...), and
+        the system prompt; JSON with sorted keys.  Never the key."""
+        s = self.settings
+        request = _ADAPTERS[s.provider][0](s, "", None)
+        body = {k: v for k, v in request.body.items() if k not in ("messages", "contents")}
+        return json.dumps(
+            {
+                "provider": s.provider,
+                "url": _without_credentials(request.url),
+                "body": body,
+                "system_prompt": s.system_prompt,
+            },
+            sort_keys=True,
+        )
 
-        A default the model refuses (see :func:`_refusal`) costs one more
-        request: the call is made again without it.  With EVALS_CACHE on, a
-        reply kept in the cache is returned without a request (see
-        :func:`_from_cache`), and each answer is kept there.
+    def __call__(self, prompt: Prompt, *, attempt: int = 0) -> Reply:
+        """Send ``prompt`` (a str or a conversation) and return the :class:`Reply`.
+        ``attempt``, the repeat index evals passes, changes nothing here.  A default the model
+        refuses (:func:`_refusal`) costs one more request, made without it.
 
         Raises:
             ConfigError: the provider needs a key and none is set.
-            ProviderError: see the module docstring (HTTP errors after retries,
-                timeouts after ``EVALS_TIMEOUT`` seconds, resets, non-JSON,
-                a response with no answer in it).
+            ProviderError: see docs/clients.md ("Errors"); ``retry_after`` set for a refusal
+                handed back.
             TypeError: a prompt that is neither a str nor a conversation.
         """
-        slot, cached = _from_cache(self, prompt, attempt)
-        if cached is not None:
-            return cached
         s, key, spent = self.settings, _read_key(self.settings), 0
         build, parse = _ADAPTERS[s.provider]
-        pacer = _pacer_for(s)
         while True:  # ends: see _refusal
             request = build(_for_model(s), prompt, key)
             data = json.dumps(request.body).encode("utf-8")
@@ -2313,17 +1716,11 @@ class Client:
                 request.headers,
                 **{"Content-Type": "application/json", "Accept": "application/json"},
             )
-            costs = _costs(request.body, s.max_tokens)
+            limits = []  # type: List[Dict[str, str]]
 
-            def once() -> Parsed:  # each attempt waits for the provider's limit, then sends
-                ticket, seen = pacer.take(costs), []  # type: ignore[var-annotated]
-                try:
-                    return parse(
-                        _attempt(request.url, headers, data, s.timeout, seen=seen.append),
-                        request.sent,
-                    )
-                finally:
-                    pacer.done(ticket, seen[0] if seen else None)
+            def once() -> Parsed:
+                answer = _attempt(request.url, headers, data, s.timeout, seen=limits.append)
+                return parse(answer, request.sent)
 
             try:  # a 2xx answer that is not JSON, is empty or the parser rejects fails at once
                 parsed, attempts = _retrying(once, s, key, self._sleep, self._rand)
@@ -2335,7 +1732,9 @@ class Client:
                     raise
                 _adapt(s, *refusal)
                 spent = error.attempts
-        return _into_cache(slot, _reply(parsed, s, request.sent, spent + attempts))
+        reply = _reply(parsed, s, request.sent, spent + attempts)
+        reply.rate_limits = limits[-1]
+        return reply
 
     def batch(
         self,
@@ -2343,45 +1742,12 @@ class Client:
         resume: Optional[str] = None,
         on_submitted: Optional[Callable[[str], Any]] = None,
     ) -> Mapping[str, Any]:
-        """Send ``requests`` ([(custom_id, prompt)], each custom_id of 1 to 64 letters, digits,
-        ``-`` or ``_``) through the provider's batch API, in the bodies a live call sends,
-        or, with ``resume``, collect the batch of that id instead; poll until it ends (a
-        progress line on stderr) and return {custom_id: Reply, or ProviderError for a request
-        that got no answer (its error, the batch expired or was cancelled)}.  ``on_submitted``
-        (batch id) is called once the batch is created, before the first poll.
+        """Send ``requests`` ([(custom_id, prompt)]) through the provider's batch API, or with
+        ``resume`` collect the batch of that id; return {custom_id: Reply or ProviderError}. See
+        my_client_batches.batch, the companion file beside this one."""
+        import my_client_batches
 
-        Raises:
-            ConfigError: a provider with no batch API here (gemini, ollama), or no key.
-            ProviderError: the batch could not be created, polled or read.
-            KeyboardInterrupt: Ctrl-C while polling; the batch goes on at the provider.
-        """
-        s = _for_model(self.settings)
-        api = _BATCH_APIS.get(s.provider)
-        if api is None:
-            raise ConfigError(
-                "batch calls support %s; EVALS_PROVIDER is %s"
-                % (" and ".join(_BATCH_APIS), s.provider)
-            )
-        key = _read_key(s)
-        build, parse = _ADAPTERS[s.provider]
-        built = {custom_id: build(s, prompt, key) for custom_id, prompt in requests}
-        if not built:
-            return {}
-        if len(built) > BATCH_MAX_REQUESTS[s.provider]:
-            raise ConfigError(
-                "a %s batch holds at most %d requests, not %d: send fewer at "
-                "once (evals: --shard K/N)"
-                % (s.provider, BATCH_MAX_REQUESTS[s.provider], len(built))
-            )
-        interval = _poll_interval(s)  # a bad EVALS_BATCH_POLL_S is refused before submitting
-        batch_id = resume or api.submit(s, key, built)
-        if resume is None and on_submitted is not None:
-            on_submitted(batch_id)
-        batch = _poll_batch(api, s, key, batch_id, interval)
-        answers = _BatchAnswers(api, s, key, built, parse, api.missing(batch))
-        for url in api.result_urls(s, batch):
-            answers.download(url)
-        return answers.index()
+        return my_client_batches.batch(self.settings, requests, resume, on_submitted)
 
 
 def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: int) -> Reply:
@@ -2406,784 +1772,21 @@ def _reply(parsed: Parsed, settings: Settings, sent: Dict[str, Any], attempts: i
 
 
 # --------------------------------------------------------------------------
-# Provider batch APIs: many prompts in one batch, answered within 24 hours
-# --------------------------------------------------------------------------
-
-# Requests a batch may hold: OpenAI 50,000 (https://platform.openai.com/docs/guides/batch),
-# Anthropic 100,000 (https://docs.anthropic.com/en/api/creating-message-batches).
-BATCH_MAX_REQUESTS = {"openai": 50000, "anthropic": 100000}
-BATCH_POLL_FIRST = 5.0  # seconds to the first poll; each wait is then 1.5 x the last, up to
-BATCH_POLL_MAX = 60.0  # this.  EVALS_BATCH_POLL_S sets one fixed interval instead.
-# Every request of an OpenAI batch goes to one endpoint, named when the batch is created
-# (https://platform.openai.com/docs/api-reference/batch/create).
-_OPENAI_BATCH_ENDPOINT = "/v1/chat/completions"
-
-
-class _BatchApi(NamedTuple):
-    """One provider's batch API: submit(settings, key, {custom_id: Request}) -> batch id; the
-    path of the batch object; state(batch) -> (ended, progress text); result_urls(settings,
-    batch); missing(batch): why a request has no result line; answer(row, request, settings,
-    parse, key) -> Reply or ProviderError."""
-
-    submit: Callable[..., str]
-    path: str
-    state: Callable[[Dict[str, Any]], Tuple[bool, str]]
-    result_urls: Callable[[Settings, Dict[str, Any]], List[str]]
-    missing: Callable[[Dict[str, Any]], str]
-    answer: Callable[..., Any]
-
-
-def _api(
-    settings: Settings,
-    key: Optional[str],
-    method: str,
-    path: str,
-    payload: Any = None,
-    data: Optional[bytes] = None,
-    content_type: str = "application/json",
-    creates: bool = False,
-) -> Dict[str, Any]:
-    """One call of a batch API (``path`` below the API root) with the retry policy, sleeping
-    between attempts: the answer's JSON object.  ``creates``: a request that creates something
-    is not sent again after a timeout or a reset, which may have come after it was done (a
-    second batch would be billed again)."""
-    url = _root(settings) + path
-    headers = dict(_key_headers(settings.provider, key), Accept="application/json")
-    if payload is not None:
-        data = json.dumps(payload).encode("utf-8")
-    if data is not None:
-        headers["Content-Type"] = content_type
-
-    def once() -> Any:
-        try:
-            answer = _attempt(url, headers, data, settings.timeout, method)
-        except _Failed as failure:
-            if creates and failure.status is None and failure.retryable:
-                raise _Failed(
-                    failure.what + " (not sent again: it may have been done; see "
-                    "the provider's list of batches)"
-                ) from None
-            raise
-        if not isinstance(answer, dict):
-            raise _Failed(
-                "%s %s answered %s, not an object" % (method, path, type(answer).__name__)
-            )
-        return answer
-
-    return _retrying(once, settings, key)[0]
-
-
-def _field(settings: Settings, answer: Mapping[str, Any], name: str, what: str) -> str:
-    value = answer.get(name)
-    if not isinstance(value, str) or not value:
-        raise ProviderError(
-            settings.provider,
-            "%s answered no %r: %s" % (what, name, _truncate(json.dumps(answer))),
-        )
-    return value
-
-
-def _multipart(fields: Dict[str, str], filename: str, content: bytes) -> Tuple[bytes, str]:
-    """A multipart/form-data body (RFC 7578) of text ``fields`` and one ``file``: (body, its
-    Content-Type)."""
-    boundary = "evals-%s" % os.urandom(12).hex()
-    mark = boundary.encode()
-    parts = [
-        b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
-        % (mark, name.encode(), value.encode())
-        for name, value in fields.items()
-    ]
-    parts.append(
-        b'--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
-        b"Content-Type: application/jsonl\r\n\r\n" % (mark, filename.encode())
-    )
-    return (
-        b"".join(parts) + content + b"\r\n--%s--\r\n" % mark,
-        "multipart/form-data; boundary=%s" % boundary,
-    )
-
-
-class _KeyKeepingRedirect(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect, without the key when it leads to another host."""
-
-    def redirect_request(
-        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> Any:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and (
-            urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
-        ):
-            for name in ("Authorization", "X-api-key"):  # urllib's capitalisation
-                new.remove_header(name)
-        return new
-
-
-def _get_into(url: str, headers: Dict[str, str], timeout: float, handle: Any) -> None:
-    """GET ``url`` and write the body to ``handle`` as it arrives; raise _Failed as _attempt."""
-    parts = urllib.parse.urlsplit(url)
-    handlers = [_KeyKeepingRedirect()]  # type: List[Any]
-    if not _uses_proxy(parts.scheme, parts.hostname or ""):
-        handlers.append(urllib.request.ProxyHandler({}))
-
-    def copy(response: Any) -> None:
-        for chunk in iter(lambda: response.read(1 << 20), b""):
-            handle.write(chunk)
-
-    status, answer_headers, body = _urllib_send(
-        urllib.request.build_opener(*handlers).open,
-        urllib.request.Request(url, headers=headers, method="GET"),
-        timeout,
-        copy,
-    )
-    if not 200 <= status < 300:
-        raise _http_failure(status, answer_headers, body)
-
-
-class _BatchAnswers(collections.abc.Mapping):
-    """A collected batch: {custom_id: Reply, or ProviderError for a request with no answer},
-    every custom_id submitted.  The result lines are kept in a temporary file, each parsed
-    when asked (by the parser of a live call); only where each line starts is held."""
-
-    def __init__(
-        self,
-        api: _BatchApi,
-        settings: Settings,
-        key: Optional[str],
-        built: Dict[str, Request],
-        parse: Callable[..., Parsed],
-        missing: str,
-    ) -> None:
-        self.file = tempfile.TemporaryFile()
-        self._api, self._settings, self._key, self._built, self._parse = (
-            api,
-            settings,
-            key,
-            built,
-            parse,
-        )
-        self._missing = missing
-        self._starts = {}  # type: Dict[str, int]
-        self._twice = set()  # the custom_ids answered more than once
-        self._unreadable = 0  # lines that name no request (not JSON, no string custom_id)
-        self._lock = threading.Lock()
-
-    def __del__(self) -> None:
-        if hasattr(self, "file"):
-            self.file.close()
-
-    def download(self, url: str) -> None:
-        """Append the body of ``url`` (a retried download starts again where it started)."""
-        start = self.file.seek(0, os.SEEK_END)
-        headers = _key_headers(self._settings.provider, self._key)
-
-        def once() -> None:
-            self.file.seek(start)
-            self.file.truncate()
-            _get_into(url, headers, self._settings.timeout, self.file)
-
-        _retrying(once, self._settings, self._key)
-
-    def index(self) -> "_BatchAnswers":
-        """Note where each result line starts, by its custom_id.  A line that names no request
-        (not JSON, a custom_id that is no string) answers none; a request answered twice is an
-        error: neither answer can be told the right one."""
-        self.file.seek(0)
-        offset = 0
-        for line in self.file:
-            if line.strip():
-                try:
-                    row = json.loads(line.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError):
-                    row = None
-                custom_id = row.get("custom_id") if isinstance(row, dict) else None
-                if not isinstance(custom_id, str):
-                    self._unreadable += 1
-                elif custom_id in self._starts:
-                    self._twice.add(custom_id)
-                elif custom_id in self._built:
-                    self._starts[custom_id] = offset
-            offset += len(line)
-        return self
-
-    def __len__(self) -> int:
-        return len(self._built)
-
-    def __iter__(self) -> Any:
-        return iter(self._built)
-
-    def __getitem__(self, custom_id: str) -> Any:
-        request = self._built[custom_id]
-        start = self._starts.get(custom_id)
-        if custom_id in self._twice:
-            return ProviderError(
-                self._settings.provider,
-                "the batch answered this request "
-                "twice (custom_id %s): neither answer is taken" % custom_id,
-            )
-        if start is None:
-            return ProviderError(
-                self._settings.provider,
-                self._missing
-                + (
-                    " (%d result line(s) named no request: not JSON, or no string custom_id)"
-                    % self._unreadable
-                    if self._unreadable
-                    else ""
-                ),
-            )
-        with self._lock:
-            self.file.seek(start)
-            line = self.file.readline()
-        return self._api.answer(
-            json.loads(line.decode("utf-8")), request, self._settings, self._parse, self._key
-        )
-
-
-def _batch_answer(body_of: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any]:
-    """A batch API's reader of one result row, ``answer(row, request, settings, parse, key)``:
-    ``body_of(row)`` gives the answer's JSON, which the live call's parser reads, or raises
-    _Failed.  Returns the Reply, or the ProviderError of a _Failed, scrubbed of ``key``: the
-    one way a batch's answer becomes an error."""
-
-    @functools.wraps(body_of)
-    def answer(
-        row: Dict[str, Any],
-        request: Request,
-        settings: Settings,
-        parse: Callable[..., Parsed],
-        key: Optional[str],
-    ) -> Any:
-        try:
-            return _reply(parse(body_of(row), request.sent), settings, request.sent, 0)
-        except _Failed as failure:
-            return ProviderError(settings.provider, _scrub(failure.what, key), failure.status)
-
-    return answer
-
-
-def _poll_interval(settings: Settings) -> Tuple[float, bool]:
-    """(the first wait between polls in seconds, whether EVALS_BATCH_POLL_S fixed it)."""
-    fixed = settings.env.get("EVALS_BATCH_POLL_S")
-    if not fixed:
-        return BATCH_POLL_FIRST, False
-    return _parse_number("EVALS_BATCH_POLL_S", fixed, float, 0.0), True
-
-
-def _poll_batch(
-    api: _BatchApi,
-    settings: Settings,
-    key: Optional[str],
-    batch_id: str,
-    first: Tuple[float, bool],
-) -> Dict[str, Any]:
-    """Poll the batch until it ends, with a one-line progress on stderr; its last state.
-    first: from _poll_interval."""
-    interval, fixed = first
-    tty, shown = getattr(sys.stderr, "isatty", bool)(), ""
-    try:
-        while True:
-            batch = _api(settings, key, "GET", api.path % urllib.parse.quote(batch_id, safe=""))
-            ended, progress = api.state(batch)
-            line = "my_client: %s batch %s: %s" % (settings.provider, batch_id, progress)
-            if line != shown:  # on a terminal the line is rewritten in place
-                sys.stderr.write("\r%s" % line.ljust(len(shown)) if tty else line + "\n")
-                sys.stderr.flush()
-                shown = line
-            if ended:
-                return batch
-            sleep(interval)
-            interval = interval if fixed else min(interval * 1.5, BATCH_POLL_MAX)
-    finally:
-        if tty and shown:
-            sys.stderr.write("\n")
-
-
-# ---- OpenAI Batch API: https://platform.openai.com/docs/api-reference/batch and
-# https://platform.openai.com/docs/guides/batch .  The requests are a JSONL file uploaded with
-# purpose "batch" (https://platform.openai.com/docs/api-reference/files/create), one line a
-# request: {"custom_id", "method": "POST", "url", "body"}.  A batch's status is validating,
-# in_progress, finalizing, cancelling, or, once it ended, completed, expired, cancelled or
-# failed.  The answers are lines {"custom_id", "response": {"status_code", "body"}, "error"} of
-# the output file (answered) and the error file (not: an HTTP error, or an "error" such as
-# batch_expired for a request the 24 hours did not reach), read at /files/{id}/content.
-
-
-def _openai_batch_submit(settings: Settings, key: Optional[str], built: Dict[str, Request]) -> str:
-    lines = b"".join(
-        json.dumps(
-            {
-                "custom_id": custom_id,
-                "method": "POST",
-                "url": _OPENAI_BATCH_ENDPOINT,
-                "body": request.body,
-            }
-        ).encode("utf-8")
-        + b"\n"
-        for custom_id, request in built.items()
-    )
-    data, content_type = _multipart({"purpose": "batch"}, "evals-batch.jsonl", lines)
-    uploaded = _api(
-        settings, key, "POST", "/files", data=data, content_type=content_type, creates=True
-    )
-    batch = _api(
-        settings,
-        key,
-        "POST",
-        "/batches",
-        {
-            "input_file_id": _field(settings, uploaded, "id", "the file upload"),
-            "endpoint": _OPENAI_BATCH_ENDPOINT,
-            "completion_window": "24h",
-        },
-        creates=True,
-    )
-    return _field(settings, batch, "id", "the batch creation")
-
-
-def _batch_count(batch: Dict[str, Any], name: str) -> int:
-    """A batch's request count ``name``: 0 when it is missing or no whole number (progress
-    only: the answers are read from the results)."""
-    counts = batch.get("request_counts")
-    value = counts.get(name) if isinstance(counts, dict) else None
-    return value if type(value) is int else 0
-
-
-def _openai_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    status = batch.get("status")
-    done = _batch_count(batch, "completed") + _batch_count(batch, "failed")
-    return (
-        status in ("completed", "expired", "cancelled", "failed"),
-        "%s, %d of %s requests done, %d failed"
-        % (status, done, _batch_count(batch, "total") or "?", _batch_count(batch, "failed")),
-    )
-
-
-def _openai_batch_files(settings: Settings, batch: Dict[str, Any]) -> List[str]:
-    return [
-        _root(settings) + "/files/%s/content" % urllib.parse.quote(batch[name], safe="")
-        for name in ("output_file_id", "error_file_id")
-        if isinstance(batch.get(name), str)
-    ]
-
-
-def _openai_batch_missing(batch: Dict[str, Any]) -> str:
-    errors = (batch.get("errors") or {}).get("data") or []
-    why = "; ".join(str(e.get("message")) for e in errors if isinstance(e, dict))
-    return "the batch %s ended %s with no answer to this request%s" % (
-        batch.get("id"),
-        batch.get("status"),
-        ": " + why if why else "",
-    )
-
-
-@_batch_answer
-def _openai_batch_answer(row: Dict[str, Any]) -> Any:
-    response = row.get("response") if isinstance(row.get("response"), dict) else {}
-    status, body = response.get("status_code"), response.get("body")
-    if isinstance(row.get("error"), dict):
-        raise _Failed(_error_message({"error": row["error"]}, b"")[0], status=status)
-    if not (isinstance(status, int) and 200 <= status < 300):
-        raise _Failed("HTTP %s %s" % (status, _error_message(body, b"")[0]), status=status)
-    return body
-
-
-# ---- Anthropic Message Batches API: https://docs.anthropic.com/en/api/creating-message-batches ,
-# https://docs.anthropic.com/en/api/retrieving-message-batches and
-# https://docs.anthropic.com/en/api/retrieving-message-batch-results .  POST
-# /messages/batches {"requests": [{"custom_id", "params": a Messages request body}]}; the batch
-# has processing_status in_progress, canceling or ended; once ended its results_url serves JSONL
-# lines {"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"}
-# | {"type": "canceled"} | {"type": "expired"}}, in no particular order.
-
-
-def _anthropic_batch_submit(
-    settings: Settings, key: Optional[str], built: Dict[str, Request]
-) -> str:
-    batch = _api(
-        settings,
-        key,
-        "POST",
-        "/messages/batches",
-        {
-            "requests": [
-                {"custom_id": custom_id, "params": request.body}
-                for custom_id, request in built.items()
-            ]
-        },
-        creates=True,
-    )
-    return _field(settings, batch, "id", "the batch creation")
-
-
-def _anthropic_batch_state(batch: Dict[str, Any]) -> Tuple[bool, str]:
-    done = sum(_batch_count(batch, k) for k in ("succeeded", "errored", "canceled", "expired"))
-    return (
-        batch.get("processing_status") == "ended",
-        "%s, %d of %d requests done, %d errored"
-        % (
-            batch.get("processing_status"),
-            done,
-            done + _batch_count(batch, "processing"),
-            _batch_count(batch, "errored"),
-        ),
-    )
-
-
-def _anthropic_batch_results(settings: Settings, batch: Dict[str, Any]) -> List[str]:
-    url = batch.get("results_url")
-    if not isinstance(url, str):
-        return []
-    ours, theirs = urllib.parse.urlsplit(_root(settings)), urllib.parse.urlsplit(url)
-    if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):  # the key goes there
-        raise ProviderError(
-            settings.provider,
-            "the batch's results_url %s is not on %s; the "
-            "key is not sent there" % (url, ours.netloc),
-        )
-    return [url]
-
-
-def _anthropic_batch_missing(batch: Dict[str, Any]) -> str:
-    return "the batch %s ended with no result for this request" % batch.get("id")
-
-
-# The HTTP status of each error type (https://docs.anthropic.com/en/api/errors): a batch's
-# errored result carries the type alone, and is said as the live call's error would be.
-_ANTHROPIC_ERROR_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
-_ANTHROPIC_UNANSWERED = {
-    "canceled": "the batch was canceled before this request was processed",
-    "expired": "the batch expired (24 hours) before this request was processed",
-}
-
-
-@_batch_answer
-def _anthropic_batch_answer(row: Dict[str, Any]) -> Any:
-    result = row.get("result") if isinstance(row.get("result"), dict) else {}
-    kind = result.get("type")
-    if kind == "succeeded":
-        return result.get("message")
-    if kind != "errored":
-        raise _Failed(_ANTHROPIC_UNANSWERED.get(kind, "unknown batch result type %r" % kind))
-    detail, _ = _error_message(result.get("error"), b"")
-    status = _ANTHROPIC_ERROR_STATUS.get(_error_object(result.get("error")).get("type"))
-    raise _Failed(("HTTP %d %s" % (status, detail)) if status else detail, status=status)
-
-
-_BATCH_APIS = {
-    "openai": _BatchApi(
-        _openai_batch_submit,
-        "/batches/%s",
-        _openai_batch_state,
-        _openai_batch_files,
-        _openai_batch_missing,
-        _openai_batch_answer,
-    ),
-    "anthropic": _BatchApi(
-        _anthropic_batch_submit,
-        "/messages/batches/%s",
-        _anthropic_batch_state,
-        _anthropic_batch_results,
-        _anthropic_batch_missing,
-        _anthropic_batch_answer,
-    ),
-}
-
-
-# --------------------------------------------------------------------------
-# Cache of live calls
-# --------------------------------------------------------------------------
-
-# Re-running a suite after editing only a check should not call the model again: with the cache
-# on (EVALS_CACHE=1; ``python evals.py --cache`` sets it) each reply of a live client is kept in
-# a SQLite file, keyed by everything that decides it, and a call whose key is there makes no
-# request.  One reply is kept per repeat of a case (the ``attempt`` evals passes), so
-# ``--repeat 3`` still samples three answers, and re-samples none of them next run.
-
-DEFAULT_CACHE = os.path.join(".evals", "cache.sqlite")
-# Part of every key: a change to what is keyed or stored misses the entries written before it.
-_CACHE_FORMAT = "evals-cache-1"
-_CACHE_ON = ("1", "true", "yes", "on")
-_CACHE_OFF = ("", "0", "false", "no", "off")
-_CACHE_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, provider TEXT NOT NULL, "
-    "model TEXT NOT NULL, attempt INTEGER NOT NULL, reply TEXT NOT NULL, created_at TEXT NOT NULL)"
-)
-# What the cache keeps of a Reply, besides its text.
-_CACHED = (
-    "tool_calls",
-    "usage",
-    "finish_reason",
-    "finish_reason_raw",
-    "model",
-    "sent",
-    "reasoning",
-)
-_cache_threads = threading.local()  # each thread's open connections, by absolute path
-_cache_warned = set()  # type: set
-_cache_lock = threading.Lock()
-_cache_write_lock = threading.Lock()  # one write at a time in this process (see _into_cache)
-
-
-def cache_on(env: Mapping[str, str]) -> bool:
-    """Whether ``EVALS_CACHE`` in ``env`` turns the cache on (``1``, ``true``, ``yes``,
-    ``on``) or off (unset, empty, ``0``, ``false``, ``no``, ``off``); ConfigError otherwise."""
-    raw = (env.get("EVALS_CACHE") or "").strip().lower()
-    if raw not in _CACHE_ON + _CACHE_OFF:
-        raise ConfigError("EVALS_CACHE must be 1 (on) or 0 (off), got %r" % raw)
-    return raw in _CACHE_ON
-
-
-def cache_path(env: Mapping[str, str]) -> str:
-    """The cache file: ``EVALS_CACHE_PATH``, default ``.evals/cache.sqlite`` (relative to the
-    current folder)."""
-    return env.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
-
-
-def _cache_key(provider: str, request: Request, attempt: int) -> str:
-    """sha256 hex of what decides a reply: the provider, the URL (without a user, a password or a
-    query parameter that may hold a key), the JSON body with sorted keys (model, messages with
-    the system prompt, temperature, token cap, tools, Ollama's num_ctx) and the repeat index.
-    Headers are left out: they hold the key and, besides it, only constants."""
-    url = _without_credentials(request.url)
-    text = json.dumps(
-        [_CACHE_FORMAT, provider, url, request.body, attempt],
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _cache_db(path: str) -> Any:
-    """The calling thread's connection to the cache at ``path``, created if missing: readable by
-    its owner only (it holds model answers), in WAL mode, so that runs
-    at once read while another writes and wait (30 s at most) for each other's writes."""
-    import sqlite3
-
-    path = os.path.abspath(path)
-    connections = _cache_threads.__dict__.setdefault("connections", {})
-    connection = connections.get(path)
-    if connection is not None and os.path.exists(path):
-        return connection
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    deadline = time.monotonic() + 30
-    while True:  # two runs creating the file at once may be told "locked" switching to WAL
-        connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            # A write survives the process being killed without an fsync each (in WAL mode),
-            # only a power cut may lose the last ones: a reply a call costs milliseconds less.
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute(_CACHE_SCHEMA)
-            break
-        except sqlite3.OperationalError as exc:
-            connection.close()
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    connections[path] = connection
-    return connection
-
-
-def _cache_trouble(path: str, done: str, exc: BaseException) -> None:
-    """Say once per file that the cache could not be used: a cache is never a reason for a call
-    to fail, only to cost what it would have cost without one."""
-    with _cache_lock:
-        if path in _cache_warned:
-            return
-        _cache_warned.add(path)
-    sys.stderr.write(
-        "my_client: warning: cache %s not %s (%s: %s); the model is called as without "
-        "one\n" % (path, done, type(exc).__name__, _one_line(exc))
-    )
-    sys.stderr.flush()
-
-
-def _stores(env: Mapping[str, str]) -> Tuple[List[str], List[str]]:
-    """(the files a reply is looked up in, those it is kept in): the cache when EVALS_CACHE is
-    on; the journal of a run (``EVALS_JOURNAL``, which evals sets for a live run so that an
-    interrupted one loses no answer) always kept in, and looked up in with ``EVALS_RESUME=1``
-    (``python evals.py --resume``)."""
-    cache = [cache_path(env)] if cache_on(env) else []
-    journal = [env["EVALS_JOURNAL"]] if env.get("EVALS_JOURNAL") else []
-    resume = (env.get("EVALS_RESUME") or "").strip().lower() in _CACHE_ON
-    return cache + (journal if resume else []), cache + journal
-
-
-def _from_cache(
-    client: "Client", prompt: Prompt, attempt: int = 0
-) -> Tuple[Optional[Tuple[Any, ...]], Optional[Reply]]:
-    """(where to keep the reply: (paths, key, provider, repeat index ``attempt``), the cached
-    reply or None);
-    (None, None) when neither the cache nor a journal is on for ``client`` (a judge's client,
-    or EVALS_CACHE off and no EVALS_JOURNAL in its environment; see :func:`_stores`).
-
-    The key is that of the request as configured, before any default the model refused is
-    dropped (see :func:`_refusal`): a new process builds that request first, so its calls hit.
-    A cached reply has ``cached`` and ``replayed`` True (it took no model time), its usage,
-    model, finish reason, tool calls, reasoning and ``sent`` as they were, and ``attempts`` 0.
-    """
-    s = client.settings
-    reads, writes = _stores(s.env) if client.uses_cache else ([], [])
-    if not writes:
-        return None, None
-    import sqlite3
-
-    request = _ADAPTERS[s.provider][0](s, prompt, None)  # no key: it is not part of the key
-    slot = (writes, _cache_key(s.provider, request, attempt), s.provider, attempt)
-    for path in reads:
-        try:
-            row = (
-                _cache_db(path)
-                .execute("SELECT reply FROM replies WHERE key = ?", (slot[1],))
-                .fetchone()
-            )
-            if row is None:
-                continue
-            data = json.loads(row[0])
-            kept = dict({name: data.get(name) for name in _CACHED}, model=data.get("model") or "")
-            return slot, Reply(data["text"], replayed=True, cached=True, **kept)
-        except (sqlite3.Error, OSError, ValueError, LookupError, TypeError) as exc:
-            _cache_trouble(path, "read", exc)
-    return slot, None
-
-
-def _into_cache(slot: Optional[Tuple[Any, ...]], reply: Reply) -> Reply:
-    """Keep ``reply`` in the cache at ``slot`` (from :func:`_from_cache`; None: the cache is off)
-    and return it.  Only answers get here, an empty one included: an error raises before.  One
-    a content filter stopped is not kept: the filter may let the same request through next time."""
-    if slot is None or reply.finish_reason == "content_filter":
-        return reply
-    import sqlite3
-
-    data = dict({name: getattr(reply, name) for name in _CACHED}, text=str(reply))
-    created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    for path in slot[0]:
-        try:
-            # One statement, so one transaction: a run at once sees the reply whole or not at all.
-            # The process's threads take turns here: SQLite would make a thread that finds the
-            # file locked sleep milliseconds before trying again.
-            with _cache_write_lock:
-                _cache_db(path).execute(
-                    "INSERT OR REPLACE INTO replies (key, provider, model, attempt, reply, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        slot[1],
-                        slot[2],
-                        reply.model and _without_keys(reply.model),
-                        slot[3],
-                        _without_keys(json.dumps(data)),
-                        created,
-                    ),
-                )
-        except (sqlite3.Error, OSError, ValueError, TypeError) as exc:
-            _cache_trouble(path, "written", exc)
-    return reply
-
-
-def cache_command(argv: Optional[List[str]] = None, stdout: Any = None, stderr: Any = None) -> int:
-    """``python my_client.py cache [--clear] [--path FILE]``: how many replies the cache of
-    live calls holds, and where; ``--clear`` empties it.  Returns the exit code: 0, or 2 for a
-    file that is not such a cache."""
-    import argparse
-    import sqlite3
-
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    parser = argparse.ArgumentParser(
-        prog="my_client.py cache",
-        description="Show how many replies the cache of live calls holds (python evals.py "
-        "--cache, or EVALS_CACHE=1), or empty it. Emptying it is safe while a run "
-        "uses it: that run's replies from then on are kept again.",
-    )
-    parser.add_argument("--clear", action="store_true", help="delete every cached reply")
-    parser.add_argument(
-        "--path",
-        default=cache_path(os.environ),
-        metavar="FILE",
-        help="the cache (default: $EVALS_CACHE_PATH or %s)" % DEFAULT_CACHE,
-    )
-    args = parser.parse_args(argv)
-    if not os.path.isfile(args.path):
-        stdout.write("%s: no cache there (python evals.py --cache makes one)\n" % args.path)
-        return 0
-    try:
-        db = _cache_db(args.path)
-        count = db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
-        if args.clear:
-            db.execute("DELETE FROM replies")
-            try:
-                db.execute("VACUUM")
-            except sqlite3.Error:  # a run reading it at the moment: the file shrinks later
-                pass
-    except sqlite3.Error as exc:
-        stderr.write("my_client: %s is not a cache of live calls: %s\n" % (args.path, exc))
-        return 2
-    replies = "%d repl%s" % (count, "y" if count == 1 else "ies")
-    stdout.write(
-        "%s: %s\n"
-        % (args.path, "cleared, %s deleted" % replies if args.clear else "%s cached" % replies)
-    )
-    return 0
-
-
-# --------------------------------------------------------------------------
 # Factory and entry point
 # --------------------------------------------------------------------------
 
-_OVERRIDES = frozenset(
-    {
-        "model",
-        "base_url",
-        "api_key",
-        "system_prompt",
-        "tools",
-        "tool_choice",
-        "max_tokens",
-        "max_tokens_field",
-        "temperature",
-        "num_ctx",
-        "timeout",
-        "max_attempts",
-        "max_retry_wait",
-        "rpm",
-        "tpm",
-        "sleep",
-        "rand",
-        "env",
-    }
-)
+_OVERRIDES = frozenset(_VARIABLES) | {"api_key", "wait_when_refused", "sleep", "rand", "env"}
 
 
 def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
-    """Build a client: a thread-safe callable ``client(prompt) -> Reply``, the prompt a str or
-    a conversation (a list of ``{"role", "content"}``); it has ``accepts_conversations = True``.
-
-    Args:
-        provider: ``"openai"``, ``"anthropic"``, ``"gemini"``, ``"ollama"``,
-            or None to read ``EVALS_PROVIDER``.
-        **overrides: take precedence over the environment: ``model`` (str),
-            ``base_url`` (str), ``api_key`` (str; otherwise the key variable is
-            read on every call), ``system_prompt`` (str), ``tools`` (a list of
-            ``{"name", "description", "parameters"}``, or the path of a JSON file
-            holding one, as EVALS_TOOLS; None for none), ``tool_choice`` (as
-            EVALS_TOOL_CHOICE), ``max_tokens`` (int),
-            ``max_tokens_field`` (``"max_tokens"`` or ``"max_completion_tokens"``),
-            ``temperature`` (float or None to omit), ``num_ctx`` (int, Ollama),
-            ``timeout`` (seconds per attempt), ``max_attempts`` (int),
-            ``max_retry_wait`` (seconds), ``sleep`` (callable taking
-            seconds), ``rand`` (callable returning a float in [0, 1)), ``env``
-            (mapping used instead of ``os.environ``).
+    """Build a client: a thread-safe callable ``client(prompt) -> Reply``, the prompt a str or a
+    conversation (a list of ``{"role", "content"}``), with ``accepts_conversations = True`` and
+    ``identity()``.  ``provider``: ``openai``, ``anthropic``, ``gemini``, ``ollama``, or None to
+    read EVALS_PROVIDER.  ``overrides`` take precedence over the environment: each EVALS_* setting
+    by its lower-case name (``model``, ``base_url``, ``tools``, ``max_tokens``, ``temperature``...;
+    see _VARIABLES), ``api_key`` (else the key variable is read on every call),
+    ``wait_when_refused`` (see _retrying), ``sleep``, ``rand`` and ``env`` (a mapping used instead
+    of ``os.environ``).  docs/clients.md lists them all.
 
     Raises:
         ConfigError: no provider (EVALS_PROVIDER unset, empty or ``replay``: evals.py
@@ -3193,22 +1796,37 @@ def make_client(provider: Optional[str] = None, **overrides: Any) -> Callable[[s
             is reported on the first call.
         TypeError: unknown override name.
     """
-    return _make_client(provider, overrides, "EVALS_TEMPERATURE")
+    return _build(provider, overrides, judge=False)
 
 
-def _make_client(
-    provider: Optional[str], overrides: Dict[str, Any], temperature_var: str
-) -> Callable[[str], Reply]:
-    """:func:`make_client`, with the temperature read from ``temperature_var``."""
+def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
+    """Build a judge client ``judge(prompt) -> Reply``: as :func:`make_client`, reading
+    EVALS_JUDGE_PROVIDER, _MODEL, _BASE_URL and _TEMPERATURE first (see _sources), with no system
+    prompt and no tools, and waiting out the provider's refusals itself (it is called while a case
+    is scored, where the harness cannot schedule it again).  No provider (or ``replay``) is a
+    ConfigError: evals.py replays recorded judge replies itself."""
+    return _build(provider, overrides, judge=True)
+
+
+def _build(provider: Optional[str], overrides: Dict[str, Any], judge: bool) -> Client:
+    """:func:`make_client`, or with ``judge`` :func:`make_judge`."""
     unknown = set(overrides) - _OVERRIDES
     if unknown:
         raise TypeError("make_client() got unknown option(s): %s" % ", ".join(sorted(unknown)))
+    overrides = dict(overrides)
     env = overrides.pop("env", None)
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     sleep_fn = overrides.pop("sleep", None)
     rand_fn = overrides.pop("rand", None)
-    from_env = provider is None
-    name = (env.get("EVALS_PROVIDER", "") if from_env else provider).strip().lower()
+    name = _provider_name(env, provider, judge)
+    if name in _REPLAY_NAMES and judge:
+        raise ConfigError(
+            "no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER %s): set "
+            "EVALS_JUDGE_PROVIDER to one of %s to call a judge model; python evals.py replays "
+            "recorded judge replies by itself"
+            % ("say replay" if name else "unset", ", ".join(PROVIDERS))
+        )
     if name in _REPLAY_NAMES:
         raise ConfigError(
             "no model provider configured (%s): set EVALS_PROVIDER to one of %s to call a model; "
@@ -3219,95 +1837,63 @@ def _make_client(
             )
         )
     if name not in PROVIDERS:
-        source = "EVALS_PROVIDER=%r" % name if from_env else "provider %r" % name
+        source = "provider %r" % name
+        if provider is None:
+            source = "EVALS_PROVIDER=%r" % name
         raise ConfigError(
             "unknown %s; known providers: %s (unset EVALS_PROVIDER for evals.py to replay "
             "recordings offline)" % (source, ", ".join(PROVIDERS))
         )
-    settings = _resolve_settings(name, env, overrides, temperature_var)
+    settings = _resolve_settings(name, env, overrides, judge)
     return Client(settings, sleep_fn=sleep_fn, rand_fn=rand_fn)
 
 
-_ENV_VARS = (
-    "EVALS_PROVIDER",
-    "EVALS_MODEL",
-    "EVALS_BASE_URL",
-    "EVALS_SYSTEM_PROMPT",
-    "EVALS_TOOLS",
-    "EVALS_TOOL_CHOICE",
-    "EVALS_MAX_TOKENS",
-    "EVALS_MAX_TOKENS_FIELD",
-    "EVALS_TEMPERATURE",
-    "EVALS_OLLAMA_NUM_CTX",
-    "EVALS_TIMEOUT",
-    "EVALS_MAX_ATTEMPTS",
-    "EVALS_MAX_RETRY_WAIT",
-    "EVALS_RPM",
-    "EVALS_TPM",
-)
-_clients: Dict[Tuple[Any, ...], Callable[[str], Reply]] = {}
+# What configures the clients built from the environment, one client kept per configuration.
+_ENV_VARS = ("EVALS_PROVIDER",) + tuple("EVALS_" + name for name in _VARIABLES.values())
+_JUDGE_ENV_VARS = tuple("EVALS_JUDGE_" + name for name in _JUDGE_VARIABLES) + _ENV_VARS
+_clients = {}  # type: Dict[Tuple[Any, ...], Client]
 _clients_lock = threading.Lock()
 
 
-def _cached(
-    cache: Dict[Tuple[Any, ...], Callable[[str], Reply]],
-    names: Tuple[str, ...],
-    factory: Callable[[], Callable[[str], Reply]],
-) -> Callable[[str], Reply]:
-    # One client per configuration (keys excluded: they are read on every call), so that its
-    # stderr notice is printed once.
-    config = tuple(os.environ.get(name) for name in names) + (os.getcwd(),)
+def _env_client(judge: bool = False) -> Client:
+    """The client the environment configures (the judge's with ``judge``), built once per
+    configuration (keys excluded: they are read on every call), saying once on stderr which
+    provider, model and URL it calls, so that a run's log shows what it talked to."""
+    names = _ENV_VARS
+    if judge:
+        names = _JUDGE_ENV_VARS
+    config = (judge, os.getcwd()) + tuple(os.environ.get(name) for name in names)
     with _clients_lock:
-        client = cache.get(config)
+        client = _clients.get(config)
         if client is None:
-            client = cache[config] = factory()
-        return client
-
-
-def _announced(factory: Callable[[], Callable[[str], Reply]], role: str) -> Callable[[], Any]:
-    """`factory`, saying once on stderr which provider, model and URL a live client calls, so
-    a run's log shows what it talked to."""
-
-    def build() -> Callable[[str], Reply]:
-        client = factory()
-        if isinstance(client, Client):
+            client = _clients[config] = _build(None, {}, judge)
             s = client.settings
             sys.stderr.write(
                 "my_client: %s calls %s model %s at %s\n"
-                % (role, s.provider, s.model, _without_credentials(s.base_url))
+                % (
+                    "judge" if judge else "ask",
+                    s.provider,
+                    s.model,
+                    _without_credentials(s.base_url),
+                )
             )
         return client
 
-    return build
-
-
-def _env_client() -> Callable[[str], Reply]:
-    return _cached(_clients, _ENV_VARS, _announced(make_client, "ask"))
-
 
 def ask(prompt: Prompt, *, attempt: int = 0) -> Reply:
-    """Answer ``prompt`` (a str, or a conversation: a list of ``{"role": "system" | "user" |
-    "assistant", "content": str}``) with the model configured in the environment.
-
-    This is what ``python evals.py`` calls, once per case and repeat, possibly
-    from several threads at once; it passes ``attempt``, the 0-based repeat
-    index (``--repeat 3``: 0, 1, 2), because this signature names it: the
-    cache of live calls keeps one reply per repeat.  With ``EVALS_PROVIDER``
-    unset, evals.py replays ``recordings.jsonl`` itself and never calls this;
-    called then, it raises ConfigError.
-
-    Returns:
-        Reply: the answer (a ``str``: its text part) with ``tool_calls``,
-        ``finish_reason``, ``finish_reason_raw``, ``usage``, ``model``,
-        ``attempts``, ``reasoning`` and ``sent`` attributes.
-
-    Raises:
-        ConfigError, ProviderError, TypeError: see the module docstring.
-    """
+    """Answer ``prompt`` (a str or a conversation) with the model the environment configures:
+    what ``python evals.py`` calls, once per case and repeat, maybe from several threads; it
+    passes ``attempt`` (the repeat index) as this signature names it.  A call the provider
+    refuses for its load or rate raises ProviderError with ``retry_after`` at once, for the
+    harness to schedule again.  With no provider (evals.py replays recordings itself then) it
+    raises ConfigError; see docs/clients.md."""
     return _env_client()(prompt, attempt=attempt)
 
 
-ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
+def _ask_identity() -> str:
+    """``ask.identity``: :meth:`Client.identity` of the client configured in the environment (the
+    harness's cache key).  Raises ConfigError when no provider is configured."""
+    return _env_client().identity()
 
 
 def _ask_batch(
@@ -3320,20 +1906,14 @@ def _ask_batch(
     return _env_client().batch(requests, resume, on_submitted)
 
 
+ask.accepts_conversations = True  # type: ignore[attr-defined]  # evals passes conversations
+ask.identity = _ask_identity  # type: ignore[attr-defined]
 ask.batch = _ask_batch  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------
 # Judge: the model that grades evals.py's `judge` checks
 # --------------------------------------------------------------------------
-
-_JUDGE_ENV_VARS = (
-    "EVALS_JUDGE_PROVIDER",
-    "EVALS_JUDGE_MODEL",
-    "EVALS_JUDGE_BASE_URL",
-    "EVALS_JUDGE_TEMPERATURE",
-    "EVALS_JUDGE_RECORD",
-) + _ENV_VARS
 
 
 def prompt_key(prompt: str) -> str:
@@ -3343,94 +1923,36 @@ def prompt_key(prompt: str) -> str:
 
 # A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN), as the harness masks them too.
 _CREDENTIAL = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-
-
-def _without_keys(text: str) -> str:
-    """``text`` with the value of every credential variable (8 characters or more) said
-    ``[redacted]``: a reply that echoes a key keeps it out of the files this module writes."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and value in text and _CREDENTIAL.search(name):
-            text = text.replace(value, "[redacted]")
-    return text
-
-
-def _append_line(path: str, row: Dict[str, Any]) -> None:
-    """Append one JSON line with a single O_APPEND write (lines of threads never interleave)."""
-    line = _without_keys(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
-    _append_bytes(path, line.encode("utf-8"))
-
-
-def _append_bytes(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        while data:
-            data = data[os.write(handle, data) :]
-    finally:
-        os.close(handle)
-
-
-def _judge_config(
-    env: Mapping[str, str], provider: Optional[str] = None
-) -> Tuple[str, Optional[str], Optional[str]]:
-    """(provider or "", model, base_url) of the judge: EVALS_JUDGE_* first, then EVALS_*.
-
-    The app's EVALS_MODEL / EVALS_BASE_URL apply only when the judge uses the
-    app's provider (a model name of one provider means nothing to another).
-    """
-    app = env.get("EVALS_PROVIDER", "").strip().lower()
-    own = env.get("EVALS_JUDGE_PROVIDER", "").strip().lower()
-    provider = provider.strip().lower() if provider is not None else own or app
-    same = provider == app
-    model = env.get("EVALS_JUDGE_MODEL") or (env.get("EVALS_MODEL") if same else None) or None
-    base_url = (
-        env.get("EVALS_JUDGE_BASE_URL") or (env.get("EVALS_BASE_URL") if same else None) or None
-    )
-    return provider, model, base_url
-
-
-def make_judge(provider: Optional[str] = None, **overrides: Any) -> Callable[[str], Reply]:
-    """Build a judge client ``judge(prompt) -> Reply`` (temperature 0, no system prompt, no
-    tools).
-
-    provider None reads ``EVALS_JUDGE_PROVIDER``, then ``EVALS_PROVIDER``; none (or
-    ``replay``) is a ConfigError: evals.py replays recorded judge replies itself.  Overrides
-    are those of :func:`make_client`.
-    """
-    env = overrides.pop("env", None)
-    env = os.environ if env is None else env
-    name, model, base_url = _judge_config(env, provider)
-    if name in _REPLAY_NAMES:
-        raise ConfigError(
-            "no judge provider configured (EVALS_JUDGE_PROVIDER and EVALS_PROVIDER %s): set "
-            "EVALS_JUDGE_PROVIDER to one of %s to call a judge model; python evals.py replays "
-            "recorded judge replies by itself"
-            % ("unset" if name == "" else "say replay", ", ".join(PROVIDERS))
-        )
-    overrides.setdefault("model", model)
-    overrides.setdefault("base_url", base_url)
-    overrides.setdefault("system_prompt", None)
-    overrides.setdefault("tools", None)  # the judge grades; it is offered no tools
-    overrides.setdefault("tool_choice", None)
-    client = _make_client(name, dict(overrides, env=env), "EVALS_JUDGE_TEMPERATURE")
-    client.uses_cache = False  # type: ignore[attr-defined]  # evals keeps its verdicts itself
-    return client
-
-
-_judges = {}  # type: Dict[Tuple[Any, ...], Callable[[str], Reply]]
 _record_lock = threading.Lock()
+
+
+def _record(path: str, row: Dict[str, Any]) -> None:
+    """Append one JSON line to ``path`` with a single O_APPEND write, the value of every credential
+    variable (8 characters or more) in it said ``[redacted]``: a reply that echoes a key keeps it
+    out of the file."""
+    line = json.dumps(row, ensure_ascii=False, default=repr)
+    for name, value in os.environ.items():
+        if len(value) >= 8 and value in line and _CREDENTIAL.search(name):
+            line = line.replace(value, "[redacted]")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    data = (line + "\n").encode("utf-8")
+    with _record_lock:
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            while data:
+                data = data[os.write(handle, data) :]
+        finally:
+            os.close(handle)
 
 
 def _judge_model() -> str:
     """What the judge is, everything that changes its verdicts: provider and model, URL (no
     credentials), temperature and token cap ("openai:gpt-4o-mini https://... temperature=0.0
-    max_tokens=None"), or "replay". Part of evals' judge cache key, so that changing any of
-    them never reuses another judge's cached verdicts."""
-    provider, _, _ = _judge_config(os.environ)
-    if provider in _REPLAY_NAMES:
+    max_tokens=None"), or "replay". Part of evals' judge cache key, so that changing any of them
+    never reuses another judge's cached verdicts."""
+    if _provider_name(os.environ, None, judge=True) in _REPLAY_NAMES:
         return "replay"
-    s = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge")).settings
+    s = _env_client(judge=True).settings
     return "%s:%s %s temperature=%s max_tokens=%s" % (
         s.provider,
         s.model,
@@ -3441,228 +1963,20 @@ def _judge_model() -> str:
 
 
 def judge(prompt: str) -> Reply:
-    """Answer a judge prompt from evals.py (``--judge my_client:judge``).
+    """Answer a judge prompt from evals.py (``--judge my_client:judge``) with the client
+    :func:`make_judge` builds from the environment.  With no provider it raises ConfigError
+    (evals.py replays ``judge_recordings.jsonl`` itself then, and does not call it).
+    ``EVALS_JUDGE_RECORD=FILE`` appends every live reply to FILE as ``{"key": sha256 of the prompt,
+    "reply"}``, the lines evals.py replays offline later.
 
-    Configured by ``EVALS_JUDGE_PROVIDER``, ``EVALS_JUDGE_MODEL``,
-    ``EVALS_JUDGE_BASE_URL`` (each falling back to the ``EVALS_*`` setting;
-    model and URL only for the app's own provider), temperature 0
-    (``EVALS_JUDGE_TEMPERATURE`` to change; ``none`` omits it).  Keys,
-    timeouts and retries are the provider's ``EVALS_*`` settings.  With no
-    provider it raises ConfigError (evals.py replays ``judge_recordings.jsonl``
-    itself then, and does not call it).  ``EVALS_JUDGE_RECORD=FILE`` appends
-    every live reply to FILE as ``{"key": sha256 of the prompt, "reply"}``, the
-    lines evals.py replays offline later.
-
-    The prompt holds the case's input and the output being graded: with a
-    live provider they are sent to that provider.
+    The prompt holds the case's input and the output being graded: with a live provider they are
+    sent to that provider.
     """
-    client = _cached(_judges, _JUDGE_ENV_VARS, _announced(make_judge, "judge"))
-    reply = client(prompt)
+    reply = _env_client(judge=True)(prompt)
     record = os.environ.get("EVALS_JUDGE_RECORD")
     if record:
-        with _record_lock:
-            _append_line(
-                record,
-                {
-                    "key": prompt_key(prompt),
-                    "reply": str(reply),
-                    "model": getattr(reply, "model", None),
-                },
-            )
+        _record(record, {"key": prompt_key(prompt), "reply": str(reply), "model": reply.model})
     return reply
 
 
 judge.judge_model = _judge_model  # type: ignore[attr-defined]
-
-
-# --------------------------------------------------------------------------
-# Capture: log real calls of a running app, to review them into cases
-# --------------------------------------------------------------------------
-
-DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")
-_capture_lock = threading.Lock()
-_capture_warned = []  # type: List[bool]
-
-
-def _capture_input(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    """The call's input: its first str or conversation argument, else such a keyword, else
-    all the arguments as JSON."""
-
-    def usable(value: Any) -> Any:
-        if isinstance(value, str):
-            return str(value)
-        if _is_conversation(value):
-            return [{"role": m["role"], "content": str(m["content"])} for m in value]
-        return None
-
-    for value in list(args) + [
-        kwargs.get(name) for name in ("prompt", "input", "message", "messages", "text", "question")
-    ]:
-        found = usable(value)
-        if found is not None:
-            return found
-    return json.loads(json.dumps({"args": list(args), "kwargs": kwargs}, default=repr))
-
-
-def _capture_output(result: Any) -> Any:
-    """The call's output: a str, a Reply as :func:`reply_dict` has it, or the value as JSON."""
-    if result is None or isinstance(result, str):
-        return None if result is None else reply_dict(result)
-    return json.loads(json.dumps(result, default=repr))
-
-
-def _redacted(value: Any, patterns: List[Any]) -> Any:
-    if isinstance(value, str):
-        for pattern in patterns:
-            value = pattern.sub("[REDACTED]", value)
-        return value
-    if isinstance(value, list):
-        return [_redacted(v, patterns) for v in value]
-    if isinstance(value, dict):
-        return {k: _redacted(v, patterns) for k, v in value.items()}
-    return value
-
-
-def _fingerprint(value: Any) -> Any:
-    if value is None:
-        return None
-    text = (
-        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    )
-    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "chars": len(text)}
-
-
-class _CaptureLog:
-    """Where and how :func:`capture` logs calls: one redacted JSON line per call."""
-
-    def __init__(self, path: str, tags: Any, store_text: bool, redact: Any) -> None:
-        self.path = path
-        self.tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
-        self.store_text = store_text
-        self.patterns = [
-            re.compile(p) if isinstance(p, str) else p
-            for p in ([redact] if isinstance(redact, str) else redact)
-        ]
-
-    def write(
-        self,
-        args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
-        result: Any,
-        error: Optional[BaseException],
-        started: float,
-        extra: Any,
-    ) -> None:
-        patterns = self.patterns
-        try:
-            row = {
-                "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "input": _redacted(_capture_input(args, kwargs), patterns),
-                "output": _redacted(_capture_output(result), patterns) if error is None else None,
-                "tags": self.tags,
-                "context": _redacted(json.loads(json.dumps(extra, default=repr)), patterns)
-                if extra is not None
-                else None,
-                "latency_s": round(time.perf_counter() - started, 6),
-                "error": None,
-            }
-            if error is not None:
-                text = str(error).strip()
-                row["error"] = _redacted(
-                    "%s: %s" % (type(error).__name__, text) if text else type(error).__name__,
-                    patterns,
-                )
-            if not self.store_text:
-                row["input"] = _fingerprint(row["input"])
-                row["output"] = _fingerprint(row["output"])
-                if error is not None:
-                    row["error"] = type(error).__name__
-            with _capture_lock:
-                _append_line(self.path, row)
-        except Exception as exc:  # never let logging break the app
-            with _capture_lock:
-                if not _capture_warned:
-                    _capture_warned.append(True)
-                    print(
-                        "my_client: capture to %s failed, calls are not logged: %s"
-                        % (self.path, exc),
-                        file=sys.stderr,
-                        flush=True,
-                    )
-
-
-def capture(
-    func: Optional[Callable[..., Any]] = None,
-    *,
-    path: str = DEFAULT_CAPTURES,
-    tags: Any = (),
-    context: Any = None,
-    store_text: bool = True,
-    redact: Any = (),
-) -> Any:
-    r"""Log every call of your own model function, to turn bad answers into cases.
-
-    One line in your app::
-
-        @my_client.capture(tags=["support"], redact=[r"\b\d{16}\b"])
-        def ask_support_bot(question): ...
-
-        # or: ask = my_client.capture(ask)
-
-    Each call appends ``{"ts", "input", "output", "tags", "context",
-    "latency_s", "error"}`` as one JSON line to ``path`` (default
-    ``.evals/captures.jsonl``), written with a single O_APPEND write under a
-    lock, so lines from many threads never interleave.  ``input`` is the first
-    str or conversation argument (else ``prompt=``/``messages=``/... keyword,
-    else the arguments as JSON); ``output`` the return value (a Reply as
-    :func:`reply_dict` has it).  A call that raises is
-    logged with ``error`` ("Type: message") and the exception is re-raised.
-
-    tags: list of strings kept with each call.  context: a dict, or a
-    function returning one, called before each call (request id, user
-    tier...).  redact:
-    regex patterns (str or compiled); every match in input, output, context
-    and error becomes ``[REDACTED]``.  store_text=False keeps only the
-    sha256 and length of input and output (and the error's type), so nothing
-    the user typed is written; such calls cannot become cases.
-
-    Logging never breaks the app: a capture that cannot be written is
-    dropped with one warning on stderr.
-    """
-    log = _CaptureLog(path, tags, store_text, redact)
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:  # taken before the call, while the request it describes is current
-                extra = context() if callable(context) else context
-            except Exception as exc:
-                extra = {"context_error": "%s: %s" % (type(exc).__name__, exc)}
-            started = time.perf_counter()
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as exc:
-                log.write(args, kwargs, None, exc, started, extra)
-                raise
-            log.write(args, kwargs, result, None, started, extra)
-            return result
-
-        return wrapper
-
-    return decorate(func) if func is not None else decorate
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["cache"]:
-        sys.exit(cache_command(sys.argv[2:]))
-    print(
-        "usage: python my_client.py cache [--clear] [--path FILE]\n\n"
-        "my_client is the model client evals.py calls. Set EVALS_PROVIDER (openai,\n"
-        "anthropic, gemini, ollama) to call a model; with it unset, evals.py replays\n"
-        "recordings.jsonl itself. Every EVALS_* setting is in its docstring:\n"
-        "python -m pydoc my_client.\n\n"
-        "Run as a script it has one command: cache says how many replies the cache of\n"
-        "live calls holds, and --clear empties it (python my_client.py cache --help).",
-        file=sys.stdout if sys.argv[1:2] in (["-h"], ["--help"]) else sys.stderr,
-    )
-    sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)

@@ -26,6 +26,7 @@ from unittest import mock
 import evals
 import evals_extras
 import my_client
+import my_client_batches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY = "sk-batchtest-0123456789abcdef"
@@ -651,7 +652,7 @@ class ParsedLikeLiveTests(unittest.TestCase):
                         {"type": "tool_use", "id": "t1", "name": "lookup_order",
                          "input": {"order_id": "A-1"}}],
             "usage": {"input_tokens": 3, "output_tokens": 4}}}}
-        reply = my_client._anthropic_batch_answer(row, request, settings,
+        reply = my_client_batches._anthropic_batch_answer(row, request, settings,
                                                   my_client.anthropic_parse, KEY)
         self.assertEqual((str(reply), reply.finish_reason, reply.tool_calls, reply.reasoning,
                           reply.usage["output_tokens"]),
@@ -664,7 +665,7 @@ class ParsedLikeLiveTests(unittest.TestCase):
         request = my_client.openai_request(settings, "hi", KEY)
         row = {"custom_id": "0-0", "error": None,
                "response": {"status_code": 200, "body": {"choices": []}}}
-        error = my_client._openai_batch_answer(row, request, settings, my_client.openai_parse,
+        error = my_client_batches._openai_batch_answer(row, request, settings, my_client.openai_parse,
                                                KEY)
         self.assertIsInstance(error, my_client.ProviderError)
         self.assertIn("no choices", str(error))
@@ -673,7 +674,7 @@ class ParsedLikeLiveTests(unittest.TestCase):
         settings = my_client._resolve_settings("anthropic", {"EVALS_BASE_URL":
                                                              "https://api.anthropic.com"}, {})
         with self.assertRaises(my_client.ProviderError) as caught:
-            my_client._anthropic_batch_results(settings, {"results_url":
+            my_client_batches._anthropic_batch_results(settings, {"results_url":
                                                           "https://evil.example/r"})
         self.assertIn("not on api.anthropic.com", str(caught.exception))
 

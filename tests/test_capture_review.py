@@ -1,4 +1,4 @@
-"""my_client.capture in a running app (the review of captures: tests/test_review.py)."""
+"""evals_extras.capture in a running app (the review of captures: tests/test_review.py)."""
 
 import contextlib
 import io
@@ -8,6 +8,7 @@ import tempfile
 import threading
 import unittest
 
+import evals_extras
 import my_client
 
 
@@ -28,14 +29,14 @@ class CaptureTest(unittest.TestCase):
         return [json.loads(line) for line in read_lines(self.path)]
 
     def test_decorator_forms_and_fields(self):
-        @my_client.capture(path=self.path, tags=["support"], context={"release": "v2"})
+        @evals_extras.capture(path=self.path, tags=["support"], context={"release": "v2"})
         def bot(question, temperature=0):
             return "answer to " + question
 
         def plain(prompt):
             return my_client.Reply("reply", model="m")
 
-        wrapped = my_client.capture(plain, path=self.path)
+        wrapped = evals_extras.capture(plain, path=self.path)
         self.assertEqual(bot("q1"), "answer to q1")
         self.assertEqual(wrapped("q2").model, "m")  # the return value is passed through as is
         self.assertEqual(bot.__name__, "bot")
@@ -48,21 +49,32 @@ class CaptureTest(unittest.TestCase):
         self.assertGreaterEqual(first["latency_s"], 0)
         self.assertEqual((second["input"], second["output"], second["tags"]), ("q2", "reply", []))
 
+    def test_a_dict_return_and_a_reply_with_tool_calls_are_stored_as_recordings_store_them(self):
+        calls = [{"name": "lookup", "arguments": {"id": 7}}]
+        evals_extras.capture(lambda q: {"text": "t", "score": 1}, path=self.path)("q")
+        evals_extras.capture(lambda q: my_client.Reply("", finish_reason="tool_calls",
+                                                        tool_calls=calls), path=self.path)("q")
+        plain, reply = self.rows()
+        self.assertEqual(plain["output"], {"text": "t", "score": 1})
+        self.assertEqual(reply["output"], {"text": "", "finish_reason": "tool_calls",
+                                           "tool_calls": calls})
+        self.assertNotIn("my_client", evals_extras.capture.__globals__)
+
     def test_input_found_in_methods_and_keywords(self):
         class App:
-            @my_client.capture(path=self.path)
+            @evals_extras.capture(path=self.path)
             def ask(self, prompt):
                 return prompt.upper()
 
         App().ask("hi")
-        my_client.capture(lambda **kw: "x", path=self.path)(prompt="by keyword")
-        my_client.capture(lambda messages: "x", path=self.path)([{"role": "user"}])
+        evals_extras.capture(lambda **kw: "x", path=self.path)(prompt="by keyword")
+        evals_extras.capture(lambda messages: "x", path=self.path)([{"role": "user"}])
         inputs = [row["input"] for row in self.rows()]
         self.assertEqual(inputs[:2], ["hi", "by keyword"])
         self.assertEqual(inputs[2], {"args": [[{"role": "user"}]], "kwargs": {}})
 
     def test_error_is_captured_and_reraised(self):
-        @my_client.capture(path=self.path)
+        @evals_extras.capture(path=self.path)
         def bot(question):
             raise TimeoutError("provider took too long")
 
@@ -75,7 +87,7 @@ class CaptureTest(unittest.TestCase):
     def test_redaction(self):
         calls = []
 
-        @my_client.capture(path=self.path, redact=[r"\b\d{16}\b", r"[\w.]+@\w+\.\w+"],
+        @evals_extras.capture(path=self.path, redact=[r"\b\d{16}\b", r"[\w.]+@\w+\.\w+"],
                            context=lambda: {"user": "ana@example.com", "n": len(calls)})
         def bot(question):
             calls.append(question)
@@ -97,7 +109,7 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(calls[0], "My card is 4111111111111111, mail ana@example.com")
 
     def test_store_text_false_keeps_only_hashes_and_lengths(self):
-        @my_client.capture(path=self.path, store_text=False)
+        @evals_extras.capture(path=self.path, store_text=False)
         def bot(question):
             if question == "boom":
                 raise RuntimeError("secret detail")
@@ -115,7 +127,7 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(second["error"], "RuntimeError")
 
     def test_eight_threads_lose_no_line(self):
-        @my_client.capture(path=self.path, tags=["load"])
+        @evals_extras.capture(path=self.path, tags=["load"])
         def bot(question):
             return question + " " + "x" * 20000  # lines far longer than a pipe buffer
 
@@ -135,9 +147,9 @@ class CaptureTest(unittest.TestCase):
 
     def test_a_capture_that_cannot_be_written_does_not_break_the_app(self):
         os.makedirs(self.path)  # a directory where the file should be
-        my_client._capture_warned.clear()
-        self.addCleanup(my_client._capture_warned.clear)
-        bot = my_client.capture(lambda q: "fine", path=self.path)
+        evals_extras._capture_warned.clear()
+        self.addCleanup(evals_extras._capture_warned.clear)
+        bot = evals_extras.capture(lambda q: "fine", path=self.path)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             self.assertEqual(bot("a"), "fine")

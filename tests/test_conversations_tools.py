@@ -11,6 +11,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 from tests.test_my_client import (GEMINI_KEY, KEY, LoopbackCase, anthropic_ok,
                                   gemini_ok, openai_ok)
@@ -581,7 +582,7 @@ class AcceptsConversationsTests(unittest.TestCase):
             with self.subTest(provider=provider):
                 client = my_client.make_client(provider, env={})
                 self.assertIs(getattr(client, "accepts_conversations", False), True)
-        self.assertIs(my_client.capture(my_client.ask, path=os.devnull).accepts_conversations,
+        self.assertIs(evals_extras.capture(my_client.ask, path=os.devnull).accepts_conversations,
                       True)
 
 
@@ -679,11 +680,11 @@ class CaptureWholeReplyTests(unittest.TestCase):
     def test_a_conversation_and_a_tool_call_reply_are_stored_whole(self):
         calls = [{"name": "lookup_order", "arguments": ARGUMENTS}]
 
-        @my_client.capture(path=self.captures)
+        @evals_extras.capture(path=self.captures)
         def bot(messages):
             return my_client.Reply("", finish_reason="tool_calls", tool_calls=calls)
 
-        my_client.capture(lambda q: my_client.Reply("Hi", finish_reason="stop"),
+        evals_extras.capture(lambda q: my_client.Reply("Hi", finish_reason="stop"),
                           path=self.captures)("hello")
         bot(CONVERSATION)
         plain, whole = self.rows()

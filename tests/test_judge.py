@@ -630,8 +630,8 @@ class MyClientJudgeTest(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.dir = tmp.name
-        my_client._judges.clear()
-        self.addCleanup(my_client._judges.clear)
+        my_client._clients.clear()
+        self.addCleanup(my_client._clients.clear)
 
     def env(self, **values):
         clean = {k: v for k, v in os.environ.items()

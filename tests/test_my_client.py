@@ -146,21 +146,80 @@ class OpenAITests(LoopbackCase):
         self.client(temperature=None)("hi")
         self.assertNotIn("temperature", self.server.requests[0]["json"])
 
-    def test_429_with_retry_after_seconds(self):
+    def test_a_429_is_handed_back_after_one_request(self):
+        self.server.add(
+            {"status": 429, "json": {"error": {"message": "Rate limit reached", "type": "requests"}},
+             "headers": {"Retry-After": "2", "x-ratelimit-remaining-requests": "0"}},
+            openai_ok(),
+        )
+        error = self.assertFails(self.client())
+        self.assertEqual((error.status, error.retry_after, error.attempts), (429, 2.0, 1))
+        self.assertEqual(error.rate_limits, {"retry-after": "2", "x-ratelimit-remaining-requests": "0"})
+        self.assertEqual(len(self.server.requests), 1)
+        self.assertEqual(self.sleeps, [])
+
+    def test_a_429_without_retry_after_is_handed_back_with_0(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "slow down"}}})
+        error = self.assertFails(self.client())
+        self.assertEqual((error.status, error.retry_after, error.rate_limits), (429, 0.0, {}))
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_client_told_to_wait_retries_a_429_after_retry_after(self):
         self.server.add(
             {"status": 429, "json": {"error": {"message": "Rate limit reached", "type": "requests"}}, "headers": {"Retry-After": "2"}},
             openai_ok(),
         )
-        reply = self.client()("hi")
+        reply = self.client(wait_when_refused=True)("hi")
         self.assertEqual(reply.attempts, 2)
         self.assertEqual(self.sleeps, [2.0])
         self.assertEqual(len(self.server.requests), 2)
 
     def test_429_without_retry_after_uses_jittered_backoff(self):
         self.server.add({"status": 429, "json": {"error": {"message": "slow down"}}}, openai_ok())
-        reply = self.client()("hi")
+        reply = self.client(wait_when_refused=True)("hi")
         self.assertEqual(reply.attempts, 2)
         self.assertEqual(self.sleeps, [0.5])  # rand 0.5 * min(20, 1 * 2**0)
+
+    def test_a_daily_quota_429_is_no_refusal(self):
+        quota = {"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+             "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}
+        self.server.add({"status": 429, "json": quota, "headers": {"Retry-After": "5"}})
+        error = self.assertFails(self.client("gemini"))
+        self.assertEqual((error.status, error.retry_after, error.attempts), (429, None, 1))
+        self.assertIn("PerDay", str(error))
+
+    def test_an_error_that_is_no_refusal_has_no_retry_after(self):
+        self.server.add({"status": 400, "json": {"error": {"message": "bad request"}}})
+        self.assertIsNone(self.assertFails(self.client()).retry_after)
+        self.server.add(*[{"status": 500, "json": {"error": {"message": "boom"}}}] * 2)
+        error = self.assertFails(self.client(max_attempts=2))
+        self.assertEqual((error.status, error.retry_after, error.attempts), (500, None, 2))
+
+    def test_the_reply_holds_the_rate_limit_headers(self):
+        limits = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+                  "x-ratelimit-reset-tokens": "6m0s"}
+        self.server.add(dict(openai_ok(), headers=dict(limits, **{"X-Other": "1"})))
+        reply = self.client()("hi")
+        self.assertEqual(reply.rate_limits, limits)
+        self.assertNotIn("rate_limits", my_client.reply_dict(reply))  # recordings do not keep them
+        self.server.add(openai_ok())
+        self.assertEqual(self.client()("hi").rate_limits, {})
+
+    def test_identity_names_what_decides_the_answer_and_never_the_key(self):
+        one = self.client(model="m1").identity()
+        self.assertEqual(one, self.client(model="m1").identity())
+        self.assertNotEqual(one, self.client(model="m2").identity())
+        self.assertNotEqual(one, self.client(model="m1", temperature=0.7).identity())
+        self.assertNotEqual(one, self.client(model="m1", system_prompt="Be brief.").identity())
+        self.assertNotEqual(one, self.client(model="m1", max_tokens=5).identity())
+        self.assertNotIn(KEY, one)
+        self.assertEqual(json.loads(one)["url"], self.server.url + "/v1/chat/completions")
+        self.assertEqual(json.loads(one)["body"], {"model": "m1", "temperature": 0.0})
+        gemini = self.client("gemini", base_url="https://user:pw@host.example/v1beta?key=" + GEMINI_KEY)
+        self.assertNotIn(GEMINI_KEY, gemini.identity())
+        self.assertNotIn("pw", gemini.identity())
+        self.assertEqual(self.server.requests, [])
 
     def test_500_then_503_then_success(self):
         self.server.add(
@@ -184,9 +243,32 @@ class OpenAITests(LoopbackCase):
         self.assertEqual(len(self.server.requests), 3)
         self.assertEqual(len(self.sleeps), 2)
 
+    def test_a_judge_client_waits_and_retries_a_429(self):
+        self.server.add({"status": 429, "json": {"error": {"message": "slow"}}, "headers": {"Retry-After": "2"}},
+                        openai_ok("PASS"))
+        judge = my_client.make_judge("openai", base_url=self.server.url + "/v1", api_key=KEY,
+                                     sleep=self.sleeps.append, env={"EVALS_SYSTEM_PROMPT": "app's"})
+        reply = judge("Grade this.")
+        self.assertEqual((reply, reply.attempts, self.sleeps), ("PASS", 2, [2.0]))
+        self.assertEqual(self.server.requests[-1]["json"]["messages"], [{"role": "user", "content": "Grade this."}])
+
+    def test_ask_identity_is_the_environment_clients(self):
+        my_client._clients.clear()
+        self.addCleanup(my_client._clients.clear)
+        with mock.patch.dict(os.environ, {"EVALS_PROVIDER": ""}):
+            with self.assertRaises(my_client.ConfigError):
+                my_client.ask.identity()
+        env = {"EVALS_PROVIDER": "openai", "EVALS_MODEL": "m9", "OPENAI_API_KEY": KEY,
+               "EVALS_BASE_URL": self.server.url + "/v1"}
+        with mock.patch.dict(os.environ, env):
+            identity = my_client.ask.identity()
+            self.assertEqual(identity, my_client.make_client().identity())
+        self.assertEqual(json.loads(identity)["body"]["model"], "m9")
+        self.assertNotIn(KEY, identity)
+
     def test_retry_after_beyond_budget_fails_at_once(self):
         self.server.add({"status": 429, "json": {"error": {"message": "wait"}}, "headers": {"Retry-After": "120"}})
-        error = self.assertFails(self.client(max_retry_wait=30))
+        error = self.assertFails(self.client(max_retry_wait=30, wait_when_refused=True))
         self.assertEqual(error.attempts, 1)
         self.assertEqual(self.sleeps, [])
         self.assertIn("retry after 120s", str(error))
@@ -316,8 +398,10 @@ class OpenAITests(LoopbackCase):
 
     def test_retry_after_ms_header(self):
         self.server.add({"status": 429, "json": {"error": {"message": "slow"}}, "headers": {"retry-after-ms": "250"}}, openai_ok())
-        self.assertEqual(self.client()("hi").attempts, 2)
+        self.assertEqual(self.client(wait_when_refused=True)("hi").attempts, 2)
         self.assertEqual(self.sleeps, [0.25])
+        self.server.add({"status": 429, "json": {"error": {"message": "slow"}}, "headers": {"retry-after-ms": "250"}})
+        self.assertEqual(self.assertFails(self.client()).retry_after, 0.25)
 
     def test_retry_after_http_date(self):
         import email.utils
@@ -325,9 +409,14 @@ class OpenAITests(LoopbackCase):
 
         when = email.utils.formatdate(time.time() + 3600, usegmt=True)  # an hour away: beyond the budget
         self.server.add({"status": 503, "json": {"error": {"message": "maintenance"}}, "headers": {"Retry-After": when}})
-        error = self.assertFails(self.client())
+        error = self.assertFails(self.client(wait_when_refused=True))
         self.assertIn("server asked to retry after", str(error))
         self.assertEqual(error.attempts, 1)
+        # Handed back: a 503 that says when to come back is a refusal.
+        self.server.add({"status": 503, "json": {"error": {"message": "maintenance"}}, "headers": {"Retry-After": when}})
+        error = self.assertFails(self.client())
+        self.assertEqual((error.status, error.attempts), (503, 1))
+        self.assertAlmostEqual(error.retry_after, 3600, delta=5)
 
     def test_key_echoed_in_retried_errors_is_scrubbed(self):
         self.server.add(*[{"status": 500, "body": ("upstream said key=%s" % KEY).encode()}] * 2)
@@ -497,9 +586,19 @@ class AnthropicTests(LoopbackCase):
             {"status": 529, "json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
             anthropic_ok(),
         )
-        reply = self.client("anthropic")("hi")
+        reply = self.client("anthropic", wait_when_refused=True)("hi")
         self.assertEqual(reply.attempts, 2)
         self.assertEqual(len(self.sleeps), 1)
+
+    def test_529_overloaded_is_handed_back(self):
+        limits = {"anthropic-ratelimit-requests-remaining": "10", "anthropic-ratelimit-tokens-reset": "2025-01-01T00:00:30Z"}
+        self.server.add(
+            {"status": 529, "json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+             "headers": limits},
+        )
+        error = self.assertFails(self.client("anthropic"))
+        self.assertEqual((error.status, error.retry_after, error.attempts), (529, 0.0, 1))
+        self.assertEqual(error.rate_limits, limits)
 
     def test_refusal_is_an_answer(self):
         """stop_reason "refusal" (https://docs.anthropic.com/en/api/messages): the text there
@@ -626,7 +725,7 @@ class GeminiTests(LoopbackCase):
             },
             gemini_ok(),
         )
-        reply = self.client("gemini")("hi")
+        reply = self.client("gemini", wait_when_refused=True)("hi")
         self.assertEqual(reply.attempts, 2)
         self.assertEqual(self.sleeps, [7.0])
 
@@ -788,6 +887,8 @@ class AnnouncedUrlTest(unittest.TestCase):
                "OPENAI_API_KEY": "k"}
         with mock.patch.dict(os.environ, env, clear=False), \
                 contextlib.redirect_stderr(io.StringIO()) as err:
-            my_client._announced(my_client.make_client, "ask")()
+            my_client._clients.clear()
+            self.addCleanup(my_client._clients.clear)
+            my_client._env_client()
         self.assertIn("at https://host.example/v1", err.getvalue())
         self.assertNotIn("s3cret", err.getvalue())

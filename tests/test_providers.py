@@ -476,8 +476,13 @@ class RetrySignalTests(ProviderCase):
     def test_retry_after_0_backs_off_instead_of_retrying_at_once(self):
         self.server.add({"status": 429, "json": {"error": {"message": "slow down"}},
                          "headers": {"Retry-After": "0"}}, completion("ok", "m"))
-        self.env_client("openai")("hi")
+        client = self.env_client("openai")
+        client.settings = client.settings._replace(wait_when_refused=True)  # as the judge's
+        client("hi")
         self.assertEqual(self.sleeps, [0.5])  # rand 0.5 * min(20, 1 * 2**0)
+        self.server.add({"status": 429, "json": {"error": {"message": "slow down"}},
+                         "headers": {"Retry-After": "0"}})
+        self.assertEqual(self.assertFails(self.env_client("openai")).retry_after, 0.0)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""`python evals.py review`: captured calls (my_client.capture) become cases. Each test runs
-the command on captures my_client.capture wrote."""
+"""`python evals.py review`: captured calls (evals_extras.capture) become cases. Each test runs
+the command on captures evals_extras.capture wrote."""
 
 import io
 import json
@@ -12,6 +12,7 @@ import unittest
 from unittest import mock
 
 import evals
+import evals_extras
 import my_client
 from tests.test_conversations_tools import ARGUMENTS, CONVERSATION, SYSTEM
 
@@ -38,7 +39,7 @@ class ReviewTest(unittest.TestCase):
         with open(self.cases, "w", encoding="utf-8") as handle:
             handle.write(json.dumps({"id": "existing", "input": "q", "checks": [
                 {"type": "max_words", "n": 5}]}) + "\n")
-        bot = my_client.capture(lambda question: BAD_ANSWER, path=self.captures,
+        bot = evals_extras.capture(lambda question: BAD_ANSWER, path=self.captures,
                                 tags=["support"])
         bot(QUESTION)
         bot("Where is my parcel?")
@@ -148,7 +149,7 @@ class ReviewTest(unittest.TestCase):
 
     def test_hashed_capture_cannot_become_a_case(self):
         os.remove(self.captures)
-        my_client.capture(lambda q: "a", path=self.captures, store_text=False)("private")
+        evals_extras.capture(lambda q: "a", path=self.captures, store_text=False)("private")
         code, out, err = self.review("a\ns\n")
         self.assertIn("(not stored: store_text=False)", out)
         self.assertIn("cannot become a case", out)
@@ -169,7 +170,7 @@ class ReviewTest(unittest.TestCase):
 
     def test_control_characters_are_shown_not_sent_to_the_terminal(self):
         os.remove(self.captures)
-        my_client.capture(lambda q: "red \x1b[31mtext", path=self.captures)("q")
+        evals_extras.capture(lambda q: "red \x1b[31mtext", path=self.captures)("q")
         code, out, err = self.review("q\n")
         self.assertNotIn("\x1b", out)
         self.assertIn("\\x1b[31m", out)
@@ -185,7 +186,7 @@ class ConversationReviewTest(unittest.TestCase):
 
     def test_review_shows_the_conversation_and_drafts_a_conversation_case(self):
         calls = [{"name": "issue_refund", "arguments": ARGUMENTS}]
-        my_client.capture(lambda messages: my_client.Reply(
+        evals_extras.capture(lambda messages: my_client.Reply(
             "", finish_reason="tool_calls", tool_calls=calls), path=self.captures)(CONVERSATION)
         cases = os.path.join(self.dir, "cases.jsonl")
         done = subprocess.run(
