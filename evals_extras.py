@@ -1953,7 +1953,10 @@ def client_identity(call_model, name):
     edit of a module it imports is not seen: such a client declares an identity."""
     declared = getattr(call_model, "identity", None)
     if callable(declared):
-        declared = declared()
+        try:
+            declared = declared()
+        except Exception:  # noqa: B902 - a client that cannot say it fails each call, saying why
+            return name
     if isinstance(declared, str):
         return f"{name} {declared}"
     import inspect
@@ -2018,11 +2021,14 @@ class _Journal:
                 self.handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open
             self.handle.write((line + "\n").encode("utf-8", "backslashreplace"))
 
-    def remove(self):
-        """Delete the journal: the run's record holds every answer now."""
+    def close(self):
         with self.lock:
             if self.handle is not None:
                 self.handle.close()
+
+    def remove(self):
+        """Delete the journal: the run's record holds every answer now."""
+        self.close()
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
 
@@ -4538,8 +4544,15 @@ def finish(run, record):
     if history:
         read_flaky(args, record, run.stderr)
     run.notes += _notes(run, record)
-    yield
+    try:
+        yield
+    except BaseException:  # the record was not written: the journal stays for --resume
+        if run.journal:
+            run.journal.close()
+        raise
     if run.stopped:
+        if run.journal:
+            run.journal.close()
         if run.journal and run.journal.handle is not None:
             run.stderr.write(
                 f"evals: --resume calls only what this run did not answer (its answers are "
@@ -4566,6 +4579,12 @@ def _notes(run, record):
     in the record's summary), the judge's cache, the judge checks --no-judge skipped, a budget
     that could not price every call."""
     args, options, notes = run.args, run.options, []
+    if run.cache_on and not run.cache:  # a replay, or a batch: nothing was called live
+        path = os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
+        notes.append(
+            f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
+            "and the cache keeps only live calls\n"
+        )
     if run.cache:
         record["summary"]["cached"] = run.cache.hits
         notes.append(

@@ -19,10 +19,9 @@ import unittest
 from unittest import mock
 
 import evals
-import my_client
 from tests._loopback import LoopbackServer
 from tests.test_live_runs import (BAD_TEXT, CLIENT, EVALS, GOOD_TEXT, KEY, MODEL, RUN_TIMEOUT,
-                                  ROOT, LiveRunCase, completion, run_evals)
+                                  LiveRunCase, completion, run_evals)
 
 CACHE_LINE = "{} of {} replies came from the cache (.evals/cache.sqlite); --no-cache calls the model"
 
@@ -244,13 +243,15 @@ class OptionTests(CacheRunCase):
         code, sent = self.run_cached("--omit-outputs", "--no-cache", EVALS_CACHE="1")
         self.assertEqual((code, sent), (0, 1), self.stderr)
 
-    def test_help_says_how_the_client_is_told(self):
+    def test_help_says_what_keys_the_cache_and_the_environment_is_left_alone(self):
         out = io.StringIO()
+        before = dict(os.environ)
         self.assertEqual(evals.main(["--help"], out, io.StringIO()), 0)
         text = " ".join(out.getvalue().split())
         self.assertIn("--no-cache", text)
-        self.assertIn("evals tells the client by setting EVALS_CACHE before loading it", text)
-        self.assertIn("python my_client.py cache --clear", text)
+        self.assertIn("answer each call made before by the same client (as it declares itself, "
+                      "else its file's content) with the same input and repeat", text)
+        self.assertEqual(dict(os.environ), before)
 
 
 def _popen_evals(directory, server, out, *args):
@@ -281,136 +282,9 @@ class ConcurrentRunTests(CacheRunCase):
         path = os.path.join(self.dir, ".evals", "cache.sqlite")
         with contextlib.closing(sqlite3.connect(path)) as db:
             self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
-            self.assertEqual(db.execute("SELECT COUNT(*) FROM replies").fetchone()[0], 40)
+            self.assertEqual(db.execute("SELECT COUNT(*) FROM answers").fetchone()[0], 40)
         self.assertEqual(self.run_cached("--cache", "-j", "8")[1], 0, self.describe())
         self.assertIn(CACHE_LINE.format(40, 40), self.stdout)
-
-
-class ClearTests(CacheRunCase):
-    def my_client(self, command, *args):
-        """`python my_client.py cache ARGS` run in this process: (exit code, stdout, stderr)."""
-        self.assertEqual(command, "cache")
-        out, err = io.StringIO(), io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(self.dir)
-        try:
-            code = my_client.cache_command(list(args), out, err)
-        finally:
-            os.chdir(cwd)
-        return code, out.getvalue(), err.getvalue()
-
-    def my_client_in_a_process(self, *args):
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "my_client.py"), *args],
-                              cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=RUN_TIMEOUT)
-        return done.returncode, done.stdout.decode(), done.stderr.decode()
-
-    def test_cache_prints_the_count_and_clear_empties_it(self):
-        self.assertEqual(self.my_client("cache"), (
-            0, ".evals/cache.sqlite: no cache there (python evals.py --cache makes one)\n", ""))
-        self.cases("Good one", "Bad one")
-        self.run_cached("--cache")
-        self.assertEqual(self.my_client("cache"), (0, ".evals/cache.sqlite: 2 replies cached\n",
-                                                   ""))
-        self.assertEqual(self.my_client("cache", "--clear"),
-                         (0, ".evals/cache.sqlite: cleared, 2 replies deleted\n", ""))
-        self.assertEqual(self.my_client("cache")[1], ".evals/cache.sqlite: 0 replies cached\n")
-        self.assertEqual(self.run_cached("--cache")[1], 2)
-
-    def test_another_path_and_a_file_that_is_not_a_cache(self):
-        other = os.path.join(self.dir, "other.sqlite")
-        self.cases("Good one")
-        self.run_cached("--cache", EVALS_CACHE_PATH=other)
-        self.assertFalse(os.path.exists(os.path.join(self.dir, ".evals", "cache.sqlite")))
-        self.assertIn(f"0 of 1 reply came from the cache ({other})", self.stdout)
-        self.assertEqual(self.my_client("cache", "--path", other)[1],
-                         f"{other}: 1 reply cached\n")
-        with open(os.path.join(self.dir, "notes.txt"), "w", encoding="utf-8") as handle:
-            handle.write("not a database\n" * 100)
-        code, out, err = self.my_client_in_a_process("cache", "--clear", "--path", "notes.txt")
-        self.assertEqual(code, 2)
-        self.assertIn("notes.txt is not a cache of live calls", err)
-        with open(os.path.join(self.dir, "notes.txt"), encoding="utf-8") as handle:
-            self.assertEqual(handle.read(), "not a database\n" * 100)
-
-
-class ClientCacheTests(unittest.TestCase):
-    """my_client in process: what a cached reply carries, the judge, a broken cache file."""
-
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "cache.sqlite")
-        self.server = LoopbackServer().start()
-        self.addCleanup(self.server.stop)
-        self.server.behave(lambda request: {"json": {
-            "model": "gpt-4o-mini-2024-07-18",
-            "choices": [{"finish_reason": "tool_calls", "message": {
-                "content": "<think>Look it up.</think>Checking.",
-                "tool_calls": [{"type": "function", "function": {
-                    "name": "lookup_order", "arguments": "{\"order_id\": \"A-1\"}"}}]}}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 9}}})
-        self.stderr = io.StringIO()
-        redirect = contextlib.redirect_stderr(self.stderr)
-        redirect.__enter__()
-        self.addCleanup(redirect.__exit__, None, None, None)
-
-    def env(self, **extra):
-        return dict({"EVALS_CACHE": "1", "EVALS_CACHE_PATH": self.path}, **extra)
-
-    def client(self, make=my_client.make_client, **env):
-        return make("openai", base_url=self.server.url + "/v1", api_key="sk-test",
-                    env=self.env(**env))
-
-    def test_a_cached_reply_is_the_reply_as_it_was(self):
-        live = self.client()("Where is order A-1?")
-        cached = self.client()("Where is order A-1?")
-        self.assertEqual(len(self.server.requests), 1)
-        self.assertEqual((live.cached, live.replayed, live.attempts), (False, False, 1))
-        self.assertEqual((cached.cached, cached.replayed, cached.attempts), (True, True, 0))
-        for name in ("usage", "model", "finish_reason", "finish_reason_raw", "tool_calls",
-                     "reasoning", "sent"):
-            self.assertEqual(getattr(cached, name), getattr(live, name), name)
-        self.assertEqual((str(cached), cached.reasoning), ("Checking.", "Look it up."))
-
-    def test_off_unless_the_variable_says_on(self):
-        for value in ("", "0", "off", "false"):
-            self.client(EVALS_CACHE=value)("Hi")
-        self.assertEqual(len(self.server.requests), 4)
-        self.assertFalse(os.path.exists(self.path))
-        with self.assertRaisesRegex(my_client.ConfigError, "EVALS_CACHE must be 1"):
-            self.client(EVALS_CACHE="2")("Hi")
-        self.assertEqual(len(self.server.requests), 4)
-
-    def test_the_judge_does_not_use_it(self):
-        judge = self.client(my_client.make_judge)
-        judge("Grade this.")
-        self.assertFalse(judge("Grade this.").cached)
-        self.assertEqual(len(self.server.requests), 2)
-        self.assertFalse(os.path.exists(self.path))
-
-    def test_a_cache_that_cannot_be_used_is_said_once_and_the_model_is_called(self):
-        with open(self.path, "w", encoding="utf-8") as handle:
-            handle.write("not a database\n" * 100)
-        client = self.client()
-        self.assertEqual([client("Hi").cached for _ in range(3)], [False] * 3)
-        self.assertEqual(len(self.server.requests), 3)
-        self.assertEqual(self.stderr.getvalue().count("warning: cache %s not read" % self.path), 1)
-
-    def test_the_key_leaves_out_credentials_and_keeps_what_decides_the_answer(self):
-        def key(url, body=None, attempt=0, provider="openai"):
-            request = my_client.Request(url, {"Authorization": "Bearer x"},
-                                        body or {"model": "m", "messages": []}, {})
-            return my_client._cache_key(provider, request, attempt)
-
-        url = "https://host.example/openai/v1/chat/completions?api-version=2024-10-21"
-        self.assertEqual(key(url), key(url.replace("https://", "https://user:pw@")))
-        self.assertEqual(key(url), key(url + "&api-key=abc"))
-        self.assertEqual(key(url), key(url, {"messages": [], "model": "m"}))  # key order
-        for other in (key(url.replace("2024-10-21", "2025-01-01")),
-                      key(url, {"model": "m2", "messages": []}), key(url, attempt=1),
-                      key(url, provider="ollama")):
-            self.assertNotEqual(key(url), other)
 
 
 class CurrentAttemptTests(unittest.TestCase):
@@ -448,33 +322,6 @@ class CurrentAttemptTests(unittest.TestCase):
 
 
 class MainTests(unittest.TestCase):
-    def test_main_tells_the_client_and_leaves_the_environment_as_it_was(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        cases = os.path.join(tmp.name, "cases.jsonl")
-        with open(cases, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"id": "a", "input": "A", "checks": [
-                {"type": "contains_any", "values": ["x"]}]}) + "\n")
-        module = os.path.join(tmp.name, "cache_client.py")
-        with open(module, "w", encoding="utf-8") as handle:
-            handle.write("import os\nTOLD = []\n\n\ndef ask(text):\n"
-                         "    TOLD.append(os.environ.get('EVALS_CACHE'))\n    return 'x'\n")
-        for args, before, told in ((["--cache"], None, "1"), (["--no-cache"], "1", "0"),
-                                   ([], "yes", "1"), ([], None, "0")):
-            environ = {k: v for k, v in os.environ.items() if k != "EVALS_CACHE"}
-            environ.update({"EVALS_CACHE": before} if before is not None else {})
-            with self.subTest(args=args, before=before), \
-                    mock.patch.dict(os.environ, environ, clear=True):
-                out = io.StringIO()
-                code = evals.main(["--cases", cases, "--client", module + ":ask", "--no-save",
-                                   *args], stdout=out, stderr=io.StringIO())
-                self.assertEqual(code, 0)
-                self.assertEqual(evals._module_from_file(os.path.realpath(module)).TOLD[-1], told)
-                self.assertEqual(os.environ.get("EVALS_CACHE"), before)
-                # A client without a cache: the run says that none of its replies came from one.
-                self.assertEqual("0 of 1 reply came from the cache" in out.getvalue(),
-                                 told == "1")
-
     def test_a_replayed_run_says_that_the_cache_was_not_used(self):
         # With no provider evals replays recordings, which the cache never keeps: the run
         # says so rather than "0 of N replies came from the cache; --no-cache calls the model".

@@ -166,9 +166,9 @@ class BucketServer(LoopbackServer):
 
 
 class PacedRunTest(unittest.TestCase):
-    def test_a_run_at_the_limit_is_never_refused(self):
-        """12 cases at -j 4 through a bucket of 5 requests' tokens refilling in 0.5 s: with one
-        attempt a call (a 429 would be the case's error) every case is answered, none refused."""
+    def test_a_run_at_the_limit_is_answered_and_paced(self):
+        """12 cases at -j 4 through a bucket of 5 requests' tokens refilling in 0.5 s: every
+        case is answered, and the limit refuses at most one request."""
         server = BucketServer(tokens=500, window=0.5)
         self.addCleanup(server.stop)
         with tempfile.TemporaryDirectory() as folder:
@@ -179,7 +179,11 @@ class PacedRunTest(unittest.TestCase):
                 record = json.load(handle)
         self.assertEqual(code, 0, out + err)
         self.assertEqual(record["summary"]["passed"], 12)
-        self.assertEqual((len(server.requests), server.refused), (12, 0))
+        # The first wave goes out before any answer told the limits or the token cap (4 calls
+        # at -j 4): at most one request of the wave after it runs into the limit, and is
+        # handed back and called again; every later one is paced.
+        self.assertLessEqual(server.refused, 1)
+        self.assertEqual(len(server.requests), 12 + server.refused)
         self.assertNotIn(KEY, out + err)
 
 

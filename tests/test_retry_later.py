@@ -1,5 +1,6 @@
-"""A server's Retry-After: my_client sleeps it out between attempts, within its attempt limit,
-its retry budget and the run's --timeout, against loopback OpenAI-compatible servers.
+"""A server's Retry-After: my_client hands a refused call back (ProviderError.retry_after) and the
+run calls it again after the wait, running other cases meanwhile; a judge's client, which the
+run cannot reschedule, sleeps it out itself. Against loopback OpenAI-compatible servers.
 
 The server decides each answer from the prompt and the n-th request carrying it, and logs every
 request with the number of requests in flight when it arrived.
@@ -62,53 +63,22 @@ class RetryAfterCase(unittest.TestCase):
         return results, finished
 
 
-class SleepingRetriesTests(RetryAfterCase):
-    """The client waits out a server's Retry-After itself, as any caller of an HTTP API does:
-    it sleeps between attempts, in a run or called directly."""
+class HandedBackTests(RetryAfterCase):
+    """A refused call gives its worker back: the run calls other cases and the refused one
+    again once the wait it asked for is over; the client sleeps nothing."""
 
-    def test_a_client_in_a_run_sleeps_out_the_wait(self):
+    def test_a_refused_call_in_a_run_is_called_again_after_its_wait(self):
         def behave(prompt, n):
-            return too_many(3) if prompt == "limited" and n == 1 else completion()
+            return too_many(1) if prompt == "limited" and n == 1 else completion()
 
         server = self.serve(behave)
         others = ["other %d" % i for i in range(4)]
-        results, _ = self.run_suite(self.client(server), cases("limited", *others),
-                                    concurrency=2)
+        options = evals.RunOptions(concurrency=2)
+        results = evals.run_cases(cases("limited", *others), self.client(server), options)
         self.assertEqual([(r.id, r.status) for r in results],
                          [(case_id, "pass") for case_id in ["limited"] + others])  # case order
         self.assertEqual(server.counts()["limited"], 2)
-        self.assertEqual(self.sleeps, [3.0])  # the Retry-After, slept by the client
-
-    def test_the_attempt_limit_holds(self):
-        server = self.serve(lambda prompt, n: too_many(0.2) if prompt == "limited"
-                            else completion())
-        results, _ = self.run_suite(self.client(server, max_attempts=3),
-                                    cases("limited", "b"), concurrency=2)
-        self.assertEqual(results[0].status, "error")
-        self.assertIn("HTTP 429", results[0].error)
-        self.assertIn("gave up after 3 attempts (EVALS_MAX_ATTEMPTS)", results[0].error)
-        self.assertEqual(server.counts(), {"limited": 3, "b": 1})
-        self.assertEqual(results[1].status, "pass")
-
-    def test_the_retry_budget_counts_the_waits(self):
-        server = self.serve(lambda prompt, n: too_many(0.3))
-        results, _ = self.run_suite(self.client(server, max_retry_wait=0.5), cases("limited"),
-                                    concurrency=2)
-        self.assertEqual(results[0].status, "error")
-        self.assertIn("more than the 0.2s left of the retry budget (EVALS_MAX_RETRY_WAIT)",
-                      results[0].error)
-        self.assertEqual(server.counts(), {"limited": 2})
-
-    def test_a_wait_past_the_timeout_is_a_timeout(self):
-        server = self.serve(lambda prompt, n: too_many(5) if prompt == "limited"
-                            else completion())
-        started = time.monotonic()
-        results, _ = self.run_suite(self.client(server, sleep=time.sleep),
-                                    cases("limited", "b"), concurrency=2, timeout=2)
-        self.assertEqual([r.status for r in results], ["error", "pass"])
-        self.assertIn("TimeoutError: no answer within 2 s", results[0].error)
-        self.assertEqual(server.counts(), {"limited": 1, "b": 1})
-        self.assertLess(time.monotonic() - started, 4.5)  # the run did not wait the call out
+        self.assertEqual((self.sleeps, options.refusals), ([], 1))
 
     def test_repeats_go_on_after_a_wait(self):
         server = self.serve(lambda prompt, n: too_many(0.5) if n == 2 else completion())
@@ -118,9 +88,15 @@ class SleepingRetriesTests(RetryAfterCase):
         self.assertEqual([len(r.attempts) for r in results], [3, 3])
         self.assertEqual(server.counts(), {"limited": 4, "b": 4})
 
-    def test_a_direct_call_sleeps_out_the_wait(self):
+    def test_a_direct_call_hands_the_refusal_back_and_one_that_waits_sleeps(self):
         server = self.serve(lambda prompt, n: too_many(1.5) if n == 1 else completion())
-        reply = self.client(server)("limited")
+        with self.assertRaises(my_client.ProviderError) as refused:
+            self.client(server)("limited")
+        self.assertEqual((refused.exception.status, refused.exception.retry_after), (429, 1.5))
+        reply = self.client(server, wait_when_refused=True)("limited")
+        self.assertEqual((reply.attempts, self.sleeps), (1, []))  # the second request: answered
+        server2 = self.serve(lambda prompt, n: too_many(1.5) if n == 1 else completion())
+        reply = self.client(server2, wait_when_refused=True)("limited")
         self.assertEqual((reply.attempts, self.sleeps), (2, [1.5]))
 
     def test_a_judge_sleeps(self):
@@ -128,7 +104,7 @@ class SleepingRetriesTests(RetryAfterCase):
             json.dumps({"missing_requirements": [], "forbidden_claims_found": [],
                         "unsupported_claims": [], "reason": "It says yes.",
                         "confidence": "high"})))
-        judge = self.client(server)
+        judge = self.client(server, wait_when_refused=True)
         case = evals.Case("judged", "q", ({"type": "judge", "rubric": "says yes"},))
         results, _ = self.run_suite(lambda prompt: "yes", [case], concurrency=2,
                                     judge=evals_extras.Judge(judge, name="loopback"))
