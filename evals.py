@@ -167,14 +167,14 @@ class CheckResult(
 
     def as_dict(self, kind):
         """The run record's dict: type, passed, reason; the flag, quoted and judge if set."""
-        return {
-            "type": kind,
-            "passed": self.passed,
-            "reason": self.reason,
-            **({self.flag: True} if self.flag else {}),
-            **({"quoted": list(self.quoted)} if self.quoted else {}),
-            **({"judge": self.judge} if self.judge is not None else {}),
-        }
+        record = {"type": kind, "passed": self.passed, "reason": self.reason}
+        if self.flag:
+            record[self.flag] = True
+        if self.quoted:
+            record["quoted"] = list(self.quoted)
+        if self.judge is not None:
+            record["judge"] = self.judge
+        return record
 
 
 class Case(
@@ -284,8 +284,12 @@ def case_status(checks):
     for check in checks:
         if check.get("error"):
             return "error"
-        if check["passed"] is False and status != "fail":
-            status = "review" if check.get("review") else "fail"
+        if check["passed"] is not False:
+            continue
+        if not check.get("review"):
+            status = "fail"
+        elif status != "fail":  # a failed check outweighs a judge that was not sure
+            status = "review"
     return status
 
 
@@ -301,15 +305,19 @@ def case_reasons(status, error, checks):
         for c in checks or ()
         if isinstance(c, dict) and c.get("passed") is False
     ]
-    return reasons or (
-        ["needs review: the judge was not sure"] if status == "review" else ["failed"]
-    )
+    if reasons:
+        return reasons
+    if status == "review":
+        return ["needs review: the judge was not sure"]
+    return ["failed"]
 
 
 def _check_calls(check):
     """ " (1/3 calls passed)" for a check of a repeated case, else ""."""
     passes, calls = check.get("passes"), check.get("calls")
-    return f" ({passes}/{calls} calls passed)" if type(calls) is int and calls > 1 else ""
+    if type(calls) is int and calls > 1:
+        return f" ({passes}/{calls} calls passed)"
+    return ""
 
 
 def _now():
@@ -319,14 +327,18 @@ def _now():
 
 def _describe_error(exc):
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
 
 
 def _raised(exc):
     """(_describe_error(exc), its message as a quoted part, as it may quote the output; evals'
     own time-out, `abandoned`, quotes nothing)."""
     text = str(exc).strip()
-    return _describe_error(exc), () if getattr(exc, "abandoned", False) or not text else (text,)
+    if getattr(exc, "abandoned", False) or not text:
+        return _describe_error(exc), ()
+    return _describe_error(exc), (text,)
 
 
 @functools.lru_cache(maxsize=None)  # a client and a judge from one file share its module
@@ -504,16 +516,19 @@ def _find_secrets():
 
 def mask_secrets(value):
     """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
-    pattern = _SECRETS[0] if _SECRETS else _find_secrets() or _SECRETS[0]
-    if not pattern or isinstance(value, str):
-        return pattern.sub("[redacted]", value) if pattern and value else value
+    if not _SECRETS:
+        _find_secrets()
+    pattern = _SECRETS[0]
+    if not pattern:  # no credential in the environment
+        return value
+    if isinstance(value, str):
+        return pattern.sub("[redacted]", value)
+
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
-    return (
-        getattr(value, "_make", type(value))(map(mask_secrets, value))
-        if isinstance(value, (list, tuple))
-        else value
-    )
+    if isinstance(value, (list, tuple)):  # a named tuple stays one
+        return getattr(value, "_make", type(value))(map(mask_secrets, value))
+    return value
 
 
 class _Masking(collections.namedtuple("_Masking", "stream")):
@@ -538,13 +553,12 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines(
-                [data]
-                if isinstance(data, bytes)
-                else (  # _json_line masks
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:  # _json_line masks
+                handle.writelines(
                     mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data
                 )
-            )
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -583,8 +597,11 @@ _SHOW_NOTHING = dict.fromkeys(map(ord, "\u200b\u2060\u00ad"))
 def _normal(text):
     """`text` as every check reads it, the output and a check's values and patterns alike
     (docs/checks.md, "How checks read text"): CRLF line ends as LF, no invisible character, NFC."""
-    text = text.replace("\r\n", "\n") if "\r" in text else text
-    return text if text.isascii() else unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
 
 
 # Cached: a case's checks fold its output again and again (10 phrase checks on a 21,900-character
@@ -594,7 +611,8 @@ def _fold(text, ignore_case):
     """`text` as matching compares it: _normal, and with ignore_case casefolded, ASCII quotes."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
-        text = text if text.isascii() else text.translate(_QUOTES)
+        if not text.isascii():
+            text = text.translate(_QUOTES)
     return _normal(text)
 
 
@@ -608,8 +626,10 @@ def _is_word_char(char):
 def _count_phrase(text, phrase, whole_word=False, first=False):
     """Non-overlapping occurrences of `phrase` in `text` (both _fold-ed), or with `first` whether
     there is one; whole_word: no word character joined to an end that is one ("$100.", "e.g.")."""
+    if not whole_word and first:
+        return phrase in text
     if not whole_word:
-        return phrase in text if first else text.count(phrase)
+        return text.count(phrase)
     guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
     count, at = 0, text.find(phrase)
     while at >= 0 and not (first and count):
@@ -629,12 +649,17 @@ def _count_phrase(text, phrase, whole_word=False, first=False):
 
 def _words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
-    return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
+    if split == "alphanumeric":
+        return re.findall(r"\w+", text)
+    return text.split()
 
 
 def _paragraphs(text, separator=None):
     """Non-empty paragraphs: pieces between blank lines, or between `separator` strings."""
-    pieces = text.split(separator) if separator else re.split(r"\n[ \t\r]*\n", text)
+    if separator:
+        pieces = text.split(separator)
+    else:  # blank lines
+        pieces = re.split(r"\n[ \t\r]*\n", text)
     return [piece.strip() for piece in pieces if piece.strip()]
 
 
@@ -642,8 +667,15 @@ def _unfence(text):
     """The stripped `text` less a ```json (or ```) fence at its start and a ``` at its end, each
     optional as IFEval's JsonFormat strips them; None when it has neither."""
     opening = re.match(r"```[ \t]*(?i:json)?\s*", text)
-    start, end = (opening.end() if opening else 0), (-3 if text.endswith("```") else None)
-    return None if (start, end) == (0, None) else text[start:end]
+    closing = text.endswith("```")
+    if not opening and not closing:
+        return None
+    start, end = 0, None
+    if opening:
+        start = opening.end()
+    if closing:
+        end = -3
+    return text[start:end]
 
 
 class _NotJson(ValueError):
@@ -674,23 +706,27 @@ def _strict_json(text, unique_keys=False):
     """json.loads(text) but NaN, Infinity (and with unique_keys, a key twice) raise ValueError."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return (_UNIQUE_KEYS_DECODER if unique_keys else _STRICT_DECODER).decode(text)
+    if unique_keys:
+        return _UNIQUE_KEYS_DECODER.decode(text)
+    return _STRICT_DECODER.decode(text)
 
 
 def _parse_json(output, allow_fence=False):
     """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
     less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
-    body = _unfence(output.strip()) if allow_fence else None
+    body = None
+    if allow_fence:
+        body = _unfence(output.strip())
+    if body is None:
+        body = output
     try:
-        return _strict_json(output if body is None else body), None
+        return _strict_json(body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # the hint only where allow_fence would make it pass
-        hint = (
-            " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
-            if not allow_fence and _parse_json(output, True)[1] is None
-            else ""
-        )
+        hint = ""
+        if not allow_fence and _parse_json(output, True)[1] is None:
+            hint = " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
 
 
@@ -717,7 +753,12 @@ _NO_EXTRAS = (
 
 
 def _kind(test, message):
-    return lambda value: None if test(value) else message
+    def problem(value):
+        if test(value):
+            return None
+        return message
+
+    return problem
 
 
 def _is_texts(value, allow_empty=False):
@@ -740,11 +781,15 @@ def _is_number(value):
 
 def Choice(*choices):
     listed = "must be one of " + ", ".join(map(repr, choices))
-    return lambda v: (
-        None
-        if v in choices
-        else listed + (_did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
-    )
+
+    def problem(v):
+        if v in choices:
+            return None
+        if not isinstance(v, str):
+            return listed
+        return listed + _did_you_mean(v.lower(), choices).rstrip(".")
+
+    return problem
 
 
 Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
@@ -813,7 +858,9 @@ def _bounds(low="min", high="max", needed=True, hint=""):
 
 
 def _quote(text, limit=80):
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return repr(text)
 
 
 def _quote_all(values):
@@ -821,32 +868,35 @@ def _quote_all(values):
 
 
 def _plural(n, word):
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}s"
 
 
 def _truncated_list(items, limit, sep="; "):
-    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
-    return sep.join(items[:limit]) + more
+    if len(items) <= limit:
+        return sep.join(items)
+    return sep.join(items[:limit]) + f" (+{len(items) - limit} more)"
 
 
 def _counted(count, unit, min=None, max=None, of=""):
     """Pass when min <= count <= max (inclusive); `unit` is a str or (singular, plural)."""
-    singular, plural = (unit, unit + "s") if isinstance(unit, str) else unit
-    measured = f"{count} {singular if count == 1 else plural}{of}"
+    if isinstance(unit, str):
+        unit = (unit, unit + "s")
+    measured = f"{count} {unit[1]}{of}"
+    if count == 1:
+        measured = f"{count} {unit[0]}{of}"
     if min is not None and count < min:
         return CheckResult(False, f"{measured}, expected at least {min}")
     if max is not None and count > max:
         return CheckResult(False, f"{measured}, expected at most {max}")
-    wanted = (
-        f"exactly {min}"
-        if min == max
-        else f"between {min} and {max}"
-        if min is not None and max is not None
-        else f"at least {min}"
-        if min is not None
-        else f"at most {max}"
-    )
-    return CheckResult(True, f"{measured}, {wanted}")
+    if min == max:
+        return CheckResult(True, f"{measured}, exactly {min}")
+    if min is not None and max is not None:
+        return CheckResult(True, f"{measured}, between {min} and {max}")
+    if min is not None:
+        return CheckResult(True, f"{measured}, at least {min}")
+    return CheckResult(True, f"{measured}, at most {max}")
 
 
 # ---- phrases and exact text ----
@@ -861,10 +911,9 @@ def _found(output, values, ignore_case, whole_word):
 def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """At least one of `values` occurs (case-insensitive by default)."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(
-        bool(found),
-        f"found {_quote_all(found)}" if found else f"none of {_quote_all(values)} found",
-    )
+    if found:
+        return CheckResult(True, f"found {_quote_all(found)}")
+    return CheckResult(False, f"none of {_quote_all(values)} found")
 
 
 @register
@@ -872,50 +921,52 @@ def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_wo
     """Every one of `values` occurs; the reason lists the missing ones."""
     found = _found(output, values, ignore_case, whole_word)
     missing = [v for v in values if v not in found]
-    return CheckResult(
-        not missing,
-        f"missing: {_quote_all(missing)}" if missing else f"found all of {_quote_all(values)}",
-    )
+    if missing:
+        return CheckResult(False, f"missing: {_quote_all(missing)}")
+    return CheckResult(True, f"found all of {_quote_all(values)}")
 
 
 @register
 def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """None of `values` occurs; the reason lists the ones found."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(
-        not found,
-        f"found forbidden: {_quote_all(found)}"
-        if found
-        else f"none of {_quote_all(values)} found",
-    )
+    if found:
+        return CheckResult(False, f"found forbidden: {_quote_all(found)}")
+    return CheckResult(True, f"none of {_quote_all(values)} found")
 
 
 def _stripped(strip):
     """A rule: `value` holds no white space at an end `strip` (str.strip, lstrip or rstrip)
     takes off the output when the check's `strip` is on: such a value could never match."""
-    return lambda check: (
-        [
-            f"parameter 'value': {_quote(check['value'])} has white space at an end that strip "
-            "removes from the output: it can never match (remove it, or set strip to false)"
-        ]
-        if check.get("strip", True) and strip(check["value"]) != check["value"]
-        else []
-    )
+
+    def rule(check):
+        if check.get("strip", True) and strip(check["value"]) != check["value"]:
+            return [
+                f"parameter 'value': {_quote(check['value'])} has white space at an end that "
+                "strip removes from the output: it can never match (remove it, or set strip to "
+                "false)"
+            ]
+        return []
+
+    return rule
 
 
 @register(rule=_stripped(str.strip))
 def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
-    text = output.strip() if strip else output
-    if _fold(text, ignore_case) == _fold(value, ignore_case):
+    if strip:
+        output = output.strip()
+    if _fold(output, ignore_case) == _fold(value, ignore_case):
         return CheckResult(True, f"equals {_quote(value)}")
-    got = _quote(text)
+    got = _quote(output)
     return CheckResult(False, f"expected {_quote(value)}, got {got}", (got,))
 
 
 def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     """starts_with, or ends_with (not `at_start`), on `text`, named `where` in the reason."""
-    text = text.strip() if strip else text
+    if strip:
+        text = text.strip()
+
     folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
         verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
@@ -983,7 +1034,9 @@ def _regex_rule(check):
         needed=False,
         hint=" (set min_matches to 0 to allow no match)",
     )
-    return ([f"parameter 'pattern' {problem}"] if problem else []) + bounds(check)
+    if problem:
+        return [f"parameter 'pattern' {problem}"] + bounds(check)
+    return bounds(check)
 
 
 @register(rule=_regex_rule)
@@ -1101,9 +1154,11 @@ def _json_equal(a, b, subset=False):
     if _json_type(a) != _json_type(b):
         return False
     if isinstance(a, dict):
-        return (a.keys() >= b.keys() if subset else a.keys() == b.keys()) and all(
-            _json_equal(a[k], b[k], subset) for k in b
-        )
+        if subset:
+            same_keys = a.keys() >= b.keys()
+        else:
+            same_keys = a.keys() == b.keys()
+        return same_keys and all(_json_equal(a[k], b[k], subset) for k in b)
     if isinstance(a, list):
         return len(a) == len(b) and all(map(_json_equal, a, b))
     return a == b
@@ -1147,12 +1202,12 @@ def _arguments_problem(call, arguments, schema, quoted):
         return f"{shown}: its arguments are not a JSON object"
     if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
-    errors = (
-        []
-        if schema is None
-        else _extras("a tool call's schema").schema_errors(call["arguments"], schema, "$", quoted)
-    )
-    return f"{shown}: {_truncated_list(errors, 3)}" if errors else None
+    if schema is None:
+        return None
+    errors = _extras("a tool call's schema").schema_errors(call["arguments"], schema, "$", quoted)
+    if errors:
+        return f"{shown}: {_truncated_list(errors, 3)}"
+    return None
 
 
 @register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
@@ -1170,18 +1225,19 @@ def check_tool_called(
     named, quoted = [call for call in reply.tool_calls if call["name"] == name], []
     misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
     count = misses.count(None)
-    matching = " with matching arguments" if arguments is not None or schema is not None else ""
+    matching = ""
+    if arguments is not None or schema is not None:
+        matching = " with matching arguments"
     result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
     called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
-    detail = (
-        _truncated_list([miss for miss in misses if miss is not None], 3)
-        if named
-        else f"the reply called {called}"
-        if called
-        else "the reply called no tool"
-    )
+    if named:  # why the calls of the tool did not match
+        detail = _truncated_list([miss for miss in misses if miss is not None], 3)
+    elif called:
+        detail = f"the reply called {called}"
+    else:
+        detail = "the reply called no tool"
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
@@ -1192,18 +1248,18 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
     called = [call["name"] for call in reply.tool_calls]
     calls = ", ".join(called) or "none"
     wanted = " then ".join(names)
+    if exact and called == list(names):
+        return CheckResult(True, f"called exactly {wanted}")
     if exact:
-        return (
-            CheckResult(True, f"called exactly {wanted}")
-            if called == list(names)
-            else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
-        )
+        return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
     found = 0  # how many of `names` were called in order
     for called_name in called:
         found += found < len(names) and called_name == names[found]
     if found == len(names):
         return CheckResult(True, f"called {wanted} (the calls: {calls})")
-    after = f" after {names[found - 1]}" if found else ""
+    after = ""
+    if found:
+        after = f" after {names[found - 1]}"
     return CheckResult(
         False, f"no call of {names[found]}{after}, expected {wanted}; the calls: {calls}"
     )
@@ -1312,16 +1368,19 @@ def check_python(output, function: Function, **params):
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
     finally:
         os.chdir(cwd)
-    pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
-    verdict, reason = verdict if pair else (verdict, None)
+    reason = None
+    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
+        verdict, reason = verdict
     if not isinstance(verdict, bool):
         return CheckResult(
             False,
             f"{function} returned {type(verdict).__name__}, expected a bool or (bool, reason)",
             flag="error",
         )
+    if not reason:
+        return CheckResult(verdict, f"returned {verdict}")
     # The user's words may quote the output: --omit-outputs hides them, evals' own stay.
-    return CheckResult(verdict, reason or f"returned {verdict}", (reason,) if reason else ())
+    return CheckResult(verdict, reason, (reason,))
 
 
 # ---- validating and running checks ----
@@ -1338,19 +1397,21 @@ def validate_check(check):
         return ["has no 'type' (a string naming the check)"]
     spec = CHECKS.get(kind) or _extras() and CHECKS.get(kind)  # the optional file registers
     if spec is None:
-        return [
-            f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
-            + ", ".join(sorted(CHECKS))
-            + ("" if _extras() else f" ({_NO_EXTRAS})")
-        ]
-    # "on" picks the text a check reads; a check of the whole reply reads no text
-    params = {"negate": _NEGATE, **({} if spec.whole else {"on": _ON}), **spec.params}
+        known = ", ".join(sorted(CHECKS))
+        if not _extras():  # the optional file would register more
+            known += f" ({_NO_EXTRAS})"
+        return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: {known}"]
+    params = {"negate": _NEGATE}
+    if not spec.whole:  # "on" picks the text a check reads; a check of the whole reply reads none
+        params["on"] = _ON
+    params.update(spec.params)
     problems = []
     for key, value in check.items():
         param = params.get(key)
         if param is not None:
             problem = param.kind(value)
-            problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
+            if problem:
+                problems.append(f"{kind}: parameter {key!r} {problem}")
         elif key != "type" and not spec.open:
             hint = _did_you_mean(key, params).rstrip(".")
             problems.append(
@@ -1372,7 +1433,9 @@ def _did_you_mean(name, known):
     import difflib
 
     close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, 1)
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else "."
+    if not close:
+        return "."
+    return f"; did you mean {' or '.join(map(repr, close))}?"
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
@@ -1387,8 +1450,9 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    answer = output if isinstance(output, Answer) else Answer(output)
-    return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
+    if not isinstance(output, Answer):
+        output = Answer(output)
+    return _score(spec, check, _scorable(output.text), output, ask, case_input, reasoning)
 
 
 # An answer that did not end by itself is scored all the same; a failing reason says why.
@@ -1402,13 +1466,17 @@ _ENDINGS = {
 def _scorable(output):
     """`output` as checks read it (_normal), or None when blank."""
     output = output and _normal(output)
-    return None if not output or output.isspace() else output
+    if not output or output.isspace():
+        return None
+    return output
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
     """The CheckResult of `check` (its `spec`), negated if asked, on the whole `answer`, on its
     scorable `text` or, with "on": "reasoning", on `reasoning` (None fails a text check)."""
-    params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
+    params = dict(check)
+    if spec.needs_judge:
+        params.update(ask=ask, case_input=case_input)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
     if params.pop("on", "answer") == "reasoning":
@@ -1419,20 +1487,19 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
         text = answer
     elif text is None:  # an empty text fails every check of the text, negated ones included
         called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
-        return _ended(
-            CheckResult(
-                False,
-                f"the reply has no text; it called {called}" if called else "the output is empty",
-            ),
-            answer,
-        )
+        if called:
+            return _ended(CheckResult(False, f"the reply has no text; it called {called}"), answer)
+        return _ended(CheckResult(False, "the output is empty"), answer)
     result = spec.func(text, **params)
-    if negate and result.flag is None:
-        verdict = "does not hold" if not result.passed else "holds, but must not"
+    if negate and result.flag is None and result.passed:
         result = result._replace(
-            passed=not result.passed, reason=f"negated: {verdict}: {result.reason}"
+            passed=False, reason=f"negated: holds, but must not: {result.reason}"
         )
-    return result if spec.whole else _ended(result, answer)
+    elif negate and result.flag is None:
+        result = result._replace(passed=True, reason=f"negated: does not hold: {result.reason}")
+    if spec.whole:
+        return result
+    return _ended(result, answer)
 
 
 def _ended(result, answer):
@@ -1457,15 +1524,18 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     (the repeat index) when its signature names them; NO_JUDGE skips the checks that need
     one, None makes them errors. After a deterministic check failed they are skipped, unasked.
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
-    answer = output if isinstance(output, Answer) else Answer(output)
+    answer = output
+    if not isinstance(output, Answer):
+        answer = Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
     specs = [CHECKS[check["type"]] for check in case.checks]
-    results = [
-        None
-        if spec.needs_judge
-        else _shared(_score(spec, check, text, answer, reasoning=reasoning), spec.name)
-        for spec, check in zip(specs, case.checks)
-    ]
+    results = []  # None: a check that needs the judge, asked below
+    for spec, check in zip(specs, case.checks):
+        if spec.needs_judge:
+            results.append(None)
+        else:
+            result = _score(spec, check, text, answer, reasoning=reasoning)
+            results.append(_shared(result, spec.name))
     if None not in results:
         return case_status(results), results
     failed = ", ".join(dict.fromkeys(r["type"] for r in results if r and r["passed"] is False))
@@ -1531,10 +1601,9 @@ def _message_problems(message, where):
     role, content = message.get("role", "user"), message.get("content", ".")
     if role not in ROLES:
         shown = _to_json(role)  # as written, unless it hides a control or format character
-        problems.append(
-            f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
-            f"not one of {_to_json(list(ROLES))}"
-        )
+        if not shown.isprintable():
+            shown = json.dumps(role)
+        problems.append(f"{where}.role: {shown} not one of {_to_json(list(ROLES))}")
     if not isinstance(content, str):
         problems.append(f"{where}.content: expected string, got {_json_type(content)}")
     elif not content:
@@ -1569,11 +1638,10 @@ def case_problems(data, memo=None):
     dict kept across lines), equal check lists are validated once and shared as one tuple:
     20,000 cases load in 0.7 s, not 1.3 s, and 100,000 hold 1/3 of the memory."""
     if not isinstance(data, dict):
-        whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
-        return [
-            f"a case must be a JSON object, got {_json_type(data)}"
-            + (" (one case a line, not an array of cases)" if whole_file else "")
-        ]
+        problem = f"a case must be a JSON object, got {_json_type(data)}"
+        if isinstance(data, list) and any(isinstance(item, dict) for item in data):
+            problem += " (one case a line, not an array of cases)"  # a whole file's JSON array
+        return [problem]
     problems = [
         f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
         for key in data
@@ -1581,7 +1649,8 @@ def case_problems(data, memo=None):
     ]
     for name, (required, valid, wanted) in CASE_FIELDS.items():
         if name not in data:
-            problems += [f"missing field {name!r}"] if required else []
+            if required:
+                problems.append(f"missing field {name!r}")
         elif not valid(data[name]):
             problems.append(f"field {name!r} must be {wanted}")
         elif name in ("id", "tags") and _LONE_SURROGATE.search("".join(data[name])):
@@ -1594,16 +1663,20 @@ def case_problems(data, memo=None):
         elif name == "input":
             problems += _input_problems(data)
         elif name == "checks":
-            key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = (memo or {}).get(key) or (
-                tuple(data["checks"]),
-                [
-                    f"check {number}: {problem}"
-                    for number, check in enumerate(data["checks"], 1)
-                    for problem in validate_check(check)
-                ],
-            )
+            key = shared = None
             if memo is not None:  # equal lists validated once and shared as one tuple
+                key = marshal.dumps(data["checks"])
+                shared = memo.get(key)
+            if shared is None:
+                shared = (
+                    tuple(data["checks"]),
+                    [
+                        f"check {number}: {problem}"
+                        for number, check in enumerate(data["checks"], 1)
+                        for problem in validate_check(check)
+                    ],
+                )
+            if memo is not None:
                 data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
     return problems
@@ -1633,7 +1706,10 @@ def load_cases(path):
             digest.update(raw)
             where = f"{path}:{number}"
             try:
-                raw = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+                if number == 1:  # the file may start with a byte order mark
+                    raw = raw.decode("utf-8-sig").rstrip("\r\n")
+                else:
+                    raw = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
                 problems.append(f"{where}: not UTF-8 text")
                 continue
@@ -1642,13 +1718,12 @@ def load_cases(path):
             try:
                 data = _strict_json(raw, unique_keys=True)
             except (ValueError, RecursionError) as exc:  # NaN, a repeated key, deep nesting
-                reason = (
-                    f"{exc.msg} (column {exc.colno})"
-                    if isinstance(exc, json.JSONDecodeError)
-                    else "nested too deeply"
-                    if isinstance(exc, RecursionError)
-                    else exc
-                )
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"{exc.msg} (column {exc.colno})"
+                elif isinstance(exc, RecursionError):
+                    reason = "nested too deeply"
+                else:
+                    reason = exc
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
                     problems.append(
@@ -1658,11 +1733,14 @@ def load_cases(path):
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
-            case_id = data.get("id") if isinstance(data, dict) else None
+            case_id = None
+            if isinstance(data, dict):
+                case_id = data.get("id")
             if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
                 problems.append(
                     f"{where}: duplicate id {case_id!r} (first used on line {first_line[case_id]})"
                 )
+
             if not problems:  # after a problem the file is refused: no case is needed
                 fields = {**data, "tags": tuple(data.get("tags", ()))}  # checks: a shared tuple
                 cases.append(Case(**fields, path=str(path), line=number))
@@ -2391,12 +2469,15 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
     before: its baseline entry or None; counts: (passes, calls) of a repeated case now, or None.
     Both with more than one call: `repeat_change` at `alpha` decides; otherwise the statuses."""
-    kept = before.get("baseline") if before else None
-    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
-    kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
-    if status == "error":
+    before = before or {}
+    kept = before.get("baseline")
+    passes, calls = before.get("baseline_passes"), before.get("baseline_calls")
+    kept_counts = None  # the baseline's (passes, calls) of a repeated case
+    if type(passes) is int and type(calls) is int:
+        kept_counts = (passes, calls)
+    if status == "error":  # nothing scored: the baseline keeps its verdict and counts
         return Decision("errored", kept, kept_counts)
-    if kept is None:
+    if kept is None:  # not in the baseline: this run's verdict is its first
         return Decision("new", status, counts)
     following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
@@ -2413,24 +2494,31 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         }
         passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
         most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
-        pooled = (
-            (passes, calls)
-            if calls <= most
-            else ((2 * passes * most + calls) // (2 * calls), most)
-        )
-        following = counts if accept else kept_counts if test.change == "regressed" else pooled
-        if test.change != "not_lower":
-            change = "regressed" if test.change == "regressed" else "lower_not_significant"
-            return Decision(change, status if accept else kept, following, rate)
-    elif status != "pass" and kept == "pass":
-        return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+        verdict = kept
+        if accept:
+            verdict, following = status, counts
+        elif test.change == "regressed":
+            following = kept_counts
+        elif calls <= most:
+            following = (passes, calls)
+        else:
+            following = ((2 * passes * most + calls) // (2 * calls), most)
+        if test.change == "regressed":  # significantly lower
+            return Decision("regressed", verdict, following, rate)
+        if test.change != "not_lower":  # lower, not significantly or with too few calls to tell
+            return Decision("lower_not_significant", verdict, following, rate)
+    elif status != "pass" and kept == "pass" and accept:
+        return Decision("regressed", status, counts)
+    elif status != "pass" and kept == "pass":  # the baseline keeps its pass until --accept
+        return Decision("regressed", "pass", kept_counts)
     if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
         return Decision("still_failing", status, following, rate)
     # "scored": the last scored status, which an errored run keeps from the one before it
     passed_last = before.get("scored", before.get("status")) not in ("fail", "review")
-    return Decision(
-        "passing" if kept == "pass" and passed_last else "fixed", status, following, rate
-    )
+    if kept == "pass" and passed_last:
+        return Decision("passing", status, following, rate)
+    # passing now after a fail: in the baseline, or in the last scored run
+    return Decision("fixed", status, following, rate)
 
 
 class Baseline(
