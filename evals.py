@@ -2431,7 +2431,9 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
         return RepeatChange("not_lower", p)
     if not min_detectable(n_before, n_now, alpha):
         return RepeatChange("too_few_calls", p)
-    return RepeatChange("regressed" if p <= alpha else "lower_not_significant", p)
+    if p <= alpha:
+        return RepeatChange("regressed", p)
+    return RepeatChange("lower_not_significant", p)
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -2591,8 +2593,10 @@ def record_problem(record):
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = "listed twice" if entry["id"] in ids else _entry_problem(entry)
+        if entry["id"] in ids:
+            return f"case {entry['id']!r}: listed twice"
         ids.add(entry["id"])
+        problem = _entry_problem(entry)
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2695,7 +2699,9 @@ _ENTRY_PARTS = (
 
 def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
-    calls = None if result.calls is None else (result.passes, result.calls)
+    calls = None  # (passes, calls) of a repeated case
+    if result.calls is not None:
+        calls = (result.passes, result.calls)
     change, kept = decision = decide(result.status, before, accept, calls, alpha)
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
@@ -2715,16 +2721,15 @@ def _entry(result, before, case, accept, alpha):
         entry["rate_test"] = decision.rate
     if kept not in (None, result.status):  # the baseline outlives this run: keep the output
         # (and tool calls) that earned it, for a later report to show beside the new one
-        earner = (
-            before
-            if "baseline_output" in before
-            else {
+        if "baseline_output" in before:  # kept from an earlier run
+            earner = before
+        elif before.get("status") == kept:  # the run before earned it
+            earner = {
                 "baseline_output": before.get("output"),
                 "baseline_tool_calls": before.get("tool_calls"),
             }
-            if before.get("status") == kept
-            else {}
-        )
+        else:
+            earner = {}
         entry.update(
             (key, earner[key])
             for key in ("baseline_output", "baseline_tool_calls")
@@ -2747,9 +2752,16 @@ def make_record(
     """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
     Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
     the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
-    entries = [] if entries is None else entries
+    if entries is None:
+        entries = []
     by_id, ran = {case.id: case for case in cases or ()}, set()
-    shown = (lambda entry: entry) if include_outputs else _extras("--omit-outputs").without_outputs
+    if include_outputs:
+
+        def shown(entry):
+            return entry
+
+    else:
+        shown = _extras("--omit-outputs").without_outputs
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
@@ -2761,7 +2773,9 @@ def make_record(
             yield entry
 
     summary = summarize(run_entries())  # the baseline's figures below, once `ran` is known
-    known = ran if all_case_ids is None else set(all_case_ids)
+    known = ran
+    if all_case_ids is not None:
+        known = set(all_case_ids)
     for case_id, before in baseline.entries.items():
         if case_id in known and case_id not in ran:
             entries.append(dict(shown(before), change="not_run"))
@@ -2806,15 +2820,13 @@ def make_record(
 
 def _against(previous, kept):
     """The baseline's figures over the cases run: (passed, total) in its last run, and kept."""
-    return {
-        f"{name}_{key}": value
-        for name, (passed, of) in (("previous", previous), ("baseline", kept))
-        for key, value in (
-            ("pass_rate", passed / of if of else None),
-            ("passed", passed),
-            ("total", of),
-        )
-    }
+    figures = {}
+    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
+        rate = None  # no case run: no rate
+        if of:
+            rate = passed / of
+        figures.update({f"{name}_pass_rate": rate, f"{name}_passed": passed, f"{name}_total": of})
+    return figures
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
@@ -2841,20 +2853,27 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         if isinstance(entry.get("cost_usd"), (int, float)):
             cost = (cost or 0) + entry["cost_usd"]
     total = sum(status.values())
+    pass_rate = None
+    if total:
+        pass_rate = status["pass"] / total
+    if tokens is not None:
+        tokens = dict(zip(("input", "output"), tokens))
+    if cost is not None:
+        cost = round(cost, 6)
     return {
         "total": total,
         "passed": status["pass"],
         "failed": status["fail"],
         "review": status["review"],
         "errored": status["error"],
-        "pass_rate": status["pass"] / total if total else None,
+        "pass_rate": pass_rate,
         **_against(previous, kept),
         **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
         "removed": len(removed),
         "flaky": flaky,
         "latency_s": latency_percentiles(latencies),
-        "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
-        "cost_usd": round(cost, 6) if cost is not None else None,
+        "tokens": tokens,
+        "cost_usd": cost,
     }
 
 
@@ -2863,13 +2882,13 @@ def completed(record):
     record lacks them, entries without a string id left out (a spooled record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
-    cases = [
-        e
-        if isinstance(e.get("change"), str)
-        else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
-        for e in record.get("cases") or ()
-        if isinstance(e, dict) and isinstance(e.get("id"), str)
-    ]
+    cases = []
+    for e in record.get("cases") or ():
+        if not (isinstance(e, dict) and isinstance(e.get("id"), str)):
+            continue
+        if not isinstance(e.get("change"), str):
+            e = dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
+        cases.append(e)
     summary = record.get("summary")
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
@@ -2915,9 +2934,14 @@ def record_chunks(record):
             yield f" {_to_json(key)}: {_to_json(value)},\n"
     yield ' "cases": ['
     cases = record.get("cases", [])
-    texts = cases.lines() if isinstance(cases, _Spool) else map(_to_json, cases)
-    for number, text in enumerate(texts):
-        yield (",\n" if number else "\n") + text
+    if isinstance(cases, _Spool):
+        texts = cases.lines()
+    else:
+        texts = map(_to_json, cases)
+    separator = "\n"
+    for text in texts:
+        yield separator + text
+        separator = ",\n"
     yield "\n ]\n}\n"
 
 
@@ -2932,32 +2956,44 @@ def write_record(path, record):
 
 
 def _percent(rate):
-    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+    if rate is None:
+        return "n/a"
+    return f"{rate * 100:.1f}%"
 
 
 def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
     reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
-    return [
-        r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
-        for r in reasons
-    ]
+    for index, r in enumerate(reasons):
+        if len(r) > limit:
+            reasons[index] = f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+    return reasons
 
 
 def _reply_lines(entry, limit=None):
     """What a reply did besides its text, shown below it: "-> name({...})" per tool call
     (arguments cut to `limit` characters), "[finish_reason: X]" if it did not end by itself."""
-    calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
+    calls = entry.get("tool_calls")
+    if not isinstance(calls, list):
+        calls = []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
-    usual = (None, "stop", "tool_calls") if lines else (None, "stop")
-    return lines + ([f"[finish_reason: {ended}]"] if ended not in usual else [])
+    usual = (None, "stop")
+    if lines:  # a reply that called tools may end with them
+        usual += ("tool_calls",)
+    if ended not in usual:
+        lines.append(f"[finish_reason: {ended}]")
+    return lines
 
 
 def _earlier_rates(summary):
     """ ", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
-    text = "" if last is None else f", last run {_percent(last)}"
-    return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
+    text = ""
+    if last is not None:
+        text = f", last run {_percent(last)}"
+    if kept not in (None, last):
+        text += f", baseline {_percent(kept)}"
+    return text
 
 
 def _rate_change(entry):
@@ -2966,12 +3002,17 @@ def _rate_change(entry):
     passes, calls, test = entry.get("passes"), entry.get("calls"), entry.get("rate_test")
     if type(calls) is not int or calls < 2:
         return ""
-    before = test.get("before") if isinstance(test, dict) else None
+    if not isinstance(test, dict):
+        test = {}
+    before = test.get("before")
     if not (isinstance(before, list) and len(before) == 2):
         return f"{passes}/{calls} calls passed"
     alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
-    p = f"p = {format(p_value, '.3g') if _is_number(p_value) else '?'}"
-    at = f"alpha {format(alpha, 'g') if _is_number(alpha) else '?'}"
+    p, at = "p = ?", "alpha ?"
+    if _is_number(p_value):
+        p = f"p = {p_value:.3g}"
+    if _is_number(alpha):
+        at = f"alpha {alpha:g}"
     why = {
         "regressed": f"{p}, a significant drop at {at}",
         "lower_not_significant": f"{p}, lower, not significant at {at}",
@@ -2990,16 +3031,18 @@ def _flaky_items(summary):
         ("flaky", "calls disagreed in this run"),
         ("flaky_history", "both outcomes in recent runs"),
     ):
-        for item in summary.get(key) if isinstance(summary.get(key), list) else ():
-            item = item if isinstance(item, dict) else {"id": item}
+        items = summary.get(key)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if not isinstance(item, dict):
+                item = {"id": item}
             passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
-            rate = (
-                f" ({passes}/{calls} calls passed)"
-                if calls is not None
-                else f" ({passes}/{runs} runs passed)"
-                if runs is not None
-                else ""
-            )
+            rate = ""
+            if calls is not None:
+                rate = f" ({passes}/{calls} calls passed)"
+            elif runs is not None:
+                rate = f" ({passes}/{runs} runs passed)"
             yield _line(item.get("id")) + rate, why
 
 
@@ -3020,12 +3063,10 @@ def _gate_lines(summary):
             f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
             "not apply"
         ]
-    below = _below_floor(summary)
-    return [
-        f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
-        f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
-        "(--min-pass-rate)" + (": the run fails" if below else "")
-    ]
+    shown = f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is"
+    if _below_floor(summary):
+        return [f"{shown} BELOW the minimum {_percent(floor)} (--min-pass-rate): the run fails"]
+    return [f"{shown} at or above the minimum {_percent(floor)} (--min-pass-rate)"]
 
 
 # The cases a summary lists, in its order, with their labels: with quiet, the first two.
@@ -3041,7 +3082,9 @@ _SUMMARY_SECTIONS = (
 
 def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
     client = str(record.get("client") or "")
-    return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
+    if client[:7] != "replay:":
+        return ""
+    return f", replayed {client[7:]}: no model was called"
 
 
 def format_summary(record, quiet=False):
@@ -3073,20 +3116,22 @@ def format_summary(record, quiet=False):
             f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
             f"max {latency['max']:.3f} s"
         )
-    if tokens:
+    if tokens and cost is not None:
         lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
-            + (
-                f", estimated cost ${cost:.4f}"
-                if cost is not None
-                else ", cost unknown (model not in the price table; see --prices)"
-            )
+            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, estimated cost ${cost:.4f}"
+        )
+    elif tokens:
+        lines.append(
+            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, cost unknown (model not "
+            "in the price table; see --prices)"
         )
     flaky = {}
     for text, why in _flaky_items(summary):
         flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
+    sections = dict(_SUMMARY_SECTIONS)
+    if quiet:
+        sections = dict(_SUMMARY_SECTIONS[:2])
     listed = {change: [] for change in sections}
     for entry in record["cases"]:  # a new case is listed only when it does not pass
         if entry.get("change") in sections and not (
@@ -3104,13 +3149,13 @@ def format_summary(record, quiet=False):
                 ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
                 lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
         for entry in entries:
-            review = " (needs review)" if entry["status"] == "review" else ""
-            lines.append(f"{label}: {_line(entry['id'])}{review}")
-            rate = _rate_change(entry)
-            details = ([rate] if rate else []) + (
-                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200)
-            )
-            lines += [f"    {_line(text)}" for text in details]
+            lines.append(f"{label}: {_line(entry['id'])}")
+            if entry["status"] == "review":
+                lines[-1] += " (needs review)"
+            details = [_rate_change(entry)]
+            if change != "fixed":  # a fixed case passes: no reasons
+                details += _reasons(entry) + _reply_lines(entry, 200)
+            lines += [f"    {_line(text)}" for text in details if text]
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
@@ -3159,32 +3204,30 @@ def _gh_escape(value, prop=False):
     (docs.github.com "Workflow commands"; actions/toolkit command.ts): in a property value
     (`prop`) also : and , so it can neither end the properties (::) nor start another (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
 
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = (
-        [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"]
-        if _replayed(record)
-        else []
-    )
+    lines = []
+    if _replayed(record):
+        lines.append(f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n")
     for entry, change in _rows(completed(record)):
-        errored = entry.get("status") == "error"
-        if not (errored or change in ("regressed", "lower_not_significant")):
+        if entry.get("status") == "error":  # a warning, with its one reason
+            kind, command, rate = "Error", "warning", ""
+        elif change == "regressed":
+            kind, command, rate = "Regression", "error", _rate_change(entry)
+        elif change == "lower_not_significant":
+            kind, command, rate = "Lower, not significant", "warning", _rate_change(entry)
+        else:
             continue
-        kind = (
-            "Error"
-            if errored
-            else "Regression"
-            if change == "regressed"
-            else "Lower, not significant"
-        )
-        rate = "" if errored else _rate_change(entry)  # an error has one reason
-        message = "\n".join(([rate] if rate else []) + _reasons(entry))
-        command = "error" if change == "regressed" and not errored else "warning"
+        message = "\n".join(text for text in [rate, *_reasons(entry)] if text)
+
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
+
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     if _below_floor(completed(record)["summary"]):  # the exit code's other reason, shown too
         lines.append(
