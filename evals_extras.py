@@ -211,7 +211,9 @@ def _ends_sentence(word, following):
     number = re.fullmatch(r"-?[.,]?\d[\d,.\-]*\.?", token)
     if (initial or number) and (first.islower() or first in ";:,.!?"):
         return False
-    return starter if initial and first.isupper() else True
+    if initial and first.isupper():  # "J. Smith": ends a sentence only before a starter word
+        return starter
+    return True
 
 
 def _split_sentences(text):
@@ -221,10 +223,16 @@ def _split_sentences(text):
     pieces, start = [], 0
     for match in _SENT_CANDIDATE.finditer(text):
         if _ends_sentence(match.group(), match.group("next")):
-            stop = match.start("next") if match.group("next") else match.end()
+            stop = match.end()
+            if match.group("next"):
+                stop = match.start("next")
             closing = _SENT_CLOSING.match(text, stop, end)
-            pieces.append(text[start : stop + len(closing.group().rstrip()) if closing else stop])
-            start = closing.end() if closing else stop
+            if closing:  # closing quotes and brackets stay with the sentence they close
+                pieces.append(text[start : stop + len(closing.group().rstrip())])
+                start = closing.end()
+            else:
+                pieces.append(text[start:stop])
+                start = stop
     pieces.append(text[start:end])
     return [piece.strip() for piece in pieces if piece.strip()]
 
@@ -505,10 +513,14 @@ def _valid_time(match, first):
     hour, minute, second = int(hour), int(minute), int(second)
     if hour > 23 or minute > 59 or second > 60:
         return False
-    offset = 0 if zulu else int(off_hour) * 60 + int(off_minute)
+    offset = 0  # minutes ahead of UTC
     if not zulu and (int(off_hour) > 23 or int(off_minute) > 59):
         return False
-    utc = (hour * 60 + minute - (offset if sign == "+" else -offset)) % 1440
+    if not zulu:
+        offset = int(off_hour) * 60 + int(off_minute)
+    if sign == "-":
+        offset = -offset
+    utc = (hour * 60 + minute - offset) % 1440
     return second < 60 or utc == 23 * 60 + 59  # a leap second ends a UTC day
 
 
@@ -594,7 +606,8 @@ def schema_errors(value, schema, path, quoted):
     actual = _json_type(value)
     whole = actual == "number" and (isinstance(value, int) or value.is_integer())
     kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if isinstance(kinds, str):
+        kinds = [kinds]
     if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
         return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
     errors = []
@@ -602,7 +615,9 @@ def schema_errors(value, schema, path, quoted):
         errors.append(f"{path}: expected {_to_json(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         shown = _to_json(value)  # as written, unless it hides a control or format character
-        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
+        if not shown.isprintable():
+            shown = json.dumps(value)
+        quoted.append(shown[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
     if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:
@@ -615,7 +630,8 @@ def schema_errors(value, schema, path, quoted):
     ):
         if isinstance(value, kind) and (low in schema or high in schema):
             counted = _counted(len(value), unit, schema.get(low), schema.get(high))
-            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
+            if not counted.passed:
+                errors.append(f"{path}: {counted.reason}")
     pattern = schema.get("pattern")
     if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
         quoted.append(_quote(value, 40))
@@ -788,7 +804,9 @@ def _embedded_json(text):
 
 
 def _where(text, pos, fenced):
-    return f"{'the fenced block at ' if fenced else ''}{_line_column(text, pos)}"
+    if fenced:
+        return f"the fenced block at {_line_column(text, pos)}"
+    return _line_column(text, pos)
 
 
 @register
@@ -812,12 +830,14 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
     if not values:
         if not failures:
             return CheckResult(False, "no JSON object or array in the output")
-        shown = [
-            f"{_where(output, pos, fenced)}: {why}"
-            + (f" at {_line_column(output, at)}" if at is not None else "")
-            for pos, why, at in failures[:3]
-        ]
-        more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+        shown = []
+        for pos, why, at in failures[:3]:
+            shown.append(f"{_where(output, pos, fenced)}: {why}")
+            if at is not None:  # where in the candidate the decoder stopped
+                shown[-1] += f" at {_line_column(output, at)}"
+        more = ""
+        if len(failures) > 3:
+            more = f" (+{len(failures) - 3} more)"
         return CheckResult(
             False,
             f"no valid JSON object or array: "
@@ -829,10 +849,13 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
             f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
             for pos, value in values[:3]
         ]
-        more = f" (+{len(values) - 3} more)" if len(values) > 3 else ""
+        more = ""
+        if len(values) > 3:
+            more = f" (+{len(values) - 3} more)"
         return CheckResult(
             False, f"{len(values)} JSON values, expected exactly one: {'; '.join(shown)}{more}"
         )
+
     pos, value = values[0]
     where = _where(output, pos, fenced)
     if keys is not None:
@@ -848,12 +871,12 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
             return CheckResult(
                 False, f"the JSON at {where}: {_truncated_list(errors, 3)}", tuple(quoted)
             )
-    return CheckResult(
-        True,
-        f"one JSON {_json_type(value)} at {where}"
-        + (f" with keys {_quote_all(keys)}" if keys else "")
-        + (", matching the schema" if schema is not None else ""),
-    )
+    reason = f"one JSON {_json_type(value)} at {where}"
+    if keys:
+        reason += f" with keys {_quote_all(keys)}"
+    if schema is not None:
+        reason += ", matching the schema"
+    return CheckResult(True, reason)
 
 
 def _unfence_xml(text):
@@ -870,26 +893,26 @@ def check_xml_valid(output, allow_fence: Bool = False):
     it ignored); `allow_fence` accepts one wrapping ```xml fence."""
     import xml.etree.ElementTree as ElementTree
 
-    stripped = output.strip()
-    body = _unfence_xml(stripped) if allow_fence else None
-    text = stripped if body is None else body
+    text = stripped = output.strip()
+    if allow_fence and _unfence_xml(stripped) is not None:
+        text = _unfence_xml(stripped)
     try:
         root = ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
         line, column = exc.position
         # Lines and columns of the output as given (1-based), not of its stripped text.
-        before = output[: output.index(text)] if text and text in output else ""
+        before = ""
+        if text and text in output:
+            before = output[: output.index(text)]
         if line == 1 and "\n" in before:
             column += len(before) - before.rindex("\n") - 1
         elif line == 1:
             column += len(before)
         line += before.count("\n")
         message = re.sub(r": line \d+, column \d+$", "", str(exc))
-        hint = (
-            " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-            if not allow_fence and _unfence_xml(stripped) is not None
-            else ""
-        )
+        hint = ""
+        if not allow_fence and _unfence_xml(stripped) is not None:
+            hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return CheckResult(
             False, f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}"
         )
@@ -950,15 +973,15 @@ def _equals_any_rule(check):
     if check.get("normalize") != "squad":
         return []
     empty = [v for v in check["values"] if not squad_normalize(v)]
-    verb = "normalises" if len(empty) == 1 else "normalise"
-    return (
-        [
-            f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
-            "punctuation or white space)"
-        ]
-        if empty
-        else []
-    )
+    if not empty:
+        return []
+    verb = "normalise"
+    if len(empty) == 1:
+        verb = "normalises"
+    return [
+        f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
+        "punctuation or white space)"
+    ]
 
 
 @register(rule=_equals_any_rule)
@@ -971,16 +994,19 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     normal = _NORMALIZERS[normalize]
     text = normal(output)
     for value in values:
+        if normal(value) == text and normalize == "squad":
+            return CheckResult(True, f"equals {_quote(value)} after squad normalisation")
         if normal(value) == text:
-            return CheckResult(
-                True,
-                f"equals {_quote(value)}"
-                + (" after squad normalisation" if normalize == "squad" else ""),
-            )
+            return CheckResult(True, f"equals {_quote(value)}")
     got = _quote(output.strip())
-    shown = (got,) if normalize == "none" else (got, _quote(text))
-    reason = f"got {got}" + (f" (normalised {shown[1]})" if len(shown) > 1 else "")
-    return CheckResult(False, f"expected one of {_quote_all(values)}, {reason}", shown)
+    if normalize == "none":
+        return CheckResult(False, f"expected one of {_quote_all(values)}, got {got}", (got,))
+    normalised = _quote(text)
+    return CheckResult(
+        False,
+        f"expected one of {_quote_all(values)}, got {got} (normalised {normalised})",
+        (got, normalised),
+    )
 
 
 # A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
@@ -1004,10 +1030,15 @@ def numbers_in(text):
     found = []
     for match in _NUMBER_IN_TEXT.finditer(text):
         written = match.group()
-        sign = "-" if "-" in written[: match.start("digits") - match.start()] else ""
-        digits = sign + match["digits"].replace(",", "")
+        digits = match["digits"].replace(",", "")
+        if "-" in written[: match.start("digits") - match.start()]:  # "-$5", "$-5"
+            digits = "-" + digits
         exponent = match["exponent"] or ""
-        value = int(digits) if "." not in digits and not exponent else float(digits + exponent)
+        if "." in digits or exponent:
+            value = float(digits + exponent)
+        else:  # written whole
+            value = int(digits)
+
         if isinstance(value, int) or math.isfinite(value):  # "1e999" is no number to compare
             found.append((value, written))
     return found
