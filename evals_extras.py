@@ -1148,7 +1148,9 @@ def _f_measure(same, produced, expected):
 def levenshtein_ratio(text, reference):
     """1 - edit distance / the longer length (1.0 for two empty strings)."""
     longest = max(len(text), len(reference))
-    return 1.0 - _levenshtein(text, reference) / longest if longest else 1.0
+    if not longest:  # two empty strings are the same
+        return 1.0
+    return 1.0 - _levenshtein(text, reference) / longest
 
 
 def token_f1(text, reference):
@@ -1262,15 +1264,17 @@ def judge_prompt(case_input, output, check):
     instructions. Deterministic: the text keys the reply cache and recordings. A conversation
     input goes as "conversation" (the messages the answer follows), a string as
     "user_message"."""
-    asked = "user_message" if isinstance(case_input, str) else "conversation"
     material = {
         "rubric": check.get("rubric") or "",
         "must_include": list(check.get("must_include") or []),
         "must_not_claim": list(check.get("must_not_claim") or []),
         "approved_context": check.get("context") or "",
-        asked: case_input if isinstance(case_input, str) else list(case_input),
-        "answer": output,
     }
+    if isinstance(case_input, str):
+        material["user_message"] = case_input
+    else:
+        material["conversation"] = list(case_input)
+    material["answer"] = output
     return _JUDGE_INSTRUCTIONS + json.dumps(material, ensure_ascii=False, indent=1) + "\n"
 
 
@@ -1278,7 +1282,8 @@ def _verdict_json(reply):
     """The one JSON value of a judge reply: (value, None) or (None, reason)."""
     text = reply.strip()
     fenced = _unfence(text)
-    text = text if fenced is None else fenced.strip()
+    if fenced is not None:
+        text = fenced.strip()
     try:
         return _strict_json(text), None
     except _NotJson as exc:
@@ -1299,12 +1304,10 @@ def _verdict_json(reply):
         except (ValueError, RecursionError):
             end = index + 1
         index = text.find("{", end)
-    if len(found) != 1:
-        return None, (
-            f"{len(found)} JSON objects in the reply; expected exactly one"
-            if found
-            else "no JSON object in the reply"
-        )
+    if not found:
+        return None, "no JSON object in the reply"
+    if len(found) > 1:
+        return None, f"{len(found)} JSON objects in the reply; expected exactly one"
     start, end, value = found[0]
     outside = text[:start] + text[end:]
     if "{" in outside or "}" in outside:
@@ -1338,8 +1341,9 @@ def verdict_status(verdict, min_confidence="medium"):
     violations = [
         f"{label}: {_quote(item, 200)}" for key, label in _JUDGE_LISTS for item in verdict[key]
     ]
-    said = verdict["reason"].strip()
-    note = f" (judge: {said})" if said else ""
+    said, note = verdict["reason"].strip(), ""
+    if said:
+        note = f" (judge: {said})"
     confidence = verdict["confidence"]
     if violations:
         return "fail", "; ".join(violations) + note
@@ -1410,9 +1414,9 @@ def check_judge(
         )
     exchange["verdict"] = verdict
     status, reason = verdict_status(verdict, min_confidence)
-    return CheckResult(
-        status == "pass", reason, (), "review" if status == "review" else None, exchange
-    )
+    if status == "review":  # not sure: neither a pass nor a fail
+        return CheckResult(False, reason, (), "review", exchange)
+    return CheckResult(status == "pass", reason, (), None, exchange)
 
 
 def _judge_cache(path):
@@ -1452,9 +1456,11 @@ class Judge:
 
     def key(self, prompt):
         hint = getattr(self.func, "judge_model", None)
-        hint = hint() if callable(hint) else hint
-        identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
-        return _sha256(f"{identity}\n{prompt}")
+        if callable(hint):
+            hint = hint()
+        if isinstance(hint, str) and hint:  # another judge model: other replies
+            return _sha256(f"{self.name}\n{hint}\n{prompt}")
+        return _sha256(f"{self.name}\n{prompt}")
 
     def __call__(self, prompt, case=None, attempt=0):
         """The reply (a str with `model` and `cached`), cached or asked within `timeout`;
@@ -1637,7 +1643,9 @@ def _call_problem(call, declared, quoted):
             return f"{_call_text(call, 120)}: its arguments are not a JSON object"
         arguments = value
     errors = schema_errors(arguments, tool.get("parameters", {}), "$", quoted)
-    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}" if errors else None
+    if not errors:
+        return None
+    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}"
 
 
 @register(rule=_bounds(needed=False))
@@ -1651,8 +1659,9 @@ def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = 
         problem = _call_problem(call, declared, quoted)
         if problem is not None:
             quoted.append(_call_text(call, 120))
-            which = f"call {number} of {len(calls)}: " if len(calls) > 1 else ""
-            return CheckResult(False, which + problem, tuple(quoted))
+            if len(calls) > 1:
+                problem = f"call {number} of {len(calls)}: {problem}"
+            return CheckResult(False, problem, tuple(quoted))
     if min is not None or max is not None:
         counted = _counted(len(calls), ("tool call", "tool calls"), min, max)
         if not counted.passed:
@@ -1684,7 +1693,9 @@ def append_case(path, case):
     if problems:
         raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
     data = _file_bytes(path)
-    existing = load_cases(path)[0] if data.strip() else []
+    existing = []
+    if data.strip():  # an empty or blank file is a new case file
+        existing = load_cases(path)[0]
     clash = next((c for c in existing if c.id == case["id"]), None)
     if clash is not None:
         raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
@@ -1693,7 +1704,8 @@ def append_case(path, case):
 
 def _append_line(path, row, data=None):
     """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
-    data = _file_bytes(path) if data is None else data
+    if data is None:
+        data = _file_bytes(path)
     if data and not data.endswith(b"\n"):
         data += b"\n"
     write_atomic(path, data + _json_line(row))
