@@ -174,14 +174,14 @@ class CheckResult(
 
     def as_dict(self, kind):
         """The run record's dict: type, passed, reason; the flag, quoted and judge if set."""
-        return {
-            "type": kind,
-            "passed": self.passed,
-            "reason": self.reason,
-            **({self.flag: True} if self.flag else {}),
-            **({"quoted": list(self.quoted)} if self.quoted else {}),
-            **({"judge": self.judge} if self.judge is not None else {}),
-        }
+        record = {"type": kind, "passed": self.passed, "reason": self.reason}
+        if self.flag:
+            record[self.flag] = True
+        if self.quoted:
+            record["quoted"] = list(self.quoted)
+        if self.judge is not None:
+            record["judge"] = self.judge
+        return record
 
 
 class Case(
@@ -291,8 +291,12 @@ def case_status(checks):
     for check in checks:
         if check.get("error"):
             return "error"
-        if check["passed"] is False and status != "fail":
-            status = "review" if check.get("review") else "fail"
+        if check["passed"] is not False:
+            continue
+        if not check.get("review"):
+            status = "fail"
+        elif status != "fail":  # a failed check outweighs a judge that was not sure
+            status = "review"
     return status
 
 
@@ -308,15 +312,19 @@ def case_reasons(status, error, checks):
         for c in checks or ()
         if isinstance(c, dict) and c.get("passed") is False
     ]
-    return reasons or (
-        ["needs review: the judge was not sure"] if status == "review" else ["failed"]
-    )
+    if reasons:
+        return reasons
+    if status == "review":
+        return ["needs review: the judge was not sure"]
+    return ["failed"]
 
 
 def _check_calls(check):
     """ " (1/3 calls passed)" for a check of a repeated case, else ""."""
     passes, calls = check.get("passes"), check.get("calls")
-    return f" ({passes}/{calls} calls passed)" if type(calls) is int and calls > 1 else ""
+    if type(calls) is int and calls > 1:
+        return f" ({passes}/{calls} calls passed)"
+    return ""
 
 
 def _now():
@@ -326,14 +334,18 @@ def _now():
 
 def _describe_error(exc):
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
 
 
 def _raised(exc):
     """(_describe_error(exc), its message as a quoted part, as it may quote the output; evals'
     own time-out, `abandoned`, quotes nothing)."""
     text = str(exc).strip()
-    return _describe_error(exc), () if getattr(exc, "abandoned", False) or not text else (text,)
+    if getattr(exc, "abandoned", False) or not text:
+        return _describe_error(exc), ()
+    return _describe_error(exc), (text,)
 
 
 @functools.lru_cache(maxsize=None)  # a client and a judge from one file share its module
@@ -514,16 +526,19 @@ def _find_secrets():
 
 def mask_secrets(value):
     """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
-    pattern = _SECRETS[0] if _SECRETS else _find_secrets() or _SECRETS[0]
-    if not pattern or isinstance(value, str):
-        return pattern.sub("[redacted]", value) if pattern and value else value
+    if not _SECRETS:
+        _find_secrets()
+    pattern = _SECRETS[0]
+    if not pattern:  # no credential in the environment
+        return value
+    if isinstance(value, str):
+        return pattern.sub("[redacted]", value)
+
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
-    return (
-        getattr(value, "_make", type(value))(map(mask_secrets, value))
-        if isinstance(value, (list, tuple))
-        else value
-    )
+    if isinstance(value, (list, tuple)):  # a named tuple stays one
+        return getattr(value, "_make", type(value))(map(mask_secrets, value))
+    return value
 
 
 class _Masking(collections.namedtuple("_Masking", "stream")):
@@ -548,13 +563,12 @@ def write_atomic(path, data):
     try:
         with open(temporary, "xb") as handle:  # "x": never through a link; the mode open() gives
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
-            handle.writelines(
-                [data]
-                if isinstance(data, bytes)
-                else (  # _json_line masks
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:  # _json_line masks
+                handle.writelines(
                     mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data
                 )
-            )
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):  # keep the mode of the file it replaces
@@ -593,8 +607,11 @@ _SHOW_NOTHING = dict.fromkeys(map(ord, "\u200b\u2060\u00ad"))
 def _normal(text):
     """`text` as every check reads it, the output and a check's values and patterns alike
     (docs/checks.md, "How checks read text"): CRLF line ends as LF, no invisible character, NFC."""
-    text = text.replace("\r\n", "\n") if "\r" in text else text
-    return text if text.isascii() else unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
 
 
 # Cached: a case's checks fold its output again and again (10 phrase checks on a 21,900-character
@@ -604,7 +621,8 @@ def _fold(text, ignore_case):
     """`text` as matching compares it: _normal, and with ignore_case casefolded, ASCII quotes."""
     if ignore_case:  # "İ" casefolds to "i" and a combining dot no typed "i" has
         text = text.casefold().replace("i\u0307", "i")
-        text = text if text.isascii() else text.translate(_QUOTES)
+        if not text.isascii():
+            text = text.translate(_QUOTES)
     return _normal(text)
 
 
@@ -618,8 +636,10 @@ def _is_word_char(char):
 def _count_phrase(text, phrase, whole_word=False, first=False):
     """Non-overlapping occurrences of `phrase` in `text` (both _fold-ed), or with `first` whether
     there is one; whole_word: no word character joined to an end that is one ("$100.", "e.g.")."""
+    if not whole_word and first:
+        return phrase in text
     if not whole_word:
-        return phrase in text if first else text.count(phrase)
+        return text.count(phrase)
     guard_start, guard_end = _is_word_char(phrase[:1]), _is_word_char(phrase[-1:])
     count, at = 0, text.find(phrase)
     while at >= 0 and not (first and count):
@@ -639,12 +659,17 @@ def _count_phrase(text, phrase, whole_word=False, first=False):
 
 def _words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
-    return re.findall(r"\w+", text) if split == "alphanumeric" else text.split()
+    if split == "alphanumeric":
+        return re.findall(r"\w+", text)
+    return text.split()
 
 
 def _paragraphs(text, separator=None):
     """Non-empty paragraphs: pieces between blank lines, or between `separator` strings."""
-    pieces = text.split(separator) if separator else re.split(r"\n[ \t\r]*\n", text)
+    if separator:
+        pieces = text.split(separator)
+    else:  # blank lines
+        pieces = re.split(r"\n[ \t\r]*\n", text)
     return [piece.strip() for piece in pieces if piece.strip()]
 
 
@@ -652,8 +677,15 @@ def _unfence(text):
     """The stripped `text` less a ```json (or ```) fence at its start and a ``` at its end, each
     optional as IFEval's JsonFormat strips them; None when it has neither."""
     opening = re.match(r"```[ \t]*(?i:json)?\s*", text)
-    start, end = (opening.end() if opening else 0), (-3 if text.endswith("```") else None)
-    return None if (start, end) == (0, None) else text[start:end]
+    closing = text.endswith("```")
+    if not opening and not closing:
+        return None
+    start, end = 0, None
+    if opening:
+        start = opening.end()
+    if closing:
+        end = -3
+    return text[start:end]
 
 
 class _NotJson(ValueError):
@@ -684,23 +716,27 @@ def _strict_json(text, unique_keys=False):
     """json.loads(text) but NaN, Infinity (and with unique_keys, a key twice) raise ValueError."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    return (_UNIQUE_KEYS_DECODER if unique_keys else _STRICT_DECODER).decode(text)
+    if unique_keys:
+        return _UNIQUE_KEYS_DECODER.decode(text)
+    return _STRICT_DECODER.decode(text)
 
 
 def _parse_json(output, allow_fence=False):
     """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
     less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
-    body = _unfence(output.strip()) if allow_fence else None
+    body = None
+    if allow_fence:
+        body = _unfence(output.strip())
+    if body is None:
+        body = output
     try:
-        return _strict_json(output if body is None else body), None
+        return _strict_json(body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # the hint only where allow_fence would make it pass
-        hint = (
-            " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
-            if not allow_fence and _parse_json(output, True)[1] is None
-            else ""
-        )
+        hint = ""
+        if not allow_fence and _parse_json(output, True)[1] is None:
+            hint = " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
 
 
@@ -727,7 +763,12 @@ _NO_EXTRAS = (
 
 
 def _kind(test, message):
-    return lambda value: None if test(value) else message
+    def problem(value):
+        if test(value):
+            return None
+        return message
+
+    return problem
 
 
 def _is_texts(value, allow_empty=False):
@@ -750,11 +791,15 @@ def _is_number(value):
 
 def Choice(*choices):
     listed = "must be one of " + ", ".join(map(repr, choices))
-    return lambda v: (
-        None
-        if v in choices
-        else listed + (_did_you_mean(v.lower(), choices).rstrip(".") if isinstance(v, str) else "")
-    )
+
+    def problem(v):
+        if v in choices:
+            return None
+        if not isinstance(v, str):
+            return listed
+        return listed + _did_you_mean(v.lower(), choices).rstrip(".")
+
+    return problem
 
 
 Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
@@ -823,7 +868,9 @@ def _bounds(low="min", high="max", needed=True, hint=""):
 
 
 def _quote(text, limit=80):
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return repr(text)
 
 
 def _quote_all(values):
@@ -831,32 +878,35 @@ def _quote_all(values):
 
 
 def _plural(n, word):
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}s"
 
 
 def _truncated_list(items, limit, sep="; "):
-    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
-    return sep.join(items[:limit]) + more
+    if len(items) <= limit:
+        return sep.join(items)
+    return sep.join(items[:limit]) + f" (+{len(items) - limit} more)"
 
 
 def _counted(count, unit, min=None, max=None, of=""):
     """Pass when min <= count <= max (inclusive); `unit` is a str or (singular, plural)."""
-    singular, plural = (unit, unit + "s") if isinstance(unit, str) else unit
-    measured = f"{count} {singular if count == 1 else plural}{of}"
+    if isinstance(unit, str):
+        unit = (unit, unit + "s")
+    measured = f"{count} {unit[1]}{of}"
+    if count == 1:
+        measured = f"{count} {unit[0]}{of}"
     if min is not None and count < min:
         return CheckResult(False, f"{measured}, expected at least {min}")
     if max is not None and count > max:
         return CheckResult(False, f"{measured}, expected at most {max}")
-    wanted = (
-        f"exactly {min}"
-        if min == max
-        else f"between {min} and {max}"
-        if min is not None and max is not None
-        else f"at least {min}"
-        if min is not None
-        else f"at most {max}"
-    )
-    return CheckResult(True, f"{measured}, {wanted}")
+    if min == max:
+        return CheckResult(True, f"{measured}, exactly {min}")
+    if min is not None and max is not None:
+        return CheckResult(True, f"{measured}, between {min} and {max}")
+    if min is not None:
+        return CheckResult(True, f"{measured}, at least {min}")
+    return CheckResult(True, f"{measured}, at most {max}")
 
 
 # ---- phrases and exact text ----
@@ -871,10 +921,9 @@ def _found(output, values, ignore_case, whole_word):
 def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """At least one of `values` occurs (case-insensitive by default)."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(
-        bool(found),
-        f"found {_quote_all(found)}" if found else f"none of {_quote_all(values)} found",
-    )
+    if found:
+        return CheckResult(True, f"found {_quote_all(found)}")
+    return CheckResult(False, f"none of {_quote_all(values)} found")
 
 
 @register
@@ -882,50 +931,52 @@ def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_wo
     """Every one of `values` occurs; the reason lists the missing ones."""
     found = _found(output, values, ignore_case, whole_word)
     missing = [v for v in values if v not in found]
-    return CheckResult(
-        not missing,
-        f"missing: {_quote_all(missing)}" if missing else f"found all of {_quote_all(values)}",
-    )
+    if missing:
+        return CheckResult(False, f"missing: {_quote_all(missing)}")
+    return CheckResult(True, f"found all of {_quote_all(values)}")
 
 
 @register
 def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_word: Bool = False):
     """None of `values` occurs; the reason lists the ones found."""
     found = _found(output, values, ignore_case, whole_word)
-    return CheckResult(
-        not found,
-        f"found forbidden: {_quote_all(found)}"
-        if found
-        else f"none of {_quote_all(values)} found",
-    )
+    if found:
+        return CheckResult(False, f"found forbidden: {_quote_all(found)}")
+    return CheckResult(True, f"none of {_quote_all(values)} found")
 
 
 def _stripped(strip):
     """A rule: `value` holds no white space at an end `strip` (str.strip, lstrip or rstrip)
     takes off the output when the check's `strip` is on: such a value could never match."""
-    return lambda check: (
-        [
-            f"parameter 'value': {_quote(check['value'])} has white space at an end that strip "
-            "removes from the output: it can never match (remove it, or set strip to false)"
-        ]
-        if check.get("strip", True) and strip(check["value"]) != check["value"]
-        else []
-    )
+
+    def rule(check):
+        if check.get("strip", True) and strip(check["value"]) != check["value"]:
+            return [
+                f"parameter 'value': {_quote(check['value'])} has white space at an end that "
+                "strip removes from the output: it can never match (remove it, or set strip to "
+                "false)"
+            ]
+        return []
+
+    return rule
 
 
 @register(rule=_stripped(str.strip))
 def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
-    text = output.strip() if strip else output
-    if _fold(text, ignore_case) == _fold(value, ignore_case):
+    if strip:
+        output = output.strip()
+    if _fold(output, ignore_case) == _fold(value, ignore_case):
         return CheckResult(True, f"equals {_quote(value)}")
-    got = _quote(text)
+    got = _quote(output)
     return CheckResult(False, f"expected {_quote(value)}, got {got}", (got,))
 
 
 def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     """starts_with, or ends_with (not `at_start`), on `text`, named `where` in the reason."""
-    text = text.strip() if strip else text
+    if strip:
+        text = text.strip()
+
     folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
     if at_start:
         verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
@@ -993,7 +1044,9 @@ def _regex_rule(check):
         needed=False,
         hint=" (set min_matches to 0 to allow no match)",
     )
-    return ([f"parameter 'pattern' {problem}"] if problem else []) + bounds(check)
+    if problem:
+        return [f"parameter 'pattern' {problem}"] + bounds(check)
+    return bounds(check)
 
 
 @register(rule=_regex_rule)
@@ -1111,9 +1164,11 @@ def _json_equal(a, b, subset=False):
     if _json_type(a) != _json_type(b):
         return False
     if isinstance(a, dict):
-        return (a.keys() >= b.keys() if subset else a.keys() == b.keys()) and all(
-            _json_equal(a[k], b[k], subset) for k in b
-        )
+        if subset:
+            same_keys = a.keys() >= b.keys()
+        else:
+            same_keys = a.keys() == b.keys()
+        return same_keys and all(_json_equal(a[k], b[k], subset) for k in b)
     if isinstance(a, list):
         return len(a) == len(b) and all(map(_json_equal, a, b))
     return a == b
@@ -1188,18 +1243,19 @@ def check_tool_called(
     named, quoted = [call for call in reply.tool_calls if call["name"] == name], []
     misses = [_arguments_problem(call, arguments, schema, quoted) for call in named]
     count = misses.count(None)
-    matching = " with matching arguments" if arguments is not None or schema is not None else ""
+    matching = ""
+    if arguments is not None or schema is not None:
+        matching = " with matching arguments"
     result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
     called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
-    detail = (
-        _truncated_list([miss for miss in misses if miss is not None], 3)
-        if named
-        else f"the reply called {called}"
-        if called
-        else "the reply called no tool"
-    )
+    if named:  # why the calls of the tool did not match
+        detail = _truncated_list([miss for miss in misses if miss is not None], 3)
+    elif called:
+        detail = f"the reply called {called}"
+    else:
+        detail = "the reply called no tool"
     return CheckResult(False, f"{result.reason}: {detail}", tuple(quoted))
 
 
@@ -1210,18 +1266,18 @@ def check_tool_sequence(reply, names: Texts, exact: Bool = False):
     called = [call["name"] for call in reply.tool_calls]
     calls = ", ".join(called) or "none"
     wanted = " then ".join(names)
+    if exact and called == list(names):
+        return CheckResult(True, f"called exactly {wanted}")
     if exact:
-        return (
-            CheckResult(True, f"called exactly {wanted}")
-            if called == list(names)
-            else CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
-        )
+        return CheckResult(False, f"expected exactly {wanted}; the calls: {calls}")
     found = 0  # how many of `names` were called in order
     for called_name in called:
         found += found < len(names) and called_name == names[found]
     if found == len(names):
         return CheckResult(True, f"called {wanted} (the calls: {calls})")
-    after = f" after {names[found - 1]}" if found else ""
+    after = ""
+    if found:
+        after = f" after {names[found - 1]}"
     return CheckResult(
         False, f"no call of {names[found]}{after}, expected {wanted}; the calls: {calls}"
     )
@@ -1330,16 +1386,19 @@ def check_python(output, function: Function, **params):
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
     finally:
         os.chdir(cwd)
-    pair = isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str)
-    verdict, reason = verdict if pair else (verdict, None)
+    reason = None
+    if isinstance(verdict, tuple) and len(verdict) == 2 and isinstance(verdict[1], str):
+        verdict, reason = verdict
     if not isinstance(verdict, bool):
         return CheckResult(
             False,
             f"{function} returned {type(verdict).__name__}, expected a bool or (bool, reason)",
             flag="error",
         )
+    if not reason:
+        return CheckResult(verdict, f"returned {verdict}")
     # The user's words may quote the output: --omit-outputs hides them, evals' own stay.
-    return CheckResult(verdict, reason or f"returned {verdict}", (reason,) if reason else ())
+    return CheckResult(verdict, reason, (reason,))
 
 
 # ---- validating and running checks ----
@@ -1356,19 +1415,21 @@ def validate_check(check):
         return ["has no 'type' (a string naming the check)"]
     spec = CHECKS.get(kind) or _extras() and CHECKS.get(kind)  # the optional file registers
     if spec is None:
-        return [
-            f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: "
-            + ", ".join(sorted(CHECKS))
-            + ("" if _extras() else f" ({_NO_EXTRAS})")
-        ]
-    # "on" picks the text a check reads; a check of the whole reply reads no text
-    params = {"negate": _NEGATE, **({} if spec.whole else {"on": _ON}), **spec.params}
+        known = ", ".join(sorted(CHECKS))
+        if not _extras():  # the optional file would register more
+            known += f" ({_NO_EXTRAS})"
+        return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: {known}"]
+    params = {"negate": _NEGATE}
+    if not spec.whole:  # "on" picks the text a check reads; a check of the whole reply reads none
+        params["on"] = _ON
+    params.update(spec.params)
     problems = []
     for key, value in check.items():
         param = params.get(key)
         if param is not None:
             problem = param.kind(value)
-            problems += [f"{kind}: parameter {key!r} {problem}"] if problem else []
+            if problem:
+                problems.append(f"{kind}: parameter {key!r} {problem}")
         elif key != "type" and not spec.open:
             hint = _did_you_mean(key, params).rstrip(".")
             problems.append(
@@ -1390,7 +1451,9 @@ def _did_you_mean(name, known):
     import difflib
 
     close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, 1)
-    return f"; did you mean {' or '.join(map(repr, close))}?" if close else "."
+    if not close:
+        return "."
+    return f"; did you mean {' or '.join(map(repr, close))}?"
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
@@ -1405,8 +1468,9 @@ def run_check(check, output, ask=None, case_input="", reasoning=None):
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    answer = output if isinstance(output, Answer) else Answer(output)
-    return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
+    if not isinstance(output, Answer):
+        output = Answer(output)
+    return _score(spec, check, _scorable(output.text), output, ask, case_input, reasoning)
 
 
 # An answer that did not end by itself is scored all the same; a failing reason says why.
@@ -1420,13 +1484,17 @@ _ENDINGS = {
 def _scorable(output):
     """`output` as checks read it (_normal), or None when blank."""
     output = output and _normal(output)
-    return None if not output or output.isspace() else output
+    if not output or output.isspace():
+        return None
+    return output
 
 
 def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
     """The CheckResult of `check` (its `spec`), negated if asked, on the whole `answer`, on its
     scorable `text` or, with "on": "reasoning", on `reasoning` (None fails a text check)."""
-    params = dict(check, ask=ask, case_input=case_input) if spec.needs_judge else dict(check)
+    params = dict(check)
+    if spec.needs_judge:
+        params.update(ask=ask, case_input=case_input)
     del params["type"]  # copy and delete: 0.5 us a check, 1.3 us filtering in a comprehension
     negate = params.pop("negate", False)
     if params.pop("on", "answer") == "reasoning":
@@ -1437,20 +1505,19 @@ def _score(spec, check, text, answer, ask=None, case_input="", reasoning=None):
         text = answer
     elif text is None:  # an empty text fails every check of the text, negated ones included
         called = ", ".join(dict.fromkeys(call["name"] for call in answer.tool_calls))
-        return _ended(
-            CheckResult(
-                False,
-                f"the reply has no text; it called {called}" if called else "the output is empty",
-            ),
-            answer,
-        )
+        if called:
+            return _ended(CheckResult(False, f"the reply has no text; it called {called}"), answer)
+        return _ended(CheckResult(False, "the output is empty"), answer)
     result = spec.func(text, **params)
-    if negate and result.flag is None:
-        verdict = "does not hold" if not result.passed else "holds, but must not"
+    if negate and result.flag is None and result.passed:
         result = result._replace(
-            passed=not result.passed, reason=f"negated: {verdict}: {result.reason}"
+            passed=False, reason=f"negated: holds, but must not: {result.reason}"
         )
-    return result if spec.whole else _ended(result, answer)
+    elif negate and result.flag is None:
+        result = result._replace(passed=True, reason=f"negated: does not hold: {result.reason}")
+    if spec.whole:
+        return result
+    return _ended(result, answer)
 
 
 def _ended(result, answer):
@@ -1475,15 +1542,18 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
     (the repeat index) when its signature names them; NO_JUDGE skips the checks that need
     one, None makes them errors. After a deterministic check failed they are skipped, unasked.
     reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
-    answer = output if isinstance(output, Answer) else Answer(output)
+    answer = output
+    if not isinstance(output, Answer):
+        answer = Answer(output)
     text = _scorable(answer.text)  # once for all the case's checks
     specs = [CHECKS[check["type"]] for check in case.checks]
-    results = [
-        None
-        if spec.needs_judge
-        else _shared(_score(spec, check, text, answer, reasoning=reasoning), spec.name)
-        for spec, check in zip(specs, case.checks)
-    ]
+    results = []  # None: a check that needs the judge, asked below
+    for spec, check in zip(specs, case.checks):
+        if spec.needs_judge:
+            results.append(None)
+        else:
+            result = _score(spec, check, text, answer, reasoning=reasoning)
+            results.append(_shared(result, spec.name))
     if None not in results:
         return case_status(results), results
     failed = ", ".join(dict.fromkeys(r["type"] for r in results if r and r["passed"] is False))
@@ -1549,10 +1619,9 @@ def _message_problems(message, where):
     role, content = message.get("role", "user"), message.get("content", ".")
     if role not in ROLES:
         shown = _to_json(role)  # as written, unless it hides a control or format character
-        problems.append(
-            f"{where}.role: {shown if shown.isprintable() else json.dumps(role)} "
-            f"not one of {_to_json(list(ROLES))}"
-        )
+        if not shown.isprintable():
+            shown = json.dumps(role)
+        problems.append(f"{where}.role: {shown} not one of {_to_json(list(ROLES))}")
     if not isinstance(content, str):
         problems.append(f"{where}.content: expected string, got {_json_type(content)}")
     elif not content:
@@ -1587,11 +1656,10 @@ def case_problems(data, memo=None):
     dict kept across lines), equal check lists are validated once and shared as one tuple:
     20,000 cases load in 0.7 s, not 1.3 s, and 100,000 hold 1/3 of the memory."""
     if not isinstance(data, dict):
-        whole_file = isinstance(data, list) and any(isinstance(item, dict) for item in data)
-        return [
-            f"a case must be a JSON object, got {_json_type(data)}"
-            + (" (one case a line, not an array of cases)" if whole_file else "")
-        ]
+        problem = f"a case must be a JSON object, got {_json_type(data)}"
+        if isinstance(data, list) and any(isinstance(item, dict) for item in data):
+            problem += " (one case a line, not an array of cases)"  # a whole file's JSON array
+        return [problem]
     problems = [
         f"unknown field {key!r} (allowed: {', '.join(CASE_FIELDS)})"
         for key in data
@@ -1599,7 +1667,8 @@ def case_problems(data, memo=None):
     ]
     for name, (required, valid, wanted) in CASE_FIELDS.items():
         if name not in data:
-            problems += [f"missing field {name!r}"] if required else []
+            if required:
+                problems.append(f"missing field {name!r}")
         elif not valid(data[name]):
             problems.append(f"field {name!r} must be {wanted}")
         elif name in ("id", "tags") and _LONE_SURROGATE.search("".join(data[name])):
@@ -1612,16 +1681,20 @@ def case_problems(data, memo=None):
         elif name == "input":
             problems += _input_problems(data)
         elif name == "checks":
-            key = marshal.dumps(data["checks"]) if memo is not None else None
-            shared = (memo or {}).get(key) or (
-                tuple(data["checks"]),
-                [
-                    f"check {number}: {problem}"
-                    for number, check in enumerate(data["checks"], 1)
-                    for problem in validate_check(check)
-                ],
-            )
+            key = shared = None
             if memo is not None:  # equal lists validated once and shared as one tuple
+                key = marshal.dumps(data["checks"])
+                shared = memo.get(key)
+            if shared is None:
+                shared = (
+                    tuple(data["checks"]),
+                    [
+                        f"check {number}: {problem}"
+                        for number, check in enumerate(data["checks"], 1)
+                        for problem in validate_check(check)
+                    ],
+                )
+            if memo is not None:
                 data["checks"] = memo.setdefault(key, shared)[0]
             problems += shared[1]
     return problems
@@ -1651,7 +1724,10 @@ def load_cases(path):
             digest.update(raw)
             where = f"{path}:{number}"
             try:
-                raw = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
+                if number == 1:  # the file may start with a byte order mark
+                    raw = raw.decode("utf-8-sig").rstrip("\r\n")
+                else:
+                    raw = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
                 problems.append(f"{where}: not UTF-8 text")
                 continue
@@ -1660,13 +1736,12 @@ def load_cases(path):
             try:
                 data = _strict_json(raw, unique_keys=True)
             except (ValueError, RecursionError) as exc:  # NaN, a repeated key, deep nesting
-                reason = (
-                    f"{exc.msg} (column {exc.colno})"
-                    if isinstance(exc, json.JSONDecodeError)
-                    else "nested too deeply"
-                    if isinstance(exc, RecursionError)
-                    else exc
-                )
+                if isinstance(exc, json.JSONDecodeError):
+                    reason = f"{exc.msg} (column {exc.colno})"
+                elif isinstance(exc, RecursionError):
+                    reason = "nested too deeply"
+                else:
+                    reason = exc
                 problems.append(f"{where}: invalid JSON: {reason}")
                 if raw.strip() in ("{", "[") and not first_line:  # a pretty-printer's first line
                     problems.append(
@@ -1676,11 +1751,14 @@ def load_cases(path):
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
-            case_id = data.get("id") if isinstance(data, dict) else None
+            case_id = None
+            if isinstance(data, dict):
+                case_id = data.get("id")
             if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
                 problems.append(
                     f"{where}: duplicate id {case_id!r} (first used on line {first_line[case_id]})"
                 )
+
             if not problems:  # after a problem the file is refused: no case is needed
                 fields = {**data, "tags": tuple(data.get("tags", ()))}  # checks: a shared tuple
                 cases.append(Case(**fields, path=str(path), line=number))
@@ -2514,7 +2592,9 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
         return RepeatChange("not_lower", p)
     if not min_detectable(n_before, n_now, alpha):
         return RepeatChange("too_few_calls", p)
-    return RepeatChange("regressed" if p <= alpha else "lower_not_significant", p)
+    if p <= alpha:
+        return RepeatChange("regressed", p)
+    return RepeatChange("lower_not_significant", p)
 
 
 # The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
@@ -2552,12 +2632,15 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
     """The one rule for a case's change against the baseline (docs/outcomes.md): a Decision.
     before: its baseline entry or None; counts: (passes, calls) of a repeated case now, or None.
     Both with more than one call: `repeat_change` at `alpha` decides; otherwise the statuses."""
-    kept = before.get("baseline") if before else None
-    passes, calls = (before or {}).get("baseline_passes"), (before or {}).get("baseline_calls")
-    kept_counts = (passes, calls) if type(passes) is int and type(calls) is int else None
-    if status == "error":
+    before = before or {}
+    kept = before.get("baseline")
+    passes, calls = before.get("baseline_passes"), before.get("baseline_calls")
+    kept_counts = None  # the baseline's (passes, calls) of a repeated case
+    if type(passes) is int and type(calls) is int:
+        kept_counts = (passes, calls)
+    if status == "error":  # nothing scored: the baseline keeps its verdict and counts
         return Decision("errored", kept, kept_counts)
-    if kept is None:
+    if kept is None:  # not in the baseline: this run's verdict is its first
         return Decision("new", status, counts)
     following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
@@ -2574,24 +2657,31 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         }
         passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
         most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
-        pooled = (
-            (passes, calls)
-            if calls <= most
-            else ((2 * passes * most + calls) // (2 * calls), most)
-        )
-        following = counts if accept else kept_counts if test.change == "regressed" else pooled
-        if test.change != "not_lower":
-            change = "regressed" if test.change == "regressed" else "lower_not_significant"
-            return Decision(change, status if accept else kept, following, rate)
-    elif status != "pass" and kept == "pass":
-        return Decision("regressed", *((status, counts) if accept else ("pass", kept_counts)))
+        verdict = kept
+        if accept:
+            verdict, following = status, counts
+        elif test.change == "regressed":
+            following = kept_counts
+        elif calls <= most:
+            following = (passes, calls)
+        else:
+            following = ((2 * passes * most + calls) // (2 * calls), most)
+        if test.change == "regressed":  # significantly lower
+            return Decision("regressed", verdict, following, rate)
+        if test.change != "not_lower":  # lower, not significantly or with too few calls to tell
+            return Decision("lower_not_significant", verdict, following, rate)
+    elif status != "pass" and kept == "pass" and accept:
+        return Decision("regressed", status, counts)
+    elif status != "pass" and kept == "pass":  # the baseline keeps its pass until --accept
+        return Decision("regressed", "pass", kept_counts)
     if status != "pass":  # a repeated case too when its rate is not lower (a stricter --min-pass)
         return Decision("still_failing", status, following, rate)
     # "scored": the last scored status, which an errored run keeps from the one before it
     passed_last = before.get("scored", before.get("status")) not in ("fail", "review")
-    return Decision(
-        "passing" if kept == "pass" and passed_last else "fixed", status, following, rate
-    )
+    if kept == "pass" and passed_last:
+        return Decision("passing", status, following, rate)
+    # passing now after a fail: in the baseline, or in the last scored run
+    return Decision("fixed", status, following, rate)
 
 
 class Baseline(
@@ -2664,8 +2754,10 @@ def record_problem(record):
     for number, entry in enumerate(record["cases"], 1):
         if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
             return f"entry {number} of 'cases' needs a string 'id'"
-        problem = "listed twice" if entry["id"] in ids else _entry_problem(entry)
+        if entry["id"] in ids:
+            return f"case {entry['id']!r}: listed twice"
         ids.add(entry["id"])
+        problem = _entry_problem(entry)
         if problem:
             return f"case {entry['id']!r}: {problem}"
     if not _is_texts(record.get("removed", []), allow_empty=True):
@@ -2768,7 +2860,9 @@ _ENTRY_PARTS = (
 
 def _entry(result, before, case, accept, alpha):
     """The record entry of one case run (dict), its change decided by `decide`."""
-    calls = None if result.calls is None else (result.passes, result.calls)
+    calls = None  # (passes, calls) of a repeated case
+    if result.calls is not None:
+        calls = (result.passes, result.calls)
     change, kept = decision = decide(result.status, before, accept, calls, alpha)
     before = before or {}
     entry = {"id": result.id, "status": result.status, "baseline": kept, "change": change}
@@ -2788,16 +2882,15 @@ def _entry(result, before, case, accept, alpha):
         entry["rate_test"] = decision.rate
     if kept not in (None, result.status):  # the baseline outlives this run: keep the output
         # (and tool calls) that earned it, for a later report to show beside the new one
-        earner = (
-            before
-            if "baseline_output" in before
-            else {
+        if "baseline_output" in before:  # kept from an earlier run
+            earner = before
+        elif before.get("status") == kept:  # the run before earned it
+            earner = {
                 "baseline_output": before.get("output"),
                 "baseline_tool_calls": before.get("tool_calls"),
             }
-            if before.get("status") == kept
-            else {}
-        )
+        else:
+            earner = {}
         entry.update(
             (key, earner[key])
             for key in ("baseline_output", "baseline_tool_calls")
@@ -2820,10 +2913,14 @@ def make_record(
     """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
     Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
     the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
-    entries = [] if entries is None else entries
+    if entries is None:
+        entries = []
     by_id, ran = {case.id: case for case in cases or ()}, set()
     included = shown is None
-    shown = shown or (lambda entry: entry)
+    if included:
+
+        def shown(entry):
+            return entry
 
     def run_entries():  # each stored as its case finishes, and summed: a spool holds none
         for result in run.results:
@@ -2835,7 +2932,9 @@ def make_record(
             yield entry
 
     summary = summarize(run_entries())  # the baseline's figures below, once `ran` is known
-    known = ran if all_case_ids is None else set(all_case_ids)
+    known = ran
+    if all_case_ids is not None:
+        known = set(all_case_ids)
     for case_id, before in baseline.entries.items():
         if case_id in known and case_id not in ran:
             entries.append(dict(shown(before), change="not_run"))
@@ -2880,15 +2979,13 @@ def make_record(
 
 def _against(previous, kept):
     """The baseline's figures over the cases run: (passed, total) in its last run, and kept."""
-    return {
-        f"{name}_{key}": value
-        for name, (passed, of) in (("previous", previous), ("baseline", kept))
-        for key, value in (
-            ("pass_rate", passed / of if of else None),
-            ("passed", passed),
-            ("total", of),
-        )
-    }
+    figures = {}
+    for name, (passed, of) in (("previous", previous), ("baseline", kept)):
+        rate = None  # no case run: no rate
+        if of:
+            rate = passed / of
+        figures.update({f"{name}_pass_rate": rate, f"{name}_passed": passed, f"{name}_total": of})
+    return figures
 
 
 def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
@@ -2915,20 +3012,27 @@ def summarize(entries, removed=(), previous=(0, 0), kept=(0, 0)):
         if isinstance(entry.get("cost_usd"), (int, float)):
             cost = (cost or 0) + entry["cost_usd"]
     total = sum(status.values())
+    pass_rate = None
+    if total:
+        pass_rate = status["pass"] / total
+    if tokens is not None:
+        tokens = dict(zip(("input", "output"), tokens))
+    if cost is not None:
+        cost = round(cost, 6)
     return {
         "total": total,
         "passed": status["pass"],
         "failed": status["fail"],
         "review": status["review"],
         "errored": status["error"],
-        "pass_rate": status["pass"] / total if total else None,
+        "pass_rate": pass_rate,
         **_against(previous, kept),
         **{name: change[name] for name in CHANGES if name not in ("errored", "not_run")},
         "removed": len(removed),
         "flaky": flaky,
         "latency_s": latency_percentiles(latencies),
-        "tokens": dict(zip(("input", "output"), tokens)) if tokens else None,
-        "cost_usd": round(cost, 6) if cost is not None else None,
+        "tokens": tokens,
+        "cost_usd": cost,
     }
 
 
@@ -2937,13 +3041,13 @@ def completed(record):
     record lacks them, entries without a string id left out (a spooled record as it is)."""
     if isinstance(record.get("cases"), _Spool) and isinstance(record.get("summary"), dict):
         return record
-    cases = [
-        e
-        if isinstance(e.get("change"), str)
-        else dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
-        for e in record.get("cases") or ()
-        if isinstance(e, dict) and isinstance(e.get("id"), str)
-    ]
+    cases = []
+    for e in record.get("cases") or ():
+        if not (isinstance(e, dict) and isinstance(e.get("id"), str)):
+            continue
+        if not isinstance(e.get("change"), str):
+            e = dict(e, change=decide(e.get("status"), {"baseline": e.get("baseline")})[0])
+        cases.append(e)
     summary = record.get("summary")
     if not isinstance(summary, dict) or "total" not in summary:
         summary = summarize(cases, record.get("removed") or ())
@@ -2989,9 +3093,14 @@ def record_chunks(record):
             yield f" {_to_json(key)}: {_to_json(value)},\n"
     yield ' "cases": ['
     cases = record.get("cases", [])
-    texts = cases.lines() if isinstance(cases, _Spool) else map(_to_json, cases)
-    for number, text in enumerate(texts):
-        yield (",\n" if number else "\n") + text
+    if isinstance(cases, _Spool):
+        texts = cases.lines()
+    else:
+        texts = map(_to_json, cases)
+    separator = "\n"
+    for text in texts:
+        yield separator + text
+        separator = ",\n"
     yield "\n ]\n}\n"
 
 
@@ -3006,32 +3115,44 @@ def write_record(path, record):
 
 
 def _percent(rate):
-    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+    if rate is None:
+        return "n/a"
+    return f"{rate * 100:.1f}%"
 
 
 def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
     reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
-    return [
-        r if len(r) <= limit else f"{r[:limit]}... ({len(r) - limit:,} more characters)"
-        for r in reasons
-    ]
+    for index, r in enumerate(reasons):
+        if len(r) > limit:
+            reasons[index] = f"{r[:limit]}... ({len(r) - limit:,} more characters)"
+    return reasons
 
 
 def _reply_lines(entry, limit=None):
     """What a reply did besides its text, shown below it: "-> name({...})" per tool call
     (arguments cut to `limit` characters), "[finish_reason: X]" if it did not end by itself."""
-    calls = entry.get("tool_calls") if isinstance(entry.get("tool_calls"), list) else []
+    calls = entry.get("tool_calls")
+    if not isinstance(calls, list):
+        calls = []
     lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
-    usual = (None, "stop", "tool_calls") if lines else (None, "stop")
-    return lines + ([f"[finish_reason: {ended}]"] if ended not in usual else [])
+    usual = (None, "stop")
+    if lines:  # a reply that called tools may end with them
+        usual += ("tool_calls",)
+    if ended not in usual:
+        lines.append(f"[finish_reason: {ended}]")
+    return lines
 
 
 def _earlier_rates(summary):
     """ ", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
-    text = "" if last is None else f", last run {_percent(last)}"
-    return text + (f", baseline {_percent(kept)}" if kept not in (None, last) else "")
+    text = ""
+    if last is not None:
+        text = f", last run {_percent(last)}"
+    if kept not in (None, last):
+        text += f", baseline {_percent(kept)}"
+    return text
 
 
 def _rate_change(entry):
@@ -3040,12 +3161,17 @@ def _rate_change(entry):
     passes, calls, test = entry.get("passes"), entry.get("calls"), entry.get("rate_test")
     if type(calls) is not int or calls < 2:
         return ""
-    before = test.get("before") if isinstance(test, dict) else None
+    if not isinstance(test, dict):
+        test = {}
+    before = test.get("before")
     if not (isinstance(before, list) and len(before) == 2):
         return f"{passes}/{calls} calls passed"
     alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
-    p = f"p = {format(p_value, '.3g') if _is_number(p_value) else '?'}"
-    at = f"alpha {format(alpha, 'g') if _is_number(alpha) else '?'}"
+    p, at = "p = ?", "alpha ?"
+    if _is_number(p_value):
+        p = f"p = {p_value:.3g}"
+    if _is_number(alpha):
+        at = f"alpha {alpha:g}"
     why = {
         "regressed": f"{p}, a significant drop at {at}",
         "lower_not_significant": f"{p}, lower, not significant at {at}",
@@ -3064,16 +3190,18 @@ def _flaky_items(summary):
         ("flaky", "calls disagreed in this run"),
         ("flaky_history", "both outcomes in recent runs"),
     ):
-        for item in summary.get(key) if isinstance(summary.get(key), list) else ():
-            item = item if isinstance(item, dict) else {"id": item}
+        items = summary.get(key)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if not isinstance(item, dict):
+                item = {"id": item}
             passes, calls, runs = item.get("passes"), item.get("calls"), item.get("runs")
-            rate = (
-                f" ({passes}/{calls} calls passed)"
-                if calls is not None
-                else f" ({passes}/{runs} runs passed)"
-                if runs is not None
-                else ""
-            )
+            rate = ""
+            if calls is not None:
+                rate = f" ({passes}/{calls} calls passed)"
+            elif runs is not None:
+                rate = f" ({passes}/{runs} runs passed)"
             yield _line(item.get("id")) + rate, why
 
 
@@ -3094,12 +3222,10 @@ def _gate_lines(summary):
             f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
             "not apply"
         ]
-    below = _below_floor(summary)
-    return [
-        f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is "
-        f"{'BELOW' if below else 'at or above'} the minimum {_percent(floor)} "
-        "(--min-pass-rate)" + (": the run fails" if below else "")
-    ]
+    shown = f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is"
+    if _below_floor(summary):
+        return [f"{shown} BELOW the minimum {_percent(floor)} (--min-pass-rate): the run fails"]
+    return [f"{shown} at or above the minimum {_percent(floor)} (--min-pass-rate)"]
 
 
 # The cases a summary lists, in its order, with their labels: with quiet, the first two.
@@ -3115,7 +3241,9 @@ _SUMMARY_SECTIONS = (
 
 def _replayed(record):  # ", replayed FILE: no model was called" for the offline default's
     client = str(record.get("client") or "")
-    return f", replayed {client[7:]}: no model was called" if client[:7] == "replay:" else ""
+    if client[:7] != "replay:":
+        return ""
+    return f", replayed {client[7:]}: no model was called"
 
 
 def format_summary(record, quiet=False):
@@ -3147,20 +3275,22 @@ def format_summary(record, quiet=False):
             f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
             f"max {latency['max']:.3f} s"
         )
-    if tokens:
+    if tokens and cost is not None:
         lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out"
-            + (
-                f", estimated cost ${cost:.4f}"
-                if cost is not None
-                else ", cost unknown (model not in the price table; see --prices)"
-            )
+            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, estimated cost ${cost:.4f}"
+        )
+    elif tokens:
+        lines.append(
+            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, cost unknown (model not "
+            "in the price table; see --prices)"
         )
     flaky = {}
     for text, why in _flaky_items(summary):
         flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
-    sections = dict(_SUMMARY_SECTIONS[:2] if quiet else _SUMMARY_SECTIONS)
+    sections = dict(_SUMMARY_SECTIONS)
+    if quiet:
+        sections = dict(_SUMMARY_SECTIONS[:2])
     listed = {change: [] for change in sections}
     for entry in record["cases"]:  # a new case is listed only when it does not pass
         if entry.get("change") in sections and not (
@@ -3178,13 +3308,13 @@ def format_summary(record, quiet=False):
                 ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
                 lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
         for entry in entries:
-            review = " (needs review)" if entry["status"] == "review" else ""
-            lines.append(f"{label}: {_line(entry['id'])}{review}")
-            rate = _rate_change(entry)
-            details = ([rate] if rate else []) + (
-                [] if change == "fixed" else _reasons(entry) + _reply_lines(entry, 200)
-            )
-            lines += [f"    {_line(text)}" for text in details]
+            lines.append(f"{label}: {_line(entry['id'])}")
+            if entry["status"] == "review":
+                lines[-1] += " (needs review)"
+            details = [_rate_change(entry)]
+            if change != "fixed":  # a fixed case passes: no reasons
+                details += _reasons(entry) + _reply_lines(entry, 200)
+            lines += [f"    {_line(text)}" for text in details if text]
     if record.get("removed") and not quiet:
         lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
     return "\n".join(lines) + "\n"
@@ -3233,32 +3363,30 @@ def _gh_escape(value, prop=False):
     (docs.github.com "Workflow commands"; actions/toolkit command.ts): in a property value
     (`prop`) also : and , so it can neither end the properties (::) nor start another (,)."""
     text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
 
 
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = (
-        [f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n"]
-        if _replayed(record)
-        else []
-    )
+    lines = []
+    if _replayed(record):
+        lines.append(f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n")
     for entry, change in _rows(completed(record)):
-        errored = entry.get("status") == "error"
-        if not (errored or change in ("regressed", "lower_not_significant")):
+        if entry.get("status") == "error":  # a warning, with its one reason
+            kind, command, rate = "Error", "warning", ""
+        elif change == "regressed":
+            kind, command, rate = "Regression", "error", _rate_change(entry)
+        elif change == "lower_not_significant":
+            kind, command, rate = "Lower, not significant", "warning", _rate_change(entry)
+        else:
             continue
-        kind = (
-            "Error"
-            if errored
-            else "Regression"
-            if change == "regressed"
-            else "Lower, not significant"
-        )
-        rate = "" if errored else _rate_change(entry)  # an error has one reason
-        message = "\n".join(([rate] if rate else []) + _reasons(entry))
-        command = "error" if change == "regressed" and not errored else "warning"
+        message = "\n".join(text for text in [rate, *_reasons(entry)] if text)
+
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
+
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     if _below_floor(completed(record)["summary"]):  # the exit code's other reason, shown too
         lines.append(

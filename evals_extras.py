@@ -220,7 +220,9 @@ def _ends_sentence(word, following):
     number = re.fullmatch(r"-?[.,]?\d[\d,.\-]*\.?", token)
     if (initial or number) and (first.islower() or first in ";:,.!?"):
         return False
-    return starter if initial and first.isupper() else True
+    if initial and first.isupper():  # "J. Smith": ends a sentence only before a starter word
+        return starter
+    return True
 
 
 def _split_sentences(text):
@@ -230,10 +232,16 @@ def _split_sentences(text):
     pieces, start = [], 0
     for match in _SENT_CANDIDATE.finditer(text):
         if _ends_sentence(match.group(), match.group("next")):
-            stop = match.start("next") if match.group("next") else match.end()
+            stop = match.end()
+            if match.group("next"):
+                stop = match.start("next")
             closing = _SENT_CLOSING.match(text, stop, end)
-            pieces.append(text[start : stop + len(closing.group().rstrip()) if closing else stop])
-            start = closing.end() if closing else stop
+            if closing:  # closing quotes and brackets stay with the sentence they close
+                pieces.append(text[start : stop + len(closing.group().rstrip())])
+                start = closing.end()
+            else:
+                pieces.append(text[start:stop])
+                start = stop
     pieces.append(text[start:end])
     return [piece.strip() for piece in pieces if piece.strip()]
 
@@ -514,10 +522,14 @@ def _valid_time(match, first):
     hour, minute, second = int(hour), int(minute), int(second)
     if hour > 23 or minute > 59 or second > 60:
         return False
-    offset = 0 if zulu else int(off_hour) * 60 + int(off_minute)
+    offset = 0  # minutes ahead of UTC
     if not zulu and (int(off_hour) > 23 or int(off_minute) > 59):
         return False
-    utc = (hour * 60 + minute - (offset if sign == "+" else -offset)) % 1440
+    if not zulu:
+        offset = int(off_hour) * 60 + int(off_minute)
+    if sign == "-":
+        offset = -offset
+    utc = (hour * 60 + minute - offset) % 1440
     return second < 60 or utc == 23 * 60 + 59  # a leap second ends a UTC day
 
 
@@ -603,7 +615,8 @@ def schema_errors(value, schema, path, quoted):
     actual = _json_type(value)
     whole = actual == "number" and (isinstance(value, int) or value.is_integer())
     kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if isinstance(kinds, str):
+        kinds = [kinds]
     if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
         return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
     errors = []
@@ -611,7 +624,9 @@ def schema_errors(value, schema, path, quoted):
         errors.append(f"{path}: expected {_to_json(schema['const'])}")
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         shown = _to_json(value)  # as written, unless it hides a control or format character
-        quoted.append((shown if shown.isprintable() else json.dumps(value))[:40])
+        if not shown.isprintable():
+            shown = json.dumps(value)
+        quoted.append(shown[:40])
         errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
     if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:
@@ -624,7 +639,8 @@ def schema_errors(value, schema, path, quoted):
     ):
         if isinstance(value, kind) and (low in schema or high in schema):
             counted = _counted(len(value), unit, schema.get(low), schema.get(high))
-            errors += [] if counted.passed else [f"{path}: {counted.reason}"]
+            if not counted.passed:
+                errors.append(f"{path}: {counted.reason}")
     pattern = schema.get("pattern")
     if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
         quoted.append(_quote(value, 40))
@@ -797,7 +813,9 @@ def _embedded_json(text):
 
 
 def _where(text, pos, fenced):
-    return f"{'the fenced block at ' if fenced else ''}{_line_column(text, pos)}"
+    if fenced:
+        return f"the fenced block at {_line_column(text, pos)}"
+    return _line_column(text, pos)
 
 
 @register
@@ -821,12 +839,14 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
     if not values:
         if not failures:
             return CheckResult(False, "no JSON object or array in the output")
-        shown = [
-            f"{_where(output, pos, fenced)}: {why}"
-            + (f" at {_line_column(output, at)}" if at is not None else "")
-            for pos, why, at in failures[:3]
-        ]
-        more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+        shown = []
+        for pos, why, at in failures[:3]:
+            shown.append(f"{_where(output, pos, fenced)}: {why}")
+            if at is not None:  # where in the candidate the decoder stopped
+                shown[-1] += f" at {_line_column(output, at)}"
+        more = ""
+        if len(failures) > 3:
+            more = f" (+{len(failures) - 3} more)"
         return CheckResult(
             False,
             f"no valid JSON object or array: "
@@ -838,10 +858,13 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
             f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
             for pos, value in values[:3]
         ]
-        more = f" (+{len(values) - 3} more)" if len(values) > 3 else ""
+        more = ""
+        if len(values) > 3:
+            more = f" (+{len(values) - 3} more)"
         return CheckResult(
             False, f"{len(values)} JSON values, expected exactly one: {'; '.join(shown)}{more}"
         )
+
     pos, value = values[0]
     where = _where(output, pos, fenced)
     if keys is not None:
@@ -857,12 +880,12 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
             return CheckResult(
                 False, f"the JSON at {where}: {_truncated_list(errors, 3)}", tuple(quoted)
             )
-    return CheckResult(
-        True,
-        f"one JSON {_json_type(value)} at {where}"
-        + (f" with keys {_quote_all(keys)}" if keys else "")
-        + (", matching the schema" if schema is not None else ""),
-    )
+    reason = f"one JSON {_json_type(value)} at {where}"
+    if keys:
+        reason += f" with keys {_quote_all(keys)}"
+    if schema is not None:
+        reason += ", matching the schema"
+    return CheckResult(True, reason)
 
 
 def _unfence_xml(text):
@@ -879,26 +902,26 @@ def check_xml_valid(output, allow_fence: Bool = False):
     it ignored); `allow_fence` accepts one wrapping ```xml fence."""
     import xml.etree.ElementTree as ElementTree
 
-    stripped = output.strip()
-    body = _unfence_xml(stripped) if allow_fence else None
-    text = stripped if body is None else body
+    text = stripped = output.strip()
+    if allow_fence and _unfence_xml(stripped) is not None:
+        text = _unfence_xml(stripped)
     try:
         root = ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
         line, column = exc.position
         # Lines and columns of the output as given (1-based), not of its stripped text.
-        before = output[: output.index(text)] if text and text in output else ""
+        before = ""
+        if text and text in output:
+            before = output[: output.index(text)]
         if line == 1 and "\n" in before:
             column += len(before) - before.rindex("\n") - 1
         elif line == 1:
             column += len(before)
         line += before.count("\n")
         message = re.sub(r": line \d+, column \d+$", "", str(exc))
-        hint = (
-            " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
-            if not allow_fence and _unfence_xml(stripped) is not None
-            else ""
-        )
+        hint = ""
+        if not allow_fence and _unfence_xml(stripped) is not None:
+            hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return CheckResult(
             False, f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}"
         )
@@ -959,15 +982,15 @@ def _equals_any_rule(check):
     if check.get("normalize") != "squad":
         return []
     empty = [v for v in check["values"] if not squad_normalize(v)]
-    verb = "normalises" if len(empty) == 1 else "normalise"
-    return (
-        [
-            f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
-            "punctuation or white space)"
-        ]
-        if empty
-        else []
-    )
+    if not empty:
+        return []
+    verb = "normalise"
+    if len(empty) == 1:
+        verb = "normalises"
+    return [
+        f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
+        "punctuation or white space)"
+    ]
 
 
 @register(rule=_equals_any_rule)
@@ -980,16 +1003,19 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     normal = _NORMALIZERS[normalize]
     text = normal(output)
     for value in values:
+        if normal(value) == text and normalize == "squad":
+            return CheckResult(True, f"equals {_quote(value)} after squad normalisation")
         if normal(value) == text:
-            return CheckResult(
-                True,
-                f"equals {_quote(value)}"
-                + (" after squad normalisation" if normalize == "squad" else ""),
-            )
+            return CheckResult(True, f"equals {_quote(value)}")
     got = _quote(output.strip())
-    shown = (got,) if normalize == "none" else (got, _quote(text))
-    reason = f"got {got}" + (f" (normalised {shown[1]})" if len(shown) > 1 else "")
-    return CheckResult(False, f"expected one of {_quote_all(values)}, {reason}", shown)
+    if normalize == "none":
+        return CheckResult(False, f"expected one of {_quote_all(values)}, got {got}", (got,))
+    normalised = _quote(text)
+    return CheckResult(
+        False,
+        f"expected one of {_quote_all(values)}, got {got} (normalised {normalised})",
+        (got, normalised),
+    )
 
 
 # A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
@@ -1013,10 +1039,15 @@ def numbers_in(text):
     found = []
     for match in _NUMBER_IN_TEXT.finditer(text):
         written = match.group()
-        sign = "-" if "-" in written[: match.start("digits") - match.start()] else ""
-        digits = sign + match["digits"].replace(",", "")
+        digits = match["digits"].replace(",", "")
+        if "-" in written[: match.start("digits") - match.start()]:  # "-$5", "$-5"
+            digits = "-" + digits
         exponent = match["exponent"] or ""
-        value = int(digits) if "." not in digits and not exponent else float(digits + exponent)
+        if "." in digits or exponent:
+            value = float(digits + exponent)
+        else:  # written whole
+            value = int(digits)
+
         if isinstance(value, int) or math.isfinite(value):  # "1e999" is no number to compare
             found.append((value, written))
     return found
@@ -1126,7 +1157,9 @@ def _f_measure(same, produced, expected):
 def levenshtein_ratio(text, reference):
     """1 - edit distance / the longer length (1.0 for two empty strings)."""
     longest = max(len(text), len(reference))
-    return 1.0 - _levenshtein(text, reference) / longest if longest else 1.0
+    if not longest:  # two empty strings are the same
+        return 1.0
+    return 1.0 - _levenshtein(text, reference) / longest
 
 
 def token_f1(text, reference):
@@ -1240,15 +1273,17 @@ def judge_prompt(case_input, output, check):
     instructions. Deterministic: the text keys the reply cache and recordings. A conversation
     input goes as "conversation" (the messages the answer follows), a string as
     "user_message"."""
-    asked = "user_message" if isinstance(case_input, str) else "conversation"
     material = {
         "rubric": check.get("rubric") or "",
         "must_include": list(check.get("must_include") or []),
         "must_not_claim": list(check.get("must_not_claim") or []),
         "approved_context": check.get("context") or "",
-        asked: case_input if isinstance(case_input, str) else list(case_input),
-        "answer": output,
     }
+    if isinstance(case_input, str):
+        material["user_message"] = case_input
+    else:
+        material["conversation"] = list(case_input)
+    material["answer"] = output
     return _JUDGE_INSTRUCTIONS + json.dumps(material, ensure_ascii=False, indent=1) + "\n"
 
 
@@ -1256,7 +1291,8 @@ def _verdict_json(reply):
     """The one JSON value of a judge reply: (value, None) or (None, reason)."""
     text = reply.strip()
     fenced = _unfence(text)
-    text = text if fenced is None else fenced.strip()
+    if fenced is not None:
+        text = fenced.strip()
     try:
         return _strict_json(text), None
     except _NotJson as exc:
@@ -1277,12 +1313,10 @@ def _verdict_json(reply):
         except (ValueError, RecursionError):
             end = index + 1
         index = text.find("{", end)
-    if len(found) != 1:
-        return None, (
-            f"{len(found)} JSON objects in the reply; expected exactly one"
-            if found
-            else "no JSON object in the reply"
-        )
+    if not found:
+        return None, "no JSON object in the reply"
+    if len(found) > 1:
+        return None, f"{len(found)} JSON objects in the reply; expected exactly one"
     start, end, value = found[0]
     outside = text[:start] + text[end:]
     if "{" in outside or "}" in outside:
@@ -1316,8 +1350,9 @@ def verdict_status(verdict, min_confidence="medium"):
     violations = [
         f"{label}: {_quote(item, 200)}" for key, label in _JUDGE_LISTS for item in verdict[key]
     ]
-    said = verdict["reason"].strip()
-    note = f" (judge: {said})" if said else ""
+    said, note = verdict["reason"].strip(), ""
+    if said:
+        note = f" (judge: {said})"
     confidence = verdict["confidence"]
     if violations:
         return "fail", "; ".join(violations) + note
@@ -1388,9 +1423,9 @@ def check_judge(
         )
     exchange["verdict"] = verdict
     status, reason = verdict_status(verdict, min_confidence)
-    return CheckResult(
-        status == "pass", reason, (), "review" if status == "review" else None, exchange
-    )
+    if status == "review":  # not sure: neither a pass nor a fail
+        return CheckResult(False, reason, (), "review", exchange)
+    return CheckResult(status == "pass", reason, (), None, exchange)
 
 
 def _judge_cache(path):
@@ -1430,9 +1465,11 @@ class Judge:
 
     def key(self, prompt):
         hint = getattr(self.func, "judge_model", None)
-        hint = hint() if callable(hint) else hint
-        identity = self.name + (f"\n{hint}" if isinstance(hint, str) and hint else "")
-        return _sha256(f"{identity}\n{prompt}")
+        if callable(hint):
+            hint = hint()
+        if isinstance(hint, str) and hint:  # another judge model: other replies
+            return _sha256(f"{self.name}\n{hint}\n{prompt}")
+        return _sha256(f"{self.name}\n{prompt}")
 
     def __call__(self, prompt, case=None, attempt=0):
         """The reply (a str with `model` and `cached`), cached or asked within `timeout`;
@@ -1615,7 +1652,9 @@ def _call_problem(call, declared, quoted):
             return f"{_call_text(call, 120)}: its arguments are not a JSON object"
         arguments = value
     errors = schema_errors(arguments, tool.get("parameters", {}), "$", quoted)
-    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}" if errors else None
+    if not errors:
+        return None
+    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}"
 
 
 @register(rule=_bounds(needed=False))
@@ -1629,8 +1668,9 @@ def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = 
         problem = _call_problem(call, declared, quoted)
         if problem is not None:
             quoted.append(_call_text(call, 120))
-            which = f"call {number} of {len(calls)}: " if len(calls) > 1 else ""
-            return CheckResult(False, which + problem, tuple(quoted))
+            if len(calls) > 1:
+                problem = f"call {number} of {len(calls)}: {problem}"
+            return CheckResult(False, problem, tuple(quoted))
     if min is not None or max is not None:
         counted = _counted(len(calls), ("tool call", "tool calls"), min, max)
         if not counted.passed:
@@ -1662,7 +1702,9 @@ def append_case(path, case):
     if problems:
         raise EvalsError("the new case is not valid:\n  " + "\n  ".join(problems))
     data = _file_bytes(path)
-    existing = load_cases(path)[0] if data.strip() else []
+    existing = []
+    if data.strip():  # an empty or blank file is a new case file
+        existing = load_cases(path)[0]
     clash = next((c for c in existing if c.id == case["id"]), None)
     if clash is not None:
         raise EvalsError(f"{path}:{clash.line}: id {case['id']!r} exists already; choose another")
@@ -1671,7 +1713,8 @@ def append_case(path, case):
 
 def _append_line(path, row, data=None):
     """Rewrite `path` atomically as `data` (default: its bytes now) plus `row` as a JSON line."""
-    data = _file_bytes(path) if data is None else data
+    if data is None:
+        data = _file_bytes(path)
     if data and not data.endswith(b"\n"):
         data += b"\n"
     write_atomic(path, data + _json_line(row))
@@ -2489,16 +2532,13 @@ def read_record(path, error=EvalsError):
         with open(path, encoding="utf-8-sig") as handle:
             record = json.load(handle)
     except (OSError, ValueError, RecursionError) as exc:
-        lines = isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"
-        raise error(
-            f"{path}: cannot read the run record: {exc}"
-            + (
+        message = f"{path}: cannot read the run record: {exc}"
+        if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data":  # JSON Lines
+            message += (
                 " (one JSON value a line, as in a case or recordings file; a run record is one "
                 "JSON object, e.g. last_run.json)"
-                if lines
-                else ""
             )
-        ) from None
+        raise error(message) from None
     problem = record_problem(record)
     if problem:
         raise error(f"{path}: {problem}")
@@ -2587,20 +2627,14 @@ def _passed_majority(entry):
 def _compared_entry(a, b, alpha):
     """B's entry with its change against A's as decide gives it (A's status and calls as the
     baseline); a case A did not score is new."""
-    counts = (b["passes"], b["calls"]) if type(b.get("calls")) is int else None
-    before = (
-        None
-        if a is None or a.get("status") == "error"
-        else {
-            "baseline": a["status"],
-            "status": a["status"],
-            **(
-                {"baseline_passes": a["passes"], "baseline_calls": a["calls"]}
-                if type(a.get("calls")) is int
-                else {}
-            ),
-        }
-    )
+    counts = None  # (passes, calls) of a repeated case
+    if type(b.get("calls")) is int:
+        counts = (b["passes"], b["calls"])
+    before = None  # A did not score the case
+    if a is not None and a.get("status") != "error":
+        before = {"baseline": a["status"], "status": a["status"]}
+        if type(a.get("calls")) is int:
+            before.update(baseline_passes=a["passes"], baseline_calls=a["calls"])
     decision = decide(b["status"], before, False, counts, alpha)
     entry = {
         k: v
@@ -2626,10 +2660,13 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
     result = {"alpha": alpha}
     for name, entries in zip("ab", ran):
         passed = sum(e.get("status") == "pass" for e in entries.values())
+        pass_rate = None
+        if entries:
+            pass_rate = passed / len(entries)
         result[name] = {
             "passed": passed,
             "total": len(entries),
-            "pass_rate": passed / len(entries) if entries else None,
+            "pass_rate": pass_rate,
             "wilson_95": list(wilson_interval(passed, len(entries))),
         }
     pairs = [
@@ -2677,7 +2714,12 @@ def wilson_interval(k, n, confidence=0.95):
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     center = (k + z * z / 2) / (n + z * z)
     half = z * math.sqrt(k * (n - k) / n + z * z / 4) / (n + z * z)
-    return (0.0 if k == 0 else center - half), (1.0 if k == n else center + half)
+    low, high = center - half, center + half
+    if k == 0:  # no pass: the interval starts at 0 exactly
+        low = 0.0
+    if k == n:  # all passed: it ends at 1 exactly
+        high = 1.0
+    return low, high
 
 
 def mcnemar_exact(b, c, alternative="two-sided"):
@@ -2847,12 +2889,15 @@ def _input_text(value):
     a message a line (its own line breaks indented)."""
     if not isinstance(value, list):
         return _text(value)
-    return "\n".join(
-        f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
-        if isinstance(m, dict)
-        else _text(m)
-        for m in value
-    )
+    lines = []
+    for m in value:
+        if isinstance(m, dict):
+            lines.append(
+                f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
+            )
+        else:
+            lines.append(_text(m))
+    return "\n".join(lines)
 
 
 def _headline(summary):
@@ -2872,7 +2917,9 @@ def _headline(summary):
                 f"{_percent(summary['min_pass_rate'])}"
             ),
         )
-    return "good", "PASS", "no regressions" + (f" ({failing} failing)" if failing else "")
+    if failing:
+        return "good", "PASS", f"no regressions ({failing} failing)"
+    return "good", "PASS", "no regressions"
 
 
 _OMITTED = "[omitted with the outputs]"
@@ -2886,14 +2933,15 @@ def without_outputs(entry):
     entry = {k: v for k, v in entry.items() if k not in ("output", "baseline_output", "reasoning")}
     for key in ("tool_calls", "baseline_tool_calls"):
         if isinstance(entry.get(key), list):
-            entry[key] = [
-                {"name": c["name"]} if isinstance(c, dict) and "name" in c else c
-                for c in entry[key]
-            ]
+            calls = entry[key] = list(entry[key])
+            for index, c in enumerate(calls):
+                if isinstance(c, dict) and "name" in c:  # the name stays, the arguments go
+                    calls[index] = {"name": c["name"]}
     if isinstance(entry.get("checks"), list):
-        entry["checks"] = [
-            _check_without_output(c) if isinstance(c, dict) else c for c in entry["checks"]
-        ]
+        checks = entry["checks"] = list(entry["checks"])
+        for index, c in enumerate(checks):
+            if isinstance(c, dict):
+                checks[index] = _check_without_output(c)
         errored = [
             c["reason"]
             for c in entry["checks"]
@@ -2913,7 +2961,9 @@ def _check_without_output(check):
     check = dict(check)
     quoted = check.pop("quoted", None)
     reason = check.get("reason") or ""
-    for part in quoted if isinstance(quoted, list) else ():
+    if not isinstance(quoted, list):
+        quoted = ()
+    for part in quoted:
         if isinstance(part, str) and part:
             reason = reason.replace(part, "'[output omitted]'")
     check["reason"] = reason
@@ -3003,7 +3053,9 @@ def _outputs_shown(record):
 def _output_of(entry, record, key="output"):
     """The entry's model text `key` (its output), or None when absent or outputs are omitted."""
     output = entry.get(key)
-    return output if isinstance(output, str) and _outputs_shown(record) else None
+    if not isinstance(output, str) or not _outputs_shown(record):
+        return None
+    return output
 
 
 def _reply_of(entry, record):
@@ -3011,7 +3063,7 @@ def _reply_of(entry, record):
     output = _output_of(entry, record)
     if output is None:
         return None
-    return "\n".join(([output] if output else []) + _reply_lines(entry))
+    return "\n".join([text for text in [output, *_reply_lines(entry)] if text])
 
 
 def _sections(record):
@@ -3025,7 +3077,9 @@ def _sections(record):
 
 
 def _seconds(value):
-    return value if _is_number(value) else 0.0
+    if not _is_number(value):
+        return 0.0
+    return value
 
 
 def _parse_time(value):
@@ -3037,12 +3091,16 @@ def _parse_time(value):
         moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+    if not moment.tzinfo:  # a time without an offset is UTC
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment
 
 
 def _case_file_path(record):
     case_file = record.get("case_file")
-    return case_file.get("path") if isinstance(case_file, dict) else None
+    if not isinstance(case_file, dict):
+        return None
+    return case_file.get("path")
 
 
 def render_junit(record):
@@ -3065,11 +3123,9 @@ def render_junit(record):
         },
     )
     history = record["summary"].get("flaky_history")
-    history = (
-        {i.get("id") for i in history if isinstance(i, dict)}
-        if isinstance(history, list)
-        else set()
-    )
+    if not isinstance(history, list):
+        history = []
+    history = {i.get("id") for i in history if isinstance(i, dict)}
     seconds = 0.0
     for entry, change in _rows(record):
         seconds += _seconds(entry.get("latency_s"))
@@ -3114,39 +3170,39 @@ def _junit_case(suite, entry, change, record, flaky_history):
         name=_xml_text(entry["id"]),
         time=f"{_seconds(entry.get('latency_s')):.3f}",
     )
-    rate = _rate_change(entry)
-    rate = [_xml_text(rate)] if rate else []
     # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
     # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
     # pass nor a failure
-    flaky = entry.get("flaky") or entry["id"] in flaky_history
-    _junit_properties(
-        testcase, {"pass_rate": rate[0] if rate else None, "flaky": "true" if flaky else None}
-    )
+    pass_rate = _rate_change(entry)
+    rate, properties = [], {"pass_rate": None, "flaky": None}
+    if pass_rate:
+        rate = [_xml_text(pass_rate)]
+        properties["pass_rate"] = rate[0]
+
+    if entry.get("flaky") or entry["id"] in flaky_history:
+        properties["flaky"] = "true"
+    _junit_properties(testcase, properties)
     reasons = [_xml_text(r) for r in _reasons(entry)]
     if entry.get("status") == "error":
-        kind, sep, _ = reasons[0].partition(":")
-        ET.SubElement(
-            testcase,
-            "error",
-            message=reasons[0],
-            type=kind if sep and kind.isidentifier() else "error",
-        ).text = reasons[0]
+        kind, sep, _ = reasons[0].partition(":")  # "TimeoutError: ..." is of type TimeoutError
+        if not sep or not kind.isidentifier():
+            kind = "error"
+        ET.SubElement(testcase, "error", message=reasons[0], type=kind).text = reasons[0]
     # a repeated case whose rate dropped significantly may still pass by --min-pass
     elif entry.get("status") in _FAILING or change == "regressed":
-        kind = (
-            "review"
-            if entry.get("status") == "review"
-            else "regression"
-            if change == "regressed"
-            else "failure"
-        )
+        if entry.get("status") == "review":
+            kind = "review"
+        elif change == "regressed":
+            kind = "regression"
+        else:
+            kind = "failure"
         baseline = {
             "regressed": ["passed in the baseline, fails now"],
             "still_failing": ["failed in the baseline too"],
             "new": ["new case (not in the baseline)"],
         }.get(change, [])
-        baseline = [] if rate else baseline  # a repeated case: its rate says it
+        if rate:  # a repeated case: its rate says it
+            baseline = []
         ET.SubElement(
             testcase, "failure", message="; ".join(reasons + rate), type=kind
         ).text = "\n".join(reasons + rate + baseline)
@@ -3192,17 +3248,18 @@ def _md_fenced(value):
 
 def _md_cases(key, rows, record):
     """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
-    if key == "fixed":
-        return [
-            f"- {_md_inline(e['id'], 200)}"
-            + (f": {_md_inline(_rate_change(e), 300)}" if _rate_change(e) else "")
-            for e, _ in rows
-        ] + [""]
     lines = []
+    if key == "fixed":
+        for e, _ in rows:
+            lines.append(f"- {_md_inline(e['id'], 200)}")
+            if _rate_change(e):
+                lines[-1] += f": {_md_inline(_rate_change(e), 300)}"
+        return lines + [""]
     for entry, change in rows:
         label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
         lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
-        lines += [f"- {_md_inline(_rate_change(entry), 300)}"] if _rate_change(entry) else []
+        if _rate_change(entry):
+            lines.append(f"- {_md_inline(_rate_change(entry), 300)}")
         lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
         if key == "errored":
             continue
@@ -3248,7 +3305,8 @@ def render_markdown(record, previous=None):
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
     flaky = [f"- {_md_inline(text, 300)}: {why}" for text, why in _flaky_items(numbers)]
-    lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""] if flaky else []
+    if flaky:
+        lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""]
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
         lines += ["Removed from the case file: " + ", ".join(removed), ""]
@@ -3264,7 +3322,9 @@ def _h(value):
 
 def _diff_tokens(text):
     words = re.findall(r"\S+\s*|\s+", text)
-    return words if len(words) <= _DIFF_TOKEN_LIMIT else text.splitlines(keepends=True)
+    if len(words) > _DIFF_TOKEN_LIMIT:  # a long text: lines
+        return text.splitlines(keepends=True)
+    return words
 
 
 def _word_diff(old, new):
@@ -3281,9 +3341,11 @@ def _word_diff(old, new):
     )
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         removed, added = _h("".join(a[i1:i2])), _h("".join(b[j1:j2]))
-        if tag != "equal":
-            removed = f"<del>{removed}</del>" if removed else ""
-            added = f"<ins>{added}</ins>" if added else ""
+        if tag != "equal" and removed:
+            removed = f"<del>{removed}</del>"
+        if tag != "equal" and added:
+            added = f"<ins>{added}</ins>"
+
         left.append(removed)
         right.append(added)
     return "".join(left), "".join(right)
@@ -3346,7 +3408,9 @@ def _duration(seconds):
     answer, which has none (not "0 ms")."""
     if not _is_number(seconds):
         return "not measured"
-    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.2f} s"
 
 
 def _html_outputs(entry, before, record):
@@ -3356,17 +3420,15 @@ def _html_outputs(entry, before, record):
         old_html = new_html = _NONE.format("output omitted")
     elif old is not None and new is not None:
         old_html, new_html = _word_diff(old, new)
-    else:
-        old_html = _h(old) if old is not None else _NONE.format("no baseline output recorded")
-        new_html = (
-            _h(new)
-            if new is not None
-            else _NONE.format(
-                "no output: the call failed"
-                if entry.get("status") == "error"
-                else "no output recorded"
-            )
-        )
+    else:  # a side without output: its placeholder, and no differences
+        old_html = _NONE.format("no baseline output recorded")
+        new_html = _NONE.format("no output recorded")
+        if old is not None:
+            old_html = _h(old)
+        if new is not None:
+            new_html = _h(new)
+        elif entry.get("status") == "error":
+            new_html = _NONE.format("no output: the call failed")
     labels = record.get("sides") or ("Baseline output", "This run")  # `compare`: A and B
     return (
         f'<div class="sides"><div><h4>{_h(labels[0])}</h4><pre>{old_html}</pre></div>'
@@ -3378,7 +3440,8 @@ def _html_case(entry, change, key, record, previous):
     """One case of section `key` as an HTML card (str)."""
     status = _text(entry.get("status"))
     before = (previous or {}).get(entry["id"])
-    before = before if isinstance(before, dict) else {}
+    if not isinstance(before, dict):
+        before = {}
     title = [f'<span class="id">{_h(entry["id"])}</span>']
     if change != "passing":
         label = {"lower_not_significant": "lower, not significant"}.get(change, change)
@@ -3388,7 +3451,9 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("flaky"):
         title.append('<span class="badge flaky">flaky</span>')
     base = _text(before.get("baseline"))
-    facts = [f"baseline {_h(base)}"] if base else []
+    facts = []
+    if base:
+        facts.append(f"baseline {_h(base)}")
     facts += [f"now {_h(status)}", _duration(entry.get("latency_s"))]
     if entry.get("model"):
         facts.append(_h(entry["model"]))
@@ -3409,12 +3474,20 @@ def _html_case(entry, change, key, record, previous):
         body.append(f"<h4>Input</h4><pre>{_h(_input_text(entry['input']))}</pre>")
     if status == "error":
         body.append(f"<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>")
-    checks = "".join(
-        f'<li class="{"pass" if c.get("passed") else "skip" if c.get("skipped") else "fail"}">'
-        f"<code>{_h(c.get('type'))}</code> {_h(c.get('reason'))}{_h(_check_calls(c))}</li>"
-        for c in entry.get("checks") or []
-        if isinstance(c, dict)
-    )
+    checks = ""
+    for c in entry.get("checks") or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("passed"):
+            mark = "pass"
+        elif c.get("skipped"):
+            mark = "skip"
+        else:
+            mark = "fail"
+        checks += (
+            f'<li class="{mark}"><code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}'
+            f"{_h(_check_calls(c))}</li>"
+        )
     if status == "review" and not checks:
         checks = '<li class="fail">needs review</li>'
     if checks:
@@ -3426,7 +3499,9 @@ def _html_case(entry, change, key, record, previous):
             f'<details class="list"><summary>Reasoning</summary><pre>{_h(reasoning)}'
             "</pre></details>"
         )
-    opened = "" if key == "fixed" else " open"
+    opened = " open"
+    if key == "fixed":  # collapsed: a fixed case needs no reading
+        opened = ""
     return (
         f'<details class="case {key}"{opened}><summary>{" ".join(title)}</summary>'
         + "".join(body)
@@ -3465,6 +3540,11 @@ def _html_top(record, heading=None):
     meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
     if not _outputs_shown(record):
         meta.append("outputs omitted")
+    tiles = []
+    for label, tone in tones.items():
+        if not counts[label] and label != "passed":
+            tone = ""
+        tiles.append(f'<div class="tile {tone}"><b>{counts[label]}</b>{label}</div>')
     return [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -3473,13 +3553,7 @@ def _html_top(record, heading=None):
         f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
         f'<h1><span class="verdict {verdict[0]}">{verdict[1]}</span>{_h(title)}</h1>',
         '<div class="meta">' + "".join(f"<span>{m}</span>" for m in meta if m) + "</div>",
-        '<div class="tiles">'
-        + "".join(
-            f'<div class="tile {tone if counts[label] or label == "passed" else ""}">'
-            f"<b>{counts[label]}</b>{label}</div>"
-            for label, tone in tones.items()
-        )
-        + "</div>",
+        '<div class="tiles">' + "".join(tiles) + "</div>",
     ] + list(under)
 
 
@@ -3499,13 +3573,17 @@ def render_html(record, previous=None, heading=None):
             out.append(f'<section id="{key}"><h2>{heading} ({len(group)})</h2>')
             out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
-    passing = [  # a table row a case, not its entry: a spooled record's stay on disk
-        f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}'
-        f"{_h(' · ' + _rate_change(e)) if _rate_change(e) else ''}</td>"
-        f"<td>{_duration(e.get('latency_s'))}</td></tr>"
-        for e, c in _rows(record)
-        if e.get("status") == "pass" and not any(h(e, c) for *_, h in _SECTIONS.values())
-    ]
+    passing = []  # a table row a case, not its entry: a spooled record's stay on disk
+    for e, c in _rows(record):
+        if e.get("status") != "pass" or any(h(e, c) for *_, h in _SECTIONS.values()):
+            continue
+        rate = _rate_change(e)
+        if rate:
+            rate = " · " + rate
+        passing.append(
+            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}{_h(rate)}</td>'
+            f"<td>{_duration(e.get('latency_s'))}</td></tr>"
+        )
     if passing:
         out.append(
             '<section id="passing"><details class="list">'
@@ -3585,10 +3663,11 @@ def _history_command(args, stdout, stderr):
     rows = history_rows(path, args.case_id, args.limit)
     if args.case_id and not rows:
         raise EvalsError(f"no history for case {args.case_id!r}")
-    stdout.write(
-        f"{'run':<9}  {'started':<25}  {'commit':<10}  "
-        + ("status  reasons\n" if args.case_id else "result\n")
-    )
+    header = f"{'run':<9}  {'started':<25}  {'commit':<10}  "
+    if args.case_id:
+        stdout.write(header + "status  reasons\n")
+    else:
+        stdout.write(header + "result\n")
     for row in rows:
         start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
         if args.case_id:
@@ -3633,7 +3712,9 @@ def _added_checks(args):
 
 def _add_command(args, stdout, stderr):
     checks = _added_checks(args)
-    entry = load_baseline(args.baseline).get(args.from_run) if args.from_run else {}
+    entry = {}
+    if args.from_run:
+        entry = load_baseline(args.baseline).get(args.from_run)
     if entry is None and not os.path.exists(args.baseline):
         raise EvalsError(
             f"{args.baseline}: no run record there to take {args.from_run!r} from "
@@ -3641,17 +3722,18 @@ def _add_command(args, stdout, stderr):
         )
     if entry is None:
         raise EvalsError(f"{args.baseline}: no case {args.from_run!r} in the last run")
-    text = entry.get("input") if args.input is None else args.input
-    output = entry.get("output") if args.output is None else args.output
-    # The recorded answer is the whole reply: its tool calls and ending are scored too.
-    whole = {} if args.output is not None else entry
-    calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
+    text, output, whole = args.input, args.output, {}
     if text is None:
+        text = entry.get("input")
+    if output is None:  # the recorded answer is the whole reply: its tool calls and ending too
+        output, whole = entry.get("output"), entry
+    calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
+    if text is None and args.from_run:
         raise EvalsError(
             f"{args.baseline}: the record of {args.from_run!r} has no input; give --input"
-            if args.from_run
-            else "give --input TEXT or --from-run CASE_ID"
         )
+    if text is None:
+        raise EvalsError("give --input TEXT or --from-run CASE_ID")
     if args.recordings and output is None:
         raise EvalsError("--recordings needs an output: give --output TEXT or --from-run")
     if args.recordings and os.path.exists(args.recordings):
@@ -3659,16 +3741,12 @@ def _add_command(args, stdout, stderr):
         # broken by a line appended after its closing brace.
         if args.id in {row["id"] for row, _ in _recording_rows(args.recordings)}:
             raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
-    append_case(
-        args.cases,
-        {
-            "id": args.id,
-            "input": text,
-            "checks": checks,
-            **({"description": args.description} if args.description is not None else {}),
-            **({"tags": args.tag} if args.tag else {}),
-        },
-    )
+    case = {"id": args.id, "input": text, "checks": checks}
+    if args.description is not None:
+        case["description"] = args.description
+    if args.tag:
+        case["tags"] = args.tag
+    append_case(args.cases, case)
     stdout.write(f"added case {args.id!r} to {args.cases} ({len(checks)} check(s))\n")
     if args.recordings:
         _append_line(
@@ -3716,15 +3794,14 @@ def _print_checks(case, output, stdout, indent="  ", reasoning=None):
     results)."""
     status, results = evaluate(case, output, NO_JUDGE, reasoning)
     for result in results:
-        mark = (
-            "skip"
-            if result.get("skipped")
-            else "ERROR"
-            if result.get("error")
-            else "pass"
-            if result["passed"]
-            else "FAIL"
-        )
+        if result.get("skipped"):
+            mark = "skip"
+        elif result.get("error"):
+            mark = "ERROR"
+        elif result["passed"]:
+            mark = "pass"
+        else:
+            mark = "FAIL"
         stdout.write(f"{indent}{mark} {result['type']}: {result['reason']}\n")
     return status, results
 
@@ -3740,9 +3817,11 @@ def _check_command(args, stdout, stderr):
             f"case {case.id!r} has a judge check, which `check` cannot ask; run "
             f"the case: python evals.py --id {case.id} --judge MODULE:FUNCTION"
         )
-    if args.output is None and sys.stdin.isatty():
+    output = args.output
+    if output is None and sys.stdin.isatty():
         stderr.write("evals: reading the output from standard input; end it with Ctrl-D\n")
-    output = args.output if args.output is not None else sys.stdin.read()
+    if output is None:
+        output = sys.stdin.read()
     status, _ = _print_checks(case, output, stdout, indent="")
     stdout.write(f"{case.id}: {status}\n")
     return {"pass": EXIT_OK, "error": EXIT_INVALID}.get(status, EXIT_REGRESSION)
@@ -3755,7 +3834,9 @@ def _report_command(args, stdout, stderr):
     record = completed(read_record(args.run_record))  # a hand-made record may have no summary
     if args.baseline and not os.path.exists(args.baseline):
         raise EvalsError(f"--baseline {args.baseline}: no such file")
-    previous = load_baseline(args.baseline).entries if args.baseline else {}
+    previous = {}
+    if args.baseline:
+        previous = load_baseline(args.baseline).entries
     if args.omit_outputs:
         record = dict(
             record, outputs_included=False, cases=[without_outputs(e) for e in record["cases"]]
@@ -3788,8 +3869,12 @@ def _compare_command(args, stdout, stderr):
         f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
         f"two-sided p = {result['p_two_sided']:.3g}"
     )
-    said = f"B is {'significantly worse' if result['worse'] else 'not significantly worse'} than A"
-    lines.append(f"{said} at alpha {result['alpha']:g}{' (exit 1)' if result['worse'] else ''}")
+    if result["worse"]:
+        said = "B is significantly worse than A"
+        lines.append(f"{said} at alpha {result['alpha']:g} (exit 1)")
+    else:
+        said = "B is not significantly worse than A"
+        lines.append(f"{said} at alpha {result['alpha']:g}")
     if args.html:
         write_atomic(args.html, [_compare_html(result, a, lines, said)])
     _, _, listing = format_summary(result["record"], args.quiet).partition("\n")
@@ -3797,7 +3882,9 @@ def _compare_command(args, stdout, stderr):
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if ids and not args.quiet:
             stdout.write(f"only in {name}: {', '.join(map(_line, ids))}\n")
-    return EXIT_REGRESSION if result["worse"] else EXIT_OK
+    if result["worse"]:
+        return EXIT_REGRESSION
+    return EXIT_OK
 
 
 def _compare_html(result, a, lines, said):
@@ -3805,17 +3892,18 @@ def _compare_html(result, a, lines, said):
     statistics (`lines`, naming the files, the verdict last) under the headline `said`."""
     record = dict(result["record"], sides=("A's output", "B's output"))
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
-    worse = result["worse"]
-    verdict = ("bad", "WORSE") if worse else ("good", "NOT WORSE")
+    items = [f'<li class="pass">{_h(line)}</li>' for line in lines]
+    verdict = ("good", "NOT WORSE")
+    if result["worse"]:  # the verdict, the last line, fails
+        items[-1] = f'<li class="fail">{_h(lines[-1])}</li>'
+        verdict = ("bad", "WORSE")
     title = f"evals compare: {said}"
     stats = [
         '<section id="statistics"><h2>Statistics</h2><ul class="checks">'
-        + "".join(
-            f'<li class="{"fail" if worse and n == len(lines) - 1 else "pass"}">{_h(line)}</li>'
-            for n, line in enumerate(lines)
-        )
+        + "".join(items)
         + "</ul></section>"
     ]
+
     return render_html(record, previous, (verdict, title, stats))
 
 
