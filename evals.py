@@ -2380,23 +2380,14 @@ def stored_output(text, tool_calls=(), finish_reason=None):
     """A reply as recordings store it: its text when that is all the client reported, else
     {"text", "finish_reason", "tool_calls"}; my_client's reply_dict keeps the same rule, so
     that either's recordings replay through both."""
-    return (
-        text
-        if not tool_calls and finish_reason is None
-        else {
-            "text": text,
-            "finish_reason": finish_reason,
-            **(
-                {
-                    "tool_calls": [
-                        {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls
-                    ]
-                }
-                if tool_calls
-                else {}
-            ),
-        }
-    )
+    if not tool_calls and finish_reason is None:
+        return text
+    stored = {"text": text, "finish_reason": finish_reason}
+    if tool_calls:
+        stored["tool_calls"] = [
+            {"name": c["name"], "arguments": c["arguments"]} for c in tool_calls
+        ]
+    return stored
 
 
 def _recorded(row, beside=("reasoning", "model")):
@@ -3413,6 +3404,15 @@ _EXIT_CODES = (
 )
 
 
+def _param_usage(key, param):
+    """A check parameter as --list-checks shows it: required, optional, or with its default."""
+    if param.required:
+        return key
+    if param.default is None:
+        return f"[{key}]"
+    return f"[{key}={json.dumps(param.default)}]"
+
+
 def _check_table():
     """--list-checks: every registered check with its parameters and summary (str)."""
     import textwrap
@@ -3428,14 +3428,7 @@ def _check_table():
         "",
     ]
     for spec in CHECKS.values():
-        params = [
-            key
-            if param.required
-            else f"[{key}]"
-            if param.default is None
-            else f"[{key}={json.dumps(param.default)}]"
-            for key, param in spec.params.items()
-        ]
+        params = [_param_usage(key, param) for key, param in spec.params.items()]
         lines += [
             f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
             textwrap.fill(spec.summary, 79, initial_indent=" " * 6, subsequent_indent=" " * 6),
