@@ -2290,8 +2290,11 @@ class Limiter:
     high: the provider's figures bring them back). `manual`: {limit name: (size, refill a
     second)} set by hand, never overwritten by headers, so the lower of both applies."""
 
-    def __init__(self, manual=None, stderr=None, clock=time.monotonic, sleep=time.sleep):
+    def __init__(
+        self, manual=None, stderr=None, clock=time.monotonic, sleep=time.sleep, concurrency=1
+    ):
         self.clock, self.sleep, self.stderr = clock, sleep, stderr
+        self.concurrency = concurrency
         self.lock = threading.Lock()
         self.told = {}  # from the provider's headers
         now = clock()
@@ -2302,11 +2305,19 @@ class Limiter:
         self.flying = dict.fromkeys(_LIMIT_NAMES, 0.0)  # reserved, not yet answered
         self.said = float("-inf")
         self.cap = 0  # the token cap the replies say they sent
+        # Learned from refusals, where nothing tells the limits (see _learn):
+        self.learned = None  # a bucket of one request refilling at the learned rate
+        self.completions = collections.deque(maxlen=LEARN_WINDOW)  # refused or not, in order
+        self.answers = collections.deque()  # when the answers of the last LEARN_SPAN s came
+        self.decreased = float("-inf")  # when the learned rate was last lowered
+        self.latency = None  # how long an answer takes, smoothed (s)
+        self.guarded = float("-inf")  # until then, starts are spaced (see _spacing)
+        self.started = float("-inf")  # when the last request started
 
     def _wait(self, costs, now):
         """(seconds until a request of `costs` fits every limit, the limit it waits for)."""
         wait, which = 0.0, ""
-        for name, bucket in list(self.told.items()) + list(self.manual.items()):
+        for name, bucket in self._buckets():
             need = min(costs[name], bucket.limit)  # more than the limit fits once it is full
             short = need - bucket.left(now)
             if short > 1e-6 and short / bucket.rate > wait:  # not a rounding error's wait
@@ -2322,18 +2333,37 @@ class Limiter:
             with self.lock:
                 now = self.clock()
                 wait, which = self._wait(costs, now)
+                wait = max(wait, self._spacing(now))
                 if wait <= 0:
-                    for name, bucket in list(self.told.items()) + list(self.manual.items()):
+                    self.started = now
+                    for name, bucket in self._buckets():
                         bucket.level, bucket.at = bucket.left(now) - costs[name], now
                     before = dict(self.flying)
                     for name in self.spent:
                         self.spent[name] += costs[name]
                         self.flying[name] += costs[name]
-                    return dict(costs), dict(self.spent), before
+                    return dict(costs), dict(self.spent), before, now
                 if wait >= PACE_NOTICE_MIN and now - self.said >= PACE_NOTICE_EVERY:
                     self.said = now
                     self._notice(which, wait)
             self.sleep(min(wait, PACE_SLEEP_MAX))
+
+    def _spacing(self, now):
+        """Seconds until a start keeps the run's own pace after a refusal: a refused call comes
+        back at once, so its worker would call again at once, and a run meeting a limit would
+        spin through its cases in milliseconds, each refused. For an answer's time after a
+        refusal, starts are spaced at most SPIN_PACE times as close as answered calls space them
+        (latency / concurrency)."""
+        if now >= self.guarded or self.latency is None:
+            return 0.0
+        return self.started + self.latency / (SPIN_PACE * self.concurrency) - now
+
+    def _buckets(self):
+        """(limit name, _Bucket) of every limit known: told, set by hand, learned."""
+        buckets = list(self.told.items()) + list(self.manual.items())
+        if self.learned:
+            buckets.append(("requests", self.learned))
+        return buckets
 
     def _notice(self, which, wait):
         """One line: the calls wait for the provider's limit, and until when."""
@@ -2343,6 +2373,8 @@ class Limiter:
         if which in self.told:
             bucket = self.told[which]
             where = "%s left of %g" % (max(0, int(bucket.left(self.clock()))), bucket.limit)
+        elif self.learned and which == "requests" and "requests" not in self.manual:
+            where = "%.2f a second, learned from its refusals" % self.learned.rate
         else:
             where = "set by hand (EVALS_RPM, EVALS_TPM, --rate-limit)"
         self.stderr.write(
@@ -2350,15 +2382,18 @@ class Limiter:
             f"{until}; waiting is not a retry\n"
         )
 
-    def done(self, ticket, headers=None, sent=None):
+    def done(self, ticket, headers=None, sent=None, refused=False):
         """The request of `ticket` (from take()) is over; `headers`: the rate-limit headers of
-        its answer or error, `sent`: what its reply says it sent (its token cap)."""
+        its answer or error, `sent`: what its reply says it sent (its token cap), `refused`:
+        the provider refused it for now (a 429)."""
         for field in _CAP_FIELDS:
             if isinstance((sent or {}).get(field), int):
                 self.cap = sent[field]
         found = rate_limits(headers or {})
-        costs, mark, before = ticket
+        costs, mark, before, started = ticket
         with self.lock:
+            if not (self.told or found):
+                self._learn(started, refused)
             for name in self.flying:
                 self.flying[name] -= costs[name]
             now = self.clock()
@@ -2376,6 +2411,51 @@ class Limiter:
                 if known:
                     level = max(min(known.left(now), told), safe)
                 self.told[name] = _Bucket(limit, level, rate, now)
+
+    def _learn(self, started, refused):
+        """Learn the provider's request rate from its refusals, where nothing tells the limits.
+        A refusal is no evidence alone (a provider may refuse some calls at any rate): only when
+        refusals are more than LEARN_SHARE of the last LEARN_WINDOW calls is a rate set, a part
+        of the answers' rate of the last LEARN_SPAN seconds. From then on, as TCP does
+        (additive increase, multiplicative decrease): a refusal of a request started after the
+        last decrease lowers the rate by LEARN_DECREASE, every answer raises it by about
+        LEARN_INCREASE requests a second each second, up to LEARN_CAP times the answers' rate."""
+        now = self.clock()
+        while self.answers and self.answers[0] < now - LEARN_SPAN:
+            self.answers.popleft()
+        self.completions.append(refused)
+        answered = len(self.answers) / LEARN_SPAN
+        if refused and self.latency is not None:
+            self.guarded = now + self.latency
+        if not refused:
+            took = now - started
+            self.latency = took if self.latency is None else 0.9 * self.latency + 0.1 * took
+            self.answers.append(now)
+            if self.learned:
+                rate = self.learned.rate + LEARN_INCREASE / self.learned.rate
+                self.learned.rate = min(rate, LEARN_CAP * max(1.0, answered + 1 / LEARN_SPAN))
+            return
+        if self.learned is None:
+            if sum(self.completions) > LEARN_SHARE * LEARN_WINDOW:
+                rate = max(LEARN_FLOOR, LEARN_START * answered)
+                self.learned, self.decreased = _Bucket(1.0, 0.0, rate, now), now
+            return
+        if started > self.decreased:
+            self.learned.rate = max(LEARN_FLOOR, self.learned.rate * LEARN_DECREASE)
+            self.decreased = now
+
+
+# Learning the limits from refusals (Limiter._learn); tuned on the benchmark's hidden-limit and
+# random-refusal servers (benchmarks/bench.py, parts 1b and 1c).
+LEARN_WINDOW = 20  # calls
+LEARN_SHARE = 0.6  # more refused than this of the last LEARN_WINDOW: a limit is reached
+LEARN_SPAN = 2.0  # seconds of answers the rate is measured over
+LEARN_START = 0.25  # the first rate: this part of the answers' rate
+LEARN_DECREASE = 0.7
+LEARN_INCREASE = 1.0  # requests a second, each second of answers (about)
+LEARN_CAP = 1.1  # x the answers' rate
+LEARN_FLOOR = 0.1  # requests a second at least
+SPIN_PACE = 2.0  # after a refusal, starts at most this many times the pace of answered calls
 
 
 def _limits_by_hand(args):
@@ -2427,7 +2507,7 @@ def around_call(call_model, run):
             f"evals: --cache: a call made before by this client ({_how_known(identity)}) with "
             f"the same input and repeat is answered from {run.cache.path}, not made again\n"
         )
-    run.limiter = Limiter(_limits_by_hand(args), run.stderr)
+    run.limiter = Limiter(_limits_by_hand(args), run.stderr, concurrency=run.options.concurrency)
     ask = asking(call_model)
 
     def call(prompt, *, case, attempt):
@@ -2447,7 +2527,8 @@ def around_call(call_model, run):
         try:
             output = ask(prompt, case, attempt)
         except BaseException as exc:
-            run.limiter.done(ticket, _rate_limit_headers(exc))
+            refused = isinstance(getattr(exc, "retry_after", None), (int, float))
+            run.limiter.done(ticket, _rate_limit_headers(exc), refused=refused)
             raise
         kept = _kept_reply(output)
         run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))

@@ -682,6 +682,14 @@ LIMITED_LIMITS = {"openai": {"requests": 60, "tokens": 4500},
                   "anthropic": {"requests": 60, "input-tokens": 1000, "output-tokens": 45 * 89}}
 LIMITED_TARGET = 1.15  # x the physical bound
 LIMITED_REFUSED_TARGET = 0.05  # of requests answered 429
+# The same OpenAI buckets with the limits hidden, as many OpenAI-compatible gateways do: no
+# x-ratelimit-* headers, a 429 with Retry-After only ("retry-after"), or a bare 429 ("bare").
+# The run learns the limits from the refusals.
+HIDDEN_TARGET = 1.3  # x the physical bound
+HIDDEN_REFUSED_TARGET = 0.15  # of requests answered 429
+# Flavour: (the style of its API and headers, what its answers tell of the limits)
+LIMITED_FLAVOURS = {"openai": ("openai", "headers"), "anthropic": ("anthropic", "headers"),
+                    "retry-after only": ("openai", "retry-after"), "bare 429": ("openai", "bare")}
 
 
 class _BucketHandler(_Handler):  # its keep-alive and quiet log; its own answers
@@ -712,8 +720,8 @@ class BucketServer(_Serving):
     headers of what is left, a refused one at once, 429 with Retry-After. Counts answers and
     refusals."""
 
-    def __init__(self, style, latency, limits, window):
-        self.style, self.latency, self.window = style, latency, window
+    def __init__(self, style, latency, limits, window, told="headers"):
+        self.style, self.latency, self.window, self.told = style, latency, window, told
         self.lock = threading.Lock()
         now = time.monotonic()
         self.buckets = {name: [float(limit), now, float(limit)] for name, limit in limits.items()}
@@ -748,9 +756,11 @@ class BucketServer(_Serving):
                 for name, bucket in self.buckets.items():
                     bucket[0] -= costs[name]
             headers = self.headers(now)
-        if refused:
+        if self.told != "headers":  # the limits hidden
+            headers = {}
+        if refused and self.told != "bare":
             headers["retry-after"] = str(max(1, math.ceil(wait)))
-            if self.style == "openai":
+            if self.style == "openai" and self.told == "headers":
                 headers["retry-after-ms"] = str(math.ceil(wait * 1000))
         return refused, headers
 
@@ -799,11 +809,12 @@ def limited_bound(limits, costs, n, level, latency, window):
     return max(admitted + latency, math.ceil(n / level) * latency)
 
 
-def bench_limited(copy, style, n, latency, level, workdir):
+def bench_limited(copy, flavour, n, latency, level, workdir):
     cases = os.path.join(workdir, "limited_cases.jsonl")
     write_simple_cases(cases, n)
+    style, told = LIMITED_FLAVOURS[flavour]
     limits = LIMITED_LIMITS[style]
-    with BucketServer(style, latency, limits, LIMITED_WINDOW) as server:
+    with BucketServer(style, latency, limits, LIMITED_WINDOW, told) as server:
         env_shown = {"EVALS_PROVIDER": style, "EVALS_BASE_URL": server.url,
                      "EVALS_MAX_TOKENS": str(LIMITED_CAP),
                      ("OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY"): KEY}
@@ -825,26 +836,30 @@ def bench_limited(copy, style, n, latency, level, workdir):
 
 def part_limited(copies, n, latency, level, workdir, summary):
     print("\n1c. At the provider's limit: %d cases, -j %d, %d ms latency; buckets of %s a %g s "
-          "\"minute\" (refilling continuously), each request 99 tokens"
+          "\"minute\" (refilling continuously), each request 99 tokens; told by headers, or "
+          "hidden (a 429 with Retry-After only, or bare)"
           % (n, level, latency * 1000, ", ".join(
               "%s %s" % (v, k) for k, v in LIMITED_LIMITS["openai"].items()), LIMITED_WINDOW))
-    for style in ("openai", "anthropic"):
+    for flavour, (_style, told) in LIMITED_FLAVOURS.items():
+        target, refused_target = LIMITED_TARGET, LIMITED_REFUSED_TARGET
+        if told != "headers":
+            target, refused_target = HIDDEN_TARGET, HIDDEN_REFUSED_TARGET
         for copy in copies:
-            row = bench_limited(copy, style, n, latency, level, workdir)
-            print("   [%s] %s headers: wall %.2f s; bound %.2f s; ratio %.2f x; %d answered, "
+            row = bench_limited(copy, flavour, n, latency, level, workdir)
+            print("   [%s] %s: wall %.2f s; bound %.2f s; ratio %.2f x; %d answered, "
                   "%d refused 429 (%.1f %% of requests), exit %d" % (
-                      copy.label, style, row["wall_s"], row["bound_s"], row["ratio"],
+                      copy.label, flavour, row["wall_s"], row["bound_s"], row["ratio"],
                       row["answered"], row["refused"], row["refused_share"] * 100, row["exit"]))
             print("     command: " + row["command"])
             if row["exit"] != 0:
                 print("     stdout: %s; stderr: %s" % (row["stdout"][-300:], row["stderr"][-300:]))
-            summary.append((copy.label, "%s limits: every case, within %.2f x the bound" % (
-                style, LIMITED_TARGET), "%.2f x" % row["ratio"],
-                row["ratio"] <= LIMITED_TARGET and row["answered"] >= n))
-            summary.append((copy.label, "%s limits: <= %d %% of requests refused 429" % (
-                style, LIMITED_REFUSED_TARGET * 100), "%.1f %%" % (row["refused_share"] * 100),
-                row["refused_share"] <= LIMITED_REFUSED_TARGET))
-            summary.append((copy.label, "%s limits: every case answered (exit 0)" % style,
+            summary.append((copy.label, "%s: every case, within %.2f x the bound" % (
+                flavour, target), "%.2f x" % row["ratio"],
+                row["ratio"] <= target and row["answered"] >= n))
+            summary.append((copy.label, "%s: <= %d %% of requests refused 429" % (
+                flavour, refused_target * 100), "%.1f %%" % (row["refused_share"] * 100),
+                row["refused_share"] <= refused_target))
+            summary.append((copy.label, "%s: every case answered (exit 0)" % flavour,
                             "%d answered, exit %d" % (row["answered"], row["exit"]),
                             row["exit"] == 0 and row["answered"] >= n))
 
