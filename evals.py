@@ -449,8 +449,7 @@ def _extras(needed_for=None):
             raise
         if needed_for:
             raise EvalsError(
-                f"{needed_for} needs evals_extras.py: copy it beside evals.py "
-                f"({os.path.dirname(os.path.abspath(__file__))})"
+                f"{needed_for} needs evals_extras.py: copy it beside evals.py ({_HERE})"
             ) from None
         return None
     return evals_extras
@@ -504,17 +503,11 @@ def asking(func):
         and params[name].kind
         in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     ]
-    call = lambda arg, case, attempt: func(
-        arg,
-        **{
-            name: value
-            for name, value in (  # noqa: E731
-                ("case", case),
-                ("attempt", attempt),
-            )
-            if name in named
-        },
-    )
+
+    def call(arg, case, attempt):
+        given = {"case": case, "attempt": attempt}
+        return func(arg, **{name: given[name] for name in named})
+
     call.replays = getattr(func, "model", None) == "replay"  # recorded answers: see _attempt
     return call
 
@@ -1203,23 +1196,15 @@ def check_json_valid(output, allow_fence: Bool = False):
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
 
+_JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"))
+
+
 def json_type_name(value):
     """The JSON type of a decoded value: "object", "array", "string", "boolean", "null" or
     "number"."""
-    return next(
-        (
-            name
-            for cls, name in (
-                (dict, "object"),
-                (list, "array"),
-                (str, "string"),
-                (bool, "boolean"),
-                (type(None), "null"),
-            )
-            if isinstance(value, cls)
-        ),
-        "number",
-    )
+    if value is None:
+        return "null"
+    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "number")
 
 
 @register
@@ -3020,15 +3005,9 @@ def make_record(
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    summary.update(
-        _against(
-            *(
-                (sum(e.get(key) == "pass" for e in before), len(before))
-                for key in ("status", "baseline")
-            )
-        ),
-        removed=len(removed),
-    )
+    previous = (sum(e.get("status") == "pass" for e in before), len(before))
+    kept = (sum(e.get("baseline") == "pass" for e in before), len(before))
+    summary.update(_against(previous, kept), removed=len(removed))
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT,
@@ -3143,9 +3122,8 @@ class _Spool:
     def __init__(self):
         import tempfile
 
-        self._file = tempfile.TemporaryFile(
-            buffering=1 << 16
-        )  # 8 KB would cost 1.5 us a case more
+        # A 64 KB buffer: 8 KB would cost 1.5 us a case more.
+        self._file = tempfile.TemporaryFile(buffering=1 << 16)
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
@@ -3458,10 +3436,10 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = []
+    lines, record = [], completed(record)
     if _replayed(record):
         lines.append(f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n")
-    for entry, change in ran_entries(completed(record)):
+    for entry, change in ran_entries(record):
         if entry.get("status") == "error":  # a warning, with its one reason
             kind, command, rate = "Error", "warning", ""
         elif change == "regressed":
@@ -3471,17 +3449,11 @@ def github_annotations(record):
         else:
             continue
         message = "\n".join(text for text in [rate, *report_reasons(entry)] if text)
-
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
-
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
-    if below_min_pass_rate(
-        completed(record)["summary"]
-    ):  # the exit code's other reason, shown too
-        lines.append(
-            f"::error title=Pass rate below the minimum::"
-            f"{_gh_escape(min_pass_rate_lines(completed(record)['summary'])[0])}\n"
-        )
+    if below_min_pass_rate(record["summary"]):  # the exit code's other reason, shown too
+        gate = _gh_escape(min_pass_rate_lines(record["summary"])[0])
+        lines.append(f"::error title=Pass rate below the minimum::{gate}\n")
     return "".join(lines)
 
 
@@ -3531,7 +3503,8 @@ def _check_table():
             f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
             textwrap.fill(spec.summary, 79, initial_indent=" " * 6, subsequent_indent=" " * 6),
         ]
-    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
+    if not _extras():
+        lines.append(f"\n{_NO_EXTRAS}.")
     return "\n".join(lines) + "\n"
 
 
@@ -3902,7 +3875,10 @@ def _run_command(args, stdout, stderr):
         stdout.write(f"{args.cases}: {plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     args.baseline = args.baseline or _baseline_of(args.cases)
-    _refuse_contradictions(args)
+    # Options that cannot go together, before any call.
+    refuse_pairs(
+        args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"), ("rescore", "client")
+    )
     run = Run(args, cases, digest, load_baseline(args.baseline), stdout, stderr)
     if plugin:
         plugin.before_run(run)
@@ -3999,7 +3975,7 @@ def _finish_run(run, record):
             _save_recordings(args.record, record, stderr)
         _save_record(run, record)
         if args.json:
-            write_atomic(args.json, record_chunks(record))
+            write_record(args.json, record)
         if args.github:
             stdout.write(github_annotations(record))
     code = exit_code(record["summary"], args.strict, args.accept)
@@ -4040,9 +4016,8 @@ def _client_for(args, cases, options, stderr):
         name = f"rescore:{args.rescore}"
     else:
         name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        if unconfigured_my_client(
-            name, "ask", "EVALS_PROVIDER"
-        ):  # the harness replays what my_client would call
+        # my_client with no provider: the harness replays what it would call
+        if unconfigured_my_client(name, "ask", "EVALS_PROVIDER"):
             call_model, name = _offline_client(options.repeat, stderr)
         else:
             call_model = load_callable(name)
@@ -4058,17 +4033,6 @@ def refuse_pairs(args, *pairs):
                 f"--{first.replace('_', '-')} and --{second.replace('_', '-')} "
                 "contradict each other: choose one"
             )
-
-
-def _refuse_contradictions(args):
-    """Options that cannot go together, before any call."""
-    refuse_pairs(
-        args,
-        ("accept", "no_save"),
-        ("accept", "out"),
-        ("no_save", "out"),
-        ("rescore", "client"),
-    )
 
 
 def _selection_hint(args, cases):
