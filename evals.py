@@ -77,6 +77,7 @@ __all__ = [  # each check_* function is public too
     "NO_JUDGE",
     "load_cases",
     "case_problems",
+    "conversation_problems",
     "select_cases",
     "shard_of",
     "run_case",
@@ -123,6 +124,72 @@ __all__ = [  # each check_* function is public too
     "github_annotations",
     "mask_secrets",
     "main",
+    # for writing checks: parameter kinds and rules, text units, results and their reasons
+    "Bool",
+    "Count",
+    "Amount",
+    "Text",
+    "Texts",
+    "Choice",
+    "Regex",
+    "param_kind",
+    "bounds_rule",
+    "is_json_number",
+    "is_string_list",
+    "split_words",
+    "split_paragraphs",
+    "compile_pattern",
+    "count_result",
+    "short_repr",
+    "short_reprs",
+    "plural",
+    "join_truncated",
+    "did_you_mean",
+    # for JSON: strict parsing (no NaN or Infinity; a repeated key if asked), comparing, writing
+    "NotJsonError",
+    "STRICT_JSON_DECODER",
+    "strict_json_loads",
+    "parse_json",
+    "strip_fence",
+    "json_equal",
+    "json_type_name",
+    "to_json",
+    "json_line_bytes",
+    # for calling models and judges, and reading what they answered
+    "callable_name",
+    "call_within",
+    "describe_raised",
+    "normal_tool_calls",
+    "tool_call_text",
+    "recording_rows",
+    "unconfigured_my_client",
+    "utc_now",
+    # for statistics: arguments checked as fisher_one_sided checks them
+    "validate_counts",
+    "validate_level",
+    # for reports: text safe to show, and a run's figures as every report words them
+    "shown_text",
+    "visible_text",
+    "one_line",
+    "as_percent",
+    "ran_entries",
+    "report_reasons",
+    "reply_lines",
+    "rate_change_text",
+    "calls_passed_note",
+    "earlier_rates",
+    "flaky_items",
+    "below_min_pass_rate",
+    "min_pass_rate_lines",
+    # for commands: defaults, exit codes, option types
+    "DEFAULT_BASELINE",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "EXIT_INVALID",
+    "EXIT_CODES_HELP",
+    "exit_code",
+    "bounded_number",
+    "significance_level",
 ]
 
 DEFAULT_CASES = "cases.jsonl"
@@ -279,7 +346,7 @@ def _tool_calls_problem(calls):
     return None
 
 
-def _tool_calls(calls):
+def normal_tool_calls(calls):
     """Valid tool calls as an Answer holds them: {"name", "arguments"} ({} if none; no id)."""
     return tuple({"name": c["name"], "arguments": c.get("arguments", {})} for c in calls or ())
 
@@ -308,7 +375,7 @@ def case_reasons(status, error, checks):
     if status == "pass":
         return []
     reasons = [
-        f"{c.get('type')}: {c.get('reason')}{_check_calls(c)}"
+        f"{c.get('type')}: {c.get('reason')}{calls_passed_note(c)}"
         for c in checks or ()
         if isinstance(c, dict) and c.get("passed") is False
     ]
@@ -319,7 +386,7 @@ def case_reasons(status, error, checks):
     return ["failed"]
 
 
-def _check_calls(check):
+def calls_passed_note(check):
     """ " (1/3 calls passed)" for a check of a repeated case, else ""."""
     passes, calls = check.get("passes"), check.get("calls")
     if type(calls) is int and calls > 1:
@@ -327,7 +394,7 @@ def _check_calls(check):
     return ""
 
 
-def _now():
+def utc_now():
     """The current time in UTC, ISO 8601 to the second (str)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
@@ -339,7 +406,7 @@ def _describe_error(exc):
     return f"{type(exc).__name__}: {text}"
 
 
-def _raised(exc):
+def describe_raised(exc):
     """(_describe_error(exc), its message as a quoted part, as it may quote the output; evals'
     own time-out, `abandoned`, quotes nothing)."""
     text = str(exc).strip()
@@ -382,8 +449,7 @@ def _extras(needed_for=None):
             raise
         if needed_for:
             raise EvalsError(
-                f"{needed_for} needs evals_extras.py: copy it beside evals.py "
-                f"({os.path.dirname(os.path.abspath(__file__))})"
+                f"{needed_for} needs evals_extras.py: copy it beside evals.py ({_HERE})"
             ) from None
         return None
     return evals_extras
@@ -437,17 +503,11 @@ def asking(func):
         and params[name].kind
         in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     ]
-    call = lambda arg, case, attempt: func(
-        arg,
-        **{
-            name: value
-            for name, value in (  # noqa: E731
-                ("case", case),
-                ("attempt", attempt),
-            )
-            if name in named
-        },
-    )
+
+    def call(arg, case, attempt):
+        given = {"case": case, "attempt": attempt}
+        return func(arg, **{name: given[name] for name in named})
+
     call.replays = getattr(func, "model", None) == "replay"  # recorded answers: see _attempt
     return call
 
@@ -479,7 +539,7 @@ def _release_caller():
         caller[0].put(None)
 
 
-def _within(func, timeout):
+def call_within(func, timeout):
     """func() within `timeout` s (None: no limit, called here), or TimeoutError.abandoned."""
     if timeout is None:
         return func()
@@ -565,7 +625,7 @@ def write_atomic(path, data):
             # A lone surrogate cannot be UTF-8; in a JSON string its \uXXXX escape is the same.
             if isinstance(data, bytes):
                 handle.write(data)
-            else:  # _json_line masks
+            else:  # json_line_bytes masks
                 handle.writelines(
                     mask_secrets(chunk).encode("utf-8", "backslashreplace") for chunk in data
                 )
@@ -580,17 +640,17 @@ def write_atomic(path, data):
         raise
 
 
-_to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
+to_json = json.JSONEncoder(ensure_ascii=False).encode  # made once: dumps() makes one a call
 
 
 def write_jsonl_atomic(path, rows):
     """Write `rows` (dicts) as JSON Lines to `path` atomically (see write_atomic)."""
-    write_atomic(path, (_to_json(row) + "\n" for row in rows))
+    write_atomic(path, (to_json(row) + "\n" for row in rows))
 
 
-def _json_line(value):
+def json_line_bytes(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
-    return mask_secrets(_to_json(value) + "\n").encode("utf-8", "backslashreplace")
+    return mask_secrets(to_json(value) + "\n").encode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,14 +717,14 @@ def _count_phrase(text, phrase, whole_word=False, first=False):
     return count
 
 
-def _words(text, split="whitespace"):
+def split_words(text, split="whitespace"):
     """Words of `text`: whitespace-separated tokens, or runs of word characters (\\w+)."""
     if split == "alphanumeric":
         return re.findall(r"\w+", text)
     return text.split()
 
 
-def _paragraphs(text, separator=None):
+def split_paragraphs(text, separator=None):
     """Non-empty paragraphs: pieces between blank lines, or between `separator` strings."""
     if separator:
         pieces = text.split(separator)
@@ -673,7 +733,7 @@ def _paragraphs(text, separator=None):
     return [piece.strip() for piece in pieces if piece.strip()]
 
 
-def _unfence(text):
+def strip_fence(text):
     """The stripped `text` less a ```json (or ```) fence at its start and a ``` at its end, each
     optional as IFEval's JsonFormat strips them; None when it has neither."""
     opening = re.match(r"```[ \t]*(?i:json)?\s*", text)
@@ -688,54 +748,54 @@ def _unfence(text):
     return text[start:end]
 
 
-class _NotJson(ValueError):
+class NotJsonError(ValueError):
     pass
 
 
 def _reject_constant(name):
-    raise _NotJson(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+    raise NotJsonError(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
 def _unique_keys(pairs):
     value = dict(pairs)
     if len(value) < len(pairs):
         duplicate = next(key for i, (key, _) in enumerate(pairs) if key in dict(pairs[:i]))
-        raise _NotJson(f"duplicate key {duplicate!r} (the last would silently win)")
+        raise NotJsonError(f"duplicate key {duplicate!r} (the last would silently win)")
     return value
 
 
 # Decoders made once: json.loads with arguments builds a new one per call. RFC 8259 only says
 # names SHOULD be unique, so a model's output may repeat one; a case file the user wrote may not.
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+STRICT_JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _UNIQUE_KEYS_DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, object_pairs_hook=_unique_keys
 )
 
 
-def _strict_json(text, unique_keys=False):
+def strict_json_loads(text, unique_keys=False):
     """json.loads(text) but NaN, Infinity (and with unique_keys, a key twice) raise ValueError."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     if unique_keys:
         return _UNIQUE_KEYS_DECODER.decode(text)
-    return _STRICT_DECODER.decode(text)
+    return STRICT_JSON_DECODER.decode(text)
 
 
-def _parse_json(output, allow_fence=False):
+def parse_json(output, allow_fence=False):
     """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
     less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
     body = None
     if allow_fence:
-        body = _unfence(output.strip())
+        body = strip_fence(output.strip())
     if body is None:
         body = output
     try:
-        return _strict_json(body), None
+        return strict_json_loads(body), None
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # the hint only where allow_fence would make it pass
         hint = ""
-        if not allow_fence and _parse_json(output, True)[1] is None:
+        if not allow_fence and parse_json(output, True)[1] is None:
             hint = " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
 
@@ -762,16 +822,22 @@ _NO_EXTRAS = (
 )
 
 
-def _kind(test, message):
+def param_kind(test, message):
+    """A parameter kind (a check's annotation): a function of a value returning None when
+    test(value) is true, else `message` ("must be ...")."""
+
     def problem(value):
         if test(value):
             return None
         return message
 
+    problem.__doc__ = f"None for a valid value, else {message!r}."
     return problem
 
 
-def _is_texts(value, allow_empty=False):
+def is_string_list(value, allow_empty=False):
+    """Whether `value` is a list of non-empty strings, not empty (with allow_empty: any list of
+    strings)."""
     return (
         isinstance(value, list)
         and (allow_empty or bool(value))
@@ -779,7 +845,7 @@ def _is_texts(value, allow_empty=False):
     )
 
 
-def _is_number(value):
+def is_json_number(value):
     """A JSON number: an int (any size: 10**400 has no float) or a finite float, not a bool."""
     return (
         isinstance(value, int)
@@ -790,6 +856,7 @@ def _is_number(value):
 
 
 def Choice(*choices):
+    """A parameter kind: one of `choices`; the problem names them (and the closest one)."""
     listed = "must be one of " + ", ".join(map(repr, choices))
 
     def problem(v):
@@ -797,27 +864,27 @@ def Choice(*choices):
             return None
         if not isinstance(v, str):
             return listed
-        return listed + _did_you_mean(v.lower(), choices).rstrip(".")
+        return listed + did_you_mean(v.lower(), choices).rstrip(".")
 
     return problem
 
 
-Bool = _kind(lambda v: isinstance(v, bool), "must be true or false")
-Count = _kind(
+Bool = param_kind(lambda v: isinstance(v, bool), "must be true or false")
+Count = param_kind(
     lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "must be a non-negative integer",
 )
-Position = _kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
+Position = param_kind(lambda v: not Count(v) and v >= 1, "must be an integer of 1 or more")
 # Invisible characters do not count: every check removes them (_normal), and "" matches anywhere.
-Text = _kind(
+Text = param_kind(
     lambda v: isinstance(v, str) and _normal(v), "must be a string with a visible character"
 )
-Texts = _kind(
-    lambda v: _is_texts(v) and all(map(_normal, v)),
+Texts = param_kind(
+    lambda v: is_string_list(v) and all(map(_normal, v)),
     "must be a non-empty list of strings with a visible character each",
 )
 _REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
-Flags = _kind(
+Flags = param_kind(
     lambda v: isinstance(v, str) and set(v) <= set(_REGEX_FLAGS),
     "must be a string of regex flag letters from 'imsx'",
 )
@@ -853,7 +920,7 @@ def register(func=None, *, rule=None, needs_judge=False):
     return func
 
 
-def _bounds(low="min", high="max", needed=True, hint=""):
+def bounds_rule(low="min", high="max", needed=True, hint=""):
     """A rule: bounds `low` <= `high` (inclusive), at least one of them given when `needed`."""
 
     def rule(check):  # on a valid check: a bound is absent, or a count
@@ -867,29 +934,33 @@ def _bounds(low="min", high="max", needed=True, hint=""):
     return rule
 
 
-def _quote(text, limit=80):
+def short_repr(text, limit=80):
+    """repr(text), `text` (str) cut to `limit` characters with "..." if longer."""
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return repr(text)
 
 
-def _quote_all(values):
-    return ", ".join(_quote(v) for v in values)
+def short_reprs(values):
+    """The short_repr of each of `values` (str), joined with ", "."""
+    return ", ".join(short_repr(v) for v in values)
 
 
-def _plural(n, word):
+def plural(n, word):
+    """ "1 case", "2 cases": `n` and `word`, with an "s" unless n is 1."""
     if n == 1:
         return f"{n} {word}"
     return f"{n} {word}s"
 
 
-def _truncated_list(items, limit, sep="; "):
+def join_truncated(items, limit, sep="; "):
+    """The first `limit` of `items` (str) joined with `sep`, then " (+N more)" if there are more."""
     if len(items) <= limit:
         return sep.join(items)
     return sep.join(items[:limit]) + f" (+{len(items) - limit} more)"
 
 
-def _counted(count, unit, min=None, max=None, of=""):
+def count_result(count, unit, min=None, max=None, of=""):
     """Pass when min <= count <= max (inclusive); `unit` is a str or (singular, plural)."""
     if isinstance(unit, str):
         unit = (unit, unit + "s")
@@ -922,8 +993,8 @@ def check_contains_any(output, values: Texts, ignore_case: Bool = True, whole_wo
     """At least one of `values` occurs (case-insensitive by default)."""
     found = _found(output, values, ignore_case, whole_word)
     if found:
-        return CheckResult(True, f"found {_quote_all(found)}")
-    return CheckResult(False, f"none of {_quote_all(values)} found")
+        return CheckResult(True, f"found {short_reprs(found)}")
+    return CheckResult(False, f"none of {short_reprs(values)} found")
 
 
 @register
@@ -932,8 +1003,8 @@ def check_contains_all(output, values: Texts, ignore_case: Bool = True, whole_wo
     found = _found(output, values, ignore_case, whole_word)
     missing = [v for v in values if v not in found]
     if missing:
-        return CheckResult(False, f"missing: {_quote_all(missing)}")
-    return CheckResult(True, f"found all of {_quote_all(values)}")
+        return CheckResult(False, f"missing: {short_reprs(missing)}")
+    return CheckResult(True, f"found all of {short_reprs(values)}")
 
 
 @register
@@ -941,8 +1012,8 @@ def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_wo
     """None of `values` occurs; the reason lists the ones found."""
     found = _found(output, values, ignore_case, whole_word)
     if found:
-        return CheckResult(False, f"found forbidden: {_quote_all(found)}")
-    return CheckResult(True, f"none of {_quote_all(values)} found")
+        return CheckResult(False, f"found forbidden: {short_reprs(found)}")
+    return CheckResult(True, f"none of {short_reprs(values)} found")
 
 
 def _stripped(strip):
@@ -952,7 +1023,7 @@ def _stripped(strip):
     def rule(check):
         if check.get("strip", True) and strip(check["value"]) != check["value"]:
             return [
-                f"parameter 'value': {_quote(check['value'])} has white space at an end that "
+                f"parameter 'value': {short_repr(check['value'])} has white space at an end that "
                 "strip removes from the output: it can never match (remove it, or set strip to "
                 "false)"
             ]
@@ -967,9 +1038,9 @@ def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = T
     if strip:
         output = output.strip()
     if _fold(output, ignore_case) == _fold(value, ignore_case):
-        return CheckResult(True, f"equals {_quote(value)}")
-    got = _quote(output)
-    return CheckResult(False, f"expected {_quote(value)}, got {got}", (got,))
+        return CheckResult(True, f"equals {short_repr(value)}")
+    got = short_repr(output)
+    return CheckResult(False, f"expected {short_repr(value)}, got {got}", (got,))
 
 
 def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
@@ -985,9 +1056,9 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
         verb, got, matched = "ends", text[-(len(value) + 20) :], folded.endswith(wanted)
         outside, inside = folded[-len(wanted) - 1 : -len(wanted)], wanted[0]
     if matched and not (whole_word and _is_word_char(outside) and _is_word_char(inside)):
-        return CheckResult(True, f"{where}{verb} with {_quote(value)}")
-    got = _quote(got)
-    return CheckResult(False, f"{where}{verb} with {got}, expected {_quote(value)}", (got,))
+        return CheckResult(True, f"{where}{verb} with {short_repr(value)}")
+    got = short_repr(got)
+    return CheckResult(False, f"{where}{verb} with {got}, expected {short_repr(value)}", (got,))
 
 
 @register(rule=_stripped(str.lstrip))
@@ -1002,7 +1073,7 @@ def check_starts_with(
     """The output, or its Nth `paragraph` (1-based), starts with `value`."""
     where = "output "
     if paragraph is not None:
-        paragraphs = _paragraphs(output)
+        paragraphs = split_paragraphs(output)
         if paragraph > len(paragraphs):
             return CheckResult(
                 False, f"no paragraph {paragraph}: the output has {len(paragraphs)}"
@@ -1019,17 +1090,21 @@ def check_ends_with(
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
-def _compile(pattern, flags=""):
+def compile_pattern(pattern, flags=""):
+    """`pattern` (str) compiled as checks match it, with `flags` (letters of "imsx"); raises
+    re.error."""
     # The text has no CRLF (_normal), so a pattern's own "\r\n" stands for its line end "\n".
     pattern = re.sub(r"(?<!\\)((?:\\\\)*)\\r\\n", r"\1\\n", _normal(pattern))
     return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
 
 
-def _regex_problem(pattern, flags=""):
+def Regex(pattern, flags=""):
+    """A parameter kind: None for a valid regular expression (compile_pattern), else its
+    problem (str)."""
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
-        _compile(pattern, flags)
+        compile_pattern(pattern, flags)
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
     return None
@@ -1037,8 +1112,8 @@ def _regex_problem(pattern, flags=""):
 
 def _regex_rule(check):
     # The pattern is compiled with its flags: in verbose mode ("x") "#" starts a comment.
-    problem = _regex_problem(check["pattern"], check.get("flags", ""))
-    bounds = _bounds(
+    problem = Regex(check["pattern"], check.get("flags", ""))
+    bounds = bounds_rule(
         "min_matches",
         "max_matches",
         needed=False,
@@ -1055,15 +1130,15 @@ def check_regex(
 ):
     """Python `re` `pattern` (`flags`: letters of `imsx`) has between `min_matches` and
     `max_matches` non-overlapping matches."""
-    compiled = _compile(pattern, flags)
+    compiled = compile_pattern(pattern, flags)
     if min_matches == 1 and max_matches is None:
         match = compiled.search(output)
         if match:
-            got = _quote(match.group())
+            got = short_repr(match.group())
             return CheckResult(True, f"matched {got}", (got,))
         return CheckResult(False, f"no match for /{pattern}/{flags}")
     count = sum(1 for _ in compiled.finditer(output))
-    return _counted(
+    return count_result(
         count, ("match", "matches"), min_matches, max_matches, f" of /{pattern}/{flags}"
     )
 
@@ -1071,7 +1146,7 @@ def check_regex(
 # ---- counts ----
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_phrase_count(
     output,
     phrase: Text,
@@ -1082,7 +1157,7 @@ def check_phrase_count(
 ):
     """`phrase` occurs `min`..`max` times (whole words, case-insensitive by default)."""
     count = _count_phrase(_fold(output, ignore_case), _fold(phrase, ignore_case), whole_word)
-    return _counted(count, "occurrence", min, max, f" of {_quote(phrase)}")
+    return count_result(count, "occurrence", min, max, f" of {short_repr(phrase)}")
 
 
 @register
@@ -1091,23 +1166,23 @@ def check_max_words(output, n: Count):
     return check_word_count(output, max=n)
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_word_count(output, min: Count = None, max: Count = None, split: Split = "whitespace"):
     """`min`..`max` words, split on white space or (`alphanumeric`) as runs of `\\w`."""
-    return _counted(len(_words(output, split)), "word", min, max)
+    return count_result(len(split_words(output, split)), "word", min, max)
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_char_count(output, min: Count = None, max: Count = None):
     """`min`..`max` characters (Unicode code points, white space included)."""
-    return _counted(len(output), "character", min, max)
+    return count_result(len(output), "character", min, max)
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_line_count(output, min: Count = None, max: Count = None):
     """`min`..`max` non-blank lines."""
     count = sum(1 for line in output.splitlines() if line.strip())
-    return _counted(count, "non-blank line", min, max)
+    return count_result(count, "non-blank line", min, max)
 
 
 # ---- JSON ----
@@ -1117,66 +1192,61 @@ def check_line_count(output, min: Count = None, max: Count = None):
 def check_json_valid(output, allow_fence: Bool = False):
     """The output is one JSON text per RFC 8259 (`NaN` and `Infinity` are not JSON);
     `allow_fence` accepts a ```json fence before it and a ``` after it (either or both)."""
-    value, problem = _parse_json(output, allow_fence)
+    value, problem = parse_json(output, allow_fence)
     return CheckResult(not problem, problem or f"valid JSON ({type(value).__name__})")
 
 
-def _json_type(value):
-    return next(
-        (
-            name
-            for cls, name in (
-                (dict, "object"),
-                (list, "array"),
-                (str, "string"),
-                (bool, "boolean"),
-                (type(None), "null"),
-            )
-            if isinstance(value, cls)
-        ),
-        "number",
-    )
+_JSON_TYPES = ((dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"))
+
+
+def json_type_name(value):
+    """The JSON type of a decoded value: "object", "array", "string", "boolean", "null" or
+    "number"."""
+    if value is None:
+        return "null"
+    return next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), "number")
 
 
 @register
 def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool = False):
     """A JSON object with all of `keys` (with `exact`, no others)."""
-    value, problem = _parse_json(output, allow_fence)
+    value, problem = parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)
     if not isinstance(value, dict):
-        kind = _json_type(value)
+        kind = json_type_name(value)
         kind = {"array": "an array", "null": "null"}.get(kind, f"a {kind}")
         return CheckResult(False, f"JSON is {kind}, expected an object")
     missing = [k for k in keys if k not in value]
     if missing:
-        return CheckResult(False, f"missing keys: {_quote_all(missing)}")
+        return CheckResult(False, f"missing keys: {short_reprs(missing)}")
     extra = exact and [k for k in value if k not in keys]
     if extra:
-        got = _quote_all(extra)
+        got = short_reprs(extra)
         return CheckResult(False, f"unexpected keys: {got}", (got,))
-    return CheckResult(True, f"has keys {_quote_all(keys)}")
+    return CheckResult(True, f"has keys {short_reprs(keys)}")
 
 
-def _json_equal(a, b, subset=False):
-    # As JSON Schema compares: 1 equals 1.0, true does not equal 1, key order does not count.
-    # With `subset`, an object of `a` may hold more keys than `b`'s, recursively (not in arrays).
-    if _json_type(a) != _json_type(b):
+def json_equal(a, b, subset=False):
+    """Whether JSON values `a` and `b` are equal as JSON Schema compares them: 1 equals 1.0, true
+    does not equal 1, key order does not count. With `subset`, an object of `a` may hold more
+    keys than `b`'s, recursively (not in arrays)."""
+    if json_type_name(a) != json_type_name(b):
         return False
     if isinstance(a, dict):
         if subset:
             same_keys = a.keys() >= b.keys()
         else:
             same_keys = a.keys() == b.keys()
-        return same_keys and all(_json_equal(a[k], b[k], subset) for k in b)
+        return same_keys and all(json_equal(a[k], b[k], subset) for k in b)
     if isinstance(a, list):
-        return len(a) == len(b) and all(map(_json_equal, a, b))
+        return len(a) == len(b) and all(map(json_equal, a, b))
     return a == b
 
 
 # ---- the whole reply: tool calls and how it ended (these checks see the Answer) ----
 
-JsonObject = _kind(lambda v: isinstance(v, dict), "must be a JSON object")
+JsonObject = param_kind(lambda v: isinstance(v, dict), "must be a JSON object")
 
 
 def _schema_check():
@@ -1192,13 +1262,13 @@ def JsonSchema(value):
         return str(exc)
 
 
-FinishReasons = _kind(
-    lambda v: _is_texts(v) and set(v) <= set(FINISH_REASONS),
+FinishReasons = param_kind(
+    lambda v: is_string_list(v) and set(v) <= set(FINISH_REASONS),
     "must be a non-empty list of " + ", ".join(FINISH_REASONS),
 )
 
 
-def _call_text(call, limit=None):
+def tool_call_text(call, limit=None):
     """A tool call as reasons and reports show it, 'name({...})', cut to `limit` characters."""
     if "arguments" not in call:  # a record saved with --omit-outputs
         return f"{call.get('name')}([arguments omitted])"
@@ -1212,11 +1282,11 @@ def _arguments_problem(call, arguments, schema, quoted):
     """Why `call`'s arguments do not hold `arguments` or satisfy `schema` (str), or None."""
     if arguments is None and schema is None:
         return None
-    shown = _call_text(call, 120)
+    shown = tool_call_text(call, 120)
     quoted.append(shown)
     if not isinstance(call["arguments"], dict):
         return f"{shown}: its arguments are not a JSON object"
-    if arguments is not None and not _json_equal(call["arguments"], arguments, subset=True):
+    if arguments is not None and not json_equal(call["arguments"], arguments, subset=True):
         return f"{shown} does not hold {json.dumps(arguments, ensure_ascii=False)}"
     if schema is None:
         return None
@@ -1228,7 +1298,7 @@ def _arguments_problem(call, arguments, schema, quoted):
     return f"{shown}: {result.reason}"
 
 
-@register(rule=_bounds(needed=False, hint="; for a tool that must not be called, use negate"))
+@register(rule=bounds_rule(needed=False, hint="; for a tool that must not be called, use negate"))
 def check_tool_called(
     reply,
     name: Text,
@@ -1246,12 +1316,12 @@ def check_tool_called(
     matching = ""
     if arguments is not None or schema is not None:
         matching = " with matching arguments"
-    result = _counted(count, ("call", "calls"), min, max, f" of {name}{matching}")
+    result = count_result(count, ("call", "calls"), min, max, f" of {name}{matching}")
     if result.passed or count >= (min or 0):  # too many calls: the count says it all
         return result
     called = ", ".join(dict.fromkeys(call["name"] for call in reply.tool_calls))
     if named:  # why the calls of the tool did not match
-        detail = _truncated_list([miss for miss in misses if miss is not None], 3)
+        detail = join_truncated([miss for miss in misses if miss is not None], 3)
     elif called:
         detail = f"the reply called {called}"
     else:
@@ -1309,14 +1379,15 @@ class JudgeRequired(EvalsError):
     """A `judge` check was scored without a judge (run_check never scores one)."""
 
 
-def _callable_name(func):
+def callable_name(func):
+    """ "module:qualname" of a function (or of an object's type), as messages name it."""
     module = getattr(func, "__module__", None) or "?"
     return f"{module}:{getattr(func, '__qualname__', None) or type(func).__name__}"
 
 
 # ---- latency (cost: evals_extras.py); not measured: not applicable (skipped), never a pass ----
 
-Amount = _kind(lambda v: _is_number(v) and v >= 0, "must be a number of 0 or more")
+Amount = param_kind(lambda v: is_json_number(v) and v >= 0, "must be a number of 0 or more")
 
 
 @register
@@ -1378,11 +1449,11 @@ def check_python(output, function: Function, **params):
     with contextlib.suppress(ValueError):  # JSON's values, copied (others: as they are)
         params = marshal.loads(marshal.dumps(params))
     try:
-        verdict = _within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
+        verdict = call_within(lambda: _user_check(function)(output, **params), USER_CHECK_SECONDS)
     except BaseException as exc:  # noqa: B902 - sys.exit(), pytest.fail(): its case's error
         if isinstance(exc, KeyboardInterrupt) and not getattr(exc, "by_call", False):
             raise  # Ctrl-C (the check ran in this thread, or the user's key stopped the wait)
-        description, quoted = _raised(exc)
+        description, quoted = describe_raised(exc)
         return CheckResult(False, f"{function} raised {description}", quoted, "error")
     finally:
         os.chdir(cwd)
@@ -1409,7 +1480,7 @@ def validate_check(check):
     parameter, wrong kind, missing, or against its rule. A `python` check's function is
     imported here."""
     if not isinstance(check, dict):
-        return [f"must be an object, got {_json_type(check)}"]
+        return [f"must be an object, got {json_type_name(check)}"]
     kind = check.get("type")
     if not isinstance(kind, str):
         return ["has no 'type' (a string naming the check)"]
@@ -1418,7 +1489,7 @@ def validate_check(check):
         known = ", ".join(sorted(CHECKS))
         if not _extras():  # the optional file would register more
             known += f" ({_NO_EXTRAS})"
-        return [f"unknown check type {kind!r}{_did_you_mean(kind, CHECKS)} Known types: {known}"]
+        return [f"unknown check type {kind!r}{did_you_mean(kind, CHECKS)} Known types: {known}"]
     params = {"negate": _NEGATE}
     if not spec.whole:  # "on" picks the text a check reads; a check of the whole reply reads none
         params["on"] = _ON
@@ -1431,7 +1502,7 @@ def validate_check(check):
             if problem:
                 problems.append(f"{kind}: parameter {key!r} {problem}")
         elif key != "type" and not spec.open:
-            hint = _did_you_mean(key, params).rstrip(".")
+            hint = did_you_mean(key, params).rstrip(".")
             problems.append(
                 f"{kind}: unknown parameter {key!r}{hint} (allowed: {', '.join(params)})"
             )
@@ -1445,7 +1516,7 @@ def validate_check(check):
     return problems
 
 
-def _did_you_mean(name, known):
+def did_you_mean(name, known):
     """ "; did you mean 'x'?" for the names that start with `name` ("contains" is short for
     contains_any or contains_all, not for not_contains), else the closest one; "." if none."""
     import difflib
@@ -1569,7 +1640,7 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
         unjudged = CheckResult(False, _NEEDS_JUDGE, flag="error")
     else:  # the judge as `ask` (prompt -> reply) for this case and attempt, keeping its name
         unjudged, ask = None, functools.partial(asking(judge), case=case, attempt=attempt)
-        ask.name = getattr(judge, "name", None) or _callable_name(judge)
+        ask.name = getattr(judge, "name", None) or callable_name(judge)
     for index, (spec, check) in enumerate(zip(specs, case.checks)):
         if results[index] is None:
             results[index] = (
@@ -1595,7 +1666,7 @@ CASE_FIELDS = {
     ),
     "checks": (True, lambda v: isinstance(v, list) and v, "a non-empty list of checks"),
     "description": (False, lambda v: isinstance(v, str), "a string"),
-    "tags": (False, lambda v: _is_texts(v, allow_empty=True), "a list of strings"),
+    "tags": (False, lambda v: is_string_list(v, allow_empty=True), "a list of strings"),
     "metadata": (False, lambda v: isinstance(v, dict), "an object"),
 }
 
@@ -1605,36 +1676,34 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def _message_problems(message, where):
     """Problems of a conversation's message: {"role": one of ROLES, "content": non-empty str}."""
     if not isinstance(message, dict):
-        return [f"{where}: expected object, got {_json_type(message)}"]
+        return [f"{where}: expected object, got {json_type_name(message)}"]
     problems = [
         f"{where}: missing required key {key!r}"
         for key in ("role", "content")
         if key not in message
     ]
     problems += [
-        f"{where}: unexpected key {_quote(key)}"
+        f"{where}: unexpected key {short_repr(key)}"
         for key in message
         if key not in ("role", "content")
     ]
     role, content = message.get("role", "user"), message.get("content", ".")
     if role not in ROLES:
-        shown = _to_json(role)  # as written, unless it hides a control or format character
+        shown = to_json(role)  # as written, unless it hides a control or format character
         if not shown.isprintable():
             shown = json.dumps(role)
-        problems.append(f"{where}.role: {shown} not one of {_to_json(list(ROLES))}")
+        problems.append(f"{where}.role: {shown} not one of {to_json(list(ROLES))}")
     if not isinstance(content, str):
-        problems.append(f"{where}.content: expected string, got {_json_type(content)}")
+        problems.append(f"{where}.content: expected string, got {json_type_name(content)}")
     elif not content:
         problems.append(f"{where}.content: 0 characters, expected at least 1")
     return problems
 
 
-def _input_problems(data):
-    """Problems of a case's conversation (data["input"], a list; [] for anything else): it needs
-    a message, each valid, the last the user's (the model answers it)."""
-    value = data.get("input")
-    if not isinstance(value, list):
-        return []
+def conversation_problems(value):
+    """Problems (list of str) of a conversation, a case's input that is a list: it needs a
+    message, each {"role": one of ROLES, "content": non-empty str}, the last the user's (the
+    model answers it)."""
     if not value:
         return ["field 'input' is an empty conversation: give at least one user message"]
     problems = [
@@ -1656,7 +1725,7 @@ def case_problems(data, memo=None):
     dict kept across lines), equal check lists are validated once and shared as one tuple:
     20,000 cases load in 0.7 s, not 1.3 s, and 100,000 hold 1/3 of the memory."""
     if not isinstance(data, dict):
-        problem = f"a case must be a JSON object, got {_json_type(data)}"
+        problem = f"a case must be a JSON object, got {json_type_name(data)}"
         if isinstance(data, list) and any(isinstance(item, dict) for item in data):
             problem += " (one case a line, not an array of cases)"  # a whole file's JSON array
         return [problem]
@@ -1678,8 +1747,8 @@ def case_problems(data, memo=None):
                 f"field {name!r} holds a lone surrogate (half of a \\uXXXX pair); "
                 "use whole characters"
             )
-        elif name == "input":
-            problems += _input_problems(data)
+        elif name == "input" and isinstance(data["input"], list):
+            problems += conversation_problems(data["input"])
         elif name == "checks":
             key = shared = None
             if memo is not None:  # equal lists validated once and shared as one tuple
@@ -1734,7 +1803,7 @@ def load_cases(path):
             if not raw.strip():
                 continue
             try:
-                data = _strict_json(raw, unique_keys=True)
+                data = strict_json_loads(raw, unique_keys=True)
             except (ValueError, RecursionError) as exc:  # NaN, a repeated key, deep nesting
                 if isinstance(exc, json.JSONDecodeError):
                     reason = f"{exc.msg} (column {exc.colno})"
@@ -1949,7 +2018,7 @@ def read_reply(output):
             )
         if not whole:  # an object's odd usage is not read, as its other odd parts
             usage = None
-    answer = Answer(parts["text"], _tool_calls(parts["tool_calls"]), parts["finish_reason"])
+    answer = Answer(parts["text"], normal_tool_calls(parts["tool_calls"]), parts["finish_reason"])
     parts.update(usage=usage, cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
     return answer, parts
 
@@ -1998,7 +2067,7 @@ def _attempt(case, attempt, call, options):
     try:
         started = time.perf_counter()
         try:
-            output = _within(lambda: call(prompt, case, attempt), options.timeout)
+            output = call_within(lambda: call(prompt, case, attempt), options.timeout)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: B902 - a client's sys.exit() is its case's error
@@ -2209,8 +2278,8 @@ def refuse_conversations(cases, call_model, name=None):
     if talks:
         raise EvalsError(
             f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
-            f"input ({_plural(len(talks), 'case')} in all), and the client "
-            f"{name or _callable_name(call_model)} does not take conversations; one that "
+            f"input ({plural(len(talks), 'case')} in all), and the client "
+            f"{name or callable_name(call_model)} does not take conversations; one that "
             'takes a list of {"role", "content"} messages says so with the attribute '
             "accepts_conversations = True (my_client's clients have it)"
         )
@@ -2335,7 +2404,7 @@ def load_outputs(path, repeat=1):
                     f"{path}: recordings hold one output a case, so --repeat {repeat} "
                     f"would score each as {repeat} answers; drop --repeat"
                 )
-            return {row["id"]: reply for row, reply in _recording_rows(path)}
+            return {row["id"]: reply for row, reply in recording_rows(path)}
     except OSError as exc:
         raise EvalsError(f"{path}: cannot read recorded outputs: {exc.strerror or exc}") from None
     if record.get("outputs_included") is False:
@@ -2358,7 +2427,7 @@ def load_outputs(path, repeat=1):
             if entry.get("change") == "not_run":
                 continue  # a shard's carried entry: no call of this run to replay
             raise EvalsError(
-                f"{path}: case {entry['id']!r} was called {_plural(made, 'time')} "
+                f"{path}: case {entry['id']!r} was called {plural(made, 'time')} "
                 f"in that run, so --repeat {repeat} would score its recorded calls "
                 f"again as new answers; re-score with --repeat {made} or fewer"
             )
@@ -2420,7 +2489,7 @@ def _recorded(row, beside=("reasoning", "model")):
     return text if len(reply) == 1 else reply
 
 
-def _recording_rows(path):
+def recording_rows(path):
     """Yield (row, its reply: see _recorded) per recordings row; EvalsError names FILE:LINE."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
@@ -2470,7 +2539,7 @@ def replay_client(outputs, source="recorded outputs", hint=""):
 # ---- the offline default: my_client with no provider configured is replayed, not called ----
 
 
-def _offline(spec, function, *variables):
+def unconfigured_my_client(spec, function, *variables):
     """Whether `spec` names my_client's `function` ("my_client:ask", "../my_client.py:ask") and
     the first provider `variables` set is unset, empty or "replay": nothing to call, replay."""
     module, _, name = spec.rpartition(":")
@@ -2541,14 +2610,17 @@ REPEAT_CHANGES = ("regressed", "lower_not_significant", "too_few_calls", "not_lo
 RepeatChange = collections.namedtuple("RepeatChange", "change p_value")
 
 
-def _counts(k, n, what):
+def validate_counts(k, n, what):
+    """ValueError (its message starting with `what`) unless `k` passes of `n` calls are whole
+    numbers with 0 <= k <= n."""
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, n)):
         raise ValueError(f"{what}: counts must be integers, got {k!r} of {n!r}")
     if not 0 <= k <= n:
         raise ValueError(f"{what}: need 0 <= passes <= calls, got {k} of {n}")
 
 
-def _level(value, name):
+def validate_level(value, name):
+    """ValueError (naming `name`) unless `value` is a number strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), got {value!r}")
 
@@ -2557,8 +2629,8 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
     """One-sided p-value of Fisher's exact test that the pass rate is LOWER now than before:
     the hypergeometric upper tail, as SciPy's fisher_exact([[k_before, n_before - k_before],
     [k_now, n_now - k_now]], "greater"), in integers divided once. ValueError: bad counts."""
-    _counts(k_before, n_before, "baseline")
-    _counts(k_now, n_now, "now")
+    validate_counts(k_before, n_before, "baseline")
+    validate_counts(k_now, n_now, "now")
     passes, calls = k_before + k_now, n_before + n_now
     tail = sum(
         math.comb(passes, x) * math.comb(calls - passes, n_before - x)
@@ -2569,7 +2641,7 @@ def fisher_one_sided(k_before, n_before, k_now, n_now):
 
 def min_detectable(n_before, n_now, alpha=DEFAULT_ALPHA):
     """Whether the largest drop (all passing, then all failing) would be significant at alpha."""
-    _level(alpha, "alpha")
+    validate_level(alpha, "alpha")
     return fisher_one_sided(n_before, n_before, 0, n_now) <= alpha
 
 
@@ -2578,7 +2650,7 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
     change "not_lower" (or a run has no calls), "too_few_calls" (no drop could be significant),
     "regressed" (p <= alpha) or "lower_not_significant"."""
     p = fisher_one_sided(k_before, n_before, k_now, n_now)
-    _level(alpha, "alpha")
+    validate_level(alpha, "alpha")
     if not (n_before and n_now and k_now * n_before < k_before * n_now):
         return RepeatChange("not_lower", p)
     if not min_detectable(n_before, n_now, alpha):
@@ -2688,8 +2760,8 @@ class Baseline(
 
 # An entry's optional fields: null, or a value that passes the test.
 _ENTRY_FIELDS = (
-    ("latency_s", _is_number, "must be a number or null"),
-    ("cost_usd", _is_number, "must be a number or null"),
+    ("latency_s", is_json_number, "must be a number or null"),
+    ("cost_usd", is_json_number, "must be a number or null"),
     (
         "usage",
         lambda v: (
@@ -2751,7 +2823,7 @@ def record_problem(record):
         problem = _entry_problem(entry)
         if problem:
             return f"case {entry['id']!r}: {problem}"
-    if not _is_texts(record.get("removed", []), allow_empty=True):
+    if not is_string_list(record.get("removed", []), allow_empty=True):
         return "'removed' must be a list of case ids"
     return None
 
@@ -2933,22 +3005,16 @@ def make_record(
     # The baseline over the cases run now (a filtered or sharded run is compared like with
     # like): its last run's verdicts, and the verdicts it keeps (a regression keeps "pass").
     before = [entry for case_id, entry in baseline.entries.items() if case_id in ran]
-    summary.update(
-        _against(
-            *(
-                (sum(e.get(key) == "pass" for e in before), len(before))
-                for key in ("status", "baseline")
-            )
-        ),
-        removed=len(removed),
-    )
+    previous = (sum(e.get("status") == "pass" for e in before), len(before))
+    kept = (sum(e.get("baseline") == "pass" for e in before), len(before))
+    summary.update(_against(previous, kept), removed=len(removed))
     options = options or RunOptions()
     return {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
         "harness_version": __version__,
         "started_at": run.started_at,
-        "finished_at": run.finished_at or _now(),
+        "finished_at": run.finished_at or utc_now(),
         "python": "%d.%d.%d" % sys.version_info[:3],
         "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
@@ -3056,15 +3122,14 @@ class _Spool:
     def __init__(self):
         import tempfile
 
-        self._file = tempfile.TemporaryFile(
-            buffering=1 << 16
-        )  # 8 KB would cost 1.5 us a case more
+        # A 64 KB buffer: 8 KB would cost 1.5 us a case more.
+        self._file = tempfile.TemporaryFile(buffering=1 << 16)
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
 
     def append(self, entry):
-        self._file.write(_json_line(entry))
+        self._file.write(json_line_bytes(entry))
 
     def lines(self):
         self._file.flush()
@@ -3081,13 +3146,13 @@ def record_chunks(record):
     yield "{\n"
     for key, value in record.items():
         if key != "cases":
-            yield f" {_to_json(key)}: {_to_json(value)},\n"
+            yield f" {to_json(key)}: {to_json(value)},\n"
     yield ' "cases": ['
     cases = record.get("cases", [])
     if isinstance(cases, _Spool):
         texts = cases.lines()
     else:
-        texts = map(_to_json, cases)
+        texts = map(to_json, cases)
     separator = "\n"
     for text in texts:
         yield separator + text
@@ -3105,27 +3170,32 @@ def write_record(path, record):
 # ---------------------------------------------------------------------------------------------
 
 
-def _percent(rate):
+def as_percent(rate):
+    """A rate (0..1) as "95.0%", None as "n/a"."""
     if rate is None:
         return "n/a"
     return f"{rate * 100:.1f}%"
 
 
-def _reasons(entry, limit=1000):  # each cut for the reports (the record keeps them whole)
-    reasons = case_reasons(entry.get("status"), _text(entry.get("error")), entry.get("checks"))
+def report_reasons(entry, limit=1000):
+    """case_reasons of a record entry (dict), each cut to `limit` characters for the reports
+    (the record keeps them whole)."""
+    reasons = case_reasons(
+        entry.get("status"), shown_text(entry.get("error")), entry.get("checks")
+    )
     for index, r in enumerate(reasons):
         if len(r) > limit:
             reasons[index] = f"{r[:limit]}... ({len(r) - limit:,} more characters)"
     return reasons
 
 
-def _reply_lines(entry, limit=None):
+def reply_lines(entry, limit=None):
     """What a reply did besides its text, shown below it: "-> name({...})" per tool call
     (arguments cut to `limit` characters), "[finish_reason: X]" if it did not end by itself."""
     calls = entry.get("tool_calls")
     if not isinstance(calls, list):
         calls = []
-    lines = [f"-> {_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
+    lines = [f"-> {tool_call_text(call, limit)}" for call in calls if isinstance(call, dict)]
     ended = entry.get("finish_reason")
     usual = (None, "stop")
     if lines:  # a reply that called tools may end with them
@@ -3135,18 +3205,18 @@ def _reply_lines(entry, limit=None):
     return lines
 
 
-def _earlier_rates(summary):
+def earlier_rates(summary):
     """ ", last run R1%" and, where they differ (a regression not accepted), ", baseline R2%"."""
     last, kept = summary.get("previous_pass_rate"), summary.get("baseline_pass_rate")
     text = ""
     if last is not None:
-        text = f", last run {_percent(last)}"
+        text = f", last run {as_percent(last)}"
     if kept not in (None, last):
-        text += f", baseline {_percent(kept)}"
+        text += f", baseline {as_percent(kept)}"
     return text
 
 
-def _rate_change(entry):
+def rate_change_text(entry):
     """A repeated case's pass rate (str): "3/3 -> 1/3 calls passed" and its test against the
     baseline, "1/3 calls passed" when there was none, "" for a case called once."""
     passes, calls, test = entry.get("passes"), entry.get("calls"), entry.get("rate_test")
@@ -3159,9 +3229,9 @@ def _rate_change(entry):
         return f"{passes}/{calls} calls passed"
     alpha, result, p_value = test.get("alpha"), test.get("result"), test.get("p_value")
     p, at = "p = ?", "alpha ?"
-    if _is_number(p_value):
+    if is_json_number(p_value):
         p = f"p = {p_value:.3g}"
-    if _is_number(alpha):
+    if is_json_number(alpha):
         at = f"alpha {alpha:g}"
     why = {
         "regressed": f"{p}, a significant drop at {at}",
@@ -3169,13 +3239,13 @@ def _rate_change(entry):
         "too_few_calls": f"{p}; too few calls for any drop to be significant at {at}",
         "not_lower": "not lower",
     }.get(result, p)
-    if result == "too_few_calls" and _is_number(alpha) and 0 < alpha < 1:
+    if result == "too_few_calls" and is_json_number(alpha) and 0 < alpha < 1:
         needed = next((n for n in range(1, 10_000) if min_detectable(n, n, alpha)), 10_000)
         why += f": {needed} calls in each run can show one"
     return f"{before[0]}/{before[1]} -> {passes}/{calls} calls passed ({why})"
 
 
-def _flaky_items(summary):
+def flaky_items(summary):
     """(its id and the rate the verdict rests on, why) for each flaky case of a summary."""
     for key, why in (
         ("flaky", "calls disagreed in this run"),
@@ -3193,30 +3263,30 @@ def _flaky_items(summary):
                 rate = f" ({passes}/{calls} calls passed)"
             elif runs is not None:
                 rate = f" ({passes}/{runs} runs passed)"
-            yield _line(item.get("id")) + rate, why
+            yield one_line(item.get("id")) + rate, why
 
 
-def _below_floor(summary):
+def below_min_pass_rate(summary):
     """Whether the run's pass rate is below its --min-pass-rate (the summary's min_pass_rate):
     the one rule the exit code and every report's headline follow."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
-    return _is_number(floor) and _is_number(rate) and rate < floor
+    return is_json_number(floor) and is_json_number(rate) and rate < floor
 
 
-def _gate_lines(summary):
+def min_pass_rate_lines(summary):
     """The --min-pass-rate line of a summary: the rate against the floor ([] without one)."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
-    if not _is_number(floor):
+    if not is_json_number(floor):
         return []
     if rate is None:
         return [
-            f"no case ran: the minimum pass rate {_percent(floor)} (--min-pass-rate) does "
+            f"no case ran: the minimum pass rate {as_percent(floor)} (--min-pass-rate) does "
             "not apply"
         ]
-    shown = f"pass rate {_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is"
-    if _below_floor(summary):
-        return [f"{shown} BELOW the minimum {_percent(floor)} (--min-pass-rate): the run fails"]
-    return [f"{shown} at or above the minimum {_percent(floor)} (--min-pass-rate)"]
+    shown = f"pass rate {as_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is"
+    if below_min_pass_rate(summary):
+        return [f"{shown} BELOW the minimum {as_percent(floor)} (--min-pass-rate): the run fails"]
+    return [f"{shown} at or above the minimum {as_percent(floor)} (--min-pass-rate)"]
 
 
 # The cases a summary lists, in its order, with their labels: with quiet, the first two.
@@ -3254,12 +3324,12 @@ def format_summary(record, quiet=False):
         if summary.get(key)
     ]
     lines = [
-        f"pass rate {_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
-        + _earlier_rates(summary)
+        f"pass rate {as_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+        + earlier_rates(summary)
         + _replayed(record),
         ", ".join(counts),
     ]
-    lines += _gate_lines(summary)
+    lines += min_pass_rate_lines(summary)
     latency, tokens, cost = (summary.get(key) for key in ("latency_s", "tokens", "cost_usd"))
     if latency and not quiet:
         lines.append(
@@ -3276,7 +3346,7 @@ def format_summary(record, quiet=False):
             "in the price table; see --prices)"
         )
     flaky = {}
-    for text, why in _flaky_items(summary):
+    for text, why in flaky_items(summary):
         flaky.setdefault(why, []).append(text)
     lines += [f"flaky ({why}): " + ", ".join(texts) for why, texts in flaky.items()]
     sections = dict(_SUMMARY_SECTIONS)
@@ -3296,18 +3366,21 @@ def format_summary(record, quiet=False):
             entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
         for group in groups.values():
             if len(group) >= 3:
-                ids = _truncated_list([_line(e["id"]) for e in group], 5, ", ")
-                lines += [f"ERROR: {len(group)} cases: {ids}", f"    {_line(*_reasons(group[0]))}"]
+                ids = join_truncated([one_line(e["id"]) for e in group], 5, ", ")
+                lines += [
+                    f"ERROR: {len(group)} cases: {ids}",
+                    f"    {one_line(*report_reasons(group[0]))}",
+                ]
         for entry in entries:
-            lines.append(f"{label}: {_line(entry['id'])}")
+            lines.append(f"{label}: {one_line(entry['id'])}")
             if entry["status"] == "review":
                 lines[-1] += " (needs review)"
-            details = [_rate_change(entry)]
+            details = [rate_change_text(entry)]
             if change != "fixed":  # a fixed case passes: no reasons
-                details += _reasons(entry) + _reply_lines(entry, 200)
-            lines += [f"    {_line(text)}" for text in details if text]
+                details += report_reasons(entry) + reply_lines(entry, 200)
+            lines += [f"    {one_line(text)}" for text in details if text]
     if record.get("removed") and not quiet:
-        lines.append("removed from the case file: " + ", ".join(map(_line, record["removed"])))
+        lines.append("removed from the case file: " + ", ".join(map(one_line, record["removed"])))
     return "\n".join(lines) + "\n"
 
 
@@ -3325,35 +3398,36 @@ _INVISIBLE = re.compile(
 )
 
 
-def _text(value):
+def shown_text(value):
+    """`value` as text: str(value), "" for None."""
     return "" if value is None else str(value)
 
 
-def _visible(value):
+def visible_text(value):
     """`value` as text with invisible or misleading characters spelled out (\\x1b, \\u202e)."""
     return _INVISIBLE.sub(
         lambda match: match.group().encode("unicode_escape").decode(),
-        _text(value).replace("\r\n", "\n"),
+        shown_text(value).replace("\r\n", "\n"),
     )
 
 
-def _line(value):
+def one_line(value):
     """`value` on one line, as no text from a case or a model may start a line of a terminal
-    or a CI log (a workflow command): spelled out as by _visible, line breaks too."""
-    return _visible(value).replace("\n", "\\n").replace("\r", "\\r")
+    or a CI log (a workflow command): spelled out as by visible_text, line breaks too."""
+    return visible_text(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _rows(record):
+def ran_entries(record):
     """The (entry, change) of each case a `completed` record ran, in order, read anew at each
     call (from a _Spool: a report holds only the entries it keeps)."""
     return ((e, e["change"]) for e in record["cases"] if e["change"] != "not_run")
 
 
 def _gh_escape(value, prop=False):
-    """Workflow-command data, spelled out as by _visible, escaped as the runner unescapes it
+    """Workflow-command data, spelled out as by visible_text, escaped as the runner unescapes it
     (docs.github.com "Workflow commands"; actions/toolkit command.ts): in a property value
     (`prop`) also : and , so it can neither end the properties (::) nor start another (,)."""
-    text = _visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    text = visible_text(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if prop:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text
@@ -3362,28 +3436,24 @@ def _gh_escape(value, prop=False):
 def github_annotations(record):
     """GitHub Actions workflow commands (str, one a line, "" for none): `::error` or `::warning`
     a case, and `::error` for a pass rate below --min-pass-rate."""
-    lines = []
+    lines, record = [], completed(record)
     if _replayed(record):
         lines.append(f"::warning title=Recorded outputs::{_gh_escape(_replayed(record)[2:])}\n")
-    for entry, change in _rows(completed(record)):
+    for entry, change in ran_entries(record):
         if entry.get("status") == "error":  # a warning, with its one reason
             kind, command, rate = "Error", "warning", ""
         elif change == "regressed":
-            kind, command, rate = "Regression", "error", _rate_change(entry)
+            kind, command, rate = "Regression", "error", rate_change_text(entry)
         elif change == "lower_not_significant":
-            kind, command, rate = "Lower, not significant", "warning", _rate_change(entry)
+            kind, command, rate = "Lower, not significant", "warning", rate_change_text(entry)
         else:
             continue
-        message = "\n".join(text for text in [rate, *_reasons(entry)] if text)
-
+        message = "\n".join(text for text in [rate, *report_reasons(entry)] if text)
         title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
-
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
-    if _below_floor(completed(record)["summary"]):  # the exit code's other reason, shown too
-        lines.append(
-            f"::error title=Pass rate below the minimum::"
-            f"{_gh_escape(_gate_lines(completed(record)['summary'])[0])}\n"
-        )
+    if below_min_pass_rate(record["summary"]):  # the exit code's other reason, shown too
+        gate = _gh_escape(min_pass_rate_lines(record["summary"])[0])
+        lines.append(f"::error title=Pass rate below the minimum::{gate}\n")
     return "".join(lines)
 
 
@@ -3394,7 +3464,7 @@ def github_annotations(record):
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-_EXIT_CODES = (
+EXIT_CODES_HELP = (
     "exit codes: 0 nothing regressed (or --accept took the regressions); 1 a case "
     "that passed in the baseline fails or needs review now, a repeated case's pass "
     "rate dropped significantly, or the pass rate is below --min-pass-rate (with "
@@ -3433,11 +3503,12 @@ def _check_table():
             f"  {spec.name} {' '.join(params + ['[KEY=VALUE...]'] * spec.open)}",
             textwrap.fill(spec.summary, 79, initial_indent=" " * 6, subsequent_indent=" " * 6),
         ]
-    lines += [] if _extras() else [f"\n{_NO_EXTRAS}."]
+    if not _extras():
+        lines.append(f"\n{_NO_EXTRAS}.")
     return "\n".join(lines) + "\n"
 
 
-def _number(kind, low, high=math.inf):
+def bounded_number(kind, low, high=math.inf):
     """An argparse type: a `kind` (int or float) from `low` to `high`; a float finite, above 0."""
 
     def convert(text):
@@ -3475,7 +3546,7 @@ def _fraction(text, alpha=False):
     return value
 
 
-_alpha = functools.partial(_fraction, alpha=True)
+significance_level = functools.partial(_fraction, alpha=True)
 
 
 # Every option, declared once: "flags" (or "command:flags", where a command gives the flag a
@@ -3525,26 +3596,29 @@ _OPTIONS = {
     ),
     "--record": dict(metavar="FILE", help="also save the outputs as recordings (JSONL)"),
     "-j --concurrency": dict(
-        type=_number(int, 1), default=1, metavar="N", help="calls in flight at once (default: 1)"
+        type=bounded_number(int, 1),
+        default=1,
+        metavar="N",
+        help="calls in flight at once (default: 1)",
     ),
     "--timeout": dict(
-        type=_number(float, 0),
+        type=bounded_number(float, 0),
         metavar="SECONDS",
         help="per-call time limit; a slower call is an error (default: none)",
     ),
     "--repeat": dict(
-        type=_number(int, 1, 1000),
+        type=bounded_number(int, 1, 1000),
         default=1,
         metavar="N",
         help="call each case N times (at most 1000)",
     ),
     "--min-pass": dict(
-        type=_number(int, 1),
+        type=bounded_number(int, 1),
         metavar="K",
         help="passing calls a repeated case needs (default: a majority, 2 of 3)",
     ),
     "--alpha": dict(
-        type=_alpha,
+        type=significance_level,
         default=DEFAULT_ALPHA,
         metavar="A",
         help="significance level of the pass-rate tests: a repeated case regresses "
@@ -3658,7 +3732,7 @@ def main(argv=None, stdout=None, stderr=None):
         return EXIT_INTERRUPTED
     except CaseFileError as exc:
         stderr.write(
-            f"{exc}\nevals: {_plural(len(exc.problems), 'problem')} in the case "
+            f"{exc}\nevals: {plural(len(exc.problems), 'problem')} in the case "
             "file; no model was called\n"
         )
     except EvalsError as exc:
@@ -3687,15 +3761,15 @@ def _sigterm_as_interrupt():
             signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_code(summary, strict=False, accepted=False):
-    """The exit code of a finished run (see _EXIT_CODES)."""
+def exit_code(summary, strict=False, accepted=False):
+    """The exit code of a finished run (see EXIT_CODES_HELP)."""
     if summary["errored"]:  # the run is incomplete: that wins over any verdict
         return EXIT_INVALID
     if summary["regressed"] and not accepted:
         return EXIT_REGRESSION
     if strict and summary["passed"] < summary["total"]:
         return EXIT_REGRESSION
-    if _below_floor(summary):
+    if below_min_pass_rate(summary):
         return EXIT_REGRESSION
     return EXIT_OK
 
@@ -3798,10 +3872,13 @@ def _run_command(args, stdout, stderr):
         return EXIT_OK
     cases, digest = load_cases(args.cases)
     if args.validate:
-        stdout.write(f"{args.cases}: {_plural(len(cases), 'case')}, all valid\n")
+        stdout.write(f"{args.cases}: {plural(len(cases), 'case')}, all valid\n")
         return EXIT_OK
     args.baseline = args.baseline or _baseline_of(args.cases)
-    _refuse_contradictions(args)
+    # Options that cannot go together, before any call.
+    refuse_pairs(
+        args, ("accept", "no_save"), ("accept", "out"), ("no_save", "out"), ("rescore", "client")
+    )
     run = Run(args, cases, digest, load_baseline(args.baseline), stdout, stderr)
     if plugin:
         plugin.before_run(run)
@@ -3812,7 +3889,7 @@ def _run_command(args, stdout, stderr):
         run.read.pop("--baseline")
     refuse_overwriting(run.read, run.written)
     if args.record and os.path.exists(args.record):  # malformed: refused now, not after calls
-        collections.deque(_recording_rows(args.record), 0)
+        collections.deque(recording_rows(args.record), 0)
     if run.nothing:
         stdout.write(run.nothing + "\n")
         return EXIT_OK
@@ -3859,7 +3936,7 @@ def _run_cases(run, call_model):
         run.selected, call_model, run.options, args.quiet, run.stderr, stopped
     )
     record = make_record(
-        RunResult(results, _now(), None, run.client, args.cases, run.digest),
+        RunResult(results, utc_now(), None, run.client, args.cases, run.digest),
         run.baseline,
         run.cases,
         args.accept,
@@ -3885,7 +3962,7 @@ def _finish_run(run, record):
         stdout.writelines(run.notes)
         if run.options.refusals:
             stdout.write(
-                f"{_plural(run.options.refusals, 'call')} refused by the provider for a while "
+                f"{plural(run.options.refusals, 'call')} refused by the provider for a while "
                 "(a rate limit, an overload) and called again after the wait it asked for\n"
             )
         if run.stopped:  # nothing is written, so accepting made no difference
@@ -3898,10 +3975,10 @@ def _finish_run(run, record):
             _save_recordings(args.record, record, stderr)
         _save_record(run, record)
         if args.json:
-            write_atomic(args.json, record_chunks(record))
+            write_record(args.json, record)
         if args.github:
             stdout.write(github_annotations(record))
-    code = _exit_code(record["summary"], args.strict, args.accept)
+    code = exit_code(record["summary"], args.strict, args.accept)
     if code == EXIT_REGRESSION and args.strict and not record["summary"]["regressed"]:
         stderr.write("evals: exit 1: --strict, and not every case passed\n")
     return code
@@ -3939,9 +4016,8 @@ def _client_for(args, cases, options, stderr):
         name = f"rescore:{args.rescore}"
     else:
         name = args.client or os.environ.get("EVALS_CLIENT") or DEFAULT_CLIENT
-        if _offline(
-            name, "ask", "EVALS_PROVIDER"
-        ):  # the harness replays what my_client would call
+        # my_client with no provider: the harness replays what it would call
+        if unconfigured_my_client(name, "ask", "EVALS_PROVIDER"):
             call_model, name = _offline_client(options.repeat, stderr)
         else:
             call_model = load_callable(name)
@@ -3959,17 +4035,6 @@ def refuse_pairs(args, *pairs):
             )
 
 
-def _refuse_contradictions(args):
-    """Options that cannot go together, before any call."""
-    refuse_pairs(
-        args,
-        ("accept", "no_save"),
-        ("accept", "out"),
-        ("no_save", "out"),
-        ("rescore", "client"),
-    )
-
-
 def _selection_hint(args, cases):
     """Why --tag or --id selects nothing, when a tag or a plain id names no case at all."""
     tags = sorted({tag for case in cases for tag in case.tags})
@@ -3979,7 +4044,7 @@ def _selection_hint(args, cases):
     for pattern in args.id or ():
         if pattern in ids or set(pattern) & set("*?["):
             continue
-        hint = _did_you_mean(pattern, ids)
+        hint = did_you_mean(pattern, ids)
         if hint != ".":
             return hint
     return ""
@@ -4014,7 +4079,7 @@ def _with_progress(cases, call_model, options, quiet, stream, stopped):
 def _save_recordings(path, record, stderr):
     """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
     rows updated (or added at the end), every other row kept as it was."""
-    rows = {row["id"]: row for row, _ in _recording_rows(path)} if os.path.exists(path) else {}
+    rows = {row["id"]: row for row, _ in recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
         fields = {
@@ -4033,7 +4098,7 @@ def _save_recordings(path, record, stderr):
         rows[entry["id"]] = {**kept, **fields}
     write_jsonl_atomic(path, rows.values())
     stderr.write(
-        f"evals: recorded {_plural(len(ran), 'output')} of this run in {path} "
+        f"evals: recorded {plural(len(ran), 'output')} of this run in {path} "
         f"({len(rows)} in all)\n"
     )
 
@@ -4048,7 +4113,7 @@ _COMMANDS = {
         _run_command,
         "Run a JSONL file of cases through a model, score deterministic checks, "
         "and compare with the previous run (the baseline) to catch regressions.",
-        _EXIT_CODES + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
+        EXIT_CODES_HELP + "\n\nWith no --client, EVALS_CLIENT or EVALS_PROVIDER, a run replays "
         "the outputs recorded in recordings.jsonl (EVALS_RECORDINGS), calling no model.",
         {
             None: ("--version",),

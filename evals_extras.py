@@ -79,97 +79,97 @@ __all__ = [
 from evals import (  # the core's names this file builds on
     Amount,
     Answer,
+    as_percent,
+    asking,
+    below_min_pass_rate,
     Bool,
+    bounded_number,
+    bounds_rule,
     BudgetExceeded,
-    CHECKS,
+    call_within,
+    callable_name,
+    calls_passed_note,
     Case,
+    case_problems,
+    case_reasons,
     CheckResult,
+    CHECKS,
     Choice,
+    compile_pattern,
+    completed,
+    conversation_problems,
     Count,
+    count_result,
+    decide,
     DEFAULT_ALPHA,
     DEFAULT_BASELINE,
+    describe_raised,
+    did_you_mean,
+    earlier_rates,
+    EvalsError,
+    evaluate,
+    exit_code,
+    EXIT_CODES_HELP,
     EXIT_INVALID,
     EXIT_OK,
     EXIT_REGRESSION,
-    EvalsError,
-    NO_JUDGE,
-    Text,
-    Texts,
-    _EXIT_CODES,
-    _NotJson,
-    _STRICT_DECODER,
-    _alpha,
-    _below_floor,
-    _bounds,
-    _call_text,
-    _callable_name,
-    _check_calls,
-    _compile,
-    _counted,
-    _counts,
-    _did_you_mean,
-    _earlier_rates,
-    _exit_code,
-    _flaky_items,
-    _gate_lines,
-    _input_problems,
-    _is_number,
-    _is_texts,
-    _json_equal,
-    _json_line,
-    _json_type,
-    _kind,
-    _level,
-    _line,
-    _now,
-    _number,
-    _offline,
-    _paragraphs,
-    _parse_json,
-    _percent,
-    _plural,
-    _quote,
-    _quote_all,
-    _raised,
-    _rate_change,
-    _reasons,
-    _recording_rows,
-    _regex_problem,
-    _reply_lines,
-    _rows,
-    _strict_json,
-    _text,
-    _to_json,
-    _tool_calls,
-    _truncated_list,
-    _unfence,
-    _visible,
-    _within,
-    _words,
-    case_problems,
-    case_reasons,
-    completed,
-    decide,
-    evaluate,
+    flaky_items,
     format_summary,
+    github_annotations,
+    is_json_number,
+    is_string_list,
+    join_truncated,
+    json_equal,
+    json_line_bytes,
+    json_type_name,
     load_baseline,
     load_callable,
     load_cases,
     mask_secrets,
+    min_pass_rate_lines,
+    NO_JUDGE,
+    normal_tool_calls,
+    NotJsonError,
+    one_line,
+    OWN_FILES,
+    param_kind,
+    parse_json,
+    plural,
+    ran_entries,
+    rate_change_text,
+    read_reply,
+    record_chunks,
     record_problem,
-    register,
-    stored_output,
-    summarize,
-    write_atomic,
-    write_record,
-    asking,
+    recording_rows,
     refuse_overwriting,
     refuse_pairs,
-    OWN_FILES,
-    read_reply,
+    Regex,
+    register,
+    reply_lines,
+    report_reasons,
     shard_of,
-    github_annotations,
-    record_chunks,
+    short_repr,
+    short_reprs,
+    shown_text,
+    significance_level,
+    split_paragraphs,
+    split_words,
+    stored_output,
+    STRICT_JSON_DECODER,
+    strict_json_loads,
+    strip_fence,
+    summarize,
+    Text,
+    Texts,
+    to_json,
+    tool_call_text,
+    unconfigured_my_client,
+    utc_now,
+    validate_counts,
+    validate_level,
+    visible_text,
+    write_atomic,
+    write_record,
 )
 
 
@@ -411,25 +411,25 @@ def _detect_language(text):
 LetterCase = Choice("upper", "lower")
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_sentence_count(output, min: Count = None, max: Count = None):
     """`min`..`max` sentences (`.` `!` `?` end one, not after abbreviations or initials; an
     approximation of nltk's punkt)."""
-    return _counted(len(_split_sentences(output)), "sentence", min, max)
+    return count_result(len(_split_sentences(output)), "sentence", min, max)
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_paragraph_count(output, min: Count = None, max: Count = None, separator: Text = None):
     """`min`..`max` non-empty paragraphs, split on blank lines or on `separator`."""
-    return _counted(len(_paragraphs(output, separator)), "paragraph", min, max)
+    return count_result(len(split_paragraphs(output, separator)), "paragraph", min, max)
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_bullet_count(output, min: Count = None, max: Count = None, numbered: Bool = False):
     """`min`..`max` lines starting `- `, `* `, `+ ` (and `1. ` / `1) ` when `numbered`)."""
     marker = r"(?:[-*+]|\d+[.)])" if numbered else r"[-*+]"
     count = len(re.findall(rf"^[ \t]*{marker}[ \t]+\S", output, re.MULTILINE))
-    return _counted(count, "bullet item", min, max)
+    return count_result(count, "bullet item", min, max)
 
 
 @register
@@ -439,22 +439,22 @@ def check_letter_case(output, style: LetterCase):
     if not any(c.isupper() or c.islower() for c in output):
         return CheckResult(False, "the output has no letters")
     if wrong:
-        got = _quote_all(list(dict.fromkeys(wrong))[:10])  # 'e', 'l', 'o': 'elo' reads as a word
+        got = short_reprs(list(dict.fromkeys(wrong))[:10])  # 'e', 'l', 'o': 'elo' reads as a word
         return CheckResult(
-            False, f"{_plural(len(wrong), 'letter')} not {style} case: {got}", (got,)
+            False, f"{plural(len(wrong), 'letter')} not {style} case: {got}", (got,)
         )
     return CheckResult(True, f"all letters are {style} case")
 
 
-@register(rule=_bounds())
+@register(rule=bounds_rule())
 def check_uppercase_word_count(output, min: Count = None, max: Count = None):
     """`min`..`max` words written entirely in capitals ("NASA", "NOT")."""
-    count = sum(1 for word in _words(output, "alphanumeric") if word.isupper())
-    return _counted(count, "all-capitals word", min, max)
+    count = sum(1 for word in split_words(output, "alphanumeric") if word.isupper())
+    return count_result(count, "all-capitals word", min, max)
 
 
 # Only the codes _detect_language can return: a code it can never tell would always fail.
-Language = _kind(
+Language = param_kind(
     lambda v: v in _DETECTABLE, "must be an ISO 639-1 code, one of " + " ".join(_DETECTABLE)
 )
 
@@ -478,10 +478,10 @@ def check_language(output, code: Language):
 _SCHEMA_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 
-_Number = _kind(_is_number, "must be a number")
+_Number = param_kind(is_json_number, "must be a number")
 
 
-_Anything = _kind(lambda v: True, "")
+_Anything = param_kind(lambda v: True, "")
 
 
 # The `format` values checked (JSON Schema 2020-12, section 7.3, as assertions):
@@ -570,20 +570,22 @@ FORMATS = ("date", "date-time", "time", "email", "uri", "uuid", "ipv4", "ipv6")
 
 
 _SCHEMA_KEYWORDS = {
-    "type": _kind(
+    "type": param_kind(
         lambda v: (
-            _is_texts(v) and set(v) <= set(_SCHEMA_TYPES)
+            is_string_list(v) and set(v) <= set(_SCHEMA_TYPES)
             if isinstance(v, list)
             else v in _SCHEMA_TYPES
         ),
         f"must be one of {', '.join(_SCHEMA_TYPES)} or a list of them",
     ),
-    "properties": _kind(lambda v: isinstance(v, dict), "must be an object"),
-    "required": _kind(lambda v: _is_texts(v, allow_empty=True), "must be a list of strings"),
+    "properties": param_kind(lambda v: isinstance(v, dict), "must be an object"),
+    "required": param_kind(
+        lambda v: is_string_list(v, allow_empty=True), "must be a list of strings"
+    ),
     "additionalProperties": _Anything,
     "items": _Anything,
     "const": _Anything,
-    "enum": _kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
+    "enum": param_kind(lambda v: isinstance(v, list) and v, "must be a non-empty list"),
     "minimum": _Number,
     "maximum": _Number,
     "exclusiveMinimum": _Number,
@@ -592,7 +594,7 @@ _SCHEMA_KEYWORDS = {
     "maxLength": Count,
     "minItems": Count,
     "maxItems": Count,
-    "pattern": _regex_problem,
+    "pattern": Regex,
     "format": Choice(*FORMATS),
     **dict.fromkeys(("$schema", "$id", "title", "description", "default", "examples"), _Anything),
 }
@@ -612,7 +614,7 @@ def schema_errors(value, schema, path, quoted):
         return []
     if schema is False:
         return [f"{path}: not allowed"]
-    actual = _json_type(value)
+    actual = json_type_name(value)
     whole = actual == "number" and (isinstance(value, int) or value.is_integer())
     kinds = schema.get("type")
     if isinstance(kinds, str):
@@ -620,14 +622,14 @@ def schema_errors(value, schema, path, quoted):
     if kinds and not any(k == actual or (k == "integer" and whole) for k in kinds):
         return [f"{path}: expected {' or '.join(kinds)}, got {actual}"]
     errors = []
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {_to_json(schema['const'])}")
-    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        shown = _to_json(value)  # as written, unless it hides a control or format character
+    if "const" in schema and not json_equal(value, schema["const"]):
+        errors.append(f"{path}: expected {to_json(schema['const'])}")
+    if "enum" in schema and not any(json_equal(value, v) for v in schema["enum"]):
+        shown = to_json(value)  # as written, unless it hides a control or format character
         if not shown.isprintable():
             shown = json.dumps(value)
         quoted.append(shown[:40])
-        errors.append(f"{path}: {quoted[-1]} not one of {_to_json(schema['enum'])[:80]}")
+        errors.append(f"{path}: {quoted[-1]} not one of {to_json(schema['enum'])[:80]}")
     if actual == "number":
         for key, holds, words in _NUMBER_BOUNDS:
             if key in schema and not holds(value, schema[key]):
@@ -638,23 +640,27 @@ def schema_errors(value, schema, path, quoted):
         (list, "item", "minItems", "maxItems"),
     ):
         if isinstance(value, kind) and (low in schema or high in schema):
-            counted = _counted(len(value), unit, schema.get(low), schema.get(high))
+            counted = count_result(len(value), unit, schema.get(low), schema.get(high))
             if not counted.passed:
                 errors.append(f"{path}: {counted.reason}")
     pattern = schema.get("pattern")
-    if isinstance(value, str) and pattern is not None and not _compile(pattern).search(value):
-        quoted.append(_quote(value, 40))
+    if (
+        isinstance(value, str)
+        and pattern is not None
+        and not compile_pattern(pattern).search(value)
+    ):
+        quoted.append(short_repr(value, 40))
         errors.append(f"{path}: {quoted[-1]} does not match /{pattern}/")
     fmt = schema.get("format")
     if isinstance(value, str) and fmt is not None and not _is_format(value, fmt):
-        quoted.append(_quote(value, 40))
+        quoted.append(short_repr(value, 40))
         errors.append(f"{path}: {quoted[-1]} is not a valid {fmt}")
     if isinstance(value, list) and "items" in schema:
         for index, item in enumerate(value):
             errors += schema_errors(item, schema["items"], f"{path}[{index}]", quoted)
     if isinstance(value, dict):
         errors += [
-            f"{path}: missing required key {_quote(key)}"
+            f"{path}: missing required key {short_repr(key)}"
             for key in schema.get("required", ())
             if key not in value
         ]
@@ -662,7 +668,7 @@ def schema_errors(value, schema, path, quoted):
         for key, item in value.items():
             child = properties.get(key, schema.get("additionalProperties", True))
             if child is False and key not in properties:
-                quoted.append(_quote(key))
+                quoted.append(short_repr(key))
                 errors.append(f"{path}: unexpected key {quoted[-1]}")
             else:
                 errors += schema_errors(item, child, f"{path}.{key}", quoted)
@@ -711,13 +717,13 @@ def Schema(value):
 @register
 def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
     """JSON valid against `schema` (the JSON Schema subset listed in docs/checks.md)."""
-    value, problem = _parse_json(output, allow_fence)
+    value, problem = parse_json(output, allow_fence)
     if problem:
         return CheckResult(False, problem)
     quoted = []
     errors = schema_errors(value, schema, "$", quoted)
     if errors:
-        return CheckResult(False, _truncated_list(errors, 3), tuple(quoted))
+        return CheckResult(False, join_truncated(errors, 3), tuple(quoted))
     return CheckResult(True, "matches the schema")
 
 
@@ -776,7 +782,7 @@ def _embedded_json(text):
         body = text[start:end]
         start += len(body) - len(body.lstrip())
         try:
-            values.append((start, _strict_json(body.strip())))
+            values.append((start, strict_json_loads(body.strip())))
         except RecursionError:
             failures.append((start, "nested too deeply", None))
         except json.JSONDecodeError as exc:
@@ -789,7 +795,7 @@ def _embedded_json(text):
     while match:
         pos = match.start()
         try:
-            value, end = _STRICT_DECODER.raw_decode(text, pos)
+            value, end = STRICT_JSON_DECODER.raw_decode(text, pos)
             values.append((pos, value))
         except RecursionError:
             failures.append((pos, "nested too deeply", None))
@@ -850,12 +856,12 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
         return CheckResult(
             False,
             f"no valid JSON object or array: "
-            f"{_plural(len(failures), 'candidate')}, none parses: "
+            f"{plural(len(failures), 'candidate')}, none parses: "
             f"{'; '.join(shown)}{more}",
         )
     if len(values) > 1:
         shown = [
-            f"at {_where(output, pos, fenced)} ({_quote(_to_json(value), 40)})"
+            f"at {_where(output, pos, fenced)} ({short_repr(to_json(value), 40)})"
             for pos, value in values[:3]
         ]
         more = ""
@@ -872,17 +878,17 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
             return CheckResult(False, f"the JSON at {where} is an array, expected an object")
         missing = [k for k in keys if k not in value]
         if missing:
-            return CheckResult(False, f"the JSON at {where} misses keys: {_quote_all(missing)}")
+            return CheckResult(False, f"the JSON at {where} misses keys: {short_reprs(missing)}")
     if schema is not None:
         quoted = []
         errors = schema_errors(value, schema, "$", quoted)
         if errors:
             return CheckResult(
-                False, f"the JSON at {where}: {_truncated_list(errors, 3)}", tuple(quoted)
+                False, f"the JSON at {where}: {join_truncated(errors, 3)}", tuple(quoted)
             )
-    reason = f"one JSON {_json_type(value)} at {where}"
+    reason = f"one JSON {json_type_name(value)} at {where}"
     if keys:
-        reason += f" with keys {_quote_all(keys)}"
+        reason += f" with keys {short_reprs(keys)}"
     if schema is not None:
         reason += ", matching the schema"
     return CheckResult(True, reason)
@@ -931,7 +937,7 @@ def check_xml_valid(output, allow_fence: Bool = False):
         return CheckResult(
             False, "not well-formed XML: it holds a lone surrogate (half of a \\uXXXX pair)"
         )
-    return CheckResult(True, f"well-formed XML (root element {_quote(root.tag, 40)})")
+    return CheckResult(True, f"well-formed XML (root element {short_repr(root.tag, 40)})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -988,7 +994,7 @@ def _equals_any_rule(check):
     if len(empty) == 1:
         verb = "normalises"
     return [
-        f"{_quote_all(empty)} {verb} to an empty string under 'squad' (only articles, "
+        f"{short_reprs(empty)} {verb} to an empty string under 'squad' (only articles, "
         "punctuation or white space)"
     ]
 
@@ -1004,16 +1010,16 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     text = normal(output)
     for value in values:
         if normal(value) == text and normalize == "squad":
-            return CheckResult(True, f"equals {_quote(value)} after squad normalisation")
+            return CheckResult(True, f"equals {short_repr(value)} after squad normalisation")
         if normal(value) == text:
-            return CheckResult(True, f"equals {_quote(value)}")
-    got = _quote(output.strip())
+            return CheckResult(True, f"equals {short_repr(value)}")
+    got = short_repr(output.strip())
     if normalize == "none":
-        return CheckResult(False, f"expected one of {_quote_all(values)}, got {got}", (got,))
-    normalised = _quote(text)
+        return CheckResult(False, f"expected one of {short_reprs(values)}, got {got}", (got,))
+    normalised = short_repr(text)
     return CheckResult(
         False,
-        f"expected one of {_quote_all(values)}, got {got} (normalised {normalised})",
+        f"expected one of {short_reprs(values)}, got {got} (normalised {normalised})",
         (got, normalised),
     )
 
@@ -1084,11 +1090,11 @@ def check_number_match(
             return CheckResult(
                 False,
                 f"{len(distinct)} distinct numbers, expected only one: "
-                f"{_quote_all(shown)}{' ...' if len(numbers) > 5 else ''}",
-                tuple(_quote(w) for w in shown),
+                f"{short_reprs(shown)}{' ...' if len(numbers) > 5 else ''}",
+                tuple(short_repr(w) for w in shown),
             )
     found, written = numbers[0 if which == "first" else -1]
-    got = _quote(written)
+    got = short_repr(written)
     tolerance = "".join(
         f" (±{tol:g}{unit})" for tol, unit in ((abs_tol, ""), (rel_tol, " rel")) if tol
     )
@@ -1186,7 +1192,7 @@ _SIMILARITIES = {
 Metric = Choice(*_SIMILARITIES)
 
 
-Score = _kind(lambda v: _is_number(v) and 0 <= v <= 1, "must be a number from 0 to 1")
+Score = param_kind(lambda v: is_json_number(v) and 0 <= v <= 1, "must be a number from 0 to 1")
 
 
 def _similarity_rule(check):
@@ -1290,12 +1296,12 @@ def judge_prompt(case_input, output, check):
 def _verdict_json(reply):
     """The one JSON value of a judge reply: (value, None) or (None, reason)."""
     text = reply.strip()
-    fenced = _unfence(text)
+    fenced = strip_fence(text)
     if fenced is not None:
         text = fenced.strip()
     try:
-        return _strict_json(text), None
-    except _NotJson as exc:
+        return strict_json_loads(text), None
+    except NotJsonError as exc:
         return None, str(exc)
     except RecursionError:
         return None, "the JSON is nested too deeply"
@@ -1306,9 +1312,9 @@ def _verdict_json(reply):
     found, index = [], text.find("{")
     while index != -1:
         try:
-            value, end = _STRICT_DECODER.raw_decode(text, index)
+            value, end = STRICT_JSON_DECODER.raw_decode(text, index)
             found.append((index, end, value))
-        except _NotJson as exc:
+        except NotJsonError as exc:
             return None, str(exc)
         except (ValueError, RecursionError):
             end = index + 1
@@ -1340,7 +1346,7 @@ def parse_verdict(reply):
         return None, problem
     problems = schema_errors(value, _VERDICT_SCHEMA, "$", [])
     if problems:
-        return None, _truncated_list(problems, 3)
+        return None, join_truncated(problems, 3)
     return {key: value[key] for key in JUDGE_KEYS}, None
 
 
@@ -1348,7 +1354,7 @@ def verdict_status(verdict, min_confidence="medium"):
     """(status, reason) of a parsed verdict: "fail" when it lists any violation, "review" when
     it lists none with a confidence below `min_confidence`, else "pass"."""
     violations = [
-        f"{label}: {_quote(item, 200)}" for key, label in _JUDGE_LISTS for item in verdict[key]
+        f"{label}: {short_repr(item, 200)}" for key, label in _JUDGE_LISTS for item in verdict[key]
     ]
     said, note = verdict["reason"].strip(), ""
     if said:
@@ -1402,12 +1408,12 @@ def check_judge(
             context=context,
         ),
     )
-    name = getattr(ask, "name", None) or _callable_name(ask)
+    name = getattr(ask, "name", None) or callable_name(ask)
     exchange = {"name": name, "prompt": prompt, "reply": None, "verdict": None, "cached": False}
     try:
         reply = ask(prompt)
     except (Exception, SystemExit) as exc:  # a judge's sys.exit() is its case's error
-        description, quoted = _raised(exc)
+        description, quoted = describe_raised(exc)
         return CheckResult(
             False, f"the judge call failed: {description}", quoted, "error", exchange
         )
@@ -1456,7 +1462,7 @@ class Judge:
     def __init__(self, func, name=None, cache_path=None, timeout=None):
         self.func = func
         self._ask = asking(func)
-        self.name = name or _callable_name(func)
+        self.name = name or callable_name(func)
         self.cache_path = cache_path
         self.timeout = timeout
         self.calls = self.hits = 0
@@ -1480,7 +1486,7 @@ class Judge:
             with self._lock:
                 self.hits += 1
             return _Reply(hit["reply"], hit.get("model"), cached=True)
-        answer = _within(lambda: self._ask(prompt, case, attempt), self.timeout)
+        answer = call_within(lambda: self._ask(prompt, case, attempt), self.timeout)
         with self._lock:
             self.calls += 1
         if not isinstance(answer, str):
@@ -1497,9 +1503,9 @@ class Judge:
             "name": self.name,
             "model": reply.model,
             "reply": str(reply),
-            "ts": _now(),
+            "ts": utc_now(),
         }
-        data = _json_line(row)
+        data = json_line_bytes(row)
         with self._lock, contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
             # One unbuffered write() a line, which O_APPEND keeps whole across processes.
@@ -1556,7 +1562,7 @@ def replay_judge(path, stderr=None):
 def _load_judge(spec, stderr=None):
     """The judge callable `spec` names (ClientError); my_client's judge with no judge provider
     configured is replay_judge of EVALS_JUDGE_RECORDINGS (default judge_recordings.jsonl)."""
-    if _offline(spec, "judge", "EVALS_JUDGE_PROVIDER", "EVALS_PROVIDER"):
+    if unconfigured_my_client(spec, "judge", "EVALS_JUDGE_PROVIDER", "EVALS_PROVIDER"):
         return replay_judge(
             os.environ.get("EVALS_JUDGE_RECORDINGS") or DEFAULT_JUDGE_RECORDINGS, stderr
         )
@@ -1604,7 +1610,7 @@ def _tools_problems(tools):
     for number, tool in enumerate(tools, 1):
         where = f"tool {number}"
         if not isinstance(tool, dict):
-            problems.append(f"{where} must be an object, got {_json_type(tool)}")
+            problems.append(f"{where} must be an object, got {json_type_name(tool)}")
             continue
         unknown = [key for key in tool if key not in _TOOL_KEYS]
         if unknown:
@@ -1640,24 +1646,24 @@ def _call_problem(call, declared, quoted):
     arguments = call.get("arguments", {})
     if tool is None:
         return (
-            f"{_call_text(call, 120)} names no declared tool (declared: "
-            f"{_truncated_list(list(declared), 5, ', ')})"
+            f"{tool_call_text(call, 120)} names no declared tool (declared: "
+            f"{join_truncated(list(declared), 5, ', ')})"
         )
     if isinstance(arguments, str):  # the model wrote something that is not a JSON object
         try:
-            value = _strict_json(arguments)
+            value = strict_json_loads(arguments)
         except (ValueError, RecursionError):
-            return f"{_call_text(call, 120)}: its arguments are not JSON"
+            return f"{tool_call_text(call, 120)}: its arguments are not JSON"
         if not isinstance(value, dict):
-            return f"{_call_text(call, 120)}: its arguments are not a JSON object"
+            return f"{tool_call_text(call, 120)}: its arguments are not a JSON object"
         arguments = value
     errors = schema_errors(arguments, tool.get("parameters", {}), "$", quoted)
     if not errors:
         return None
-    return f"{_call_text(call, 120)}: {_truncated_list(errors, 3)}"
+    return f"{tool_call_text(call, 120)}: {join_truncated(errors, 3)}"
 
 
-@register(rule=_bounds(needed=False))
+@register(rule=bounds_rule(needed=False))
 def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = None):
     """Every tool call names one of the declared `tools` (a list of {"name", "description",
     "parameters"}, as an EVALS_TOOLS file holds) and its arguments satisfy that tool's
@@ -1667,17 +1673,17 @@ def check_tool_calls_valid(reply, tools: Tools, min: Count = None, max: Count = 
     for number, call in enumerate(calls, 1):
         problem = _call_problem(call, declared, quoted)
         if problem is not None:
-            quoted.append(_call_text(call, 120))
+            quoted.append(tool_call_text(call, 120))
             if len(calls) > 1:
                 problem = f"call {number} of {len(calls)}: {problem}"
             return CheckResult(False, problem, tuple(quoted))
     if min is not None or max is not None:
-        counted = _counted(len(calls), ("tool call", "tool calls"), min, max)
+        counted = count_result(len(calls), ("tool call", "tool calls"), min, max)
         if not counted.passed:
             return counted
         return CheckResult(True, f"{counted.reason}, each valid")
     return CheckResult(
-        True, f"{_plural(len(calls), 'tool call')}, each of a declared tool with valid arguments"
+        True, f"{plural(len(calls), 'tool call')}, each of a declared tool with valid arguments"
     )
 
 
@@ -1717,7 +1723,7 @@ def _append_line(path, row, data=None):
         data = _file_bytes(path)
     if data and not data.endswith(b"\n"):
         data += b"\n"
-    write_atomic(path, data + _json_line(row))
+    write_atomic(path, data + json_line_bytes(row))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1781,7 +1787,7 @@ def load_prices(path):
         if not (
             isinstance(pair, list)
             and len(pair) == 2
-            and all(_is_number(price) and price >= 0 for price in pair)
+            and all(is_json_number(price) and price >= 0 for price in pair)
         ):
             raise EvalsError(
                 f"--prices {path}: {model!r} must be [input, output] dollars per million tokens"
@@ -1858,10 +1864,10 @@ def batch_client(args, cases, call_model, client_name, digest, options, stderr):
     def submitted(new_id):
         ids.append(new_id)
         stderr.write(
-            f"evals: submitted batch {new_id} ({_plural(len(calls), 'call')}); Ctrl-C "
+            f"evals: submitted batch {new_id} ({plural(len(calls), 'call')}); Ctrl-C "
             "leaves it running, and --batch with the same cases collects it\n"
         )
-        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=_now())])
+        _save_batches(path, _saved_batches(path) + [dict(entry, id=new_id, submitted=utc_now())])
 
     try:
         replies = batch(
@@ -2135,7 +2141,7 @@ class _Cache:
             with self.lock:
                 self.db.execute(
                     "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)",
-                    (key, client, text, _now()),
+                    (key, client, text, utc_now()),
                 )
         except sqlite3.Error as exc:
             self._trouble("written", exc)
@@ -2661,7 +2667,7 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     if missing:
         raise EvalsError(
             f"{len(missing)} case(s) were run by no shard: "
-            f"{_truncated_list(missing, 10, ', ')}; is a shard's record missing?"
+            f"{join_truncated(missing, 10, ', ')}; is a shard's record missing?"
         )
     entries = [ran[case_id][1] for case_id in case_ids]
     removed = sorted({i for r in records for i in r.get("removed", [])})
@@ -2788,8 +2794,8 @@ def wilson_interval(k, n, confidence=0.95):
     Raises ValueError for counts out of range or a confidence outside (0, 1)."""
     import statistics  # here, not at the top: only repeated runs and `compare` need it
 
-    _counts(k, n, "wilson_interval")
-    _level(confidence, "confidence")
+    validate_counts(k, n, "wilson_interval")
+    validate_level(confidence, "confidence")
     if n == 0:
         return 0.0, 1.0
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
@@ -2812,8 +2818,8 @@ def mcnemar_exact(b, c, alternative="two-sided"):
     alternative="greater"). No discordant pair (b + c == 0) gives 1.0.
     Returns the p-value (float); raises ValueError for negative or non-integer counts or an
     unknown alternative."""
-    _counts(0, b, "mcnemar_exact b")
-    _counts(0, c, "mcnemar_exact c")
+    validate_counts(0, b, "mcnemar_exact b")
+    validate_counts(0, c, "mcnemar_exact c")
     n = b + c
     if alternative == "two-sided":
         return min(1.0, 2 * sum(math.comb(n, x) for x in range(min(b, c) + 1)) / 2**n)
@@ -2969,15 +2975,16 @@ def _input_text(value):
     """A case's input as reports show it: the string, or a conversation as "role: content",
     a message a line (its own line breaks indented)."""
     if not isinstance(value, list):
-        return _text(value)
+        return shown_text(value)
     lines = []
     for m in value:
         if isinstance(m, dict):
             lines.append(
-                f"{_text(m.get('role'))}: " + _text(m.get("content")).replace("\n", "\n  ")
+                f"{shown_text(m.get('role'))}: "
+                + shown_text(m.get("content")).replace("\n", "\n  ")
             )
         else:
-            lines.append(_text(m))
+            lines.append(shown_text(m))
     return "\n".join(lines)
 
 
@@ -2986,16 +2993,16 @@ def _headline(summary):
     word, text), regressions first, then errors, then a pass rate below --min-pass-rate."""
     failing = summary["failed"] + summary["review"]
     if summary["regressed"]:
-        return "bad", "FAIL", _plural(summary["regressed"], "regression")
+        return "bad", "FAIL", plural(summary["regressed"], "regression")
     if summary["errored"]:
         return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
-    if _below_floor(summary):
+    if below_min_pass_rate(summary):
         return (
             "bad",
             "FAIL",
             (
-                f"pass rate {_percent(summary['pass_rate'])} below the minimum "
-                f"{_percent(summary['min_pass_rate'])}"
+                f"pass rate {as_percent(summary['pass_rate'])} below the minimum "
+                f"{as_percent(summary['min_pass_rate'])}"
             ),
         )
     if failing:
@@ -3123,8 +3130,8 @@ _SECTIONS = {
 
 def _xml_text(value):
     """Text an XML 1.0 document can hold: the characters it forbids spelled out, as by
-    _visible (which every report shares), so that ids "b" and "b\\ufffe" stay two names."""
-    return _visible(value)
+    visible_text (which every report shares), so that ids "b" and "b\\ufffe" stay two names."""
+    return visible_text(value)
 
 
 def _outputs_shown(record):
@@ -3140,17 +3147,17 @@ def _output_of(entry, record, key="output"):
 
 
 def _reply_of(entry, record):
-    """The entry's output and _reply_lines as the reports show it; None if absent or omitted."""
+    """The entry's output and reply_lines as the reports show it; None if absent or omitted."""
     output = _output_of(entry, record)
     if output is None:
         return None
-    return "\n".join([text for text in [output, *_reply_lines(entry)] if text])
+    return "\n".join([text for text in [output, *reply_lines(entry)] if text])
 
 
 def _sections(record):
-    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over _rows."""
+    """[(key, Markdown title, HTML title, its rows)] of _SECTIONS, from one pass over ran_entries."""
     held = {key: [] for key in _SECTIONS}
-    for row in _rows(record):
+    for row in ran_entries(record):
         for key, (_, _, holds) in _SECTIONS.items():
             if holds(*row):
                 held[key].append(row)
@@ -3158,7 +3165,7 @@ def _sections(record):
 
 
 def _seconds(value):
-    if not _is_number(value):
+    if not is_json_number(value):
         return 0.0
     return value
 
@@ -3208,13 +3215,13 @@ def render_junit(record):
         history = []
     history = {i.get("id") for i in history if isinstance(i, dict)}
     seconds = 0.0
-    for entry, change in _rows(record):
+    for entry, change in ran_entries(record):
         seconds += _seconds(entry.get("latency_s"))
         _junit_case(suite, entry, change, record, history)
-    gate = _gate_lines(record["summary"])  # --min-pass-rate, as a test a CI system shows
+    gate = min_pass_rate_lines(record["summary"])  # --min-pass-rate, as a test a CI system shows
     if gate:
         testcase = ET.SubElement(suite, "testcase", classname="evals.gates", name="min_pass_rate")
-        if _below_floor(record["summary"]):
+        if below_min_pass_rate(record["summary"]):
             ET.SubElement(testcase, "failure", type="min_pass_rate", message=gate[0]).text = gate[
                 0
             ]
@@ -3254,7 +3261,7 @@ def _junit_case(suite, entry, change, record, flaky_history):
     # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
     # shows both outcomes), as pytest's record_property writes them: a pass rate is neither a
     # pass nor a failure
-    pass_rate = _rate_change(entry)
+    pass_rate = rate_change_text(entry)
     rate, properties = [], {"pass_rate": None, "flaky": None}
     if pass_rate:
         rate = [_xml_text(pass_rate)]
@@ -3263,7 +3270,7 @@ def _junit_case(suite, entry, change, record, flaky_history):
     if entry.get("flaky") or entry["id"] in flaky_history:
         properties["flaky"] = "true"
     _junit_properties(testcase, properties)
-    reasons = [_xml_text(r) for r in _reasons(entry)]
+    reasons = [_xml_text(r) for r in report_reasons(entry)]
     if entry.get("status") == "error":
         kind, sep, _ = reasons[0].partition(":")  # "TimeoutError: ..." is of type TimeoutError
         if not sep or not kind.isidentifier():
@@ -3307,7 +3314,7 @@ def _md_inline(value, limit):
     """Untrusted text for a Markdown line: one line, at most `limit` characters, every
     CommonMark/GFM punctuation character backslash-escaped, then &, <, > as entities, so no
     markup, link, tag or comment can form."""
-    text = " ".join(_visible(value).split())
+    text = " ".join(visible_text(value).split())
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
     text = _MD_PUNCTUATION.sub(r"\\\1", text)
@@ -3317,7 +3324,7 @@ def _md_inline(value, limit):
 def _md_fenced(value):
     """Untrusted text as a fenced code block whose fence is longer than any run of backticks
     in it, so no line of the text can close the block; nothing inside is rendered."""
-    text = _visible(value)
+    text = visible_text(value)
     if len(text) > _EXCERPT_CHARS:
         text = (
             text[:_EXCERPT_CHARS].rstrip() + f"\n… ({len(text) - _EXCERPT_CHARS} more characters)"
@@ -3333,15 +3340,15 @@ def _md_cases(key, rows, record):
     if key == "fixed":
         for e, _ in rows:
             lines.append(f"- {_md_inline(e['id'], 200)}")
-            if _rate_change(e):
-                lines[-1] += f": {_md_inline(_rate_change(e), 300)}"
+            if rate_change_text(e):
+                lines[-1] += f": {_md_inline(rate_change_text(e), 300)}"
         return lines + [""]
     for entry, change in rows:
         label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
         lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
-        if _rate_change(entry):
-            lines.append(f"- {_md_inline(_rate_change(entry), 300)}")
-        lines += [f"- {_md_inline(reason, 500)}" for reason in _reasons(entry)] + [""]
+        if rate_change_text(entry):
+            lines.append(f"- {_md_inline(rate_change_text(entry), 300)}")
+        lines += [f"- {_md_inline(reason, 500)}" for reason in report_reasons(entry)] + [""]
         if key == "errored":
             continue
         output = _reply_of(entry, record)
@@ -3363,12 +3370,12 @@ def render_markdown(record, previous=None):
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
     rate = (
-        f"pass rate **{_percent(numbers['pass_rate'])}** "
-        f"({numbers['passed']}/{numbers['total']}){_earlier_rates(numbers)}"
+        f"pass rate **{as_percent(numbers['pass_rate'])}** "
+        f"({numbers['passed']}/{numbers['total']}){earlier_rates(numbers)}"
     )
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     counts += ("lower_not_significant",) * bool(numbers.get("lower_not_significant"))
-    rate += "".join(f"  \n{_md_inline(line, 300)}" for line in _gate_lines(numbers))
+    rate += "".join(f"  \n{_md_inline(line, 300)}" for line in min_pass_rate_lines(numbers))
     lines = [
         f"## {head}",
         "",
@@ -3385,7 +3392,7 @@ def render_markdown(record, previous=None):
             lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
         if len(group) > _MD_CASES_PER_SECTION:
             lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
-    flaky = [f"- {_md_inline(text, 300)}: {why}" for text, why in _flaky_items(numbers)]
+    flaky = [f"- {_md_inline(text, 300)}: {why}" for text, why in flaky_items(numbers)]
     if flaky:
         lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""]
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
@@ -3398,7 +3405,7 @@ def _h(value):
     """Untrusted text for HTML: spelled-out controls, then html.escape (quotes included)."""
     import html as _html
 
-    return _html.escape(_visible(value), quote=True)
+    return _html.escape(visible_text(value), quote=True)
 
 
 def _diff_tokens(text):
@@ -3413,7 +3420,7 @@ def _word_diff(old, new):
     and the words only in `new` in <ins> (difflib; lines instead of words for long texts)."""
     import difflib
 
-    a, b = _diff_tokens(_visible(old)), _diff_tokens(_visible(new))
+    a, b = _diff_tokens(visible_text(old)), _diff_tokens(visible_text(new))
     left, right = [], []
     # Compared without their trailing white space, so "email." at the end of one text and
     # "email.\n" before a new line in the other are the same word.
@@ -3487,7 +3494,7 @@ _NONE = '<span class="none">({})</span>'  # a placeholder where there is no text
 def _duration(seconds):
     """A case's latency as the HTML report shows it: "not measured" for a replayed or re-scored
     answer, which has none (not "0 ms")."""
-    if not _is_number(seconds):
+    if not is_json_number(seconds):
         return "not measured"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
@@ -3519,7 +3526,7 @@ def _html_outputs(entry, before, record):
 
 def _html_case(entry, change, key, record, previous):
     """One case of section `key` as an HTML card (str)."""
-    status = _text(entry.get("status"))
+    status = shown_text(entry.get("status"))
     before = (previous or {}).get(entry["id"])
     if not isinstance(before, dict):
         before = {}
@@ -3531,7 +3538,7 @@ def _html_case(entry, change, key, record, previous):
         title.append('<span class="badge failing">review</span>')
     if entry.get("flaky"):
         title.append('<span class="badge flaky">flaky</span>')
-    base = _text(before.get("baseline"))
+    base = shown_text(before.get("baseline"))
     facts = []
     if base:
         facts.append(f"baseline {_h(base)}")
@@ -3543,8 +3550,8 @@ def _html_case(entry, change, key, record, previous):
     if isinstance(entry.get("sent"), dict):
         facts.append("sent " + _h(json.dumps(entry["sent"], ensure_ascii=False)))
     attempts = entry.get("attempts")
-    if _rate_change(entry):
-        facts.append(_h(_rate_change(entry)))
+    if rate_change_text(entry):
+        facts.append(_h(rate_change_text(entry)))
     elif isinstance(attempts, list) and attempts:
         passed = sum(1 for a in attempts if isinstance(a, dict) and a.get("status") == "pass")
         facts.append(f"{passed}/{len(attempts)} calls passed")
@@ -3554,7 +3561,7 @@ def _html_case(entry, change, key, record, previous):
     if entry.get("input") is not None:
         body.append(f"<h4>Input</h4><pre>{_h(_input_text(entry['input']))}</pre>")
     if status == "error":
-        body.append(f"<h4>Error</h4><pre>{_h(_reasons(entry)[0])}</pre>")
+        body.append(f"<h4>Error</h4><pre>{_h(report_reasons(entry)[0])}</pre>")
     checks = ""
     for c in entry.get("checks") or []:
         if not isinstance(c, dict):
@@ -3567,7 +3574,7 @@ def _html_case(entry, change, key, record, previous):
             mark = "fail"
         checks += (
             f'<li class="{mark}"><code>{_h(c.get("type"))}</code> {_h(c.get("reason"))}'
-            f"{_h(_check_calls(c))}</li>"
+            f"{_h(calls_passed_note(c))}</li>"
         )
     if status == "review" and not checks:
         checks = '<li class="fail">needs review</li>'
@@ -3610,12 +3617,12 @@ def _html_top(record, heading=None):
     if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
         tones["lower, not significant"] = "warn"
         counts["lower, not significant"] = numbers["lower_not_significant"]
-    meta = [f"pass rate <b>{_percent(numbers['pass_rate'])}</b>", _earlier_rates(numbers)[2:]]
-    meta += [_h(line) for line in _gate_lines(numbers)]
+    meta = [f"pass rate <b>{as_percent(numbers['pass_rate'])}</b>", earlier_rates(numbers)[2:]]
+    meta += [_h(line) for line in min_pass_rate_lines(numbers)]
     facts = {
         "started": record.get("started_at"),
         "client": record.get("client"),
-        "commit": record.get("git_commit") and _text(record["git_commit"])[:12],
+        "commit": record.get("git_commit") and shown_text(record["git_commit"])[:12],
         "cases": _case_file_path(record),
     }
     meta += [f"{label} {_h(value)}" for label, value in facts.items() if value]
@@ -3655,10 +3662,10 @@ def render_html(record, previous=None, heading=None):
             out.extend(_html_case(e, c, key, record, previous) for e, c in group)
             out.append("</section>")
     passing = []  # a table row a case, not its entry: a spooled record's stay on disk
-    for e, c in _rows(record):
+    for e, c in ran_entries(record):
         if e.get("status") != "pass" or any(h(e, c) for *_, h in _SECTIONS.values()):
             continue
-        rate = _rate_change(e)
+        rate = rate_change_text(e)
         if rate:
             rate = " · " + rate
         passing.append(
@@ -3674,7 +3681,7 @@ def render_html(record, previous=None, heading=None):
         )
     flaky = [
         f'<tr><td class="id">{_h(text)}</td><td>{why}</td></tr>'
-        for text, why in _flaky_items(record["summary"])
+        for text, why in flaky_items(record["summary"])
     ]
     if flaky:
         out.append(
@@ -3734,7 +3741,7 @@ def _merge_command(args, stdout, stderr):
     write_record(args.out, merged)
     stdout.write(f"merged {len(records)} records into {args.out}\n")
     stdout.write(format_summary(merged, args.quiet))
-    return _exit_code(merged["summary"], args.strict, merged.get("accepted"))
+    return exit_code(merged["summary"], args.strict, merged.get("accepted"))
 
 
 def _history_command(args, stdout, stderr):
@@ -3752,12 +3759,12 @@ def _history_command(args, stdout, stderr):
     for row in rows:
         start = f"run {row['run']:>5}  {row['started_at']}  {(row['git_commit'] or '-')[:10]:<10}"
         if args.case_id:
-            reasons = "; ".join(_line(r) for r in (row["reasons"] or "").split("\n") if r)
+            reasons = "; ".join(one_line(r) for r in (row["reasons"] or "").split("\n") if r)
             stdout.write(f"{start}  {row['status']:<6}  {reasons}\n")
         else:
             stdout.write(
                 f"{start}  {row['passed']}/{row['total']} passed "
-                f"({_percent(row['pass_rate'])}), {row['regressed']} regressed\n"
+                f"({as_percent(row['pass_rate'])}), {row['regressed']} regressed\n"
             )
     return EXIT_OK
 
@@ -3767,7 +3774,7 @@ def _added_checks(args):
     checks = []
     for number, text in enumerate(args.check, 1):
         try:
-            checks.append(_strict_json(text, unique_keys=True))
+            checks.append(strict_json_loads(text, unique_keys=True))
         except (ValueError, RecursionError) as exc:
             raise EvalsError(f"--check {number}: not valid JSON: {exc}") from None
     checks += [
@@ -3808,7 +3815,7 @@ def _add_command(args, stdout, stderr):
         text = entry.get("input")
     if output is None:  # the recorded answer is the whole reply: its tool calls and ending too
         output, whole = entry.get("output"), entry
-    calls, ended = _tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
+    calls, ended = normal_tool_calls(whole.get("tool_calls")), whole.get("finish_reason")
     if text is None and args.from_run:
         raise EvalsError(
             f"{args.baseline}: the record of {args.from_run!r} has no input; give --input"
@@ -3820,7 +3827,7 @@ def _add_command(args, stdout, stderr):
     if args.recordings and os.path.exists(args.recordings):
         # Read as recordings JSONL only: a run record (which load_outputs also takes) would be
         # broken by a line appended after its closing brace.
-        if args.id in {row["id"] for row, _ in _recording_rows(args.recordings)}:
+        if args.id in {row["id"] for row, _ in recording_rows(args.recordings)}:
             raise EvalsError(f"{args.recordings}: has a recording for {args.id!r} already")
     case = {"id": args.id, "input": text, "checks": checks}
     if args.description is not None:
@@ -3891,7 +3898,7 @@ def _check_command(args, stdout, stderr):
     cases, _ = load_cases(args.cases)
     case = next((c for c in cases if c.id == args.case_id), None)
     if case is None:
-        hint = _did_you_mean(args.case_id, [c.id for c in cases])
+        hint = did_you_mean(args.case_id, [c.id for c in cases])
         raise EvalsError(f"{args.cases}: no case {args.case_id!r}{hint.rstrip('.')}")
     if any(_needs_judge(c) for c in case.checks):
         raise EvalsError(
@@ -3940,12 +3947,12 @@ def _compare_command(args, stdout, stderr):
         side = result[name.lower()]
         low, high = side["wilson_95"]
         lines.append(
-            f"{name} {_line(path)}: pass rate {_percent(side['pass_rate'])} "
+            f"{name} {one_line(path)}: pass rate {as_percent(side['pass_rate'])} "
             f"({side['passed']}/{side['total']}), 95% Wilson interval "
-            f"{_percent(low)} to {_percent(high)}"
+            f"{as_percent(low)} to {as_percent(high)}"
         )
     lines.append(
-        f"paired over the {_plural(result['paired'], 'case')} scored in both: "
+        f"paired over the {plural(result['paired'], 'case')} scored in both: "
         f"{result['a_only_passed']} passed in A only, {result['b_only_passed']} in B "
         f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
         f"two-sided p = {result['p_two_sided']:.3g}"
@@ -3962,7 +3969,7 @@ def _compare_command(args, stdout, stderr):
     stdout.write("\n".join(lines) + "\n" + listing)
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if ids and not args.quiet:
-            stdout.write(f"only in {name}: {', '.join(map(_line, ids))}\n")
+            stdout.write(f"only in {name}: {', '.join(map(one_line, ids))}\n")
     if result["worse"]:
         return EXIT_REGRESSION
     return EXIT_OK
@@ -4230,8 +4237,8 @@ DEFAULT_CAPTURES = os.path.join(".evals", "captures.jsonl")  # where my_client.c
 
 
 def _is_conversation(value):
-    """A captured input that is a conversation a case can hold (see _input_problems)."""
-    return isinstance(value, list) and not _input_problems({"input": value})
+    """A captured input that is a conversation a case can hold (see conversation_problems)."""
+    return isinstance(value, list) and not conversation_problems(value)
 
 
 class _EndOfInput(Exception):
@@ -4400,7 +4407,7 @@ def _pasted_case(row, text, cases_path, stdout):
 
 def _show_capture(number, total, row, stdout):
     def shown(value, absent):
-        return absent if value is None else _visible(value).replace("\n", "\n  ")
+        return absent if value is None else visible_text(value).replace("\n", "\n  ")
 
     details = [str(row["ts"])] if row.get("ts") else []
     if row.get("tags"):
@@ -4416,11 +4423,13 @@ def _show_capture(number, total, row, stdout):
         + "\n"
     )
     if row.get("error"):
-        stdout.write(f"error: {_visible(row['error'])}\n")
+        stdout.write(f"error: {visible_text(row['error'])}\n")
     else:
         stdout.write("output:\n  " + shown(_shown_text(row.get("output")), "(not stored)") + "\n")
     if row.get("context"):
-        stdout.write("context: " + _visible(json.dumps(row["context"], ensure_ascii=False)) + "\n")
+        stdout.write(
+            "context: " + visible_text(json.dumps(row["context"], ensure_ascii=False)) + "\n"
+        )
 
 
 def _review_one(row, cases_path, stdout):
@@ -4575,7 +4584,7 @@ def warn_before_run(run):
     run that would replace another case file's baseline (given with --baseline)."""
     args, baseline, cases, stderr = run.args, run.baseline, run.cases, run.stderr
     for name in sorted(n for n in os.environ if n.startswith(("EVAL_", "EVALS_"))):
-        hint = _did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
+        hint = did_you_mean(name, VARIABLES) if name not in VARIABLES else "."
         if hint != "." or name.startswith("EVAL_"):
             stderr.write(
                 f"evals: warning: {name} is not a variable evals or my_client reads"
@@ -4594,7 +4603,7 @@ def warn_before_run(run):
     if dropped:
         stderr.write(
             f"evals: warning: {args.baseline} is the baseline of {theirs}, not "
-            f"{args.cases}; this run replaces it and drops {_plural(dropped, 'case')} "
+            f"{args.cases}; this run replaces it and drops {plural(dropped, 'case')} "
             f"{args.cases} lacks (without --baseline each case file has its own; "
             "--no-save writes none)\n"
         )
@@ -4763,7 +4772,7 @@ def _notes(run, record):
     if run.journal and args.resume:
         record["summary"]["reused"] = run.journal.reused
         notes.append(
-            f"{run.journal.reused} of {_plural(options.replies, 'answer')} reused from the "
+            f"{run.journal.reused} of {plural(options.replies, 'answer')} reused from the "
             "interrupted run; the other calls were made now\n"
         )
     judge = options.judge
@@ -4779,7 +4788,7 @@ def _notes(run, record):
             "deterministic checks only\n"
         )
     if run.skipped:
-        skipped = ", ".join(_line(case.id) for case in run.skipped)
+        skipped = ", ".join(one_line(case.id) for case in run.skipped)
         notes.append(f"not run (--no-judge; only judge checks): {skipped}\n")
     if options.budget and options.budget.unpriced:
         run.stderr.write(
@@ -4805,7 +4814,7 @@ _REPORTS = ("--omit-outputs", "--junit", "--markdown", "--html")
 OPTIONS = {
     # 0.001: one call a thousand seconds; below, the wait overflows the clock
     "--rate-limit": dict(
-        type=_number(float, 0.001),
+        type=bounded_number(float, 0.001),
         metavar="PER_SECOND",
         help="start at most this many calls per second (beside the provider's own rate limits, "
         "which its replies' headers tell, and EVALS_RPM / EVALS_TPM)",
@@ -4826,13 +4835,13 @@ OPTIONS = {
     "finishes), and call only the rest",
     "--errored": "run only cases that errored in the baseline's last run",
     "--repeat-flaky": dict(
-        type=_number(int, 2, 1000),
+        type=bounded_number(int, 2, 1000),
         metavar="N",
         help="run only the cases the "
         "history marks flaky, N calls each, to measure their pass rates",
     ),
     "--budget": dict(
-        type=_number(float, 0),
+        type=bounded_number(float, 0),
         metavar="USD",
         help="stop calling before the "
         "estimated cost would pass this many dollars; cases not called are errors",
@@ -4902,7 +4911,7 @@ OPTIONS = {
         nargs="?", metavar="CASE_ID", help="show this case's verdicts and reasons run by run"
     ),
     "--limit": dict(
-        type=_number(int, 1), default=20, metavar="N", help="rows to show (default: 20)"
+        type=bounded_number(int, 1), default=20, metavar="N", help="rows to show (default: 20)"
     ),
     "add:--id": dict(required=True, help="the new case's id (unique)"),
     "--input": dict(help="the prompt"),
@@ -4951,7 +4960,7 @@ OPTIONS = {
     ),
     "compare:record_b": dict(metavar="B", help="the run record compared (e.g. the new model's)"),
     "compare:--alpha": dict(
-        type=_alpha,
+        type=significance_level,
         default=DEFAULT_ALPHA,
         metavar="A",
         help="significance level: B is significantly worse when McNemar's "
@@ -4999,7 +5008,7 @@ COMMANDS = {
         "Combine the run records of shards (evals.py --shard K/N) into one "
         "record and one diff, as if the suite had run in one job. Every case of the case "
         "file must have been run by exactly one shard.",
-        _EXIT_CODES,
+        EXIT_CODES_HELP,
         {None: ("records", "--cases", "merge:--out", "--strict", "--min-pass-rate", "-q --quiet")},
     ),
     "history": (

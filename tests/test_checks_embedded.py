@@ -196,13 +196,13 @@ class SchemaFormatTest(CheckTest):
         for fmt, values in self.VALID.items():
             for value in values:
                 with self.subTest(fmt=fmt, value=value):
-                    self.assertPasses(schema_check(fmt), evals._to_json({"v": value}))
+                    self.assertPasses(schema_check(fmt), evals.to_json({"v": value}))
 
     def test_invalid_values_fail_naming_the_format(self):
         for fmt, values in self.INVALID.items():
             for value in values:
                 with self.subTest(fmt=fmt, value=value):
-                    result = self.assertFails(schema_check(fmt), evals._to_json({"v": value}),
+                    result = self.assertFails(schema_check(fmt), evals.to_json({"v": value}),
                                               f"is not a valid {fmt}")
                     self.assertTrue(result.reason.startswith("$.v: "), result.reason)
 
