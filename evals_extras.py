@@ -2095,7 +2095,7 @@ class _Cache:
     A cache that cannot be used is said once; the calls are then made as without one."""
 
     def __init__(self, path, stderr):
-        self.path, self.stderr, self.hits, self.broken = path, stderr, 0, False
+        self.path, self.stderr, self.hits, self.broken, self.db = path, stderr, 0, False, None
         self.lock = threading.Lock()
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -2110,6 +2110,10 @@ class _Cache:
             self.db.execute(_CACHE_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             self._trouble("opened", exc)
+
+    def close(self):
+        if self.db is not None:
+            self.db.close()
 
     def _trouble(self, done, exc):
         if not self.broken:
@@ -4724,26 +4728,25 @@ def finish(run, record):
     run.notes += _notes(run, record)
     try:
         yield
-    except BaseException:  # the record was not written: the journal stays for --resume
+        if run.stopped:
+            if run.journal and run.journal.handle is not None:
+                run.stderr.write(
+                    "evals: --resume calls only what this run did not answer (its answers "
+                    f"are kept in {run.journal.path})\n"
+                )
+            return
+        if history:
+            append_run(args, record, run.stderr)
+        write_reports(args, record, run.baseline.entries)
+        if run.journal:
+            run.journal.remove()
+        if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
+            run.forget_batch()
+    finally:  # a record not written (stopped, an error) keeps the journal for --resume
         if run.journal:
             run.journal.close()
-        raise
-    if run.stopped:
-        if run.journal:
-            run.journal.close()
-        if run.journal and run.journal.handle is not None:
-            run.stderr.write(
-                f"evals: --resume calls only what this run did not answer (its answers are "
-                f"kept in {run.journal.path})\n"
-            )
-        return
-    if history:
-        append_run(args, record, run.stderr)
-    write_reports(args, record, run.baseline.entries)
-    if run.journal:
-        run.journal.remove()
-    if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
-        run.forget_batch()
+        if run.cache:
+            run.cache.close()
 
 
 def _replies(count):

@@ -165,6 +165,77 @@ class BucketServer(LoopbackServer):
         return {"delay": 0.05, "headers": headers, "json": completion()}
 
 
+class LearningTest(unittest.TestCase):
+    """Where no headers tell the limits, the refusals do, and only when they dominate."""
+
+    def complete(self, limiter, clock, refused, latency=0.2):
+        ticket = limiter.take(PROMPT)
+        clock.now += 0.001 if refused else latency
+        limiter.done(ticket, refused=refused)
+
+    def test_refusals_that_dominate_the_last_calls_set_a_rate_and_aimd_follows(self):
+        limiter, clock = pacer()
+        for _ in range(20):
+            self.complete(limiter, clock, False, latency=0.05)  # 20 answers within a second
+        self.assertIsNone(limiter.learned)
+        for _ in range(12):  # 12 of the last 20 refused: not yet more than 60 %
+            self.complete(limiter, clock, True)
+        self.assertIsNone(limiter.learned)
+        self.complete(limiter, clock, True)
+        # 20 answers in the last 2 s: 10 a second, of which LEARN_START
+        self.assertAlmostEqual(limiter.learned.rate, evals_extras.LEARN_START * 10)
+        first = limiter.learned.rate
+        self.complete(limiter, clock, True)  # started after the rate was set: lowered
+        self.assertAlmostEqual(limiter.learned.rate, first * evals_extras.LEARN_DECREASE)
+        lowered = limiter.learned.rate
+        self.complete(limiter, clock, False)  # an answer raises it, by 1 / rate
+        self.assertAlmostEqual(limiter.learned.rate, lowered + 1 / lowered)
+
+    def test_starts_keep_the_learned_rate(self):
+        limiter, clock = pacer()
+        for _ in range(20):
+            self.complete(limiter, clock, False, latency=0.05)
+        for _ in range(13):
+            self.complete(limiter, clock, True)
+        rate, slept = limiter.learned.rate, len(clock.slept)
+        for _ in range(3):
+            limiter.take(PROMPT)
+        self.assertAlmostEqual(sum(clock.slept[slept:]), 3 / rate, places=2)
+
+    def test_after_a_refusal_starts_keep_the_pace_of_answered_calls(self):
+        """A refused call comes back at once: its worker must not spin through the cases."""
+        clock = FakeClock()
+        limiter = evals_extras.Limiter(clock=clock, sleep=clock.sleep, concurrency=4)
+        self.complete(limiter, clock, False)  # an answer takes 0.2 s
+        self.complete(limiter, clock, True)
+        limiter.take(PROMPT)
+        limiter.take(PROMPT)
+        spacing = 0.2 / (evals_extras.SPIN_PACE * 4)
+        # each start one spacing after the one before, from the refused call's (0.001 s ago)
+        self.assertAlmostEqual(sum(clock.slept), 2 * spacing - 0.001, places=6)
+        clock.now += 0.2  # an answer's time later, the pace is free again
+        slept = len(clock.slept)
+        limiter.take(PROMPT)
+        limiter.take(PROMPT)
+        self.assertEqual(clock.slept[slept:], [])
+
+    def test_a_share_of_refusals_at_any_rate_is_no_limit(self):
+        """A provider that refuses one call in five, whatever the rate (the benchmark's
+        random-429 server): nothing is learned, nothing waits for it."""
+        limiter, clock = pacer()
+        for number in range(400):
+            self.complete(limiter, clock, refused=number % 5 == 0)
+        self.assertIsNone(limiter.learned)
+
+    def test_told_limits_are_not_learned_over(self):
+        limiter, clock = pacer()
+        limiter.done(limiter.take(PROMPT), openai_headers(4000))
+        for _ in range(40):
+            ticket = limiter.take(PROMPT)
+            limiter.done(ticket, openai_headers(4000), refused=True)
+        self.assertIsNone(limiter.learned)
+
+
 class PacedRunTest(unittest.TestCase):
     def test_a_run_at_the_limit_is_answered_and_paced(self):
         """12 cases at -j 4 through a bucket of 5 requests' tokens refilling in 0.5 s: every
