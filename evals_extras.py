@@ -4,22 +4,26 @@ Copy it next to evals.py when you want any of: the `judge` check (a model grades
 checks cannot), the IFEval-style text checks (sentences, paragraphs, bullets, letter case,
 language), `tool_calls_valid` (tool calls against the declared tools), HTML / JUnit / Markdown
 reports, the run history with flaky-case detection, `compare` (two models or prompts, with
-McNemar's test), `--shard` and `merge`, `add` / `check` / `review` (turning bad answers into
-cases), a rate limit, prices and budgets, and provider batches.
+McNemar's test), `--shard` and `merge`, `add` / `check` / `review` and `capture` (turning bad
+answers into cases), and around every call of any client: the journal of a live run
+(`--resume`), the call cache, pacing by rate limits, prices and budgets, provider batches.
 
-evals.py imports this file only when a case or an option needs it, and refuses that case or
-option (exit 2) when it is missing. This file depends on evals.py, never the other way round:
-its checks register in the core's registry, and the core's command line calls prepare_run()
-before a run's calls, after_summary() and write_reports() after them.
+This file depends on evals.py, never the other way round, and uses only the names in its
+`__all__`. It is a plugin of the core: its checks register in the core's registry as it is
+imported, and the core reaches it for five names: OPTIONS and COMMANDS (its options and
+commands, and what it adds to the run command) and three hooks of a run, handed an evals.Run:
+before_run(run), around_call(call_model, run) (returns the call_model the run calls) and
+finish(run, record) (a context manager around the core's saving of the record). Without this
+file, what needs it exits 2 naming it.
 
 Sections, in the core's pipeline order: checks (IFEval-style text, JSON Schema, embedded JSON
 and XML, cost, reference answers, the judge, tool calls against the declared tools), cases
-(appending), runner (the rate limit, prices and budgets, batches, the cache's flags), outcomes
-(reading, comparing and merging records; statistics; history; --omit-outputs), reports (JUnit,
-Markdown, HTML), commands (merge, history, add, check, report, compare, review) and the command
-line's options.
+(appending), runner (prices and budgets, batches, around each call: the journal, the cache,
+the rate limits), outcomes (reading, comparing and merging records; statistics; history;
+--omit-outputs), reports (JUnit, Markdown, HTML), commands (merge, history, add, check, report,
+compare, review, capture) and the command line's options and hooks.
 
-evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import collections
