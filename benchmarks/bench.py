@@ -30,9 +30,10 @@ with the others (the order reversed every other round), and its fastest run coun
 the machine's other work only ever adds time. Every round's time is printed.
 
 1. Live calls: a loopback (127.0.0.1) OpenAI-compatible server answers every chat completion
-   after a fixed latency (0.2 s). `python EVALS --cases CASES --client my_client:ask -j C`
-   runs N cases (1,000) against it through the copy's adapter (EVALS_PROVIDER=openai) at each
-   concurrency C (8 and 32). The baseline is the PLAIN THREAD-POOL LOOP (PLAIN_LOOP, kept in
+   after a fixed latency (0.2 s). `python EVALS --cases CASES --client my_client:ask -j C
+   --out RECORD` runs N cases (1,000) against it through the copy's adapter
+   (EVALS_PROVIDER=openai) at each concurrency C (8 and 32), keeping the journal of its answers
+   as a live run does. The baseline is the PLAIN THREAD-POOL LOOP (PLAIN_LOOP, kept in
    this file and run as its own script like evals): it reads the same case file and sends the
    same N chat completions to the same server with concurrent.futures.ThreadPoolExecutor(C),
    each worker thread keeping ONE connection alive (http.client, the library under
@@ -57,7 +58,10 @@ the machine's other work only ever adds time. Every round's time is printed.
    with Anthropic's anthropic-ratelimit-* names (input and output tokens apart). 150 cases at
    -j 16.  The physical bound: the last request admitted as soon as every bucket holds its cost,
    plus the latency.  Targets: every case answered (exit 0), wall <= 1.15 x the bound, at most
-   5 % of requests refused.  One run per copy and flavour.
+   5 % of requests refused.  Then the OpenAI buckets with the limits hidden, as many
+   OpenAI-compatible gateways do: no x-ratelimit-* headers, and a 429 with Retry-After only, or
+   a bare 429; the run must learn the limits from the refusals.  Targets: every case answered,
+   wall <= 1.3 x the bound, at most 15 % of requests refused.  One run per copy and flavour.
 2. Re-scoring: N generated cases (100,000) with 5 checks each and their recorded outputs
    (written to disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore
    recordings.jsonl --out RECORD --no-history -q` scores them and writes its run record; the
@@ -535,9 +539,12 @@ def bench_throughput(copies, n, latency, levels, rounds, workdir):
             runs[level] = {label: [] for label in [LOOP_LABEL] + [c.label for c in copies]}
             commands = [(LOOP_LABEL, [sys.executable, loop_script, cases, server.url,
                                       str(level)], workdir)]
+            # --out, not --no-save: a run that writes its record keeps the journal of its
+            # answers (--resume), and that is part of what a live run costs.
             commands += [(copy.label, [sys.executable, copy.path, "--cases", cases,
                                        "--client", "my_client:ask", "-j", str(level),
-                                       "--no-save", "--no-history", "-q"], copy.folder)
+                                       "--out", "throughput_record.json", "--no-history",
+                                       "-q"], copy.folder)
                          for copy in copies]
             for round_number in range(rounds):
                 order = commands if round_number % 2 == 0 else commands[::-1]
