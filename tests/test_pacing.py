@@ -236,6 +236,33 @@ class LearningTest(unittest.TestCase):
         self.assertIsNone(limiter.learned)
 
 
+class LimitsByHandTest(unittest.TestCase):
+    """EVALS_RPM, EVALS_TPM and --rate-limit, read by the harness for any client."""
+
+    def limits(self, rate_limit=None, **environ):
+        import argparse
+        import unittest.mock
+
+        clean = {k: v for k, v in os.environ.items() if k not in ("EVALS_RPM", "EVALS_TPM")}
+        with unittest.mock.patch.dict(os.environ, dict(clean, **environ), clear=True):
+            return evals_extras._limits_by_hand(argparse.Namespace(rate_limit=rate_limit))
+
+    def test_a_minute_s_limits_and_a_rate_a_second(self):
+        self.assertEqual(self.limits(), {})
+        self.assertEqual(self.limits(EVALS_RPM="120", EVALS_TPM="6000"),
+                         {"requests": (120.0, 2.0), "tokens": (6000.0, 100.0)})
+        self.assertEqual(self.limits(rate_limit=5.0), {"requests": (1.0, 5.0)})
+        # --rate-limit and EVALS_RPM: evenly spaced at the lower rate
+        self.assertEqual(self.limits(rate_limit=5.0, EVALS_RPM="60")["requests"], (1.0, 1.0))
+
+    def test_a_value_that_is_no_limit_is_refused_naming_the_variable(self):
+        for value in ("abc", "0", "-5", "inf", "nan"):
+            with self.subTest(value=value):
+                with self.assertRaisesRegex(evals_extras.EvalsError,
+                                            "EVALS_RPM must be a number above 0"):
+                    self.limits(EVALS_RPM=value)
+
+
 class PacedRunTest(unittest.TestCase):
     def test_a_run_at_the_limit_is_answered_and_paced(self):
         """12 cases at -j 4 through a bucket of 5 requests' tokens refilling in 0.5 s: every
