@@ -2252,11 +2252,9 @@ def refuse_conversations(cases, call_model, name=None):
     """EvalsError, before any call, naming the first case (FILE:LINE, id) whose input is a
     conversation when `call_model` (named `name`) has no true `accepts_conversations`: a client
     written for a str would crash on a list, or send its repr."""
-    talks = (
-        []
-        if getattr(call_model, "accepts_conversations", False)
-        else [case for case in cases if not isinstance(case.input, str)]
-    )
+    if getattr(call_model, "accepts_conversations", False):
+        return
+    talks = [case for case in cases if not isinstance(case.input, str)]
     if talks:
         raise EvalsError(
             f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
@@ -2532,11 +2530,9 @@ def _offline_client(repeat, stderr):
     """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
     `stderr`; ClientError when there is no such file."""
     path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
-    why = (
-        "EVALS_PROVIDER=replay"
-        if os.environ.get("EVALS_PROVIDER", "").strip()
-        else "EVALS_PROVIDER is not set"
-    )
+    why = "EVALS_PROVIDER is not set"
+    if os.environ.get("EVALS_PROVIDER", "").strip():
+        why = "EVALS_PROVIDER=replay"
     if not os.path.isfile(path):
         raise ClientError(
             f"no client to call: pass --client MODULE:FUNCTION (or set "
@@ -3310,15 +3306,11 @@ def format_summary(record, quiet=False):
             f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
             f"max {latency['max']:.3f} s"
         )
-    if tokens and cost is not None:
-        lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, estimated cost ${cost:.4f}"
-        )
-    elif tokens:
-        lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, cost unknown (model not "
-            "in the price table; see --prices)"
-        )
+    if tokens:
+        priced = "cost unknown (model not in the price table; see --prices)"
+        if cost is not None:
+            priced = f"estimated cost ${cost:.4f}"
+        lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out, {priced}")
     flaky = {}
     for text, why in flaky_items(summary):
         flaky.setdefault(why, []).append(text)
