@@ -265,28 +265,18 @@ class Case(
     __slots__ = ()
 
 
+_RESULT_FIELDS = (
+    "id status output checks error latency_s usage model cost_usd attempts flaky sent "
+    "reasoning tool_calls finish_reason passes calls"
+)
+_RESULT_DEFAULTS = {"checks": (), "flaky": False, "tool_calls": ()}  # the others: None
+
+
 class CaseResult(
     collections.namedtuple(
         "CaseResult",
-        "id status output checks error latency_s usage model cost_usd attempts flaky sent "
-        "reasoning tool_calls finish_reason passes calls",
-        defaults=(
-            None,
-            (),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            None,
-            None,
-            (),
-            None,
-            None,
-            None,
-        ),
+        _RESULT_FIELDS,
+        defaults=[_RESULT_DEFAULTS.get(name) for name in _RESULT_FIELDS.split()[2:]],
     )
 ):
     """One case's outcome; unknown parts are None. status: see `case_status`; output: the text
@@ -301,6 +291,14 @@ class CaseResult(
     def reasons(self):
         """Why the case did not pass: the error text, or the failing checks' reasons."""
         return case_reasons(self.status, self.error, self.checks)
+
+    def parts(self, keys):
+        """(key, value) of each of `keys` that is set, as a record keeps it: not None (flaky and
+        tool calls: true), tool calls as a list."""
+        for key in keys:
+            value = getattr(self, key)
+            if value is not None and (value or key not in ("flaky", "tool_calls")):
+                yield key, list(value) if key == "tool_calls" else value
 
 
 class Answer(
@@ -593,7 +591,6 @@ def mask_secrets(value):
         return value
     if isinstance(value, str):
         return pattern.sub("[redacted]", value)
-
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):  # a named tuple stays one
@@ -740,12 +737,11 @@ def strip_fence(text):
     closing = text.endswith("```")
     if not opening and not closing:
         return None
-    start, end = 0, None
     if opening:
-        start = opening.end()
+        text = text[opening.end() :]
     if closing:
-        end = -3
-    return text[start:end]
+        text = text[:-3]
+    return text
 
 
 class NotJsonError(ValueError):
@@ -1792,11 +1788,8 @@ def load_cases(path):
         for number, raw in enumerate(handle, 1):
             digest.update(raw)
             where = f"{path}:{number}"
-            try:
-                if number == 1:  # the file may start with a byte order mark
-                    raw = raw.decode("utf-8-sig").rstrip("\r\n")
-                else:
-                    raw = raw.decode("utf-8").rstrip("\r\n")
+            try:  # only the first line can begin with a byte order mark
+                raw = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
                 problems.append(f"{where}: not UTF-8 text")
                 continue
@@ -1820,14 +1813,11 @@ def load_cases(path):
                     break
                 continue
             problems += [f"{where}: {problem}" for problem in case_problems(data, memo)]
-            case_id = None
-            if isinstance(data, dict):
-                case_id = data.get("id")
+            case_id = data.get("id") if isinstance(data, dict) else None
             if isinstance(case_id, str) and first_line.setdefault(case_id, number) != number:
                 problems.append(
                     f"{where}: duplicate id {case_id!r} (first used on line {first_line[case_id]})"
                 )
-
             if not problems:  # after a problem the file is refused: no case is needed
                 fields = {**data, "tags": tuple(data.get("tags", ()))}  # checks: a shared tuple
                 cases.append(Case(**fields, path=str(path), line=number))
@@ -1886,8 +1876,8 @@ class RunOptions:
     """How cases are run: concurrency (calls in flight), timeout (s a call), repeat (calls a
     case), min_pass (default: a majority), budget (a Budget), price ((model, usage) -> US
     dollars, evals_extras.call_cost; None: costs unknown), judge (the callable of `judge`
-    checks). A run counts its `replies`, of them the `cached` (a cache or a journal answered)
-    and the `replayed` (recorded) ones, and the calls the provider `refused` for a while."""
+    checks). A run counts its `replies`, of them the `cached` ones (a cache or a journal
+    answered), and the calls the provider refused for a while (`refusals`)."""
 
     def __init__(
         self,
@@ -1906,9 +1896,13 @@ class RunOptions:
         self.budget = budget
         self.price = price
         self.judge = judge
-        self.refused = None  # why every later call would be refused too (a refused key)
-        self.replies = self.cached = self.replayed = self.refusals = 0
         self._counting = threading.Lock()
+        self._start()
+
+    def _start(self):
+        """A run's own state: a refused key stops this run's calls, not a later run's."""
+        self.refused = None  # why every later call would be refused too (a refused key)
+        self.replies = self.cached = self.refusals = 0
 
     @property
     def needed(self):
@@ -2099,7 +2093,6 @@ def _attempt(case, attempt, call, options):
         with options._counting:
             options.replies += 1
             options.cached += reply["cached"]
-            options.replayed += replayed
         if replayed:  # a recorded or kept answer took no model time
             latency = None
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
@@ -2111,28 +2104,28 @@ def _attempt(case, attempt, call, options):
         return CaseResult(
             case.id,
             status,
-            output=answer.text,
-            checks=checks,
-            error=error,
-            latency_s=latency,
-            usage=reply["usage"],
-            model=reply["model"],
+            answer.text,
+            checks,
+            error,
+            latency,
             cost_usd=cost,
-            sent=reply["sent"],
-            reasoning=reply["reasoning"],
             tool_calls=answer.tool_calls,
             finish_reason=answer.finish_reason,
+            **{key: reply[key] for key in ("usage", "model", "sent", "reasoning")},
         )
     finally:
         if options.budget:  # a recorded answer cost nothing: it is not an unpriced call
             options.budget.settle(estimate, 0.0 if replayed else cost, answered)
 
 
-def _combine_attempts(attempts, options):
-    """The verdict of repeated calls: pass with `needed` passes, else error when the errored
-    calls and those the budget left unmade could have made up the difference, else review or
-    fail; flaky when the scored (not errored) calls disagree. Each check of the shown call
-    counts passes and calls over the scored calls that scored it (not skipped)."""
+def _verdict(attempts, options):
+    """The CaseResult of a case's calls: its one call's, or with repeats, pass with `needed`
+    passes, else error when the errored calls and those the budget left unmade could have made
+    up the difference, else review or fail; flaky when the scored (not errored) calls disagree.
+    Each check of the shown call counts passes and calls over the scored calls that scored it
+    (not skipped)."""
+    if options.repeat == 1:
+        return attempts[0]
     counts = collections.Counter(a.status for a in attempts)
     scored = [a for a in attempts if a.status != "error"]
     if counts["pass"] >= options.needed:
@@ -2150,12 +2143,13 @@ def _combine_attempts(attempts, options):
         else None
     )
     same = [a.checks for a in scored if len(a.checks) == len(shown.checks)]
+    # Copies: check dicts are shared, read-only.
     checks = [
         dict(
             check,
-            passes=sum(c[i]["passed"] is True for c in same),  # copies: shared
+            passes=sum(c[i]["passed"] is True for c in same),
             calls=sum(c[i]["passed"] is not None for c in same),
-        )  # dicts are read-only
+        )
         for i, check in enumerate(shown.checks)
     ]
     return shown._replace(
@@ -2169,9 +2163,7 @@ def _combine_attempts(attempts, options):
                 "error": a.error,
                 "latency_s": a.latency_s,
                 "checks": [c for c in a.checks if c.get("passed") is False],
-                **({"reasoning": a.reasoning} if a.reasoning is not None else {}),
-                **({"tool_calls": list(a.tool_calls)} if a.tool_calls else {}),
-                **({"finish_reason": a.finish_reason} if a.finish_reason else {}),
+                **dict(a.parts(("reasoning", "tool_calls", "finish_reason"))),
             }
             for a in attempts
         ],
@@ -2191,9 +2183,6 @@ class _Job:
         self.idle_refusals = 0  # refused in a row, with no answer of the run in between
         self.replies_seen = None  # the run's replies at its last refusal
 
-    def __lt__(self, other):  # waiting jobs due at the same moment: the earlier case first
-        return self.index < other.index
-
 
 def _refusal_wait(job, refused, options):
     """The seconds `job` waits before its refused call is made again, or None when it gives up:
@@ -2212,15 +2201,15 @@ def _refusal_wait(job, refused, options):
 
 
 def _advance(job, call, options):
-    """Make `job`'s calls not made yet; the seconds to wait when one is refused (the job is then
-    put back), else None: every result is in (a budget's refusal ends them early)."""
+    """Make `job`'s calls not made yet: (the seconds to wait when one is refused, None), the job
+    then put back, else (None, its _verdict) (a budget's refusal ends the calls early)."""
     while len(job.results) < options.repeat:
         try:
             result = _attempt(job.case, len(job.results), call, options)
         except _Refused as refused:
             wait = _refusal_wait(job, refused, options)
             if wait is not None:
-                return wait
+                return wait, None
             result = CaseResult(
                 job.case.id,
                 "error",
@@ -2231,16 +2220,9 @@ def _advance(job, call, options):
             )
         except BudgetExceeded as exc:
             job.results.append(CaseResult(job.case.id, "error", error=_describe_error(exc)))
-            return None
+            break
         job.results.append(result)
-    return None
-
-
-def _verdict(job, options):
-    """The CaseResult of a job whose calls are all made."""
-    if options.repeat == 1:
-        return job.results[0]
-    return _combine_attempts(job.results, options)
+    return None, _verdict(job.results, options)
 
 
 def run_case(case, call_model, options=None):
@@ -2270,11 +2252,9 @@ def refuse_conversations(cases, call_model, name=None):
     """EvalsError, before any call, naming the first case (FILE:LINE, id) whose input is a
     conversation when `call_model` (named `name`) has no true `accepts_conversations`: a client
     written for a str would crash on a list, or send its repr."""
-    talks = (
-        []
-        if getattr(call_model, "accepts_conversations", False)
-        else [case for case in cases if not isinstance(case.input, str)]
-    )
+    if getattr(call_model, "accepts_conversations", False):
+        return
+    talks = [case for case in cases if not isinstance(case.input, str)]
     if talks:
         raise EvalsError(
             f"{talks[0].path}:{talks[0].line}: case {talks[0].id!r} has a conversation as its "
@@ -2291,9 +2271,7 @@ def each_result(cases, call_model, options=None, on_result=None):
     before any call (refuse_conversations); Interrupted (results not yet yielded) on Ctrl-C."""
     refuse_conversations(cases, call_model)
     options = options or RunOptions()
-    # a refused key stops this run's calls, not a later run's
-    options.refused = None
-    options.replies = options.cached = options.replayed = options.refusals = 0
+    options._start()
     stop, waiting, turn = threading.Event(), {}, 0
     try:
         for index, result in _finished(cases, asking(call_model), options, stop):
@@ -2316,7 +2294,7 @@ class _Schedule:
 
     def __init__(self, cases, stop):
         self.fresh, self.stop = enumerate(cases), stop
-        self.waiting = []  # a heap of (monotonic time it is due, job)
+        self.waiting = []  # a heap of (monotonic time it is due, index, job): earlier cases first
         self.out = 0  # jobs taken, neither finished nor put back
         self.changed = threading.Condition()
 
@@ -2327,7 +2305,7 @@ class _Schedule:
                 now = time.monotonic()
                 if self.waiting and self.waiting[0][0] <= now:
                     self.out += 1
-                    return heapq.heappop(self.waiting)[1]
+                    return heapq.heappop(self.waiting)[2]
                 index, case = next(self.fresh, (None, None))
                 if case is not None:
                     self.out += 1
@@ -2344,7 +2322,7 @@ class _Schedule:
         with self.changed:
             self.out -= 1
             if wait is not None:
-                heapq.heappush(self.waiting, (time.monotonic() + wait, job))
+                heapq.heappush(self.waiting, (time.monotonic() + wait, job.index, job))
             self.changed.notify_all()
 
 
@@ -2354,18 +2332,17 @@ def _finished(cases, call, options, stop):
     schedule = _Schedule(cases, stop)
     if options.concurrency <= 1:
         for job in iter(schedule.take, None):
-            wait = _advance(job, call, options)
+            wait, result = _advance(job, call, options)
             schedule.put_back(job, wait)
-            if wait is None:
-                yield job.index, _verdict(job, options)
+            if result is not None:
+                yield job.index, result
         return
     done = queue.SimpleQueue()
 
     def worker():
         for job in iter(schedule.take, None):
             try:
-                wait = _advance(job, call, options)
-                result = None if wait is not None else _verdict(job, options)
+                wait, result = _advance(job, call, options)
             except BaseException as exc:  # noqa: B902 - never lose a case to a worker crash
                 wait, result = None, CaseResult(job.case.id, "error", error=_describe_error(exc))
             schedule.put_back(job, wait)
@@ -2553,11 +2530,9 @@ def _offline_client(repeat, stderr):
     """(replay_client of EVALS_RECORDINGS (default recordings.jsonl), its name), said once on
     `stderr`; ClientError when there is no such file."""
     path = os.environ.get("EVALS_RECORDINGS") or "recordings.jsonl"
-    why = (
-        "EVALS_PROVIDER=replay"
-        if os.environ.get("EVALS_PROVIDER", "").strip()
-        else "EVALS_PROVIDER is not set"
-    )
+    why = "EVALS_PROVIDER is not set"
+    if os.environ.get("EVALS_PROVIDER", "").strip():
+        why = "EVALS_PROVIDER=replay"
     if not os.path.isfile(path):
         raise ClientError(
             f"no client to call: pass --client MODULE:FUNCTION (or set "
@@ -2583,14 +2558,12 @@ def latency_percentiles(latencies):
     """{"p50", "p90", "p99", "max"} of `latencies` (seconds; None entries ignored), nearest-rank
     percentiles; {} when there are none."""
     values = sorted(v for v in latencies if v is not None)
-    return (
-        {
-            name: values[max(0, math.ceil(q * len(values)) - 1)]
-            for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))
-        }
-        if values
-        else {}
-    )
+    if not values:
+        return {}
+    return {
+        name: values[max(0, math.ceil(q * len(values)) - 1)]
+        for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("max", 1.0))
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2905,7 +2878,7 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 (ISO 8601), the client's name, the case file and its sha256."""
 
 
-# A CaseResult's parts an entry holds, in order, when not None (flaky and tool calls: true).
+# A CaseResult's parts an entry holds, in order, when set (CaseResult.parts).
 _ENTRY_PARTS = (
     "error",
     "usage",
@@ -2935,10 +2908,7 @@ def _entry(result, before, case, accept, alpha):
     if case is not None:
         entry.update(input=case.input, description=case.description, tags=case.tags)
     entry.update(latency_s=result.latency_s, checks=result.checks)
-    for key in _ENTRY_PARTS:
-        value = getattr(result, key)
-        if value is not None and (value or key not in ("flaky", "tool_calls")):
-            entry[key] = list(value) if key == "tool_calls" else value
+    entry.update(result.parts(_ENTRY_PARTS))
     entry.update(zip(("passes", "calls"), calls or ()))  # a repeated case
     entry.update(zip(("baseline_passes", "baseline_calls"), decision.counts or ()))
     if decision.rate is not None:
@@ -3336,15 +3306,11 @@ def format_summary(record, quiet=False):
             f"latency p50 {latency['p50']:.3f} s, p90 {latency['p90']:.3f} s, "
             f"max {latency['max']:.3f} s"
         )
-    if tokens and cost is not None:
-        lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, estimated cost ${cost:.4f}"
-        )
-    elif tokens:
-        lines.append(
-            f"tokens {tokens['input']:,} in / {tokens['output']:,} out, cost unknown (model not "
-            "in the price table; see --prices)"
-        )
+    if tokens:
+        priced = "cost unknown (model not in the price table; see --prices)"
+        if cost is not None:
+            priced = f"estimated cost ${cost:.4f}"
+        lines.append(f"tokens {tokens['input']:,} in / {tokens['output']:,} out, {priced}")
     flaky = {}
     for text, why in flaky_items(summary):
         flaky.setdefault(why, []).append(text)
@@ -3931,12 +3897,11 @@ def _headline(run):
 def _run_cases(run, call_model):
     """The record of the run's calls, scored and compared with the baseline; run.stopped is
     set when Ctrl-C or SIGTERM ended them early."""
-    args, stopped = run.args, []
-    results = _with_progress(
-        run.selected, call_model, run.options, args.quiet, run.stderr, stopped
-    )
+    args = run.args
     record = make_record(
-        RunResult(results, utc_now(), None, run.client, args.cases, run.digest),
+        RunResult(
+            _with_progress(run, call_model), utc_now(), None, run.client, args.cases, run.digest
+        ),
         run.baseline,
         run.cases,
         args.accept,
@@ -3946,7 +3911,6 @@ def _run_cases(run, call_model):
         _Spool(),
         args.alpha,
     )
-    run.stopped = bool(stopped)
     if args.min_pass_rate is not None:
         record["summary"]["min_pass_rate"] = args.min_pass_rate
     return record
@@ -4050,25 +4014,26 @@ def _selection_hint(args, cases):
     return ""
 
 
-def _with_progress(cases, call_model, options, quiet, stream, stopped):
-    """each_result, with a one-line progress counter on `stream` when it is a terminal; on
-    Ctrl-C or SIGTERM it ends early with the finished results, and `stopped` (a list) then
-    holds True."""
-    counts = collections.Counter()
-    shown = not quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
+def _with_progress(run, call_model):
+    """each_result of the selected cases, with a one-line progress counter on stderr when it is
+    a terminal; on Ctrl-C or SIGTERM it ends early with the finished results (run.stopped)."""
+    counts, stream = collections.Counter(), run.stderr
+    shown = (
+        not run.args.quiet and getattr(stream, "isatty", bool)() and not os.environ.get("NO_COLOR")
+    )
 
     def progress(result):
         counts[result.status] += 1
         stream.write(
-            f"\r{sum(counts.values())}/{len(cases)} cases: {counts['fail']} failed, "
+            f"\r{sum(counts.values())}/{len(run.selected)} cases: {counts['fail']} failed, "
             f"{counts['error']} errors "
         )
         stream.flush()
 
     try:
-        yield from each_result(cases, call_model, options, progress if shown else None)
+        yield from each_result(run.selected, call_model, run.options, progress if shown else None)
     except Interrupted as stop:
-        stopped.append(True)
+        run.stopped = True
         yield from stop.results
     finally:
         if counts:
