@@ -36,7 +36,7 @@ check, `evaluate`); cases (`load_cases`, selection); runner (calling the client:
 repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
 reports (the summary, annotations); command line (options, `main`).
 
-evals 0.2.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import argparse
@@ -56,7 +56,7 @@ import threading
 import time
 import unicodedata
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [  # each check_* function is public too
     "EvalsError",
