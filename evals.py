@@ -2230,6 +2230,7 @@ def run_case(case, call_model, options=None):
     raise (but KeyboardInterrupt or a refusal, called again after its wait), a timeout or a
     return that is no reply is an unscored error."""
     options = options or RunOptions()
+    options.refused = None  # a run of one case: a key refused before is tried again
     stop = threading.Event()
     try:
         return next(_finished([case], asking(call_model), options, stop))[1]

@@ -163,6 +163,24 @@ class RefusalTest(unittest.TestCase):
         self.assertIn("refused 8 times in a row while no call of the run was answered",
                       result.error)
 
+    def test_run_case_tries_a_key_refused_in_an_earlier_run_again(self):
+        class Denied(Exception):
+            status = 401
+
+        calls = []
+
+        def client(prompt):
+            calls.append(prompt)
+            if len(calls) == 1:
+                raise Denied("bad key")
+            return "ok"
+
+        options = evals.RunOptions()
+        case = self.cases(1)[0]
+        self.assertEqual(evals.run_case(case, client, options).status, "error")
+        self.assertEqual(evals.run_case(case, client, options).status, "pass")
+        self.assertEqual(len(calls), 2)
+
     def test_a_wait_longer_than_the_longest_is_an_error_at_once(self):
         class Refused(Exception):
             retry_after = 86400
