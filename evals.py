@@ -29,9 +29,14 @@ and `attempt=` only when its signature names them, and returns a str, or a mappi
 with `text` and any of `tool_calls`, `finish_reason`, `usage`, `reasoning`, `model`; attributes
 declare the rest (`accepts_conversations = True`, a `batch` method). It imports nothing from here.
 
+The optional parts live in evals_extras.py beside this file, a plugin: its checks register in
+CHECKS as it is imported, and the command line reaches it through five names (OPTIONS,
+COMMANDS, and the hooks before_run, around_call and finish, handed a `Run`); `_extras` imports
+it. What happens around a call (the journal, the cache, the rate limits) is there, for every
+client; a refused call (an exception with `retry_after`) goes back to the run here.
+
 Sections, in pipeline order, each calling only those above it: errors and data (Case, Answer,
-CheckResult, atomic writes, loading callables, `_extras`: the one hook to evals_extras.py, which
-holds the optional parts); text units (folding, words, JSON); checks (`register`, a function a
+CheckResult, atomic writes, loading callables, `_extras`); text units (folding, words, JSON); checks (`register`, a function a
 check, `evaluate`); cases (`load_cases`, selection); runner (calling the client: -j, timeouts,
 repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
 reports (the summary, annotations); command line (options, `main`).
