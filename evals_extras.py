@@ -2045,11 +2045,11 @@ def _kept_reply(output):
 
 class _Journal:
     """The answers of a live run, a JSON line each ({"key", "reply"}), appended as they come
-    with one unbuffered write (a run killed mid-line loses that line only); with `resume`, the
-    answers an interrupted run kept there are read first."""
+    (_append_json_line: a run killed mid-line loses that line only); with `resume`, the answers
+    an interrupted run kept there are read first."""
 
     def __init__(self, path, resume):
-        self.path, self.kept, self.reused = path, {}, 0
+        self.path, self.kept, self.reused, self.written = path, {}, 0, 0
         if resume and os.path.exists(path):
             with open(path, "rb") as handle:
                 for line in handle:
@@ -2057,7 +2057,6 @@ class _Journal:
                         row = json.loads(line)
                         self.kept[row["key"]] = row["reply"]
         self.lock = threading.Lock()
-        self.handle = None
 
     def get(self, key):
         reply = self.kept.get(key)
@@ -2067,23 +2066,27 @@ class _Journal:
         return reply
 
     def add(self, key, reply):
-        line = mask_secrets(json.dumps({"key": key, "reply": reply}, ensure_ascii=False))
+        _append_json_line(self.path, {"key": key, "reply": reply})
         with self.lock:
-            if self.handle is None:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                self.handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open
-            self.handle.write((line + "\n").encode("utf-8", "backslashreplace"))
-
-    def close(self):
-        with self.lock:
-            if self.handle is not None:
-                self.handle.close()
+            self.written += 1
 
     def remove(self):
         """Delete the journal: the run's record holds every answer now."""
-        self.close()
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
+
+
+def _append_json_line(path, row):
+    """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
+    lines of threads and processes never interleave)."""
+    data = (mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n").encode()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        while data:
+            data = data[os.write(handle, data) :]
+    finally:
+        os.close(handle)
 
 
 DEFAULT_CACHE = os.path.join(".evals", "cache.sqlite")
@@ -4144,19 +4147,6 @@ def _capture_row(args, kwargs, result, error, started, extra, patterns, store_te
     return row
 
 
-def _append_capture(path, row):
-    """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
-    lines of threads and processes never interleave)."""
-    data = (mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n").encode()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        while data:
-            data = data[os.write(handle, data) :]
-    finally:
-        os.close(handle)
-
-
 def capture(
     func=None,
     *,
@@ -4205,7 +4195,7 @@ def capture(
             row = _capture_row(args, kwargs, result, error, started, extra, patterns, store_text)
             row["tags"] = tags
             with _capture_lock:
-                _append_capture(path, row)
+                _append_json_line(path, row)
         except Exception as exc:  # never let logging break the app
             with _capture_lock:
                 if not _capture_warned:
@@ -4733,7 +4723,7 @@ def finish(run, record):
     try:
         yield
         if run.stopped:
-            if run.journal and run.journal.handle is not None:
+            if run.journal and run.journal.written:
                 run.stderr.write(
                     "evals: --resume calls only what this run did not answer (its answers "
                     f"are kept in {run.journal.path})\n"
@@ -4747,8 +4737,6 @@ def finish(run, record):
         if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
             run.forget_batch()
     finally:  # a record not written (stopped, an error) keeps the journal for --resume
-        if run.journal:
-            run.journal.close()
         if run.cache:
             run.cache.close()
 
