@@ -2078,8 +2078,10 @@ class _Journal:
 
 def _append_json_line(path, row):
     """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
-    lines of threads and processes never interleave)."""
-    data = (mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n").encode()
+    lines of threads and processes never interleave); a lone surrogate is escaped, as
+    json_line_bytes does, a value JSON has no type for written as its repr."""
+    text = mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
+    data = text.encode("utf-8", "backslashreplace")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
