@@ -906,19 +906,48 @@ def _unfence_xml(text):
     return text[opening.end() : -3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
 
 
+def _undeclared_entity(text, index, declared):
+    """The first reference at or after byte `index` of `text` (UTF-8) to an entity that is
+    neither predefined nor in `declared`, as written ("&nbsp;"), or None. Expat reports an
+    undeclared entity without its name, at the reference in content and at the start of the
+    tag in an attribute value."""
+    predefined = {"amp", "lt", "gt", "apos", "quot"}
+    after = text.encode("utf-8")[index:].decode("utf-8", "replace")
+    for match in re.finditer(r"&([^\s&;<#]+);", after):
+        if match[1] not in predefined and match[1] not in declared:
+            return match.group()
+    return None
+
+
 @register
 def check_xml_valid(output, allow_fence: Bool = False):
-    """The output is one well-formed XML document (xml.etree.ElementTree; white space around
+    """The output is one well-formed XML document (XML 1.0, read by expat; white space around
     it ignored); `allow_fence` accepts one wrapping ```xml fence."""
-    import xml.etree.ElementTree as ElementTree
+    from xml.parsers import expat
 
     text = stripped = output.strip()
     if allow_fence and _unfence_xml(stripped) is not None:
         text = _unfence_xml(stripped)
+    # Namespaces as ElementTree reads them ("}" joins the URI and the local name). Expat fetches
+    # nothing: no external entity handler, no parameter entity parsing. An entity of a document
+    # with an external subset (not standalone) may be declared there, so expat skips it.
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    elements, declared = [], set()
+
+    def start(name, attributes):
+        elements.append(name)
+
+    def entity_declared(name, is_parameter, *rest):
+        if not is_parameter:
+            declared.add(name)
+
+    parser.StartElementHandler = start
+    parser.EntityDeclHandler = entity_declared
     try:
-        root = ElementTree.fromstring(text)
-    except ElementTree.ParseError as exc:
-        line, column = exc.position
+        parser.Parse(text, True)
+    except expat.ExpatError as exc:
+        line, column = exc.lineno, exc.offset
         # Lines and columns of the output as given (1-based), not of its stripped text.
         before = ""
         if text and text in output:
@@ -928,20 +957,30 @@ def check_xml_valid(output, allow_fence: Bool = False):
         elif line == 1:
             column += len(before)
         line += before.count("\n")
-        message = re.sub(r": line \d+, column \d+$", "", str(exc))
+        message = expat.ErrorString(exc.code)
+        quoted = ()
+        entity = None
+        if exc.code == expat.errors.codes[expat.errors.XML_ERROR_UNDEFINED_ENTITY]:
+            entity = _undeclared_entity(text, parser.ErrorByteIndex, declared)
+        if entity is not None:
+            message += f" {entity}"
+            quoted = (entity,)
         hint = ""
         if not allow_fence and _unfence_xml(stripped) is not None:
             hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return CheckResult(
-            False, f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}"
+            False,
+            f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}",
+            quoted,
         )
-    except RecursionError:
-        return CheckResult(False, "cannot parse the XML: nested too deeply")
     except UnicodeEncodeError:  # a lone surrogate (half a character) is no XML character
         return CheckResult(
             False, "not well-formed XML: it holds a lone surrogate (half of a \\uXXXX pair)"
         )
-    return CheckResult(True, f"well-formed XML (root element {short_repr(root.tag, 40)})")
+    root = elements[0]
+    if "}" in root:  # ElementTree's {namespace}local
+        root = "{" + root
+    return CheckResult(True, f"well-formed XML (root element {short_repr(root, 40)})")
 
 
 # ---------------------------------------------------------------------------------------------
