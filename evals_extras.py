@@ -1067,31 +1067,49 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     )
 
 
-# A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
-# thousands separators "1,000"), decimals, an exponent ("1e3"), a trailing "%"; not inside a
-# word or another number ("H2O", "1.2.3" and "v2" have none).
+# A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits of any
+# script (with thousands separators "1,000" or Arabic "١٬٠٠٠"), decimals ("." or Arabic "٫"),
+# an exponent ("1e3"), a trailing "%"; not inside a word or another number ("H2O", "1.2.3" and
+# "v2" have none), except the second of a dimension ("2x3", not "0x1F") and a number in
+# Markdown emphasis ("_20_", "__20__"). A minus sign is "-", U+2212 MINUS SIGN, U+FE63 SMALL
+# HYPHEN-MINUS or U+FF0D FULLWIDTH HYPHEN-MINUS; dashes (U+2012 figure dash, U+2013 en dash)
+# join ranges and phone numbers, so they are not signs.
 _NUMBER_IN_TEXT = re.compile(
     r"""
-    (?<![\w.])
-    (?:[+-][$€£¥]?|[$€£¥][+-]?)?
-    (?P<digits>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?!\d|\.\d)
-    (?P<exponent>[eE][+-]?\d+)?
+    (?:
+        (?<![\w.\u066b])
+        | (?<=(?<!\w)_) | (?<=(?<!\w)__)
+        | (?<=\d[xX])(?<!(?<![\w.])0[xX])
+    )
+    (?:[+\u2212\ufe63\uff0d-][$€£¥]?|[$€£¥][+\u2212\ufe63\uff0d-]?)?
+    (?P<digits>
+        (?:\d{1,3}(?:,\d{3})+|\d{1,3}(?:\u066c\d{3})+|\d+)(?:[.\u066b]\d+)?
+        | [.\u066b]\d+
+    )(?!\d|[.\u066b]\d)
+    (?P<exponent>[eE][+\u2212\ufe63\uff0d-]?\d+)?
     %?
     """,
     re.VERBOSE,
 )
 
+# Minus signs as "-", the Arabic decimal separator as ".", thousands separators dropped.
+_AS_ASCII = str.maketrans(
+    {"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u066b": ".", ",": None, "\u066c": None}
+)
+
 
 def numbers_in(text):
     """The numbers of `text` as (value, as written): int when written whole, else a finite
-    float. A percentage reads as its number ("50%" is 50), a currency sign is dropped."""
+    float. A percentage reads as its number ("50%" is 50), a currency sign is dropped; digits of
+    other scripts read by their value ("٥٫٥" is 5.5)."""
     found = []
     for match in _NUMBER_IN_TEXT.finditer(text):
         written = match.group()
-        digits = match["digits"].replace(",", "")
-        if "-" in written[: match.start("digits") - match.start()]:  # "-$5", "$-5"
+        digits = match["digits"].translate(_AS_ASCII)
+        sign = written[: match.start("digits") - match.start()].translate(_AS_ASCII)
+        if "-" in sign:  # "-$5", "$-5", "−5"
             digits = "-" + digits
-        exponent = match["exponent"] or ""
+        exponent = (match["exponent"] or "").translate(_AS_ASCII)
         if "." in digits or exponent:
             value = float(digits + exponent)
         else:  # written whole
@@ -1121,8 +1139,9 @@ def check_number_match(
     """The `which` number of the output ("first", "last", or "only": fails when there are
     several distinct ones) equals `value` within `abs_tol` or `rel_tol` (both 0: exactly).
 
-    Numbers read: a sign, thousands separators ("1,000"), decimals, an exponent ("1e3"), a
-    leading $ € £ or ¥, a trailing % (50% reads as 50, not 0.5)."""
+    Numbers read: a sign (also U+2212 "−", U+FE63 and U+FF0D), thousands separators ("1,000"),
+    decimals, an exponent ("1e3"), a leading $ € £ or ¥, a trailing % (50% reads as 50, not
+    0.5); digits of any script ("٥٫٥" is 5.5); both numbers of "2x3"; "_20_" as 20."""
     numbers = numbers_in(output)
     if not numbers:
         return CheckResult(False, f"no number in the output, expected {value}")
