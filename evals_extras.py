@@ -906,19 +906,48 @@ def _unfence_xml(text):
     return text[opening.end() : -3].rstrip(" \t").removesuffix("\n").removesuffix("\r")
 
 
+def _undeclared_entity(text, index, declared):
+    """The first reference at or after byte `index` of `text` (UTF-8) to an entity that is
+    neither predefined nor in `declared`, as written ("&nbsp;"), or None. Expat reports an
+    undeclared entity without its name, at the reference in content and at the start of the
+    tag in an attribute value."""
+    predefined = {"amp", "lt", "gt", "apos", "quot"}
+    after = text.encode("utf-8")[index:].decode("utf-8", "replace")
+    for match in re.finditer(r"&([^\s&;<#]+);", after):
+        if match[1] not in predefined and match[1] not in declared:
+            return match.group()
+    return None
+
+
 @register
 def check_xml_valid(output, allow_fence: Bool = False):
-    """The output is one well-formed XML document (xml.etree.ElementTree; white space around
+    """The output is one well-formed XML document (XML 1.0, read by expat; white space around
     it ignored); `allow_fence` accepts one wrapping ```xml fence."""
-    import xml.etree.ElementTree as ElementTree
+    from xml.parsers import expat
 
     text = stripped = output.strip()
     if allow_fence and _unfence_xml(stripped) is not None:
         text = _unfence_xml(stripped)
+    # Namespaces as ElementTree reads them ("}" joins the URI and the local name). Expat fetches
+    # nothing: no external entity handler, no parameter entity parsing. An entity of a document
+    # with an external subset (not standalone) may be declared there, so expat skips it.
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    elements, declared = [], set()
+
+    def start(name, attributes):
+        elements.append(name)
+
+    def entity_declared(name, is_parameter, *rest):
+        if not is_parameter:
+            declared.add(name)
+
+    parser.StartElementHandler = start
+    parser.EntityDeclHandler = entity_declared
     try:
-        root = ElementTree.fromstring(text)
-    except ElementTree.ParseError as exc:
-        line, column = exc.position
+        parser.Parse(text, True)
+    except expat.ExpatError as exc:
+        line, column = exc.lineno, exc.offset
         # Lines and columns of the output as given (1-based), not of its stripped text.
         before = ""
         if text and text in output:
@@ -928,20 +957,30 @@ def check_xml_valid(output, allow_fence: Bool = False):
         elif line == 1:
             column += len(before)
         line += before.count("\n")
-        message = re.sub(r": line \d+, column \d+$", "", str(exc))
+        message = expat.ErrorString(exc.code)
+        quoted = ()
+        entity = None
+        if exc.code == expat.errors.codes[expat.errors.XML_ERROR_UNDEFINED_ENTITY]:
+            entity = _undeclared_entity(text, parser.ErrorByteIndex, declared)
+        if entity is not None:
+            message += f" {entity}"
+            quoted = (entity,)
         hint = ""
         if not allow_fence and _unfence_xml(stripped) is not None:
             hint = " (the output is wrapped in a ``` fence; set allow_fence to accept that)"
         return CheckResult(
-            False, f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}"
+            False,
+            f"not well-formed XML: {message} at line {line}, column {column + 1}{hint}",
+            quoted,
         )
-    except RecursionError:
-        return CheckResult(False, "cannot parse the XML: nested too deeply")
     except UnicodeEncodeError:  # a lone surrogate (half a character) is no XML character
         return CheckResult(
             False, "not well-formed XML: it holds a lone surrogate (half of a \\uXXXX pair)"
         )
-    return CheckResult(True, f"well-formed XML (root element {short_repr(root.tag, 40)})")
+    root = elements[0]
+    if "}" in root:  # ElementTree's {namespace}local
+        root = "{" + root
+    return CheckResult(True, f"well-formed XML (root element {short_repr(root, 40)})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1028,31 +1067,49 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     )
 
 
-# A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits (with
-# thousands separators "1,000"), decimals, an exponent ("1e3"), a trailing "%"; not inside a
-# word or another number ("H2O", "1.2.3" and "v2" have none).
+# A number as written in prose: an optional sign and currency sign ($ € £ ¥), digits of any
+# script (with thousands separators "1,000" or Arabic "١٬٠٠٠"), decimals ("." or Arabic "٫"),
+# an exponent ("1e3"), a trailing "%"; not inside a word or another number ("H2O", "1.2.3" and
+# "v2" have none), except the second of a dimension ("2x3", not "0x1F") and a number in
+# Markdown emphasis ("_20_", "__20__"). A minus sign is "-", U+2212 MINUS SIGN, U+FE63 SMALL
+# HYPHEN-MINUS or U+FF0D FULLWIDTH HYPHEN-MINUS; dashes (U+2012 figure dash, U+2013 en dash)
+# join ranges and phone numbers, so they are not signs.
 _NUMBER_IN_TEXT = re.compile(
     r"""
-    (?<![\w.])
-    (?:[+-][$€£¥]?|[$€£¥][+-]?)?
-    (?P<digits>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?!\d|\.\d)
-    (?P<exponent>[eE][+-]?\d+)?
+    (?:
+        (?<![\w.\u066b])
+        | (?<=(?<!\w)_) | (?<=(?<!\w)__)
+        | (?<=\d[xX])(?<!(?<![\w.])0[xX])
+    )
+    (?:[+\u2212\ufe63\uff0d-][$€£¥]?|[$€£¥][+\u2212\ufe63\uff0d-]?)?
+    (?P<digits>
+        (?:\d{1,3}(?:,\d{3})+|\d{1,3}(?:\u066c\d{3})+|\d+)(?:[.\u066b]\d+)?
+        | [.\u066b]\d+
+    )(?!\d|[.\u066b]\d)
+    (?P<exponent>[eE][+\u2212\ufe63\uff0d-]?\d+)?
     %?
     """,
     re.VERBOSE,
 )
 
+# Minus signs as "-", the Arabic decimal separator as ".", thousands separators dropped.
+_AS_ASCII = str.maketrans(
+    {"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u066b": ".", ",": None, "\u066c": None}
+)
+
 
 def numbers_in(text):
     """The numbers of `text` as (value, as written): int when written whole, else a finite
-    float. A percentage reads as its number ("50%" is 50), a currency sign is dropped."""
+    float. A percentage reads as its number ("50%" is 50), a currency sign is dropped; digits of
+    other scripts read by their value ("٥٫٥" is 5.5)."""
     found = []
     for match in _NUMBER_IN_TEXT.finditer(text):
         written = match.group()
-        digits = match["digits"].replace(",", "")
-        if "-" in written[: match.start("digits") - match.start()]:  # "-$5", "$-5"
+        digits = match["digits"].translate(_AS_ASCII)
+        sign = written[: match.start("digits") - match.start()].translate(_AS_ASCII)
+        if "-" in sign:  # "-$5", "$-5", "−5"
             digits = "-" + digits
-        exponent = match["exponent"] or ""
+        exponent = (match["exponent"] or "").translate(_AS_ASCII)
         if "." in digits or exponent:
             value = float(digits + exponent)
         else:  # written whole
@@ -1082,8 +1139,9 @@ def check_number_match(
     """The `which` number of the output ("first", "last", or "only": fails when there are
     several distinct ones) equals `value` within `abs_tol` or `rel_tol` (both 0: exactly).
 
-    Numbers read: a sign, thousands separators ("1,000"), decimals, an exponent ("1e3"), a
-    leading $ € £ or ¥, a trailing % (50% reads as 50, not 0.5)."""
+    Numbers read: a sign (also U+2212 "−", U+FE63 and U+FF0D), thousands separators ("1,000"),
+    decimals, an exponent ("1e3"), a leading $ € £ or ¥, a trailing % (50% reads as 50, not
+    0.5); digits of any script ("٥٫٥" is 5.5); both numbers of "2x3"; "_20_" as 20."""
     numbers = numbers_in(output)
     if not numbers:
         return CheckResult(False, f"no number in the output, expected {value}")

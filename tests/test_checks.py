@@ -4,8 +4,11 @@ equivalence with the original harness's `check` function.
 Run from the repository root: python -m unittest discover -s tests -t .
 """
 
+import io
 import json
+import os
 import re
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -45,6 +48,17 @@ class CheckTestCase(unittest.TestCase):
         self.assertTrue(any(fragment in p for p in problems),
                         f"{fragment!r} not in problems of {check!r}: {problems}")
         return problems
+
+    def command(self, check, output):
+        """`python evals.py check case --cases FILE --output OUTPUT` on one case holding `check`:
+        (exit code, what it printed)."""
+        with tempfile.TemporaryDirectory() as folder:
+            cases = os.path.join(folder, "cases.jsonl")
+            with open(cases, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps({"id": "case", "input": "x", "checks": [check]}) + "\n")
+            out, err = io.StringIO(), io.StringIO()
+            code = evals.main(["check", "case", "--cases", cases, "--output", output], out, err)
+        return code, out.getvalue() + err.getvalue()
 
 
 # Every check type with a valid check, an output it passes and one it fails. RegistryTest walks

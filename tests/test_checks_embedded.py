@@ -6,6 +6,7 @@ Run from the repository root: python -m unittest tests.test_checks_embedded
 """
 
 import unittest
+import unittest.mock
 
 import evals
 import evals_extras  # noqa: F401  (registers json_embedded and xml_valid)
@@ -146,6 +147,49 @@ class XmlValidTest(CheckTest):
         self.assertFails(dict(XML, allow_fence=True), "```xml\n<a>\n```",
                          "no element found at line 2")
         self.assertFails(dict(XML, allow_fence=True), "Here:\n```xml\n<a/>\n```")
+
+    def test_an_external_subset_may_declare_entities(self):
+        # XML 1.0 section 4.1, WFC: Entity Declared binds only documents without an external
+        # subset (or parameter entity references), or with standalone='yes'
+        xhtml = ('<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" '
+                 '"http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">\n'
+                 '<html xmlns="http://www.w3.org/1999/xhtml"><body><p title="a&nbsp;b">'
+                 "a&nbsp;b&copy;</p></body></html>")
+        self.assertPasses(XML, xhtml,
+                          "well-formed XML (root element '{http://www.w3.org/1999/xhtml}html')")
+        self.assertEqual(self.command(XML, xhtml), (0, "pass xml_valid: well-formed XML (root "
+                         "element '{http://www.w3.org/1999/xhtml}html')\ncase: pass\n"))
+        self.assertPasses(XML, '<!DOCTYPE a SYSTEM "a.dtd"><a>&nbsp;</a>')
+        self.assertPasses(XML, '<!DOCTYPE a [<!ENTITY % p "x"> %p;]><a>&nbsp;</a>')
+
+    def test_the_dtd_is_never_fetched(self):
+        xhtml = '<!DOCTYPE html SYSTEM "http://127.0.0.1:9/x.dtd"><html>&nbsp;</html>'
+        refused = unittest.mock.Mock(side_effect=AssertionError("a connection was attempted"))
+        with unittest.mock.patch("socket.socket.connect", refused), \
+                unittest.mock.patch("urllib.request.urlopen", refused):
+            self.assertPasses(XML, xhtml)
+        refused.assert_not_called()
+
+    def test_an_undeclared_entity_fails_without_an_external_subset_and_is_named(self):
+        result = self.assertFails(XML, "<p>a&nbsp;b</p>",
+                                  "not well-formed XML: undefined entity &nbsp; at line 1, "
+                                  "column 5")
+        self.assertEqual(result.quoted, ("&nbsp;",))
+        self.assertEqual(self.command(XML, "<p>a&nbsp;b</p>"), (1, "FAIL xml_valid: not "
+                         "well-formed XML: undefined entity &nbsp; at line 1, column 5\n"
+                         "case: fail\n"))
+        self.assertFails(XML, '<!DOCTYPE p [<!ENTITY x "y">]><p>&x;&nbsp;</p>',
+                         "undefined entity &nbsp; at line 1, column 37")
+        self.assertFails(XML, '<p a="&lt;&x;&nbsp;"/>', "undefined entity &x; at line 1, "
+                                                        "column 1")  # expat: the tag's start
+        self.assertFails(XML, '<?xml version="1.0" standalone="yes"?>\n'
+                              '<!DOCTYPE p SYSTEM "p.dtd"><p>&nbsp;</p>',
+                         "undefined entity &nbsp; at line 2, column 31")
+
+    def test_predefined_entities_and_character_references(self):
+        self.assertPasses(XML, "<p a='&quot;&apos;'>&amp;&lt;&gt;&quot;&apos;&#233;&#xE9;</p>")
+        self.assertPasses(XML, '<?xml version="1.0" standalone="yes"?><p>&amp;&#160;</p>')
+        self.assertFails(XML, "<p>&#0;</p>", "reference to invalid character number")
 
     def test_load_time_refusals(self):
         self.assertProblem({"type": "xml_valid", "allow_fence": "yes"},

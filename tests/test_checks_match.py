@@ -95,6 +95,53 @@ class NumberMatchTest(MatchTestCase):
         self.assertFails({"type": "number_match", "value": 1000, "rel_tol": 0.01}, "1,011")
         self.assertPasses({"type": "number_match", "value": 0.3}, "0.3")
 
+    def test_minus_signs(self):
+        # U+2212 MINUS SIGN, U+FE63 SMALL HYPHEN-MINUS, U+FF0D FULLWIDTH HYPHEN-MINUS
+        for minus in ("\u2212", "\ufe63", "\uff0d", "-"):
+            with self.subTest(minus=minus):
+                output = f"It fell to {minus}3 °C."
+                self.assertPasses({"type": "number_match", "value": -3}, output,
+                                  f"last number '{minus}3' equals -3")
+                self.assertFails({"type": "number_match", "value": 3}, output)
+        self.assertEqual(self.command({"type": "number_match", "value": -3}, "fell to \u22123 °C"),
+                         (0, "pass number_match: last number '\u22123' equals -3\ncase: pass\n"))
+        self.assertPasses({"type": "number_match", "value": -2.5e-3}, "\u22122.5e\u22123")
+        # dashes join ranges and phone numbers: U+2012 FIGURE DASH, U+2013 EN DASH
+        self.assertPasses({"type": "number_match", "value": 1234}, "555\u20121234")
+        self.assertPasses({"type": "number_match", "value": 7}, "5\u20137 days")
+
+    def test_dimensions_are_two_numbers(self):
+        for output in ("the grid is 2x3", "the grid is 2X3", "the grid is 2\u00d73"):
+            with self.subTest(output=output):
+                self.assertPasses({"type": "number_match", "value": 3}, output, "'3' equals 3")
+                self.assertPasses({"type": "number_match", "value": 2, "which": "first"}, output)
+        self.assertEqual(self.command({"type": "number_match", "value": 3}, "2x3"),
+                         (0, "pass number_match: last number '3' equals 3\ncase: pass\n"))
+        self.assertPasses({"type": "number_match", "value": 0}, "0x1F")  # hex, not 0 by 1
+
+    def test_numbers_in_markdown_emphasis(self):
+        for output in ("_20_", "*20*", "**20**", "__20__", "It is _\u221220_."):
+            with self.subTest(output=output):
+                value = -20 if "\u2212" in output else 20
+                self.assertPasses({"type": "number_match", "value": value}, output)
+        self.assertEqual(self.command({"type": "number_match", "value": 20}, "about _20_"),
+                         (0, "pass number_match: last number '20' equals 20\ncase: pass\n"))
+        self.assertFails({"type": "number_match", "value": 20}, "var_20", "no number")
+
+    def test_digits_and_separators_of_other_scripts(self):
+        # Arabic-Indic digits, U+066B ARABIC DECIMAL SEPARATOR, U+066C ARABIC THOUSANDS SEPARATOR
+        five_and_a_half = "\u0665\u066b\u0665"
+        self.assertPasses({"type": "number_match", "value": 5.5}, five_and_a_half)
+        self.assertFails({"type": "number_match", "value": 5}, five_and_a_half, "expected 5")
+        self.assertEqual(self.command({"type": "number_match", "value": 5.5}, five_and_a_half),
+                         (0, f"pass number_match: last number '{five_and_a_half}' equals 5.5\n"
+                             "case: pass\n"))
+        self.assertPasses({"type": "number_match", "value": 1234567, "which": "only"},
+                          "\u0661\u066c\u0662\u0663\u0664\u066c\u0665\u0666\u0667")
+        self.assertPasses({"type": "number_match", "value": 12}, "\u06f1\u06f2")  # Persian
+        self.assertPasses({"type": "number_match", "value": 42}, "\uff14\uff12")  # fullwidth
+        self.assertPasses({"type": "number_match", "value": 7}, "\u096d")  # Devanagari seven
+
     def test_parameters(self):
         self.assertProblem({"type": "number_match"}, "missing required parameter 'value'")
         self.assertProblem({"type": "number_match", "value": "42"}, "must be a number")
