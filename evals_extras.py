@@ -119,6 +119,7 @@ from evals import (  # the core's names this file builds on
     EXIT_REGRESSION,
     flaky_items,
     format_summary,
+    gate_percents,
     github_annotations,
     is_json_number,
     is_string_list,
@@ -138,6 +139,7 @@ from evals import (  # the core's names this file builds on
     OWN_FILES,
     param_kind,
     parse_json,
+    pass_rate_percent,
     plural,
     ran_entries,
     rate_change_text,
@@ -3008,14 +3010,8 @@ def _headline(summary):
     if summary["errored"]:
         return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
     if below_min_pass_rate(summary):
-        return (
-            "bad",
-            "FAIL",
-            (
-                f"pass rate {as_percent(summary['pass_rate'])} below the minimum "
-                f"{as_percent(summary['min_pass_rate'])}"
-            ),
-        )
+        rate, floor = gate_percents(summary["pass_rate"], summary["min_pass_rate"])
+        return "bad", "FAIL", f"pass rate {rate} below the minimum {floor}"
     if failing:
         return "good", "PASS", f"no regressions ({failing} failing)"
     return "good", "PASS", "no regressions"
@@ -3381,7 +3377,7 @@ def render_markdown(record, previous=None):
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
     rate = (
-        f"pass rate **{as_percent(numbers['pass_rate'])}** "
+        f"pass rate **{pass_rate_percent(numbers)}** "
         f"({numbers['passed']}/{numbers['total']}){earlier_rates(numbers)}"
     )
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
@@ -3628,7 +3624,7 @@ def _html_top(record, heading=None):
     if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
         tones["lower, not significant"] = "warn"
         counts["lower, not significant"] = numbers["lower_not_significant"]
-    meta = [f"pass rate <b>{as_percent(numbers['pass_rate'])}</b>", earlier_rates(numbers)[2:]]
+    meta = [f"pass rate <b>{pass_rate_percent(numbers)}</b>", earlier_rates(numbers)[2:]]
     meta += [_h(line) for line in min_pass_rate_lines(numbers)]
     facts = {
         "started": record.get("started_at"),

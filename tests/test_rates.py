@@ -689,6 +689,51 @@ class MinPassRateTest(Workspace):
         with open(md) as handle:
             self.assertEqual(handle.readline(), "## ✅ evals: no regressions (1 failing)\n")
 
+    def test_a_rate_below_the_floor_is_never_printed_equal_to_it(self):
+        # 1,999 of 2,000 against 100% and 1,899 of 2,000 against 95% round to the floor at one
+        # decimal; every place that shows the gate prints the digits that tell them apart.
+        with open(self.path("fast.py"), "w") as handle:
+            handle.write("def ask(prompt):\n    return 'no' if prompt[0] == 'x' else 'ok'\n")
+        reports = {name: self.path(name) for name in ("r.md", "r.html", "r.xml")}
+        for failing, floor, rate, shown_floor in ((1, "1.0", "99.95%", "100.0%"),
+                                                  (101, "0.95", "94.95%", "95.0%")):
+            ids = [f"x{n}" for n in range(failing)] + [f"c{n}" for n in range(2000 - failing)]
+            self.write_cases(*[ok_case(i) for i in ids])
+            gate = (f"pass rate {rate} ({2000 - failing}/2000) is BELOW the minimum "
+                    f"{shown_floor} (--min-pass-rate): the run fails")
+            code, out, _ = self.main("--cases", self.cases, "--client", self.path("fast.py") + ":ask",
+                                     "--no-save", "--no-history", "--min-pass-rate", floor, "--github",
+                                     "--markdown", reports["r.md"], "--html", reports["r.html"],
+                                     "--junit", reports["r.xml"])
+            self.assertEqual(code, 1, out)
+            self.assertIn(f"pass rate {rate} ({2000 - failing}/2000)\n", out)
+            self.assertIn(gate + "\n", out)
+            escaped = gate.replace("%", "%25")  # as a workflow command escapes it
+            self.assertIn(f"::error title=Pass rate below the minimum::{escaped}\n", out)
+            with open(reports["r.md"]) as handle:
+                markdown = handle.read().replace("\\", "")  # Markdown's escapes dropped
+            self.assertTrue(markdown.startswith(
+                f"## ❌ evals: pass rate {rate} below the minimum {shown_floor}\n\n"
+                f"pass rate **{rate}** ({2000 - failing}/2000)  \n{gate}\n"), markdown[:300])
+            with open(reports["r.html"]) as handle:
+                html = handle.read()
+            self.assertIn(f"evals: pass rate {rate} below the minimum {shown_floor}</h1>", html)
+            self.assertIn(f"pass rate <b>{rate}</b>", html)
+            self.assertIn(gate, html)
+            failure = ET.parse(reports["r.xml"]).find(".//testcase[@name='min_pass_rate']/failure")
+            self.assertEqual((failure.get("message"), failure.text), (gate, gate))
+        # a floor is printed as given, and a rate at it is at or above it
+        self.write_cases(*[ok_case(f"c{n}") for n in range(3)], ok_case("x0"))
+        code, out, _ = self.main("--cases", self.cases, "--client", self.path("fast.py") + ":ask",
+                                 "--no-save", "--no-history", "--min-pass-rate", "0.7525")
+        self.assertEqual(code, 1, out)
+        self.assertIn("pass rate 75.0% (3/4) is BELOW the minimum 75.25% (--min-pass-rate)", out)
+        code, out, _ = self.main("--cases", self.cases, "--client", self.path("fast.py") + ":ask",
+                                 "--no-save", "--no-history", "--min-pass-rate", "75%")
+        self.assertEqual(code, 0, out)
+        self.assertIn("pass rate 75.0% (3/4) is at or above the minimum 75.0% (--min-pass-rate)",
+                      out)
+
     def test_values(self):
         self.write_cases(ok_case("a"))
         self.answer(a="ok")
