@@ -2080,8 +2080,10 @@ class _Journal:
 
 def _append_json_line(path, row):
     """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
-    lines of threads and processes never interleave)."""
-    data = (mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n").encode()
+    lines of threads and processes never interleave). Half an emoji in a reply (a lone
+    surrogate) is written as its JSON escape, which reads back as it was."""
+    line = mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
+    data = line.encode("utf-8", "backslashreplace")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
