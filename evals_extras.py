@@ -2756,8 +2756,11 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
     "a_only_passed" and "b_only_passed" (McNemar's discordant pairs; a repeated case counts as
     passed when most of its calls passed), "p_worse" (one-sided: B is worse) and
     "p_two_sided" from mcnemar_exact, "worse" (p_worse <= alpha); "only_in_a", "only_in_b" (ids);
-    and "record": B's record with each case's change against A (`decide`, at alpha) and its
-    summary. Raises EvalsError when no case was scored in both."""
+    "errored_in_a", "errored_in_b" (ids of the cases that errored in each); "verdict", as a
+    run's exit code decides (exit_code): "incomplete" when a case errored in either record
+    (errors win over the test, whatever it says), else "worse" or "not_worse"; and "record":
+    B's record with each case's change against A (`decide`, at alpha) and its summary. Raises
+    EvalsError when no case was scored in both."""
     ran = [{e["id"]: e for e in r["cases"] if e.get("change") != "not_run"} for r in (a, b)]
     result = {"alpha": alpha}
     for name, entries in zip("ab", ran):
@@ -2793,6 +2796,14 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
         only_in_b=[i for i in ran[1] if i not in ran[0]],
         record=dict(b, cases=entries, removed=[], summary=summarize(entries)),
     )
+    for name, side in zip("ab", ran):
+        result[f"errored_in_{name}"] = [i for i, e in side.items() if e.get("status") == "error"]
+    if result["errored_in_a"] or result["errored_in_b"]:  # incomplete: that wins, as in a run
+        result["verdict"] = "incomplete"
+    elif result["worse"]:
+        result["verdict"] = "worse"
+    else:
+        result["verdict"] = "not_worse"
     return result
 
 
@@ -3966,7 +3977,19 @@ def _compare_command(args, stdout, stderr):
         f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
         f"two-sided p = {result['p_two_sided']:.3g}"
     )
-    if result["worse"]:
+    errored = []  # "2 cases in B b.json (c1, c2)": each record's errored cases
+    for name, path in (("A", args.record_a), ("B", args.record_b)):
+        ids = result[f"errored_in_{name.lower()}"]
+        if ids:
+            shown = join_truncated([one_line(i) for i in ids], 10, ", ")
+            errored.append(f"{plural(len(ids), 'case')} in {name} {one_line(path)} ({shown})")
+    if result["verdict"] == "incomplete":  # as a run with an errored case: no verdict, exit 2
+        said = "incomplete: a case errored, no verdict"
+        lines.append(
+            f"incomplete: {' and '.join(errored)} errored, so there is no verdict on B "
+            "against A (exit 2)"
+        )
+    elif result["verdict"] == "worse":
         said = "B is significantly worse than A"
         lines.append(f"{said} at alpha {result['alpha']:g} (exit 1)")
     else:
@@ -3979,9 +4002,7 @@ def _compare_command(args, stdout, stderr):
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if ids and not args.quiet:
             stdout.write(f"only in {name}: {', '.join(map(one_line, ids))}\n")
-    if result["worse"]:
-        return EXIT_REGRESSION
-    return EXIT_OK
+    return {"incomplete": EXIT_INVALID, "worse": EXIT_REGRESSION}.get(result["verdict"], EXIT_OK)
 
 
 def _compare_html(result, a, lines, said):
@@ -3991,7 +4012,10 @@ def _compare_html(result, a, lines, said):
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
     items = [f'<li class="pass">{_h(line)}</li>' for line in lines]
     verdict = ("good", "NOT WORSE")
-    if result["worse"]:  # the verdict, the last line, fails
+    if result["verdict"] == "incomplete":  # the last line says which cases errored
+        items[-1] = f'<li class="fail">{_h(lines[-1])}</li>'
+        verdict = ("warn", "INCOMPLETE")
+    elif result["verdict"] == "worse":  # the verdict, the last line, fails
         items[-1] = f'<li class="fail">{_h(lines[-1])}</li>'
         verdict = ("bad", "WORSE")
     title = f"evals compare: {said}"
@@ -5067,8 +5091,9 @@ COMMANDS = {
         "the cases scored in both (a repeated case counts as passed when most of its "
         "calls passed).",
         "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
-        "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
-        "is not a run record, no case scored in both).\n\n"
+        "(McNemar's exact test, one-sided, p <= --alpha); 2 incomplete: a case errored "
+        "in A or B (listed; as in a run, that wins over the test), or invalid input (a file "
+        "that is not a run record, no case scored in both).\n\n"
         "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
         "--html compare.html",
         {
