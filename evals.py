@@ -185,6 +185,8 @@ __all__ = [  # each check_* function is public too
     "earlier_rates",
     "flaky_items",
     "below_min_pass_rate",
+    "gate_percents",
+    "pass_rate_percent",
     "min_pass_rate_lines",
     # for commands: defaults, exit codes, option types
     "DEFAULT_BASELINE",
@@ -3249,20 +3251,55 @@ def below_min_pass_rate(summary):
     return is_json_number(floor) and is_json_number(rate) and rate < floor
 
 
+def gate_percents(rate, floor):
+    """A rate and the floor it is compared with (0..1 each) as percents (str, str): the one
+    rule for every line that shows a rate next to a gate. The floor with as many decimals as
+    it has (at least one: "90.0%", "97.25%"); the rate with one decimal, or as many more as
+    put the printed rate on the same side of the printed floor as the rate itself, so a rate
+    below the floor is never printed equal to it (1999/2000 against 1.0: "99.95%", "100.0%")."""
+    shown_floor = _floor_percent(floor)
+    for digits in range(1, 16):
+        shown_rate = f"{rate * 100:.{digits}f}%"
+        if (float(shown_rate[:-1]) < float(shown_floor[:-1])) == (rate < floor):
+            break
+    return shown_rate, shown_floor
+
+
+def _floor_percent(floor):
+    """A floor (0..1) as a percent with as many decimals as it has, at least one: 0.9 is
+    "90.0%", 0.9725 "97.25%" (not 97.3%, a floor it is not)."""
+    for digits in range(1, 12):
+        shown = f"{floor * 100:.{digits}f}"
+        if abs(float(shown) - floor * 100) < 1e-9:
+            break
+    return f"{shown}%"
+
+
+def pass_rate_percent(summary):
+    """The summary's pass rate as every report prints it: as_percent, with gate_percents'
+    digits where the summary has a --min-pass-rate to compare it with."""
+    floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
+    if is_json_number(floor) and is_json_number(rate):
+        return gate_percents(rate, floor)[0]
+    return as_percent(rate)
+
+
 def min_pass_rate_lines(summary):
-    """The --min-pass-rate line of a summary: the rate against the floor ([] without one)."""
+    """The --min-pass-rate line of a summary: the rate against the floor ([] without one),
+    both as gate_percents prints them, with the counts."""
     floor, rate = summary.get("min_pass_rate"), summary.get("pass_rate")
     if not is_json_number(floor):
         return []
-    if rate is None:
+    if not is_json_number(rate):  # no case ran
         return [
-            f"no case ran: the minimum pass rate {as_percent(floor)} (--min-pass-rate) does "
+            f"no case ran: the minimum pass rate {_floor_percent(floor)} (--min-pass-rate) does "
             "not apply"
         ]
-    shown = f"pass rate {as_percent(rate)} ({summary.get('passed')}/{summary.get('total')}) is"
+    shown_rate, shown_floor = gate_percents(rate, floor)
+    shown = f"pass rate {shown_rate} ({summary.get('passed')}/{summary.get('total')}) is"
     if below_min_pass_rate(summary):
-        return [f"{shown} BELOW the minimum {as_percent(floor)} (--min-pass-rate): the run fails"]
-    return [f"{shown} at or above the minimum {as_percent(floor)} (--min-pass-rate)"]
+        return [f"{shown} BELOW the minimum {shown_floor} (--min-pass-rate): the run fails"]
+    return [f"{shown} at or above the minimum {shown_floor} (--min-pass-rate)"]
 
 
 # The cases a summary lists, in its order, with their labels: with quiet, the first two.
@@ -3300,7 +3337,7 @@ def format_summary(record, quiet=False):
         if summary.get(key)
     ]
     lines = [
-        f"pass rate {as_percent(summary['pass_rate'])} ({summary['passed']}/{summary['total']})"
+        f"pass rate {pass_rate_percent(summary)} ({summary['passed']}/{summary['total']})"
         + earlier_rates(summary)
         + _replayed(record),
         ", ".join(counts),

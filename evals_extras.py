@@ -119,6 +119,7 @@ from evals import (  # the core's names this file builds on
     EXIT_REGRESSION,
     flaky_items,
     format_summary,
+    gate_percents,
     github_annotations,
     is_json_number,
     is_string_list,
@@ -138,6 +139,7 @@ from evals import (  # the core's names this file builds on
     OWN_FILES,
     param_kind,
     parse_json,
+    pass_rate_percent,
     plural,
     ran_entries,
     rate_change_text,
@@ -2812,8 +2814,11 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
     "a_only_passed" and "b_only_passed" (McNemar's discordant pairs; a repeated case counts as
     passed when most of its calls passed), "p_worse" (one-sided: B is worse) and
     "p_two_sided" from mcnemar_exact, "worse" (p_worse <= alpha); "only_in_a", "only_in_b" (ids);
-    and "record": B's record with each case's change against A (`decide`, at alpha) and its
-    summary. Raises EvalsError when no case was scored in both."""
+    "errored_in_a", "errored_in_b" (ids of the cases that errored in each); "verdict", as a
+    run's exit code decides (exit_code): "incomplete" when a case errored in either record
+    (errors win over the test, whatever it says), else "worse" or "not_worse"; and "record":
+    B's record with each case's change against A (`decide`, at alpha) and its summary. Raises
+    EvalsError when no case was scored in both."""
     ran = [{e["id"]: e for e in r["cases"] if e.get("change") != "not_run"} for r in (a, b)]
     result = {"alpha": alpha}
     for name, entries in zip("ab", ran):
@@ -2849,6 +2854,14 @@ def compare_records(a, b, alpha=DEFAULT_ALPHA):
         only_in_b=[i for i in ran[1] if i not in ran[0]],
         record=dict(b, cases=entries, removed=[], summary=summarize(entries)),
     )
+    for name, side in zip("ab", ran):
+        result[f"errored_in_{name}"] = [i for i, e in side.items() if e.get("status") == "error"]
+    if result["errored_in_a"] or result["errored_in_b"]:  # incomplete: that wins, as in a run
+        result["verdict"] = "incomplete"
+    elif result["worse"]:
+        result["verdict"] = "worse"
+    else:
+        result["verdict"] = "not_worse"
     return result
 
 
@@ -3068,14 +3081,8 @@ def _headline(summary):
     if summary["errored"]:
         return "warn", "INCOMPLETE", f"{summary['errored']} errored, no regressions"
     if below_min_pass_rate(summary):
-        return (
-            "bad",
-            "FAIL",
-            (
-                f"pass rate {as_percent(summary['pass_rate'])} below the minimum "
-                f"{as_percent(summary['min_pass_rate'])}"
-            ),
-        )
+        rate, floor = gate_percents(summary["pass_rate"], summary["min_pass_rate"])
+        return "bad", "FAIL", f"pass rate {rate} below the minimum {floor}"
     if failing:
         return "good", "PASS", f"no regressions ({failing} failing)"
     return "good", "PASS", "no regressions"
@@ -3441,7 +3448,7 @@ def render_markdown(record, previous=None):
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
     rate = (
-        f"pass rate **{as_percent(numbers['pass_rate'])}** "
+        f"pass rate **{pass_rate_percent(numbers)}** "
         f"({numbers['passed']}/{numbers['total']}){earlier_rates(numbers)}"
     )
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
@@ -3688,7 +3695,7 @@ def _html_top(record, heading=None):
     if numbers.get("lower_not_significant"):  # a tile only for runs that have such cases
         tones["lower, not significant"] = "warn"
         counts["lower, not significant"] = numbers["lower_not_significant"]
-    meta = [f"pass rate <b>{as_percent(numbers['pass_rate'])}</b>", earlier_rates(numbers)[2:]]
+    meta = [f"pass rate <b>{pass_rate_percent(numbers)}</b>", earlier_rates(numbers)[2:]]
     meta += [_h(line) for line in min_pass_rate_lines(numbers)]
     facts = {
         "started": record.get("started_at"),
@@ -4028,7 +4035,19 @@ def _compare_command(args, stdout, stderr):
         f"only; McNemar's exact test: B worse p = {result['p_worse']:.3g} (one-sided), "
         f"two-sided p = {result['p_two_sided']:.3g}"
     )
-    if result["worse"]:
+    errored = []  # "2 cases in B b.json (c1, c2)": each record's errored cases
+    for name, path in (("A", args.record_a), ("B", args.record_b)):
+        ids = result[f"errored_in_{name.lower()}"]
+        if ids:
+            shown = join_truncated([one_line(i) for i in ids], 10, ", ")
+            errored.append(f"{plural(len(ids), 'case')} in {name} {one_line(path)} ({shown})")
+    if result["verdict"] == "incomplete":  # as a run with an errored case: no verdict, exit 2
+        said = "incomplete: a case errored, no verdict"
+        lines.append(
+            f"incomplete: {' and '.join(errored)} errored, so there is no verdict on B "
+            "against A (exit 2)"
+        )
+    elif result["verdict"] == "worse":
         said = "B is significantly worse than A"
         lines.append(f"{said} at alpha {result['alpha']:g} (exit 1)")
     else:
@@ -4041,9 +4060,7 @@ def _compare_command(args, stdout, stderr):
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if ids and not args.quiet:
             stdout.write(f"only in {name}: {', '.join(map(one_line, ids))}\n")
-    if result["worse"]:
-        return EXIT_REGRESSION
-    return EXIT_OK
+    return {"incomplete": EXIT_INVALID, "worse": EXIT_REGRESSION}.get(result["verdict"], EXIT_OK)
 
 
 def _compare_html(result, a, lines, said):
@@ -4053,7 +4070,10 @@ def _compare_html(result, a, lines, said):
     previous = {e["id"]: dict(e, baseline=e.get("status")) for e in a["cases"]}
     items = [f'<li class="pass">{_h(line)}</li>' for line in lines]
     verdict = ("good", "NOT WORSE")
-    if result["worse"]:  # the verdict, the last line, fails
+    if result["verdict"] == "incomplete":  # the last line says which cases errored
+        items[-1] = f'<li class="fail">{_h(lines[-1])}</li>'
+        verdict = ("warn", "INCOMPLETE")
+    elif result["verdict"] == "worse":  # the verdict, the last line, fails
         items[-1] = f'<li class="fail">{_h(lines[-1])}</li>'
         verdict = ("bad", "WORSE")
     title = f"evals compare: {said}"
@@ -5129,8 +5149,9 @@ COMMANDS = {
         "the cases scored in both (a repeated case counts as passed when most of its "
         "calls passed).",
         "exit codes: 0 B is not significantly worse than A; 1 B is significantly worse "
-        "(McNemar's exact test, one-sided, p <= --alpha); 2 invalid input (a file that "
-        "is not a run record, no case scored in both).\n\n"
+        "(McNemar's exact test, one-sided, p <= --alpha); 2 incomplete: a case errored "
+        "in A or B (listed; as in a run, that wins over the test), or invalid input (a file "
+        "that is not a run record, no case scored in both).\n\n"
         "example: python evals.py compare runs/gpt-4o.json runs/gpt-4.1-mini.json "
         "--html compare.html",
         {

@@ -689,6 +689,52 @@ class MinPassRateTest(Workspace):
         with open(md) as handle:
             self.assertEqual(handle.readline(), "## ✅ evals: no regressions (1 failing)\n")
 
+    def test_a_rate_below_the_floor_is_never_printed_equal_to_it(self):
+        # 1,999 of 2,000 against 100% and 1,899 of 2,000 against 95% round to the floor at one
+        # decimal; every place that shows the gate prints the digits that tell them apart.
+        with open(self.path("fast.py"), "w") as handle:
+            handle.write("def ask(prompt):\n    return 'no' if prompt[0] == 'x' else 'ok'\n")
+        reports = {name: self.path(name) for name in ("r.md", "r.html", "r.xml")}
+        for failing, floor, rate, shown_floor in ((1, "1.0", "99.95%", "100.0%"),
+                                                  (101, "0.95", "94.95%", "95.0%")):
+            ids = [f"x{n}" for n in range(failing)] + [f"c{n}" for n in range(2000 - failing)]
+            self.write_cases(*[ok_case(i) for i in ids])
+            gate = (f"pass rate {rate} ({2000 - failing}/2000) is BELOW the minimum "
+                    f"{shown_floor} (--min-pass-rate): the run fails")
+            code, out, _ = self.main("--cases", self.cases, "--client",
+                                     self.path("fast.py") + ":ask", "--no-save", "--no-history",
+                                     "--min-pass-rate", floor, "--github", "--markdown",
+                                     reports["r.md"], "--html", reports["r.html"], "--junit",
+                                     reports["r.xml"])
+            self.assertEqual(code, 1, out)
+            self.assertIn(f"pass rate {rate} ({2000 - failing}/2000)\n", out)
+            self.assertIn(gate + "\n", out)
+            escaped = gate.replace("%", "%25")  # as a workflow command escapes it
+            self.assertIn(f"::error title=Pass rate below the minimum::{escaped}\n", out)
+            with open(reports["r.md"]) as handle:
+                markdown = handle.read().replace("\\", "")  # Markdown's escapes dropped
+            self.assertTrue(markdown.startswith(
+                f"## ❌ evals: pass rate {rate} below the minimum {shown_floor}\n\n"
+                f"pass rate **{rate}** ({2000 - failing}/2000)  \n{gate}\n"), markdown[:300])
+            with open(reports["r.html"]) as handle:
+                html = handle.read()
+            self.assertIn(f"evals: pass rate {rate} below the minimum {shown_floor}</h1>", html)
+            self.assertIn(f"pass rate <b>{rate}</b>", html)
+            self.assertIn(gate, html)
+            failure = ET.parse(reports["r.xml"]).find(".//testcase[@name='min_pass_rate']/failure")
+            self.assertEqual((failure.get("message"), failure.text), (gate, gate))
+        # a floor is printed as given, and a rate at it is at or above it
+        self.write_cases(*[ok_case(f"c{n}") for n in range(3)], ok_case("x0"))
+        code, out, _ = self.main("--cases", self.cases, "--client", self.path("fast.py") + ":ask",
+                                 "--no-save", "--no-history", "--min-pass-rate", "0.7525")
+        self.assertEqual(code, 1, out)
+        self.assertIn("pass rate 75.0% (3/4) is BELOW the minimum 75.25% (--min-pass-rate)", out)
+        code, out, _ = self.main("--cases", self.cases, "--client", self.path("fast.py") + ":ask",
+                                 "--no-save", "--no-history", "--min-pass-rate", "75%")
+        self.assertEqual(code, 0, out)
+        self.assertIn("pass rate 75.0% (3/4) is at or above the minimum 75.0% (--min-pass-rate)",
+                      out)
+
     def test_values(self):
         self.write_cases(ok_case("a"))
         self.answer(a="ok")
@@ -832,9 +878,47 @@ class CompareTest(Workspace):
         changes = {e["id"]: e["change"] for e in result["record"]["cases"]}
         self.assertEqual((changes["c0"], changes["c1"], changes["extra"]),
                          ("new", "errored", "new"))
+        self.assertEqual((result["errored_in_a"], result["errored_in_b"]), (["c0"], ["c1"]))
+        self.assertEqual(result["verdict"], "incomplete")
         code, out, _ = self.compare(a, b)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 2)  # incomplete, as a run with an errored case
         self.assertIn("only in A: c9\nonly in B: extra\n", out)
+        self.assertIn(f"incomplete: 1 case in A {a} (c0) and 1 case in B {b} (c1) errored, so "
+                      "there is no verdict on B against A (exit 2)\n", out)
+        self.assertNotIn("not significantly worse", out)
+
+    def test_an_errored_case_makes_the_comparison_incomplete_as_it_makes_a_run(self):
+        # B has 2 of 10 cases errored: the run that wrote it exits 2, and so does compare,
+        # naming the cases and the record, never "not significantly worse" with exit 0.
+        a = self.record("a.json")
+        self.answer(**dict({i: "ok" for i in self.IDS}, c3="!raise", c7="!raise"))
+        b = self.path("b.json")
+        code, _, _ = self.run_cli("--out", b, "--no-history")
+        self.assertEqual(code, 2)
+        page = self.path("compare.html")
+        code, out, _ = self.compare(a, b, "--html", page)
+        self.assertEqual(code, 2, out)
+        self.assertIn(f"B {b}: pass rate 80.0% (8/10)", out)
+        self.assertIn(f"incomplete: 2 cases in B {b} (c3, c7) errored, so there is no verdict "
+                      "on B against A (exit 2)\n", out)
+        self.assertIn("ERROR: c3\n", out)
+        self.assertNotIn("not significantly worse", out)
+        with open(page) as handle:
+            html = handle.read()
+        self.assertIn("<title>evals compare: incomplete: a case errored, no verdict</title>",
+                      html)
+        self.assertIn('<span class="verdict warn">INCOMPLETE</span>', html)
+        self.assertNotIn("NOT WORSE", html)
+        # errors win over the test, as in a run: B worse and incomplete exits 2
+        worse = {i: "no" for i in self.IDS[:7]}
+        self.answer(**dict({i: "ok" for i in self.IDS}, **worse, c9="!raise"))
+        self.run_cli("--out", b, "--no-history")
+        code, out, _ = self.compare(a, b)
+        self.assertEqual(code, 2, out)
+        self.assertIn("B worse p = 0.00781", out)
+        self.assertIn(f"incomplete: 1 case in B {b} (c9) errored", out)
+        code, out, _ = self.main("compare", "--help")
+        self.assertIn("2 incomplete: a case errored in A or B", " ".join(out.split()))
 
     def test_bad_input_exits_2(self):
         a = self.record("a.json")
