@@ -1151,29 +1151,24 @@ def _levenshtein(a, b):
     Damerau edit distances", Nordic J. Computing 10(1), 2003). The vertical deltas of one
     column of the dynamic-programming table are two ints of len(pattern) bits (Pv: +1, Mv:
     -1), so each character of the text costs a few int operations instead of a row of cells.
-    The longer string is the pattern: fewer steps, each on a longer int."""
+    The longer string is the pattern: fewer steps, each on a longer int. The distance, the last
+    column's bottom cell, is its top cell (the text's length) plus its vertical deltas."""
     a, b, _ = _trimmed(a, b)
     if len(a) < len(b):
         a, b = b, a
     if not b:
         return len(a)
-    masks, mask, top = _match_masks(a), (1 << len(a)) - 1, 1 << (len(a) - 1)
-    plus, minus, distance = mask, 0, len(a)  # column 0: every vertical delta +1
+    masks, mask = _match_masks(a), (1 << len(a)) - 1
+    plus, minus = mask, 0  # column 0: every vertical delta +1
     for char in b:
         eq = masks(char)
         xv = eq | minus
         xh = (((eq & plus) + plus) ^ plus) | eq
-        horizontal_plus = minus | ~(xh | plus)
-        horizontal_minus = plus & xh
-        if horizontal_plus & top:
-            distance += 1
-        elif horizontal_minus & top:
-            distance -= 1
-        horizontal_plus = (horizontal_plus << 1) | 1  # row 0 grows by 1 a column
-        horizontal_minus <<= 1
+        horizontal_plus = ((minus | ~(xh | plus)) << 1) | 1  # row 0 grows by 1 a column
+        horizontal_minus = (plus & xh) << 1
         plus = (horizontal_minus | ~(xv | horizontal_plus)) & mask
         minus = horizontal_plus & xv
-    return distance
+    return len(b) + bin(plus).count("1") - bin(minus).count("1")  # int.bit_count: 3.10+
 
 
 def _lcs_length(a, b):
@@ -1242,15 +1237,42 @@ Metric = Choice(*_SIMILARITIES)
 Score = param_kind(lambda v: is_json_number(v) and 0 <= v <= 1, "must be a number from 0 to 1")
 
 
+# The longest text the similarity check scores: its characters for levenshtein, its words for
+# rouge_l. Two texts of 100,000 take 3 to 4 s (benchmarks/similarity.py, docs/performance.md);
+# the time grows with the product of the two lengths (two of 1,000,000: about 6 minutes).
+_SIMILARITY_LIMIT = 100_000
+
+
+_SIZES = {
+    "levenshtein": (lambda text: len(text.strip()), "characters"),
+    "rouge_l": (lambda text: len(text.split()), "words"),
+}
+
+
+def _too_long(text, metric):
+    """How `text` is over _SIMILARITY_LIMIT for `metric` ("123,456 characters, over ..."), or
+    None (token_f1 counts tokens once and has no limit)."""
+    if metric not in _SIZES:
+        return None
+    measure, unit = _SIZES[metric]
+    size = measure(text)
+    if size <= _SIMILARITY_LIMIT:
+        return None
+    return f"{size:,} {unit}, over the {_SIMILARITY_LIMIT:,} that {metric} scores"
+
+
 def _similarity_rule(check):
-    """token_f1 against a reference of no tokens would score 0 on every output."""
-    if check.get("metric", "levenshtein") == "token_f1" and not squad_normalize(
-        check["reference"]
-    ):
+    """token_f1 against a reference of no tokens would score 0 on every output; a reference
+    over _SIMILARITY_LIMIT could score no output."""
+    metric = check.get("metric", "levenshtein")
+    if metric == "token_f1" and not squad_normalize(check["reference"]):
         return [
             "'reference' normalises to an empty string for token_f1 (only articles, "
             "punctuation or white space)"
         ]
+    too_long = _too_long(check["reference"], metric)
+    if too_long:
+        return [f"'reference' has {too_long}"]
     return []
 
 
@@ -1261,7 +1283,12 @@ def check_similarity(output, reference: Text, min: Score, metric: Metric = "leve
     (SQuAD v1.1's token F1 on normalised tokens) or rouge_l (ROUGE-L F-measure, Lin 2004, on
     lowercased white-space tokens).
 
-    Levenshtein and ROUGE-L take time proportional to the product of the two lengths."""
+    levenshtein scores texts of up to 100,000 characters, rouge_l of up to 100,000 words
+    (docs/checks.md): a longer reference is refused at load, a longer output fails, negated
+    too."""
+    too_long = _too_long(output, metric)
+    if too_long:
+        return CheckResult(False, f"the output has {too_long}", flag="unknown")
     score = _SIMILARITIES[metric](output, reference)
     return CheckResult(score >= min, f"{metric} {score:.3f}, expected at least {min:g}")
 

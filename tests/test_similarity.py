@@ -1,7 +1,7 @@
 """The similarity check's edit distance and longest common subsequence, bit-parallel in
 evals_extras.py, give what the textbook dynamic programme gives (kept here, and only here, as
 the oracle: the quadratic two-row versions evals_extras.py had before), on Hypothesis-generated
-strings and token lists.
+strings and token lists; and texts over the documented size limit are refused or fail.
 
 Without Hypothesis installed the property tests are skipped; the examples still run.
 
@@ -11,7 +11,9 @@ Run from the repository root: python -m unittest tests.test_similarity
 import unittest
 from unittest import mock
 
+import evals
 import evals_extras
+from tests.test_checks import CheckTestCase
 
 try:
     from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -176,6 +178,40 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(evals_extras._levenshtein(text, "x" * 3000), 3000)
         self.assertEqual(evals_extras._lcs_length(text, text), 3000)
         self.assertEqual(evals_extras._lcs_length(text, "x" * 10), 0)
+
+
+class SizeLimitTest(CheckTestCase):
+    LIMIT = evals_extras._SIMILARITY_LIMIT
+
+    def test_the_limit_is_the_documented_one(self):
+        self.assertEqual(self.LIMIT, 100_000)
+
+    def test_an_output_over_the_limit_fails_negated_too(self):
+        check = {"type": "similarity", "reference": "abc", "min": 0}
+        over = "a" * (self.LIMIT + 1)
+        reason = "the output has 100,001 characters, over the 100,000 that levenshtein scores"
+        self.assertEqual(self.assertFails(check, over, reason).flag, "unknown")
+        self.assertFails(dict(check, negate=True), over, reason)
+        # surrounding white space is not scored, so it does not count
+        self.assertPasses(check, " " + "a" * self.LIMIT + "\n")
+
+    def test_words_count_for_rouge_l_and_token_f1_has_no_limit(self):
+        check = {"type": "similarity", "reference": "a b", "min": 0, "metric": "rouge_l"}
+        over = "a " * (self.LIMIT + 1)
+        self.assertFails(
+            check, over, "the output has 100,001 words, over the 100,000 that rouge_l"
+        )
+        self.assertPasses(check, "a" * (self.LIMIT + 1))  # one word
+        self.assertPasses(dict(check, metric="token_f1"), over)
+
+    def test_a_reference_over_the_limit_is_refused_at_load(self):
+        check = {"type": "similarity", "reference": "a" * (self.LIMIT + 1), "min": 0.5}
+        self.assertProblem(
+            check, "'reference' has 100,001 characters, over the 100,000 that levenshtein scores"
+        )
+        words = dict(check, reference="a " * (self.LIMIT + 1), metric="rouge_l")
+        self.assertProblem(words, "'reference' has 100,001 words, over the 100,000 that rouge_l")
+        self.assertEqual(evals.validate_check(dict(check, metric="rouge_l")), [])
 
 
 if __name__ == "__main__":
