@@ -1178,42 +1178,80 @@ def _trimmed(a, b):
     return a[start : len(a) - tail], b[start : len(b) - tail], start + tail
 
 
+_MASK_BYTES = 2**24  # match masks kept built: 16 MB (1,300 masks of 100,000 bits)
+
+
+def _match_masks(pattern):
+    """A function: item -> an int with bit i set where pattern[i] is that item (0 for none),
+    the match masks of the bit-parallel algorithms below. Each mask is built in a bytearray
+    (setting a bit of a Python int copies the whole int, quadratic over a long pattern), and
+    the last used are kept, up to _MASK_BYTES: all of them would take len(pattern) bits per
+    distinct item, 1.25 GB for 100,000 distinct words."""
+    where = collections.defaultdict(list)
+    for i, item in enumerate(pattern):
+        where[item].append(i)
+    size = len(pattern) // 8 + 1
+
+    @functools.lru_cache(maxsize=_MASK_BYTES // size)
+    def mask(item):
+        row = bytearray(size)
+        for i in where.get(item, ()):
+            row[i >> 3] |= 1 << (i & 7)
+        return int.from_bytes(row, "little")
+
+    return mask
+
+
 def _levenshtein(a, b):
-    """The edit distance of `a` and `b` (insertions, deletions, substitutions), two rows."""
+    """The edit distance of `a` and `b` (insertions, deletions, substitutions).
+
+    Bit-parallel: G. Myers, "A fast bit-vector algorithm for approximate string matching based
+    on dynamic programming", J. ACM 46(3), 1999, in H. Hyyrö's formulation for the edit
+    distance of two whole strings ("A bit-vector algorithm for computing Levenshtein and
+    Damerau edit distances", Nordic J. Computing 10(1), 2003). The vertical deltas of one
+    column of the dynamic-programming table are two ints of len(pattern) bits (Pv: +1, Mv:
+    -1), so each character of the text costs a few int operations instead of a row of cells.
+    The longer string is the pattern: fewer steps, each on a longer int. The distance, the last
+    column's bottom cell, is its top cell (the text's length) plus its vertical deltas."""
     a, b, _ = _trimmed(a, b)
     if len(a) < len(b):
         a, b = b, a
-    previous = list(range(len(b) + 1))
-    for i, char in enumerate(a, 1):
-        current = [i]
-        left = i  # the cell before, in this row
-        for j, other in enumerate(b):
-            left += 1
-            up, diagonal = previous[j + 1] + 1, previous[j] + (char != other)
-            left = up if up < left else left
-            left = diagonal if diagonal < left else left
-            current.append(left)
-        previous = current
-    return previous[-1]
+    if not b:
+        return len(a)
+    masks, mask = _match_masks(a), (1 << len(a)) - 1
+    plus, minus = mask, 0  # column 0: every vertical delta +1
+    for char in b:
+        eq = masks(char)
+        xv = eq | minus
+        xh = (((eq & plus) + plus) ^ plus) | eq
+        horizontal_plus = ((minus | ~(xh | plus)) << 1) | 1  # row 0 grows by 1 a column
+        horizontal_minus = (plus & xh) << 1
+        plus = (horizontal_minus | ~(xv | horizontal_plus)) & mask
+        minus = horizontal_plus & xv
+    return len(b) + bin(plus).count("1") - bin(minus).count("1")  # int.bit_count: 3.10+
 
 
 def _lcs_length(a, b):
-    """The length of the longest common subsequence of the sequences `a` and `b`, two rows."""
+    """The length of the longest common subsequence of the sequences `a` and `b`.
+
+    Bit-parallel: L. Allison and T. I. Dix, "A bit-string longest-common-subsequence
+    algorithm", Information Processing Letters 23(6), 1986, in H. Hyyrö's form ("Bit-parallel
+    LCS-length computation revisited", AWOCS 2004): with M the mask of the pattern's
+    positions holding the text's next item, V' = (V + (V & M)) | (V & ~M); the LCS is the
+    number of zero bits of V's low len(pattern) bits. V starts as -1 (all ones, also above
+    the pattern): a carry out of the top runs into those ones and is lost, so no mask is
+    needed. The longer sequence is the pattern."""
     a, b, common = _trimmed(a, b)
     if len(a) < len(b):
         a, b = b, a
-    previous = [0] * (len(b) + 1)
-    for item in a:
-        current = [0]
-        left = 0
-        for j, other in enumerate(b):
-            if item == other:
-                left = previous[j] + 1
-            elif previous[j + 1] > left:
-                left = previous[j + 1]
-            current.append(left)
-        previous = current
-    return common + previous[-1]
+    if not b:
+        return common
+    masks, v = _match_masks(a), -1
+    for item in b:
+        m = masks(item)
+        v = (v + (v & m)) | (v & ~m)
+    ones = bin(v & ((1 << len(a)) - 1)).count("1")  # int.bit_count is Python 3.10+
+    return common + len(a) - ones
 
 
 def _f_measure(same, produced, expected):
@@ -1259,15 +1297,42 @@ Metric = Choice(*_SIMILARITIES)
 Score = param_kind(lambda v: is_json_number(v) and 0 <= v <= 1, "must be a number from 0 to 1")
 
 
+# The longest text the similarity check scores: its characters for levenshtein, its words for
+# rouge_l. Two texts of 100,000 take 3 to 4 s (benchmarks/similarity.py, docs/performance.md);
+# the time grows with the product of the two lengths (two of 1,000,000: about 6 minutes).
+_SIMILARITY_LIMIT = 100_000
+
+
+_SIZES = {
+    "levenshtein": (lambda text: len(text.strip()), "characters"),
+    "rouge_l": (lambda text: len(text.split()), "words"),
+}
+
+
+def _too_long(text, metric):
+    """How `text` is over _SIMILARITY_LIMIT for `metric` ("123,456 characters, over ..."), or
+    None (token_f1 counts tokens once and has no limit)."""
+    if metric not in _SIZES:
+        return None
+    measure, unit = _SIZES[metric]
+    size = measure(text)
+    if size <= _SIMILARITY_LIMIT:
+        return None
+    return f"{size:,} {unit}, over the {_SIMILARITY_LIMIT:,} that {metric} scores"
+
+
 def _similarity_rule(check):
-    """token_f1 against a reference of no tokens would score 0 on every output."""
-    if check.get("metric", "levenshtein") == "token_f1" and not squad_normalize(
-        check["reference"]
-    ):
+    """token_f1 against a reference of no tokens would score 0 on every output; a reference
+    over _SIMILARITY_LIMIT could score no output."""
+    metric = check.get("metric", "levenshtein")
+    if metric == "token_f1" and not squad_normalize(check["reference"]):
         return [
             "'reference' normalises to an empty string for token_f1 (only articles, "
             "punctuation or white space)"
         ]
+    too_long = _too_long(check["reference"], metric)
+    if too_long:
+        return [f"'reference' has {too_long}"]
     return []
 
 
@@ -1278,7 +1343,12 @@ def check_similarity(output, reference: Text, min: Score, metric: Metric = "leve
     (SQuAD v1.1's token F1 on normalised tokens) or rouge_l (ROUGE-L F-measure, Lin 2004, on
     lowercased white-space tokens).
 
-    Levenshtein and ROUGE-L take time proportional to the product of the two lengths."""
+    levenshtein scores texts of up to 100,000 characters, rouge_l of up to 100,000 words
+    (docs/checks.md): a longer reference is refused at load, a longer output fails, negated
+    too."""
+    too_long = _too_long(output, metric)
+    if too_long:
+        return CheckResult(False, f"the output has {too_long}", flag="unknown")
     score = _SIMILARITIES[metric](output, reference)
     return CheckResult(score >= min, f"{metric} {score:.3f}, expected at least {min:g}")
 
