@@ -100,6 +100,7 @@ __all__ = [  # each check_* function is public too
     "refuse_overwriting",
     "refuse_pairs",
     "OWN_FILES",
+    "LONGEST_WAIT",
     "Run",
     "stored_output",
     "decide",
@@ -2008,6 +2009,13 @@ def read_reply(output):
     problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
     if problem:
         raise TypeError(f"the client returned a malformed reply: {problem}")
+    if parts["sent"] is not None:  # kept in the record, which is JSON
+        try:
+            to_json(parts["sent"])
+        except (TypeError, ValueError) as exc:
+            if mapping:
+                raise TypeError(f"the client returned a 'sent' that is not JSON: {exc}") from None
+            parts["sent"] = None  # an object's odd part is not read, as its other odd parts
     usage = parts["usage"]
     if usage:
         usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
@@ -2053,7 +2061,10 @@ def _retry_after(exc):
         return None
     if wait != wait or wait < 0:  # NaN or negative: no time said
         return 0.0
-    return float(wait)
+    try:
+        return float(wait)
+    except OverflowError:  # an int too large for a float: longer than any wait
+        return math.inf
 
 
 def _attempt(case, attempt, call, options):
@@ -3699,11 +3710,26 @@ def _parser(command, plugin):
     return parser
 
 
-def _without_plugin(argv):
-    """`argv` without the --no-X flags the core does not know: without the optional file
-    there is nothing of its to turn off (a workflow passes --no-history either way)."""
-    known = {flag for name in _OPTIONS for flag in name.split(":")[-1].split()}
-    return [arg for arg in argv if not arg.startswith("--no-") or arg in known]
+def _without_plugin(argv, stderr):
+    """`argv` without the --no-X flags of the optional file: without it there is nothing of
+    its to turn off (a workflow passes --no-history either way), said on `stderr`. A flag close
+    to one of the core's (--no-svae) stays, for the parser to refuse: it is a typo."""
+    import difflib
+
+    known = [flag for name in _OPTIONS for flag in name.split(":")[-1].split()]
+    kept, dropped = [], []
+    for arg in argv:
+        if arg.startswith("--no-") and arg not in known:
+            if not difflib.get_close_matches(arg, known, 1, cutoff=0.85):  # a letter or two
+                dropped.append(arg)
+                continue
+        kept.append(arg)
+    if dropped:
+        stderr.write(
+            f"evals: note: {', '.join(dropped)} ignored: evals_extras.py is not beside "
+            "evals.py, so there is nothing of it to turn off\n"
+        )
+    return kept
 
 
 def main(argv=None, stdout=None, stderr=None):
@@ -3728,7 +3754,7 @@ def main(argv=None, stdout=None, stderr=None):
         if plugin and command and command not in plugin.COMMANDS:
             raise EvalsError(f"unknown command {command!r}: `evals.py --help` lists them")
         if not plugin:
-            argv = _without_plugin(argv)
+            argv = _without_plugin(argv, stderr)
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
                 args = _parser(command, plugin).parse_args(argv)

@@ -137,6 +137,7 @@ from evals import (  # the core's names this file builds on
     NotJsonError,
     one_line,
     OWN_FILES,
+    LONGEST_WAIT,
     param_kind,
     parse_json,
     pass_rate_percent,
@@ -2138,17 +2139,20 @@ def client_identity(call_model, name):
     if callable(declared):
         try:
             declared = declared()
-        except Exception:  # noqa: B902 - a client that cannot say it fails each call, saying why
-            return name
+        except Exception:  # noqa: B902 - then known as a client that declares none
+            declared = None
     if isinstance(declared, str):
         return f"{name} {declared}"
     import inspect
 
-    try:
-        with open(inspect.getsourcefile(call_model), "rb") as handle:
-            return f"{name} sha256:{hashlib.sha256(handle.read()).hexdigest()}"
-    except (TypeError, OSError):  # a builtin, a callable object made in C: no file to read
-        return name
+    # A function's file, or the file of the class of a callable object
+    for source in (call_model, type(call_model)):
+        try:
+            with open(inspect.getsourcefile(source), "rb") as handle:
+                return f"{name} sha256:{hashlib.sha256(handle.read()).hexdigest()}"
+        except (TypeError, OSError):  # a builtin, a callable made in C: no file to read
+            continue
+    return name
 
 
 def _answer_key(*parts):
@@ -2178,15 +2182,28 @@ class _Journal:
     (_append_json_line: a run killed mid-line loses that line only); with `resume`, the answers
     an interrupted run kept there are read first."""
 
-    def __init__(self, path, resume):
-        self.path, self.kept, self.reused, self.written = path, {}, 0, 0
-        if resume and os.path.exists(path):
-            with open(path, "rb") as handle:
-                for line in handle:
-                    with contextlib.suppress(ValueError, TypeError, KeyError):
-                        row = json.loads(line)
-                        self.kept[row["key"]] = row["reply"]
-        self.lock = threading.Lock()
+    def __init__(self, path, resume, stderr):
+        self.path, self.stderr, self.kept, self.reused, self.written = path, stderr, {}, 0, 0
+        self.lock, self.broken = threading.Lock(), False
+        if resume and os.path.isfile(path):
+            self._read()
+
+    def _read(self):
+        """The answers kept in the journal; a line that is not one (cut by a kill, edited) is
+        skipped, and said."""
+        skipped = 0
+        with open(self.path, "rb") as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                    self.kept[row["key"]] = row["reply"]
+                except (ValueError, TypeError, KeyError, IndexError):
+                    skipped += 1
+        if skipped:
+            self.stderr.write(
+                f"evals: warning: --resume: {plural(skipped, 'line')} of {self.path} "
+                "hold no answer and were skipped\n"
+            )
 
     def get(self, key):
         reply = self.kept.get(key)
@@ -2196,13 +2213,28 @@ class _Journal:
         return reply
 
     def add(self, key, reply):
-        _append_json_line(self.path, {"key": key, "reply": reply})
+        """Append an answer; a journal that cannot be written is said once, and the run goes
+        on without it: a journal is never a reason to lose the answer itself."""
+        if self.broken:
+            return
+        try:
+            _append_json_line(self.path, {"key": key, "reply": reply})
+        except OSError as exc:
+            with self.lock:
+                if not self.broken:
+                    self.broken = True
+                    self.stderr.write(
+                        f"evals: warning: the journal {self.path} cannot be written ({exc}); "
+                        "this run goes on without one, so --resume could not reuse its answers\n"
+                    )
+            return
         with self.lock:
             self.written += 1
 
     def remove(self):
-        """Delete the journal: the run's record holds every answer now."""
-        with contextlib.suppress(FileNotFoundError):
+        """Delete the journal: the run's record holds every answer now (a folder of its name
+        is no journal of ours)."""
+        if os.path.isfile(self.path):
             os.remove(self.path)
 
 
@@ -2548,6 +2580,8 @@ class Limiter:
             now = self.clock()
             for name, (limit, left, reset) in found.items():
                 known = self.told.get(name)
+                if reset and reset > LONGEST_WAIT:  # a day's quota, or a misread time
+                    reset = None
                 if reset and limit > left:  # refills to full in `reset` seconds
                     rate = (limit - left) / reset
                 elif known:
@@ -2620,9 +2654,9 @@ def _limits_by_hand(args):
             limit = float(raw)
         except ValueError:
             limit = math.nan
-        if not 0 < limit < math.inf:
+        if not 1 <= limit < math.inf:  # below one a minute, a run would wait for hours
             raise EvalsError(
-                f"{variable} must be a number above 0 (a minute's limit), got {raw!r}"
+                f"{variable} must be a number of 1 or more (a minute's limit), got {raw!r}"
             )
         manual[name] = (limit, limit / 60.0)
     if args.rate_limit:
@@ -2649,9 +2683,10 @@ def around_call(call_model, run):
         return call_model
     identity = client_identity(call_model, run.client)
     if (run.save or run.out) and not args.omit_outputs:  # it keeps every answer's text
-        run.journal = _Journal(journal_path(args), args.resume)
+        run.journal = _Journal(journal_path(args), args.resume, run.stderr)
     if run.cache_on:
         run.cache = _Cache(os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE, run.stderr)
+    if run.cache and not run.cache.broken:
         run.stderr.write(
             f"evals: --cache: a call made before by this client ({_how_known(identity)}) with "
             f"the same input and repeat is answered from {run.cache.path}, not made again\n"
@@ -2676,8 +2711,7 @@ def around_call(call_model, run):
         try:
             output = ask(prompt, case, attempt)
         except BaseException as exc:
-            refused = isinstance(getattr(exc, "retry_after", None), (int, float))
-            run.limiter.done(ticket, _rate_limit_headers(exc), refused=refused)
+            run.limiter.done(ticket, _rate_limit_headers(exc), refused=_refused_for_now(exc))
             raise
         kept = _kept_reply(output)
         run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))
@@ -2689,6 +2723,15 @@ def around_call(call_model, run):
 
     call.accepts_conversations = getattr(call_model, "accepts_conversations", False)
     return call
+
+
+def _refused_for_now(exc):
+    """Whether `exc` refuses its call for a while the run waits (see evals.LONGEST_WAIT): a
+    daily quota's refusal is no rate to learn."""
+    wait = getattr(exc, "retry_after", None)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
+        return False
+    return not wait > LONGEST_WAIT  # NaN: not said, as 0
 
 
 def _rate_limit_headers(value):
@@ -2713,13 +2756,17 @@ def _how_known(identity):
 
 def journal_path(args):
     """The journal of the run `args` describes: unfinished.jsonl beside the baseline (see
-    _beside_baseline), unfinished-NAME.jsonl for a run writing NAME.json (--out, a shard), so
-    that shards in one folder keep theirs."""
+    _beside_baseline); unfinished-NAME-HASH.jsonl for a run writing --out NAME.json (HASH: of
+    its absolute path), unfinished-run-shard-K-of-N.jsonl for a shard, so that runs writing
+    different records never share one."""
     out = args.out
     if args.shard and not out:
         out = f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
     name = ""
-    if out:
+    if args.out:  # two --out files of one name in two folders are two runs
+        digest = _sha256(os.path.abspath(args.out))[:8]
+        name = f"-{os.path.splitext(os.path.basename(out))[0]}-{digest}"
+    elif out:
         name = f"-{os.path.splitext(os.path.basename(out))[0]}"
     return _beside_baseline(args, f"unfinished{name}.jsonl")
 
@@ -4783,7 +4830,10 @@ def before_run(run):
         ("cache", "no_cache"),
         ("rescore", "cache"),
         ("record", "omit_outputs"),
-        *(("resume", other) for other in ("rescore", "batch", "batch_resume", "omit_outputs")),
+        *(
+            ("resume", other)
+            for other in ("rescore", "batch", "batch_resume", "omit_outputs", "no_save")
+        ),
         *(
             (option, batch)
             for option in ("rescore", "cache", "budget")
@@ -4908,7 +4958,7 @@ def _notes(run, record):
             f"the cache ({path}) was not used: every reply was a recorded one, replayed, "
             "and the cache keeps only live calls\n"
         )
-    if run.cache:
+    if run.cache and options.replies:
         record["summary"]["cached"] = run.cache.hits
         notes.append(
             f"{run.cache.hits} of {options.replies} {_replies(options.replies)} came from the "

@@ -122,6 +122,78 @@ def evals_extras_identity(call_model, name):
     return evals_extras.client_identity(call_model, name)
 
 
+class HostileTest(OwnClientCase):
+    """What a new user's first hour ran into, each a case of its own."""
+
+    def test_a_journal_that_cannot_be_written_costs_no_answer(self):
+        os.makedirs(self.path(os.path.join(".evals", "unfinished.jsonl")))  # a folder
+        code, out, err = self.evals("-j", "4")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("pass rate 100.0% (10/10)", out)
+        self.assertIn("the journal", err)
+        self.assertIn("cannot be written", err)
+        self.assertEqual(err.count("cannot be written"), 1)
+
+    def test_resume_and_no_save_contradict_each_other(self):
+        code, out, err = self.evals("--resume", "--no-save")
+        self.assertEqual((code, self.calls()), (2, []), out + err)
+        self.assertIn("--resume and --no-save contradict each other", err)
+
+    def test_a_callable_object_is_known_by_the_file_of_its_class(self):
+        with open(self.path("bot.py"), "w", encoding="utf-8") as handle:
+            handle.write("class Bot:\n    def __call__(self, p):\n        return 'Answer'\n"
+                         "answer = Bot()\n")
+        run = ("--client", "bot:answer", "--cache", "--no-save")
+        first = self.evals_with(*run)
+        with open(self.path("bot.py"), "a", encoding="utf-8") as handle:
+            handle.write("# edited\n")
+        second = self.evals_with(*run)
+        self.assertIn("known by its name and the content of its file", first[2])
+        self.assertIn("0 of 10 replies came from the cache", second[1])
+
+    def test_an_identity_that_raises_falls_back_to_the_file(self):
+        with open(self.path("app.py"), "a", encoding="utf-8") as handle:
+            handle.write("def broken():\n    raise RuntimeError('no')\nanswer.identity = broken\n")
+        code, out, err = self.evals("--cache", "--no-save")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("known by its name and the content of its file", err)
+
+    def test_a_sent_that_is_not_json_is_the_case_s_error_not_a_crash(self):
+        with open(self.path("odd.py"), "w", encoding="utf-8") as handle:
+            handle.write("def answer(p):\n    return {'text': 'Answer', 'sent': {'x': object()}}\n")
+        code, out, err = self.evals_with("--client", "odd:answer", "--no-save", "--id", "case-1")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("the client returned a 'sent' that is not JSON", out)
+        self.assertNotIn("internal error", err)
+
+    def test_records_of_one_name_in_two_folders_keep_two_journals(self):
+        import argparse
+
+        import evals_extras
+
+        def journal(out):
+            args = argparse.Namespace(out=out, shard=None, baseline="last_run.json")
+            return evals_extras.journal_path(args)
+
+        self.assertNotEqual(journal("a/run.json"), journal("b/run.json"))
+        self.assertEqual(journal("a/run.json"), journal("a/run.json"))
+
+    def test_a_journal_line_that_holds_no_answer_is_skipped_and_said(self):
+        os.makedirs(self.path(".evals"))
+        with open(self.path(os.path.join(".evals", "unfinished.jsonl")), "w") as handle:
+            handle.write('not json\n{"key": 5}\n[1, 2]\n')
+        code, out, err = self.evals("--resume", "-j", "4")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("--resume: 3 lines of", err)
+
+    def evals_with(self, *args):
+        done = subprocess.run(
+            [sys.executable, EVALS, "--no-history", *args],
+            cwd=self.folder, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        return done.returncode, done.stdout, done.stderr
+
+
 class RefusalTest(unittest.TestCase):
     """A refusal (an exception with `retry_after`) gives the worker back: other cases are
     called meanwhile, and the refused one again once its wait is over, not as a spent attempt."""
@@ -180,6 +252,14 @@ class RefusalTest(unittest.TestCase):
         self.assertEqual(evals.run_case(case, client, options).status, "error")
         self.assertEqual(evals.run_case(case, client, options).status, "pass")
         self.assertEqual(len(calls), 2)
+
+    def test_a_wait_too_large_for_a_float_is_an_error_too(self):
+        class Refused(Exception):
+            retry_after = 10**400
+
+        result = evals.run_cases(self.cases(1), lambda prompt: (_ for _ in ()).throw(Refused()))
+        self.assertEqual(result[0].status, "error")
+        self.assertIn("more than 300 s: not waited", result[0].error)
 
     def test_a_wait_longer_than_the_longest_is_an_error_at_once(self):
         class Refused(Exception):

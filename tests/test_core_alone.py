@@ -108,6 +108,13 @@ class CoreAloneTest(unittest.TestCase):
         code, out = self.evals("--no-history", "--no-cache", "--no-judge", "--no-save")
         self.assertEqual(code, 0, out)
         self.assertIn("pass rate 100.0% (3/3)", out)
+        self.assertIn("--no-history, --no-cache, --no-judge ignored", out)
+
+    def test_a_typo_of_a_core_flag_is_no_flag_of_the_missing_file(self):
+        code, out = self.evals("--no-svae")
+        self.assertEqual(code, 2, out)
+        self.assertIn("unrecognized arguments: --no-svae", out)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "last_run.json")))
 
     def test_a_missing_client_module_says_to_copy_it(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALS_", "GITHUB_"))}

@@ -10,6 +10,7 @@ EVALS_MAX_ATTEMPTS and EVALS_MAX_RETRY_WAIT.
 
 import contextlib
 import io
+import glob
 import json
 import os
 import signal
@@ -529,8 +530,9 @@ class ResumeTests(unittest.TestCase):
         code, out, err = self.interrupted_run(interrupted)
         self.assertEqual(code, 130, out + err)
         self.assertIn("interrupted after 4 of 8 cases", err)
-        journal = os.path.join(interrupted, ".evals", "unfinished-record.jsonl")
-        self.assertTrue(os.path.exists(journal), err)
+        journals = glob.glob(os.path.join(interrupted, ".evals", "unfinished-record-*.jsonl"))
+        self.assertEqual(len(journals), 1, err)
+        journal = journals[0]
         self.assertFalse(os.path.exists(os.path.join(interrupted, "record.json")))
 
         self.slow, before = False, self.server.counts()

@@ -256,10 +256,10 @@ class LimitsByHandTest(unittest.TestCase):
         self.assertEqual(self.limits(rate_limit=5.0, EVALS_RPM="60")["requests"], (1.0, 1.0))
 
     def test_a_value_that_is_no_limit_is_refused_naming_the_variable(self):
-        for value in ("abc", "0", "-5", "inf", "nan"):
+        for value in ("abc", "0", "0.5", "1e-9", "-5", "inf", "nan"):
             with self.subTest(value=value):
                 with self.assertRaisesRegex(evals_extras.EvalsError,
-                                            "EVALS_RPM must be a number above 0"):
+                                            "EVALS_RPM must be a number of 1 or more"):
                     self.limits(EVALS_RPM=value)
 
 
