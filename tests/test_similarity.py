@@ -17,8 +17,11 @@ from tests.test_checks import CheckTestCase
 
 try:
     from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+    HYPOTHESIS = True
 except ImportError:  # the property tests are skipped (below); the decorators do nothing
-    st = None
+    HYPOTHESIS = False
+    st = mock.MagicMock()  # the strategies the skipped tests name, never drawn from
 
     def given(*strategies):
         return lambda test: test
@@ -82,7 +85,7 @@ def quadratic_lcs_length(a, b):
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-if st is not None:
+if HYPOTHESIS:
     # Few letters make long common runs and repeats; any Unicode (surrogates, combining
     # marks, astral characters) makes distinct ones; long texts make masks of many words.
     TEXTS = st.one_of(
@@ -108,7 +111,7 @@ def _edited(text, edits):
     return text
 
 
-@unittest.skipIf(st is None, "Hypothesis is not installed (pip install hypothesis; .ci/run does)")
+@unittest.skipUnless(HYPOTHESIS, "Hypothesis is not installed (pip install hypothesis; .ci/run does)")
 class AgainstTheQuadraticTest(unittest.TestCase):
     @PROPERTY
     @given(st.one_of(st.tuples(TEXTS, TEXTS), EDITED))
