@@ -85,22 +85,22 @@ def quadratic_lcs_length(a, b):
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-if HYPOTHESIS:
-    # Few letters make long common runs and repeats; any Unicode (surrogates, combining
-    # marks, astral characters) makes distinct ones; long texts make masks of many words.
-    TEXTS = st.one_of(
-        st.text(alphabet="ab", max_size=200),
-        st.text(alphabet="abcé😀\u0301 ", max_size=300),
-        st.text(max_size=150),
-        st.lists(st.sampled_from(["x", "yy", "x", "😀", " "]), max_size=250).map("".join),
-    )
-    TOKENS = st.one_of(
-        st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", "é", ""]), max_size=250),
-        st.lists(st.text(max_size=3), max_size=120),
-    )
-    # A text and a variant of it: the pairs edit distances are made for.
-    EDITS = st.lists(st.tuples(st.integers(0, 400), TEXTS), max_size=4)
-    EDITED = st.builds(lambda text, edits: (text, _edited(text, edits)), TEXTS, EDITS)
+# Strategies (mocks without Hypothesis: the tests that draw from them are skipped)
+# Few letters make long common runs and repeats; any Unicode (surrogates, combining
+# marks, astral characters) makes distinct ones; long texts make masks of many words.
+TEXTS = st.one_of(
+    st.text(alphabet="ab", max_size=200),
+    st.text(alphabet="abcé😀\u0301 ", max_size=300),
+    st.text(max_size=150),
+    st.lists(st.sampled_from(["x", "yy", "x", "😀", " "]), max_size=250).map("".join),
+)
+TOKENS = st.one_of(
+    st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", "é", ""]), max_size=250),
+    st.lists(st.text(max_size=3), max_size=120),
+)
+# A text and a variant of it: the pairs edit distances are made for.
+EDITS = st.lists(st.tuples(st.integers(0, 400), TEXTS), max_size=4)
+EDITED = st.builds(lambda text, edits: (text, _edited(text, edits)), TEXTS, EDITS)
 
 
 def _edited(text, edits):
