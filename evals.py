@@ -1645,20 +1645,28 @@ def did_you_mean(name, known):
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
-    """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
+    """The CheckResult of one validated check (dict) on `output`: a str, a reply as a client
+    returns it (a mapping or an object, read by read_reply as a run reads it) or an Answer.
 
     A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; a check that
-    validate_check refuses raises ValueError. reasoning: the model's thinking, for "on":
-    "reasoning"."""
+    validate_check refuses, or a reply that read_reply refuses, raises ValueError with the
+    message a run gives. reasoning: the model's thinking, for "on": "reasoning" (by default
+    the reply's own)."""
     problems = validate_check(check)
     if problems:
         raise ValueError("; ".join(problems))
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    if not isinstance(output, Answer):
-        output = Answer(output)
-    return _score(spec, check, _scorable(output.text), output, ask, case_input, reasoning)
+    try:
+        answer, reply = read_reply(output)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    if isinstance(output, Answer):  # a run's own answer: its latency and cost are read too
+        answer = answer._replace(latency_s=output.latency_s, cost_usd=output.cost_usd)
+    if reasoning is None:
+        reasoning = reply["reasoning"]
+    return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
 
 
 # An answer that did not end by itself is scored all the same; a failing reason says why.
