@@ -36,7 +36,7 @@ it. What happens around a call (the journal, the cache, the rate limits) is ther
 client; a refused call (an exception with `retry_after`) goes back to the run here.
 
 Sections, in pipeline order, each calling only those above it: errors and data (Case, Answer,
-CheckResult, atomic writes, loading callables, `_extras`); text units (folding, words, JSON); checks (`register`, a function a
+CheckResult, atomic writes, loading callables, `_extras`, a client's reply read by `read_reply`); text units (folding, words, JSON); checks (`register`, a function a
 check, `evaluate`); cases (`load_cases`, selection); runner (calling the client: -j, timeouts,
 repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
 reports (the summary, annotations); command line (options, `main`).
@@ -656,6 +656,119 @@ def write_jsonl_atomic(path, rows):
 def json_line_bytes(value):
     """`value` as a line of JSON, UTF-8 bytes (a lone surrogate escaped, as write_atomic does)."""
     return mask_secrets(to_json(value) + "\n").encode("utf-8", "backslashreplace")
+
+
+def _attribute(value, name, kind):
+    """value.name when it is a `kind`, else None (an adapter's property that raises too)."""
+    try:
+        found = getattr(value, name, None)
+    except Exception:
+        return None
+    if isinstance(found, kind):
+        return found
+    return None
+
+
+# The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
+# these parts, each of its kind or None. `rate_limits` holds the provider's rate-limit headers
+# (the harness paces by them); `cached` and `replayed` say that no model was called for it.
+_REPLY_PARTS = {
+    "text": str,
+    "tool_calls": object,
+    "finish_reason": object,
+    "usage": dict,
+    "model": str,
+    "reasoning": str,
+    "sent": dict,
+    "rate_limits": collections.abc.Mapping,
+    "cached": bool,
+    "replayed": bool,
+}
+_NO_REPLY = (
+    "the client returned {}, expected str (the answer's text) or a dict "
+    '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see docs/clients.md)'
+)
+
+
+def _reply_problem(whole, hint=""):
+    """What is wrong with the tool calls or finish reason of a dict (a reply, a recorded output,
+    a record entry), or None; `hint` follows a finish reason's problem."""
+    calls = whole.get("tool_calls")
+    problem = _tool_calls_problem([] if calls is None else calls)
+    if problem:
+        return problem
+    if whole.get("finish_reason") in FINISH_REASONS + (None,):
+        return None
+    return (
+        f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
+        f"{json.dumps(whole['finish_reason'], default=repr)}{hint}"
+    )
+
+
+def _mapping_problem(output):
+    """What makes a mapping no reply (an unknown key, a part of another kind), or None."""
+    unknown = [key for key in output if key not in _REPLY_PARTS]
+    text = output.get("text")
+    if unknown:
+        return _NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}")
+    if text is None:
+        return _NO_REPLY.format("a dict with no string 'text'")
+    if not isinstance(text, str):
+        return _NO_REPLY.format(f"a dict whose 'text' is {type(text).__name__}")
+    for key, kind in _REPLY_PARTS.items():
+        if output.get(key) is not None and not isinstance(output[key], kind):
+            return (
+                f"the client returned {key!r} of type {type(output[key]).__name__}, expected "
+                f"{kind.__name__} or null"
+            )
+    return None
+
+
+def read_reply(output):
+    """What a client returned, read whole: (Answer, {part: value or None} for every part of
+    the reply shape but the text, `cached` and `replayed` as bools). Raises TypeError naming
+    what is wrong: a mapping's unknown key or part of another kind (an object's is ignored, but
+    for tool calls and finish reason)."""
+    if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
+        parts = dict.fromkeys(_REPLY_PARTS)
+        parts.update(text=output, cached=False, replayed=False)
+        return Answer(output), parts
+    mapping = isinstance(output, collections.abc.Mapping)
+    if mapping:
+        problem = _mapping_problem(output)
+        if problem:
+            raise TypeError(problem)
+        parts = {key: output.get(key) for key in _REPLY_PARTS}
+    elif isinstance(output, str) or _attribute(output, "text", str) is not None:
+        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
+    else:
+        raise TypeError(_NO_REPLY.format(type(output).__name__))
+    if isinstance(output, str):
+        parts["text"] = str(output)
+    problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
+    if problem:
+        raise TypeError(f"the client returned a malformed reply: {problem}")
+    if parts["sent"] is not None:  # kept in the record, which is JSON
+        try:
+            to_json(parts["sent"])
+        except (TypeError, ValueError) as exc:
+            if mapping:
+                raise TypeError(f"the client returned a 'sent' that is not JSON: {exc}") from None
+            parts["sent"] = None  # an object's odd part is not read, as its other odd parts
+    usage = parts["usage"]
+    if usage:
+        usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
+        whole = all(v is None or type(v) is int and v >= 0 for v in usage.values())
+        if not whole and mapping:
+            raise TypeError(
+                "the client returned 'usage' without whole numbers of input_tokens and "
+                "output_tokens"
+            )
+        if not whole:  # an object's odd usage is not read, as its other odd parts
+            usage = None
+    answer = Answer(parts["text"], normal_tool_calls(parts["tool_calls"]), parts["finish_reason"])
+    parts.update(usage=usage, cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
+    return answer, parts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1532,20 +1645,28 @@ def did_you_mean(name, known):
 
 
 def run_check(check, output, ask=None, case_input="", reasoning=None):
-    """The CheckResult of one validated check (dict) on `output` (str, or an Answer).
+    """The CheckResult of one validated check (dict) on `output`: a str, a reply as a client
+    returns it (a mapping or an object, read by read_reply as a run reads it) or an Answer.
 
     A judge check needs `ask` (prompt -> reply), else it raises JudgeRequired; a check that
-    validate_check refuses raises ValueError. reasoning: the model's thinking, for "on":
-    "reasoning"."""
+    validate_check refuses, or a reply that read_reply refuses, raises ValueError with the
+    message a run gives. reasoning: the model's thinking, for "on": "reasoning" (by default
+    the reply's own)."""
     problems = validate_check(check)
     if problems:
         raise ValueError("; ".join(problems))
     spec = CHECKS[check["type"]]
     if spec.needs_judge and ask is None:
         raise JudgeRequired(_NEEDS_JUDGE)
-    if not isinstance(output, Answer):
-        output = Answer(output)
-    return _score(spec, check, _scorable(output.text), output, ask, case_input, reasoning)
+    try:
+        answer, reply = read_reply(output)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    if isinstance(output, Answer):  # a run's own answer: its latency and cost are read too
+        answer = answer._replace(latency_s=output.latency_s, cost_usd=output.cost_usd)
+    if reasoning is None:
+        reasoning = reply["reasoning"]
+    return _score(spec, check, _scorable(answer.text), answer, ask, case_input, reasoning)
 
 
 # An answer that did not end by itself is scored all the same; a failing reason says why.
@@ -1917,119 +2038,6 @@ class RunOptions:
         if self.min_pass is not None:
             return self.min_pass
         return self.repeat // 2 + 1  # a majority
-
-
-def _attribute(value, name, kind):
-    """value.name when it is a `kind`, else None (an adapter's property that raises too)."""
-    try:
-        found = getattr(value, name, None)
-    except Exception:
-        return None
-    if isinstance(found, kind):
-        return found
-    return None
-
-
-# The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
-# these parts, each of its kind or None. `rate_limits` holds the provider's rate-limit headers
-# (the harness paces by them); `cached` and `replayed` say that no model was called for it.
-_REPLY_PARTS = {
-    "text": str,
-    "tool_calls": object,
-    "finish_reason": object,
-    "usage": dict,
-    "model": str,
-    "reasoning": str,
-    "sent": dict,
-    "rate_limits": collections.abc.Mapping,
-    "cached": bool,
-    "replayed": bool,
-}
-_NO_REPLY = (
-    "the client returned {}, expected str (the answer's text) or a dict "
-    '{{"text", "tool_calls", "finish_reason", "usage", "model"}} (see docs/clients.md)'
-)
-
-
-def _reply_problem(whole, hint=""):
-    """What is wrong with the tool calls or finish reason of a dict (a reply, a recorded output,
-    a record entry), or None; `hint` follows a finish reason's problem."""
-    calls = whole.get("tool_calls")
-    problem = _tool_calls_problem([] if calls is None else calls)
-    if problem:
-        return problem
-    if whole.get("finish_reason") in FINISH_REASONS + (None,):
-        return None
-    return (
-        f"'finish_reason' must be one of {', '.join(FINISH_REASONS)} or null, got "
-        f"{json.dumps(whole['finish_reason'], default=repr)}{hint}"
-    )
-
-
-def _mapping_problem(output):
-    """What makes a mapping no reply (an unknown key, a part of another kind), or None."""
-    unknown = [key for key in output if key not in _REPLY_PARTS]
-    text = output.get("text")
-    if unknown:
-        return _NO_REPLY.format(f"a dict with unknown key {unknown[0]!r}")
-    if text is None:
-        return _NO_REPLY.format("a dict with no string 'text'")
-    if not isinstance(text, str):
-        return _NO_REPLY.format(f"a dict whose 'text' is {type(text).__name__}")
-    for key, kind in _REPLY_PARTS.items():
-        if output.get(key) is not None and not isinstance(output[key], kind):
-            return (
-                f"the client returned {key!r} of type {type(output[key]).__name__}, expected "
-                f"{kind.__name__} or null"
-            )
-    return None
-
-
-def read_reply(output):
-    """What a client returned, read whole: (Answer, {part: value or None} for every part of
-    the reply shape but the text, `cached` and `replayed` as bools). Raises TypeError naming
-    what is wrong: a mapping's unknown key or part of another kind (an object's is ignored, but
-    for tool calls and finish reason)."""
-    if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
-        parts = dict.fromkeys(_REPLY_PARTS)
-        parts.update(text=output, cached=False, replayed=False)
-        return Answer(output), parts
-    mapping = isinstance(output, collections.abc.Mapping)
-    if mapping:
-        problem = _mapping_problem(output)
-        if problem:
-            raise TypeError(problem)
-        parts = {key: output.get(key) for key in _REPLY_PARTS}
-    elif isinstance(output, str) or _attribute(output, "text", str) is not None:
-        parts = {key: _attribute(output, key, kind) for key, kind in _REPLY_PARTS.items()}
-    else:
-        raise TypeError(_NO_REPLY.format(type(output).__name__))
-    if isinstance(output, str):
-        parts["text"] = str(output)
-    problem = _reply_problem(parts, " (normalise the provider's word, as my_client does)")
-    if problem:
-        raise TypeError(f"the client returned a malformed reply: {problem}")
-    if parts["sent"] is not None:  # kept in the record, which is JSON
-        try:
-            to_json(parts["sent"])
-        except (TypeError, ValueError) as exc:
-            if mapping:
-                raise TypeError(f"the client returned a 'sent' that is not JSON: {exc}") from None
-            parts["sent"] = None  # an object's odd part is not read, as its other odd parts
-    usage = parts["usage"]
-    if usage:
-        usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
-        whole = all(v is None or type(v) is int and v >= 0 for v in usage.values())
-        if not whole and mapping:
-            raise TypeError(
-                "the client returned 'usage' without whole numbers of input_tokens and "
-                "output_tokens"
-            )
-        if not whole:  # an object's odd usage is not read, as its other odd parts
-            usage = None
-    answer = Answer(parts["text"], normal_tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    parts.update(usage=usage, cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
-    return answer, parts
 
 
 # ---- the runner: each case's calls, in a pool of worker threads ----

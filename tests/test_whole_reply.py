@@ -342,6 +342,70 @@ class WholeReplyTest(unittest.TestCase):
         self.assertEqual(result.tool_calls[0]["arguments"], '{"order_id": "A-10')
 
 
+class OnePathTest(Folder):
+    """A reply gets one answer from a run and from run_check: the same score, or the same
+    refusal (the case's error; run_check's ValueError)."""
+
+    CHECKS = [{"type": "contains_any", "values": ["order"]},
+              {"type": "tool_called", "name": "lookup_order"},
+              {"type": "finish_reason", "values": ["stop"]},
+              {"type": "max_words", "n": 2, "negate": True},
+              {"type": "contains_any", "values": ["approval"], "on": "reasoning"}]
+
+    def run_replies(self, replies):
+        """Each reply's case from the record of a run whose client returns them."""
+        self.cases(*({"id": key, "input": "q", "checks": self.CHECKS} for key in replies))
+        self.answers(replies)
+        self.main()
+        return {entry["id"]: entry for entry in self.read_json("last_run.json")["cases"]}
+
+    def test_a_malformed_reply_is_refused_with_the_same_reason(self):
+        # run_check scored finish_reason "STOP" and raised TypeError for an object of calls.
+        malformed = {
+            "a provider's word": ({"text": "Your order", "finish_reason": "STOP"},
+                                  "'finish_reason' must be one of stop, length, tool_calls, "
+                                  "content_filter, refusal or null, got \"STOP\""),
+            "calls as an object": ({"text": "", "tool_calls": LOOKUP},
+                                   "'tool_calls' must be a list, got dict"),
+            "calls not objects": ({"text": "", "tool_calls": ["lookup_order", 3]},
+                                  "tool call 1 must be an object with a non-empty string 'name'"),
+            "an unknown key": ({"text": "Your order", "toolcalls": [LOOKUP]},
+                               "a dict with unknown key 'toolcalls'"),
+        }
+        cases = self.run_replies({key: reply for key, (reply, _) in malformed.items()})
+        for key, (reply, words) in malformed.items():
+            with self.subTest(key):
+                self.assertEqual((cases[key]["status"], cases[key]["checks"]), ("error", []))
+                self.assertIn(words, cases[key]["error"])
+                for check in self.CHECKS:
+                    with self.assertRaises(ValueError) as caught:
+                        evals.run_check(check, reply)
+                    self.assertEqual(str(caught.exception), cases[key]["error"])
+                if "toolcalls" in reply:
+                    continue
+                answer = A(reply["text"], reply.get("tool_calls", ()), reply.get("finish_reason"))
+                with self.assertRaises(ValueError) as caught:  # an Answer is read the same way
+                    evals.run_check(self.CHECKS[0], answer)
+                self.assertEqual(str(caught.exception), cases[key]["error"])
+
+    def test_a_well_formed_reply_is_scored_the_same(self):
+        replies = {
+            "text": "Your order ships today.",
+            "whole": {"text": "Your order", "tool_calls": [dict(LOOKUP, id="call_1")],
+                      "finish_reason": "length", "reasoning": "needs manager approval",
+                      "usage": {"input_tokens": 3, "output_tokens": 2}, "model": "m"},
+            "calls only": {"text": "", "tool_calls": [{"name": "lookup_order"}],
+                           "finish_reason": "tool_calls"},
+        }
+        cases = self.run_replies(replies)
+        for key, reply in replies.items():
+            with self.subTest(key):
+                scored = [(c["passed"], c["reason"]) for c in cases[key]["checks"]]
+                self.assertEqual(len(scored), len(self.CHECKS))
+                results = [evals.run_check(check, reply) for check in self.CHECKS]
+                self.assertEqual([(r.passed, r.reason) for r in results], scored)
+
+
 # ---------------------------------------------------------------------------------------------
 # The checks of the whole reply
 # ---------------------------------------------------------------------------------------------
