@@ -73,6 +73,7 @@ __all__ = [
     "FLAKY_GLITCH_RATE",
     "render_junit",
     "render_markdown",
+    "tag_rates",
     "render_html",
     "write_reports",
     "without_outputs",
@@ -3617,6 +3618,20 @@ def _md_fenced(value):
     return f"{fence}text\n{text}\n{fence}"
 
 
+def tag_rates(record):
+    """[(tag, passed, total)] of the cases a record ran, by tag in sorted order ([] when no
+    case has a tag); a case with two tags counts in both, an errored one as not passed."""
+    counts = collections.defaultdict(lambda: [0, 0])
+    for entry, _ in ran_entries(record):
+        tags = entry.get("tags")
+        if not isinstance(tags, list):
+            continue
+        for tag in {t for t in tags if isinstance(t, str)}:
+            counts[tag][0] += entry.get("status") == "pass"
+            counts[tag][1] += 1
+    return [(tag, *counts[tag]) for tag in sorted(counts)]
+
+
 def _md_cases(key, rows, record):
     """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     lines = []
@@ -3671,6 +3686,14 @@ def render_markdown(record, previous=None):
         "| " + " | ".join(str(numbers[key]) for key in counts) + " |",
         "",
     ]
+    tags = tag_rates(record)
+    if tags:
+        lines += ["| tag | passed/total | rate |", "|---|---:|---:|"]
+        lines += [
+            f"| {_md_inline(tag, 100)} | {passed}/{total} | {as_percent(passed / total)} |"
+            for tag, passed, total in tags
+        ]
+        lines.append("")
     for key, title, _, group in _sections(record):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
@@ -3973,6 +3996,16 @@ def render_html(record, previous=None, heading=None):
         out.append(
             f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
             f"<th>evidence</th></tr>{''.join(flaky)}</table></section>"
+        )
+    tags = [
+        f'<tr><td class="id">{_h(tag)}</td><td>{passed}/{total}</td>'
+        f"<td>{as_percent(passed / total)}</td></tr>"
+        for tag, passed, total in tag_rates(record)
+    ]
+    if tags:
+        out.append(
+            '<section id="tags"><h2>Pass rate by tag</h2><table><tr><th>tag</th>'
+            f"<th>passed/total</th><th>rate</th></tr>{''.join(tags)}</table></section>"
         )
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:

@@ -1,4 +1,4 @@
-"""pass@k and pass^k of repeated cases (--pass-at).
+"""pass@k and pass^k of repeated cases (--pass-at), and the pass rate per tag in the reports.
 
 Hand-computed values: with c passing calls of n, pass@k = 1 - C(n-c, k) / C(n, k) and
 pass^k = C(c, k) / C(n, k). n=5, c=2: pass@1 = 2/5, pass@3 = 1 - 1/10, pass^1 = 2/5,
@@ -153,9 +153,15 @@ class CommandLine(unittest.TestCase):
         with open(self.path("r.md"), encoding="utf-8") as handle:
             markdown = handle.read()
         self.assertIn(evals_extras._md_inline(line, 300), markdown)
+        self.assertIn(
+            "| tag | passed/total | rate |\n|---|---:|---:|\n"
+            "| billing | 0/2 | 0.0% |\n| smoke | 0/2 | 0.0% |\n",
+            markdown,
+        )
         with open(self.path("r.html"), encoding="utf-8") as handle:
             html = handle.read()
         self.assertIn(line, html)
+        self.assertIn('<td class="id">billing</td><td>0/2</td><td>0.0%</td>', html)
 
     def test_a_k_above_the_repeat_is_refused_before_any_call(self):
         with open(self.path("client.py"), "a") as handle:
@@ -215,6 +221,21 @@ class CommandLine(unittest.TestCase):
         self.assertNotIn("pass_at", record["summary"])
         self.assertFalse(any("pass_at" in e for e in record["cases"]))
         self.assertNotIn("pass@", out)
+
+
+class TagRates(unittest.TestCase):
+    def test_counts_by_tag(self):
+        record = {
+            "cases": [
+                {"id": "a", "status": "pass", "change": "new", "tags": ["x", "y", "x"]},
+                {"id": "b", "status": "error", "change": "new", "tags": ["x"]},
+                {"id": "c", "status": "pass", "change": "not_run", "tags": ["x"]},
+                {"id": "d", "status": "fail", "change": "new", "tags": "x"},
+                {"id": "e", "status": "pass", "change": "new"},
+            ]
+        }
+        self.assertEqual(evals_extras.tag_rates(record), [("x", 1, 2), ("y", 1, 1)])
+        self.assertNotIn("| tag |", evals_extras.render_markdown({"cases": record["cases"][4:]}))
 
 
 if __name__ == "__main__":
