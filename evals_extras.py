@@ -2873,7 +2873,8 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     previous = (total("previous_passed"), total("previous_total"))
     kept = (total("baseline_passed"), total("baseline_total"))
     summary = summarize(entries, removed, previous, kept)
-    # What each shard's run added to its summary: the history's flaky cases, cached replies
+    # What each shard's run added to its summary: the history's flaky cases, cached replies,
+    # pass@k and pass^k
     shown = [r.get("summary") for r in records if isinstance(r.get("summary"), dict)]
     if any(isinstance(s.get("flaky_history"), list) for s in shown):
         flaky = {
@@ -2885,6 +2886,9 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
         summary["flaky_history"] = [flaky[case_id] for case_id in case_ids if case_id in flaky]
     if any("cached" in s for s in shown):
         summary["cached"] = total("cached")
+    ks = [s["pass_at"] for s in shown if isinstance(s.get("pass_at"), dict)]
+    if ks and ks[0] and all(k.isdigit() for k in ks[0]):  # --pass-at: the mean over all shards
+        summary.update(pass_at_summary(entries, tuple(int(k) for k in ks[0])))
     return dict(
         records[0],
         started_at=min(started, default=None),
@@ -3086,8 +3090,12 @@ def pass_at_summary(entries, ks):
     sums = {key: collections.defaultdict(list) for key, _, _ in _PASS_AT}
     for entry in entries:
         for key in sums:
-            for k, value in (entry.get(key) or {}).items():
-                sums[key][k].append(value)
+            figures = entry.get(key)
+            if not isinstance(figures, dict):  # none, or a hand-made record's
+                continue
+            for k, value in figures.items():
+                if is_json_number(value):
+                    sums[key][k].append(value)
     summary = {"pass_at_cases": len(sums["pass_at"][str(ks[0])])}
     for key, values in sums.items():
         summary[key] = {str(k): None for k in ks}

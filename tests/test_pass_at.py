@@ -214,6 +214,23 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(cases["one"]["pass_at"], kept["pass_at"])
         self.assertEqual(record["summary"]["pass_at_cases"], 1)
 
+    def test_merged_shards_keep_the_suite_figures(self):
+        shards = []
+        for number in (1, 2):
+            shards.append(self.path(f"shard{number}.json"))
+            code, _, err = self.run_cli(
+                "--repeat", "5", "--pass-at", "1,3", "--shard", f"{number}/2", "--out", shards[-1]
+            )
+            self.assertEqual(code, 0, err)
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["merge", *shards, "--cases", self.path("cases.jsonl")]
+        argv += ["--out", self.path("merged.json")]
+        self.assertEqual(evals.main(argv, out, err), 0, err.getvalue())
+        summary = self.load("merged.json")["summary"]
+        self.assertEqual(summary["pass_at_cases"], 4)
+        self.assertAlmostEqual(summary["pass_at"]["3"], 0.625)
+        self.assertAlmostEqual(summary["pass_all"]["3"], 0.25)
+
     def test_no_figures_without_the_option(self):
         code, out, err = self.run_cli("--repeat", "3")
         self.assertEqual(code, 0, err)
