@@ -65,12 +65,15 @@ __all__ = [
     "compare_records",
     "wilson_interval",
     "mcnemar_exact",
+    "pass_at_k",
+    "pass_all_k",
     "history_append",
     "history_flaky",
     "history_rows",
     "FLAKY_GLITCH_RATE",
     "render_junit",
     "render_markdown",
+    "tag_rates",
     "render_html",
     "write_reports",
     "without_outputs",
@@ -2870,7 +2873,8 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
     previous = (total("previous_passed"), total("previous_total"))
     kept = (total("baseline_passed"), total("baseline_total"))
     summary = summarize(entries, removed, previous, kept)
-    # What each shard's run added to its summary: the history's flaky cases, cached replies
+    # What each shard's run added to its summary: the history's flaky cases, cached replies,
+    # pass@k and pass^k
     shown = [r.get("summary") for r in records if isinstance(r.get("summary"), dict)]
     if any(isinstance(s.get("flaky_history"), list) for s in shown):
         flaky = {
@@ -2882,6 +2886,9 @@ def merge_records(records, case_ids, names=None, case_file_sha256=None):
         summary["flaky_history"] = [flaky[case_id] for case_id in case_ids if case_id in flaky]
     if any("cached" in s for s in shown):
         summary["cached"] = total("cached")
+    ks = [s["pass_at"] for s in shown if isinstance(s.get("pass_at"), dict)]
+    if ks and ks[0] and all(k.isdigit() for k in ks[0]):  # --pass-at: the mean over all shards
+        summary.update(pass_at_summary(entries, tuple(int(k) for k in ks[0])))
     return dict(
         records[0],
         started_at=min(started, default=None),
@@ -3027,6 +3034,96 @@ def mcnemar_exact(b, c, alternative="two-sided"):
     if alternative == "worse":
         return sum(math.comb(n, x) for x in range(b, n + 1)) / 2**n
     raise ValueError(f"alternative must be 'two-sided' or 'worse', got {alternative!r}")
+
+
+def _validate_k(c, n, k, what):
+    validate_counts(c, n, what)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise ValueError(f"{what}: need 1 <= k <= calls, got k={k!r} of {n} calls")
+
+
+def pass_at_k(c, n, k):
+    """pass@k of a case with `c` passing calls of `n`: the unbiased estimate of the chance that
+    at least one of k calls passes (Chen et al. 2021, "Evaluating Large Language Models Trained
+    on Code"), 1 - C(n - c, k) / C(n, k), as one division of exact integers. Raises ValueError
+    unless 0 <= c <= n and 1 <= k <= n (ints)."""
+    _validate_k(c, n, k, "pass_at_k")
+    return (math.comb(n, k) - math.comb(n - c, k)) / math.comb(n, k)
+
+
+def pass_all_k(c, n, k):
+    """pass^k of a case with `c` passing calls of `n`: the unbiased estimate of the chance that
+    all of k calls pass (Yao et al. 2024, tau-bench), C(c, k) / C(n, k). Raises ValueError as
+    pass_at_k does."""
+    _validate_k(c, n, k, "pass_all_k")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+# pass@k and pass^k in a record: an entry's and the summary's "pass_at" and "pass_all", by k.
+_PASS_AT = (("pass_at", "pass@", pass_at_k), ("pass_all", "pass^", pass_all_k))
+
+
+def _call_counts(entry):
+    """(passing calls, scored calls) of a run's record entry: its passes and calls with
+    --repeat, else its one call's; an errored call is no sample."""
+    if "calls" in entry:
+        return entry["passes"], entry["calls"]
+    if entry.get("status") == "error":
+        return 0, 0
+    return int(entry.get("status") == "pass"), 1
+
+
+def with_pass_at(entry, ks):
+    """The record entry with its pass@k and pass^k for each k of `ks` ({"pass_at": {"1": ...},
+    "pass_all": {...}}); as it is when fewer of its calls were scored than the largest k."""
+    c, n = _call_counts(entry)
+    if n < max(ks):
+        return entry
+    figures = {key: {str(k): estimate(c, n, k) for k in ks} for key, _, estimate in _PASS_AT}
+    return dict(entry, **figures)
+
+
+def pass_at_summary(entries, ks):
+    """The suite's pass@k and pass^k: for each k of `ks` the mean over the entries (any
+    iterable, read once) that hold their figures (with_pass_at), None over none; and
+    "pass_at_cases", how many those are."""
+    sums = {key: collections.defaultdict(list) for key, _, _ in _PASS_AT}
+    for entry in entries:
+        for key in sums:
+            figures = entry.get(key)
+            if not isinstance(figures, dict):  # none, or a hand-made record's
+                continue
+            for k, value in figures.items():
+                if is_json_number(value):
+                    sums[key][k].append(value)
+    summary = {"pass_at_cases": len(sums["pass_at"][str(ks[0])])}
+    for key, values in sums.items():
+        summary[key] = {str(k): None for k in ks}
+        for k in summary[key]:
+            if values[k]:
+                summary[key][k] = math.fsum(values[k]) / len(values[k])
+    return summary
+
+
+def pass_at_line(summary):
+    """The suite's pass@k and pass^k as one line (str; "" when the summary holds none):
+    "pass@1 40.0%, pass@3 90.0%; pass^1 40.0%, pass^3 10.0% (mean over 4 cases)"."""
+    parts = []
+    for key, label, _ in _PASS_AT:
+        figures = summary.get(key)
+        if not isinstance(figures, dict):
+            return ""
+        rates = []
+        for k, rate in figures.items():
+            if not is_json_number(rate):
+                rate = None
+            rates.append(f"{label}{k} {as_percent(rate)}")
+        parts.append(", ".join(rates))
+    cases = summary.get("pass_at_cases")
+    over = ""
+    if isinstance(cases, int) and not isinstance(cases, bool):
+        over = f" (mean over {plural(cases, 'case')})"
+    return "; ".join(parts) + over
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3529,6 +3626,20 @@ def _md_fenced(value):
     return f"{fence}text\n{text}\n{fence}"
 
 
+def tag_rates(record):
+    """[(tag, passed, total)] of the cases a record ran, by tag in sorted order ([] when no
+    case has a tag); a case with two tags counts in both, an errored one as not passed."""
+    counts = collections.defaultdict(lambda: [0, 0])
+    for entry, _ in ran_entries(record):
+        tags = entry.get("tags")
+        if not isinstance(tags, list):
+            continue
+        for tag in {t for t in tags if isinstance(t, str)}:
+            counts[tag][0] += entry.get("status") == "pass"
+            counts[tag][1] += 1
+    return [(tag, *counts[tag]) for tag in sorted(counts)]
+
+
 def _md_cases(key, rows, record):
     """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
     lines = []
@@ -3571,6 +3682,8 @@ def render_markdown(record, previous=None):
     counts = ("regressed", "errored", "failed", "review", "fixed", "new", "passed", "total")
     counts += ("lower_not_significant",) * bool(numbers.get("lower_not_significant"))
     rate += "".join(f"  \n{_md_inline(line, 300)}" for line in min_pass_rate_lines(numbers))
+    if pass_at_line(numbers):
+        rate += f"  \n{_md_inline(pass_at_line(numbers), 300)}"
     lines = [
         f"## {head}",
         "",
@@ -3581,6 +3694,14 @@ def render_markdown(record, previous=None):
         "| " + " | ".join(str(numbers[key]) for key in counts) + " |",
         "",
     ]
+    tags = tag_rates(record)
+    if tags:
+        lines += ["| tag | passed/total | rate |", "|---|---:|---:|"]
+        lines += [
+            f"| {_md_inline(tag, 100)} | {passed}/{total} | {as_percent(passed / total)} |"
+            for tag, passed, total in tags
+        ]
+        lines.append("")
     for key, title, _, group in _sections(record):
         if group:
             lines += [f"### {title} ({len(group)})", ""]
@@ -3814,6 +3935,7 @@ def _html_top(record, heading=None):
         counts["lower, not significant"] = numbers["lower_not_significant"]
     meta = [f"pass rate <b>{pass_rate_percent(numbers)}</b>", earlier_rates(numbers)[2:]]
     meta += [_h(line) for line in min_pass_rate_lines(numbers)]
+    meta.append(_h(pass_at_line(numbers)))
     facts = {
         "started": record.get("started_at"),
         "client": record.get("client"),
@@ -3882,6 +4004,16 @@ def render_html(record, previous=None, heading=None):
         out.append(
             f'<section id="flaky"><h2>Flaky ({len(flaky)})</h2><table><tr><th>case</th>'
             f"<th>evidence</th></tr>{''.join(flaky)}</table></section>"
+        )
+    tags = [
+        f'<tr><td class="id">{_h(tag)}</td><td>{passed}/{total}</td>'
+        f"<td>{as_percent(passed / total)}</td></tr>"
+        for tag, passed, total in tag_rates(record)
+    ]
+    if tags:
+        out.append(
+            '<section id="tags"><h2>Pass rate by tag</h2><table><tr><th>tag</th>'
+            f"<th>passed/total</th><th>rate</th></tr>{''.join(tags)}</table></section>"
         )
     removed = [i for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
@@ -4852,6 +4984,11 @@ def before_run(run):
                 f"--min-pass {args.min_pass} is more than --repeat-flaky {args.repeat_flaky}"
             )
         run.options.repeat = args.repeat_flaky
+    if args.pass_at and args.pass_at[-1] > run.options.repeat:
+        raise EvalsError(
+            f"--pass-at {args.pass_at[-1]} is more than --repeat {run.options.repeat}: pass@k "
+            "and pass^k draw k of each case's calls, so --repeat must be at least the largest k"
+        )
     _narrow_selection(run)
     run.read["--prices"] = args.prices
     run.written.update(
@@ -4859,6 +4996,8 @@ def before_run(run):
     )
     if args.omit_outputs:
         run.shown = without_outputs
+    if args.pass_at:
+        run.shown = _shown_with_pass_at(run)
     priced(run.options, args.prices, args.budget)
     run.options.judge = _judge_for(args, run.selected, run.stderr)
     run.cache_on = use_cache(args)
@@ -4876,6 +5015,20 @@ def before_run(run):
             "every selected case has only judge checks, which --no-judge skips: nothing to run"
         )
     run.selected = [c for c in run.selected if c not in run.skipped]
+
+
+def _shown_with_pass_at(run):
+    """run.shown with each run entry's pass@k and pass^k added (with_pass_at) first; an entry
+    of the baseline kept for a case not run now stays as it is."""
+    kept, ks = run.baseline.entries, run.args.pass_at
+    then = run.shown or (lambda entry: entry)
+
+    def shown(entry):
+        if entry is not kept.get(entry.get("id")):
+            entry = with_pass_at(entry, ks)
+        return then(entry)
+
+    return shown
 
 
 def _narrow_selection(run):
@@ -4919,6 +5072,12 @@ def finish(run, record):
     history = not (args.no_history or not run.save or run.stopped)
     if history:
         read_flaky(args, record, run.stderr)
+    if args.pass_at:
+        # make_record takes any run.shown for --omit-outputs: say what was omitted
+        record["outputs_included"] = not args.omit_outputs
+        record["summary"].update(
+            pass_at_summary((entry for entry, _ in ran_entries(record)), args.pass_at)
+        )
     run.notes += _notes(run, record)
     try:
         yield
@@ -4948,10 +5107,12 @@ def _replies(count):
 
 
 def _notes(run, record):
-    """The lines after the summary of a run: how many replies a cache or the journal gave (kept
-    in the record's summary), the judge's cache, the judge checks --no-judge skipped, a budget
+    """The lines after the summary of a run: pass@k and pass^k (--pass-at), how many replies a
+    cache or the journal gave (kept in the record's summary), the judge's cache, the judge checks --no-judge skipped, a budget
     that could not price every call."""
     args, options, notes = run.args, run.options, []
+    if args.pass_at:
+        notes.append(pass_at_line(record["summary"]) + "\n")
     if run.cache_on and not run.cache:  # a replay, or a batch: nothing was called live
         path = os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
         notes.append(
@@ -5004,6 +5165,20 @@ def _shard(text):
     return int(match.group(1)), int(match.group(2))
 
 
+def _pass_at(text):
+    """--pass-at K[,K...]: the ks (ints from 1), in order, each once."""
+    import argparse
+
+    ks = set()
+    for part in text.split(","):
+        if not part.strip().isdigit() or int(part) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected whole numbers from 1 separated by commas, e.g. 1,3, got {text!r}"
+            )
+        ks.add(int(part))
+    return tuple(sorted(ks))
+
+
 _REPORTS = ("--omit-outputs", "--junit", "--markdown", "--html")
 
 OPTIONS = {
@@ -5013,6 +5188,13 @@ OPTIONS = {
         metavar="PER_SECOND",
         help="start at most this many calls per second (beside the provider's own rate limits, "
         "which its replies' headers tell, and EVALS_RPM / EVALS_TPM)",
+    ),
+    "--pass-at": dict(
+        type=_pass_at,
+        metavar="K[,K...]",
+        help="with --repeat N: pass@k (at least one of k calls passes) and pass^k (all k "
+        "pass), unbiased estimates from each case's passing calls, per case and the mean over "
+        "the cases, for each k (at most N), e.g. --pass-at 1,3",
     ),
     "--shard": dict(
         type=_shard,
@@ -5195,6 +5377,7 @@ COMMANDS = {
                 "--judge",
                 "--no-judge",
             ),
+            "pass rates and gates": ("--pass-at",),
             "output": (*_REPORTS, "--history", "--no-history"),
         },
     ),
