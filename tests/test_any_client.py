@@ -333,6 +333,21 @@ class RaisingClientTest(OwnClientCase):
         self.assertEqual(entry["error"], "JSONDecodeError: Expecting value: line 1 column 1 (char 0)")
         self.assertIn('decoder.py", line', entry["traceback"])
 
+    def test_the_traceback_kept_is_the_innermost_frames_and_the_last_characters(self):
+        def deep(n, message):
+            if n:
+                return deep(n - 1, message)
+            raise RuntimeError(message)
+
+        case = evals.Case("a", "Question", ({"type": "contains_any", "values": ["x"]},))
+        short = evals.run_cases([case], lambda prompt: deep(50, "no"))[0].traceback
+        self.assertIn(", in deep\n", short)
+        self.assertNotIn("<lambda>", short)  # the outermost frames, past the innermost 20
+        long = evals.run_cases([case], lambda prompt: deep(0, "x" * 50000))[0].traceback
+        self.assertRegex(long, r"^\[[0-9,]+ characters cut\]\n")
+        self.assertTrue(long.endswith("x" * 9000 + "\n"))
+        self.assertLess(len(long), evals.TRACEBACK_CHARS + 40)
+
     def test_evals_own_timeout_is_unchanged(self):
         with open(self.path("slow.py"), "w", encoding="utf-8") as handle:
             handle.write("import time\n\ndef answer(prompt):\n    time.sleep(5)\n")
