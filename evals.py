@@ -275,7 +275,7 @@ class Case(
 
 _RESULT_FIELDS = (
     "id status output checks error latency_s usage model cost_usd attempts flaky sent "
-    "reasoning tool_calls finish_reason passes calls"
+    "reasoning tool_calls finish_reason passes calls traceback"
 )
 _RESULT_DEFAULTS = {"checks": (), "flaky": False, "tool_calls": ()}  # the others: None
 
@@ -291,7 +291,8 @@ class CaseResult(
     (None when the call failed); checks: CheckResult.as_dict dicts; error: "Type: message";
     usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it sent; tool_calls
     and finish_reason: as in Answer. With --repeat: attempts (a dict per call), flaky, and
-    passes of calls scored (errors are neither), which each check dict then carries too."""
+    passes of calls scored (errors are neither), which each check dict then carries too.
+    traceback: where the client raised the error (_raised_where)."""
 
     __slots__ = ()
 
@@ -2075,6 +2076,58 @@ def _retry_after(exc):
         return math.inf
 
 
+# A client's error names the innermost frame of the user's code that raised it: a file that is
+# none of the harness's own (evals.py, evals_extras.py, and my_client.py and my_client_batches.py,
+# shipped beside it), the standard library's, installed packages' (site-packages,
+# dist-packages) or code without a file ("<frozen ...>").
+_HARNESS_FILES = ("evals.py", "evals_extras.py", "my_client.py", "my_client_batches.py")
+_STDLIB = os.path.join(os.path.dirname(os.path.realpath(os.__file__)), "")
+TRACEBACK_FRAMES = 20  # the innermost frames a record keeps of each exception...
+TRACEBACK_CHARS = 10000  # ...and the last characters of them all
+
+
+@functools.lru_cache(maxsize=None)
+def _file_kind(filename):
+    """ "harness", "library" or "user": whose code a traceback frame's file holds."""
+    path = os.path.realpath(filename)
+    if (
+        os.path.dirname(path) == os.path.realpath(_HERE)
+        and os.path.basename(path) in _HARNESS_FILES
+    ):
+        return "harness"
+    parts = path.split(os.sep)
+    if filename.startswith("<") or path.startswith(_STDLIB):
+        return "library"
+    if "site-packages" in parts or "dist-packages" in parts:
+        return "library"
+    return "user"
+
+
+def _raised_where(exc):
+    """(" (file:line in function)", the innermost frame of the user's code in the traceback of
+    the client's `exc`, or ""; that traceback from the client's call on, or None when evals
+    raised it: its time-out)."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and _file_kind(tb.tb_frame.f_code.co_filename) == "harness":
+        tb = tb.tb_next  # the frames that called the client
+    if tb is None:
+        return "", None
+    where, cwd = "", os.path.join(os.getcwd(), "")
+    for frame, line in traceback.walk_tb(tb):
+        code = frame.f_code
+        if _file_kind(code.co_filename) == "user":
+            path = os.path.abspath(code.co_filename)
+            if path.startswith(cwd):
+                path = path[len(cwd) :]
+            where = f" ({path}:{line} in {code.co_name})"
+    text = "".join(traceback.format_exception(type(exc), exc, tb, limit=-TRACEBACK_FRAMES))
+    if len(text) > TRACEBACK_CHARS:
+        text = f"[{len(text) - TRACEBACK_CHARS:,} characters cut]\n" + text[-TRACEBACK_CHARS:]
+    return where, text
+
+
 def _attempt(case, attempt, call, options):
     """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult; _Refused when
     the provider refused the call for now."""
@@ -2101,7 +2154,8 @@ def _attempt(case, attempt, call, options):
                     f"the provider refused the credentials (HTTP {exc.status}) "
                     f"on case {case.id!r}; fix the key and run again"
                 )
-            error = _describe_error(exc)
+            where, trace = _raised_where(exc)
+            error = _describe_error(exc) + where
             if wait is not None:
                 error += f" (it asks to wait {wait:g} s, more than {LONGEST_WAIT:g} s: not waited)"
             return CaseResult(
@@ -2109,6 +2163,7 @@ def _attempt(case, attempt, call, options):
                 "error",
                 error=mask_secrets(error),
                 latency_s=round(time.perf_counter() - started, 6),
+                traceback=mask_secrets(trace),
             )
         latency = round(time.perf_counter() - started, 6)
         try:
@@ -2195,6 +2250,7 @@ def _verdict(attempts, options):
         ],
         flaky=0 < counts["pass"] < len(scored),
         error=shown.error if status == "error" else None,
+        traceback=shown.traceback if status == "error" else None,
         passes=counts["pass"],
         calls=len(scored),
         checks=checks,
@@ -2773,6 +2829,7 @@ _ENTRY_FIELDS = (
     ("sent", lambda v: isinstance(v, dict), "must be an object or null"),
     ("reasoning", lambda v: isinstance(v, str), "must be a string or null"),
     ("error", lambda v: isinstance(v, str), "must be a string or null"),
+    ("traceback", lambda v: isinstance(v, str), "must be a string or null"),
 )
 
 
@@ -2908,6 +2965,7 @@ RunResult.__doc__ = """A finished run: CaseResults in case-file order, start and
 # A CaseResult's parts an entry holds, in order, when set (CaseResult.parts).
 _ENTRY_PARTS = (
     "error",
+    "traceback",
     "usage",
     "model",
     "sent",

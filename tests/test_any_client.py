@@ -276,5 +276,85 @@ class RefusalTest(unittest.TestCase):
         self.assertIn("it asks to wait 86400 s, more than 300 s: not waited", result.error)
 
 
+# A client whose helper, two calls deep in another file, raises with the key in its message.
+BOT = "import transport\n\ndef answer(prompt):\n    return transport.send(prompt)\n"
+TRANSPORT = textwrap.dedent('''
+    import os
+
+    def send(prompt):
+        return _post(prompt)
+
+    def _post(prompt):
+        key = os.environ["GATEWAY_API_KEY"]
+        raise RuntimeError("upstream 503 from model gateway, key " + key)
+''')
+KEY = "gw-4f8a9b1c2d3e"
+
+
+class RaisingClientTest(OwnClientCase):
+    def setUp(self):
+        super().setUp()
+        for name, text in (("bot.py", BOT), ("transport.py", TRANSPORT)):
+            with open(self.path(name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+
+    def run_raising(self, client, *args):
+        """(exit code, stdout, the record's entry of case-0) of a run of case-0 by `client`."""
+        done = subprocess.run(
+            [sys.executable, EVALS, "--client", client, "--no-history", "--id", "case-0",
+             "--out", "record.json", *args],
+            cwd=self.folder, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", GATEWAY_API_KEY=KEY))
+        with open(self.path("record.json"), encoding="utf-8") as handle:
+            return done.returncode, done.stdout, json.load(handle)["cases"][0]
+
+    def test_the_error_names_the_line_of_the_user_s_code_and_the_record_its_traceback(self):
+        code, out, entry = self.run_raising("bot:answer")
+        reason = ("RuntimeError: upstream 503 from model gateway, key [redacted] "
+                  "(transport.py:9 in _post)")
+        self.assertEqual((code, entry["error"]), (2, reason), out)
+        self.assertIn(reason, out)
+        trace = entry["traceback"]
+        self.assertTrue(trace.startswith("Traceback (most recent call last):\n"), trace)
+        for words in ('bot.py", line 4, in answer', 'transport.py", line 5, in send',
+                      'transport.py", line 9, in _post', "key [redacted]"):
+            self.assertIn(words, trace)
+        self.assertNotIn(KEY, trace)
+        self.assertNotIn("evals.py", trace)  # the harness's frames that called the client
+
+    def test_a_repeated_case_keeps_the_traceback_of_the_call_shown(self):
+        code, out, entry = self.run_raising("bot:answer", "--repeat", "2")
+        self.assertEqual(code, 2, out)
+        self.assertIn("(transport.py:9 in _post)", entry["error"])
+        self.assertIn('transport.py", line 9, in _post', entry["traceback"])
+
+    def test_an_error_in_the_standard_library_names_no_line_but_keeps_its_traceback(self):
+        code, out, entry = self.run_raising("json:loads")
+        self.assertEqual(entry["error"], "JSONDecodeError: Expecting value: line 1 column 1 (char 0)")
+        self.assertIn('decoder.py", line', entry["traceback"])
+
+    def test_the_traceback_kept_is_the_innermost_frames_and_the_last_characters(self):
+        def deep(n, message):
+            if n:
+                return deep(n - 1, message)
+            raise RuntimeError(message)
+
+        case = evals.Case("a", "Question", ({"type": "contains_any", "values": ["x"]},))
+        short = evals.run_cases([case], lambda prompt: deep(50, "no"))[0].traceback
+        self.assertIn(", in deep\n", short)
+        self.assertNotIn("<lambda>", short)  # the outermost frames, past the innermost 20
+        long = evals.run_cases([case], lambda prompt: deep(0, "x" * 50000))[0].traceback
+        self.assertRegex(long, r"^\[[0-9,]+ characters cut\]\n")
+        self.assertTrue(long.endswith("x" * 9000 + "\n"))
+        self.assertLess(len(long), evals.TRACEBACK_CHARS + 40)
+
+    def test_evals_own_timeout_is_unchanged(self):
+        with open(self.path("slow.py"), "w", encoding="utf-8") as handle:
+            handle.write("import time\n\ndef answer(prompt):\n    time.sleep(5)\n")
+        code, out, entry = self.run_raising("slow:answer", "--timeout", "0.2")
+        self.assertEqual(entry["error"], "TimeoutError: no answer within 0.2 s")
+        self.assertNotIn("traceback", entry)
+
+
 if __name__ == "__main__":
     unittest.main()

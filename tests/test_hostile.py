@@ -430,7 +430,8 @@ class AttackFindingsTest(unittest.TestCase):
         entry = {"id": "b", "status": "pass", "baseline": "pass", "change": "new"}
         for bad, words in (({"latency_s": "fast"}, "'latency_s' must be a number"),
                            ({"usage": {"input_tokens": "x"}}, "'usage' must hold whole"),
-                           ({"cost_usd": float("inf")}, "'cost_usd' must be a number")):
+                           ({"cost_usd": float("inf")}, "'cost_usd' must be a number"),
+                           ({"traceback": ["line"]}, "'traceback' must be a string")):
             record = {"format": "evals-run", "version": 1, "summary": {}, "case_file": {},
                       "cases": [dict(entry, **bad)]}
             with self.subTest(bad=bad):
