@@ -3027,15 +3027,17 @@ def make_record(
     options=None,
     entries=None,
     alpha=DEFAULT_ALPHA,
+    outputs_included=True,
 ):
     """The run record (a JSON-ready dict) of a RunResult (its results read once) against a
     Baseline, its entries appended to `entries` (a _Spool: on disk). Baseline entries of cases in
-    the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed."""
+    the case file (`all_case_ids`, default: those run) not run now are "not_run", others removed.
+    `shown(entry)`: the entry as the record keeps it (None: as it is); `outputs_included`:
+    whether the entries so kept hold the model's outputs (False with --omit-outputs)."""
     if entries is None:
         entries = []
     by_id, ran = {case.id: case for case in cases or ()}, set()
-    included = shown is None
-    if included:
+    if shown is None:
 
         def shown(entry):
             return entry
@@ -3074,7 +3076,7 @@ def make_record(
         "client": run.client,
         "git_commit": _git_commit(os.path.dirname(os.path.abspath(run.case_file or "."))),
         "case_file": {"path": run.case_file, "sha256": run.case_file_sha256},
-        "outputs_included": included,
+        "outputs_included": outputs_included,
         "accepted": accept,
         "options": {
             "concurrency": options.concurrency,
@@ -3936,8 +3938,9 @@ class Run:
     name), out (where the record goes; None: the baseline), save (whether a record is written),
     read and written ({label: path} of the files read and written: refuse_overwriting),
     nothing (a "nothing to rerun: ..." line: no call is made), keep_empty (an empty selection
-    still writes its record: a shard), shown (the entry as the record keeps it, or None), notes
-    (lines printed after the summary), stopped (interrupted), stdout, stderr."""
+    still writes its record: a shard), shown (the entry as the record keeps it, or None),
+    outputs_included (False: the entries so kept hold no output), notes (lines printed after
+    the summary), stopped (interrupted), stdout, stderr."""
 
     def __init__(self, args, cases, digest, baseline, stdout, stderr):
         self.args, self.cases, self.digest, self.baseline = args, cases, digest, baseline
@@ -3952,7 +3955,7 @@ class Run:
         self.client, self.out, self.save = None, args.out, not args.no_save
         self.read = {f"--{name}": getattr(args, name) for name in ("cases", "rescore", "baseline")}
         self.written = {option: getattr(args, option[2:]) for option in OWN_FILES}
-        self.nothing, self.keep_empty, self.shown = None, False, None
+        self.nothing, self.keep_empty, self.shown, self.outputs_included = None, False, None, True
         self.notes, self.stopped = [], False
         self.stdout, self.stderr = stdout, stderr
 
@@ -4045,6 +4048,7 @@ def _run_cases(run, call_model):
         run.options,
         _Spool(),
         args.alpha,
+        run.outputs_included,
     )
     if args.min_pass_rate is not None:
         record["summary"]["min_pass_rate"] = args.min_pass_rate

@@ -4995,7 +4995,7 @@ def before_run(run):
         {option: getattr(args, option[2:]) for option in ("--junit", "--markdown", "--html")}
     )
     if args.omit_outputs:
-        run.shown = without_outputs
+        run.shown, run.outputs_included = without_outputs, False
     if args.pass_at:
         run.shown = _shown_with_pass_at(run)
     priced(run.options, args.prices, args.budget)
@@ -5073,8 +5073,6 @@ def finish(run, record):
     if history:
         read_flaky(args, record, run.stderr)
     if args.pass_at:
-        # make_record takes any run.shown for --omit-outputs: say what was omitted
-        record["outputs_included"] = not args.omit_outputs
         record["summary"].update(
             pass_at_summary((entry for entry, _ in ran_entries(record)), args.pass_at)
         )
