@@ -36,8 +36,9 @@ it. What happens around a call (the journal, the cache, the rate limits) is ther
 client; a refused call (an exception with `retry_after`) goes back to the run here.
 
 Sections, in pipeline order, each calling only those above it: errors and data (Case, Answer,
-CheckResult, atomic writes, loading callables, `_extras`, a client's reply read by `read_reply`); text units (folding, words, JSON); checks (`register`, a function a
-check, `evaluate`); cases (`load_cases`, selection); runner (calling the client: -j, timeouts,
+CheckResult, atomic writes, loading callables, `_extras`, a client's reply read by
+`read_reply`); text units (folding, words, JSON); checks (`register`, a function a check,
+`evaluate`); cases (`load_cases`, selection); runner (calling the client: -j, timeouts,
 repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
 reports (the summary, annotations); command line (options, `main`).
 
