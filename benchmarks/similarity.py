@@ -2,7 +2,7 @@
 """Benchmark of the similarity check's two quadratic metrics: levenshtein and rouge_l.
 
 Prints, for each size, the time of evals_extras.py's bit-parallel functions (now) and of the
-quadratic dynamic programme they replaced (before: the oracle of tests/test_similarity.py), and before / now as a ratio;
+quadratic dynamic programme they replaced (before, copied below), and before / now as a ratio;
 then a PASS/MISS line per target. A script, not a unit test: timings need a quiet machine.
 
     python benchmarks/similarity.py             # 3,500 characters, 4,000 words, 10 KB, 100 KB
@@ -32,20 +32,66 @@ sys.path.insert(0, ROOT)
 
 import evals_extras  # noqa: E402  (from the repository root)
 
-# Before: the quadratic dynamic programme evals_extras.py had (0.2.0), kept as the tests' oracle
-from tests.test_similarity import quadratic_lcs_length, quadratic_levenshtein  # noqa: E402
+# ---------------------------------------------------------------------------------------------
+# Before: evals_extras.py's quadratic versions (0.3.0), copied as they were
+# ---------------------------------------------------------------------------------------------
+
+
+def _trimmed(a, b):
+    shorter, start, tail = min(len(a), len(b)), 0, 0
+    while start < shorter and a[start] == b[start]:
+        start += 1
+    while tail < shorter - start and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return a[start : len(a) - tail], b[start : len(b) - tail], start + tail
+
+
+def _levenshtein(a, b):
+    a, b, _ = _trimmed(a, b)
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        left = i
+        for j, other in enumerate(b):
+            left += 1
+            up, diagonal = previous[j + 1] + 1, previous[j] + (char != other)
+            left = up if up < left else left
+            left = diagonal if diagonal < left else left
+            current.append(left)
+        previous = current
+    return previous[-1]
+
+
+def _lcs_length(a, b):
+    a, b, common = _trimmed(a, b)
+    if len(a) < len(b):
+        a, b = b, a
+    previous = [0] * (len(b) + 1)
+    for item in a:
+        current = [0]
+        left = 0
+        for j, other in enumerate(b):
+            if item == other:
+                left = previous[j] + 1
+            elif previous[j + 1] > left:
+                left = previous[j + 1]
+            current.append(left)
+        previous = current
+    return common + previous[-1]
 
 
 def before_levenshtein_ratio(text, reference):
     longest = max(len(text), len(reference))
     if not longest:
         return 1.0
-    return 1.0 - quadratic_levenshtein(text, reference) / longest
+    return 1.0 - _levenshtein(text, reference) / longest
 
 
 def before_rouge_l(text, reference):
     produced, expected = text.lower().split(), reference.lower().split()
-    return evals_extras._f_measure(quadratic_lcs_length(produced, expected), len(produced), len(expected))
+    return evals_extras._f_measure(_lcs_length(produced, expected), len(produced), len(expected))
 
 
 METRICS = {
