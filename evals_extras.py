@@ -501,8 +501,7 @@ _Anything = param_kind(lambda v: True, "")
 #   letters, digits and !#$%&'*+/=?^_`{|}~- (at most 64 characters), the domain dot-separated
 #   labels of letters, digits and inner hyphens (at most 63 characters each, 253 in all);
 #   no quoted local parts, no [address] domains;
-# - uri: RFC 3986's absolute URI: a scheme (a letter, then letters, digits, + - .), ":", then
-#   only URI characters (unreserved, reserved, %XX escapes; no spaces, no non-ASCII);
+# - uri, uri-reference: RFC 3986's URI and URI-reference (see _valid_uri);
 # - uuid: RFC 4122's 8-4-4-4-12 hexadecimal digits (any version, either case);
 # - ipv4, ipv6: what the ipaddress module accepts, ASCII only, without a %zone on IPv6.
 _DATE = r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
@@ -517,10 +516,6 @@ _FORMAT_PATTERNS = {
         r"@(?=.{1,253}\Z)(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
         r"(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*",
         re.DOTALL,
-    ),
-    "uri": re.compile(
-        r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]"
-        r"|%[0-9A-Fa-f]{2})*"
     ),
     "uuid": re.compile(r"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"),
 }
@@ -564,19 +559,82 @@ def _valid_ip(text, version):
         return False
 
 
+# RFC 3986 Appendix A, one pattern per rule used (ABNF's quoted letters match either case,
+# RFC 5234 section 2.3). Bracketed sets are the insides of a character class.
+_UNRESERVED = r"A-Za-z0-9._~\-"
+_SUB_DELIMS = r"!$&'()*+,;="
+_PCT_ENCODED = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT_ENCODED})"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+_USERINFO = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT_ENCODED})*"
+# IPv4address is not spelled out: every IPv4address is also a reg-name (section 3.2.2), so
+# it changes no verdict ("999.999.999.999" is a valid host).
+_REG_NAME = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT_ENCODED})*"
+_PORT = r"[0-9]*"
+_AUTHORITY = re.compile(
+    rf"(?:{_USERINFO}@)?(?:\[(?P<ip_literal>[^\]]*)\]|{_REG_NAME})(?::{_PORT})?"
+)
+_IPV_FUTURE = re.compile(rf"[vV][0-9A-Fa-f]+\.[{_UNRESERVED}{_SUB_DELIMS}:]+")
+# path-abempty, path-absolute, path-noscheme, path-rootless and path-empty differ only in how
+# they start, which the split below already decides ("//" starts an authority instead).
+_PATH = re.compile(rf"(?:{_PCHAR}|/)*")
+_QUERY = re.compile(rf"(?:{_PCHAR}|[/?])*")  # fragment is the same rule
+# RFC 3986 Appendix B: any string splits into scheme, authority, path, query and fragment.
+_URI_SPLIT = re.compile(
+    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
+)
+
+
+def _valid_ip_literal(inside):
+    """Whether `inside`, the text between an IP-literal's brackets, is an IPv6address (as
+    _valid_ip reads it) or an IPvFuture (RFC 3986 section 3.2.2)."""
+    if inside[:1] in ("v", "V"):
+        return _IPV_FUTURE.fullmatch(inside) is not None
+    return _valid_ip(inside, 6)
+
+
+def _valid_authority(authority):
+    """Whether `authority` is [userinfo "@"] host [":" port] (RFC 3986 section 3.2)."""
+    match = _AUTHORITY.fullmatch(authority)
+    if match is None:
+        return False
+    inside = match.group("ip_literal")
+    return inside is None or _valid_ip_literal(inside)
+
+
+def _valid_uri(text, absolute):
+    """Whether `text` is an RFC 3986 URI (`absolute`) or URI-reference (a URI or a relative
+    reference): split as Appendix B does, each part then held to its rule of Appendix A."""
+    scheme, authority, path, query, fragment = _URI_SPLIT.fullmatch(text).groups()
+    if scheme is None and absolute:
+        return False
+    if scheme is not None and not _SCHEME.fullmatch(scheme):
+        return False
+    if authority is not None and not _valid_authority(authority):
+        return False
+    # path-noscheme: a relative reference's first segment has no ":" (else it reads as a scheme)
+    if scheme is None and authority is None and ":" in path.partition("/")[0]:
+        return False
+    if _PATH.fullmatch(path) is None:
+        return False
+    return all(_QUERY.fullmatch(part or "") for part in (query, fragment))
+
+
 def _is_format(text, name):
     """Whether the string `text` is a valid `name` (one of FORMATS)."""
     if name in ("ipv4", "ipv6"):
         return _valid_ip(text, int(name[-1]))
+    if name in ("uri", "uri-reference"):
+        return _valid_uri(text, absolute=name == "uri")
     match = _FORMAT_PATTERNS[name].fullmatch(text)
-    if match is None or name in ("email", "uri", "uuid"):
+    if match is None or name in ("email", "uuid"):
         return match is not None
     if name == "time":
         return _valid_time(match, 0)
     return _valid_date(match) and (name == "date" or _valid_time(match, 3))
 
 
-FORMATS = ("date", "date-time", "time", "email", "uri", "uuid", "ipv4", "ipv6")
+FORMATS = ("date", "date-time", "time", "email", "uri", "uri-reference", "uuid", "ipv4", "ipv6")
 
 
 _SCHEMA_KEYWORDS = {

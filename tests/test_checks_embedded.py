@@ -211,7 +211,10 @@ class SchemaFormatTest(CheckTest):
         "email": ["joe.bloggs@example.com", "a+tag@sub.example.co.uk", "o'hara@x.org",
                   "root@localhost"],
         "uri": ["https://example.com/a?b=c#d", "mailto:joe@example.com", "urn:isbn:0451450523",
-                "http://[2001:db8::7]/c=GB?objectClass?one", "http://x/%20y"],
+                "http://[2001:db8::7]/c=GB?objectClass?one", "http://x/%20y",
+                "http://u:p@h:8080/", "http://[v1.fe]/"],
+        "uri-reference": ["https://example.com/a", "//example.com/path", "/a?b", "a/b:c", "#f",
+                          ""],
         "uuid": ["2EB8AA08-AA98-11EA-B4AA-73B441D16380", "00000000-0000-0000-0000-000000000000"],
         "ipv4": ["192.168.0.1", "0.0.0.0"],
         "ipv6": ["::1", "2001:db8::ff00:42:8329", "::ffff:192.0.2.1"],
@@ -225,7 +228,9 @@ class SchemaFormatTest(CheckTest):
         "email": ["joe", "a@b@c", ".a@b.c", "a.@b.c", "a..b@c.d", "a@-b.c", "a@b.", "@b.c",
                   "a b@c.d", "a@b.c\n", "x" * 65 + "@b.c"],
         "uri": ["//example.com/path", "example.com", "http://a b", "1http://x", "http://x/%zz",
-                "http://\u00fc.de", ""],
+                "http://\u00fc.de", "", "http://x:8o/", "http://a@b@c/", "http://[::1%25eth0]/",
+                "http:/[::1]"],
+        "uri-reference": ["a:b c", "1:b", "/[::1]", "//x:y/", "\\\\host\\share", "#a#b"],
         "uuid": ["2eb8aa08aa9811eab4aa73b441d16380", "2eb8aa08-aa98-11ea-b4aa-73b441d1638",
                  "{2eb8aa08-aa98-11ea-b4aa-73b441d16380}"],
         "ipv4": ["1.2.3.04", "256.0.0.1", "1.2.3", "::1", "\u0661.2.3.4"],
@@ -272,8 +277,8 @@ class SchemaFormatTest(CheckTest):
     def test_an_unknown_format_is_refused_at_load(self):
         problems = self.assertProblem(schema_check("phone"),
                                       "schema.properties.v.format must be one of 'date', "
-                                      "'date-time', 'time', 'email', 'uri', 'uuid', 'ipv4', "
-                                      "'ipv6'")
+                                      "'date-time', 'time', 'email', 'uri', 'uri-reference', "
+                                      "'uuid', 'ipv4', 'ipv6'")
         self.assertEqual(len(problems), 1)
         self.assertProblem(schema_check("Date-Time"), "did you mean 'date-time'?")
         self.assertProblem(schema_check(["date"]), "format must be one of")
