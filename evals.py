@@ -62,6 +62,15 @@ import threading
 import time
 import unicodedata
 
+# Python's own parser and compiler of regular expressions, which compile_pattern uses to read a
+# pattern's literal characters however they are written (re._parser from 3.11, sre_parse before).
+try:
+    from re import _compiler as _regex_compiler
+    from re import _parser as _regex_parser
+except ImportError:  # Python 3.9 and 3.10
+    import sre_compile as _regex_compiler
+    import sre_parse as _regex_parser
+
 __version__ = "0.3.0"
 
 __all__ = [  # each check_* function is public too
@@ -146,6 +155,7 @@ __all__ = [  # each check_* function is public too
     "split_words",
     "split_paragraphs",
     "compile_pattern",
+    "as_checks_read",
     "count_result",
     "short_repr",
     "short_reprs",
@@ -794,6 +804,39 @@ def _normal(text):
     return unicodedata.normalize("NFC", text.translate(_SHOW_NOTHING))
 
 
+def _read_shallow(value):
+    """`value` with its own text read by the text rule: a str, a copy of a list, a copy of a
+    dict with its keys read; anything else as it is."""
+    if isinstance(value, str):
+        return _normal(value)
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return {_normal(key): item for key, item in value.items()}
+    return value
+
+
+def as_checks_read(value):
+    """`value` as checks read the answer (docs/checks.md, "How checks read text"): a str by the
+    text rule (CRLF as LF, no invisible character, NFC), a JSON value with each of its strings
+    and object keys so read (a copy), anything else as it is."""
+    read = _read_shallow(value)
+    pending = []  # a loop, not recursion: from Python 3.12 json parses 10,000 levels deep
+    if isinstance(read, (list, dict)):
+        pending.append(read)
+    while pending:
+        container = pending.pop()
+        places = range(len(container))
+        if isinstance(container, dict):
+            places = list(container)
+        for place in places:
+            item = _read_shallow(container[place])
+            container[place] = item
+            if isinstance(item, (list, dict)):
+                pending.append(item)
+    return read
+
+
 # Cached: a case's checks fold its output again and again (10 phrase checks on a 21,900-character
 # answer: 134 us a case, not 255).
 @functools.lru_cache(maxsize=256)
@@ -901,15 +944,21 @@ def strict_json_loads(text, unique_keys=False):
 
 
 def parse_json(output, allow_fence=False):
-    """(value, None) or (None, reason) for `output` as one RFC 8259 JSON text, with allow_fence
-    less a ``` fence before or after it (a fence inside prose: that is not JSON)."""
+    """(value, None) or (None, reason) for `output` (text as checks read it) as one RFC 8259
+    JSON text, with allow_fence less a ``` fence before or after it (a fence inside prose: that
+    is not JSON). The value's strings and keys are read by the text rule too (as_checks_read),
+    escapes such as \\u0301 decoded."""
     body = None
     if allow_fence:
         body = strip_fence(output.strip())
     if body is None:
         body = output
     try:
-        return strict_json_loads(body), None
+        value = strict_json_loads(body)
+        # Only an escape brings back what the rule took out of the text: a string between two
+        # quotes of a text so read is so read (13.5 KB of JSON: 290 us parsed, 1,140 walked).
+        if "\\" in body:
+            value = as_checks_read(value)
     except RecursionError:
         return None, "cannot parse the JSON: nested too deeply"
     except ValueError as exc:  # the hint only where allow_fence would make it pass
@@ -917,6 +966,7 @@ def parse_json(output, allow_fence=False):
         if not allow_fence and parse_json(output, True)[1] is None:
             hint = " (the output has a ``` fence around the JSON; set allow_fence to accept that)"
         return None, f"not valid JSON: {exc}{hint}"
+    return value, None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1135,28 +1185,40 @@ def check_not_contains(output, values: Texts, ignore_case: Bool = True, whole_wo
     return CheckResult(True, f"none of {short_reprs(values)} found")
 
 
-def _stripped(strip):
-    """A rule: `value` holds no white space at an end `strip` (str.strip, lstrip or rstrip)
-    takes off the output when the check's `strip` is on: such a value could never match."""
+def _white_space_rule(strip):
+    """A rule: a `value` of white space only is refused where `strip` (str.strip, lstrip or
+    rstrip), taking it off the value as off the output when the check's `strip` is on, leaves
+    "", which every output starts and ends with; an `equals` one (str.strip) even unstripped,
+    as a blank output fails every check."""
 
     def rule(check):
-        if check.get("strip", True) and strip(check["value"]) != check["value"]:
+        if strip(_normal(check["value"])):
+            return []
+        shown = short_repr(check["value"])
+        if strip is str.strip:  # equals: even unstripped, a blank output is never scored
             return [
-                f"parameter 'value': {short_repr(check['value'])} has white space at an end that "
-                "strip removes from the output: it can never match (remove it, or set strip to "
-                "false)"
+                f"parameter 'value': {shown} is only white space: no output can equal it (a "
+                "blank output fails every check); give the text the output must equal"
+            ]
+        if check.get("strip", True):
+            return [
+                f"parameter 'value': {shown} is only white space, which strip removes from it "
+                "as from the output: it would match every output (set strip to false to "
+                "compare white space)"
             ]
         return []
 
     return rule
 
 
-@register(rule=_stripped(str.strip))
+@register(rule=_white_space_rule(str.strip))
 def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = True):
     """The whole output equals `value` (surrounding white space stripped by default)."""
-    if strip:
+    wanted = value
+    if strip:  # both sides, as Inspect's match and DeepEval's exact match compare them
         output = output.strip()
-    if _fold(output, ignore_case) == _fold(value, ignore_case):
+        wanted = _normal(value).strip()
+    if _fold(output, ignore_case) == _fold(wanted, ignore_case):
         return CheckResult(True, f"equals {short_repr(value)}")
     got = short_repr(output)
     return CheckResult(False, f"expected {short_repr(value)}, got {got}", (got,))
@@ -1164,10 +1226,15 @@ def check_equals(output, value: Text, ignore_case: Bool = False, strip: Bool = T
 
 def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     """starts_with, or ends_with (not `at_start`), on `text`, named `where` in the reason."""
-    if strip:
+    wanted = value
+    if strip:  # and off the value's end that meets the output's stripped one
         text = text.strip()
-
-    folded, wanted = _fold(text, ignore_case), _fold(value, ignore_case)
+        wanted = _normal(value)
+    if strip and at_start:
+        wanted = wanted.lstrip()
+    elif strip:
+        wanted = wanted.rstrip()
+    folded, wanted = _fold(text, ignore_case), _fold(wanted, ignore_case)
     if at_start:
         verb, got, matched = "starts", text[: len(value) + 20], folded.startswith(wanted)
         outside, inside = folded[len(wanted) : len(wanted) + 1], wanted[-1]
@@ -1180,7 +1247,7 @@ def _edge(text, value, ignore_case, strip, whole_word, at_start, where=""):
     return CheckResult(False, f"{where}{verb} with {got}, expected {short_repr(value)}", (got,))
 
 
-@register(rule=_stripped(str.lstrip))
+@register(rule=_white_space_rule(str.lstrip))
 def check_starts_with(
     output,
     value: Text,
@@ -1201,7 +1268,7 @@ def check_starts_with(
     return _edge(output, value, ignore_case, strip, whole_word, True, where)
 
 
-@register(rule=_stripped(str.rstrip))
+@register(rule=_white_space_rule(str.rstrip))
 def check_ends_with(
     output, value: Text, ignore_case: Bool = False, strip: Bool = True, whole_word: Bool = False
 ):
@@ -1209,23 +1276,129 @@ def check_ends_with(
     return _edge(output, value, ignore_case, strip, whole_word, False)
 
 
+def _literal_run(chars):
+    """The parsed literals of the characters `chars` read by the text rule, or as they are when
+    that leaves nothing (invisible characters only: _needed_invisible refuses them)."""
+    text = "".join(chars)
+    read = _normal(text) or text
+    return [(_regex_parser.LITERAL, ord(char)) for char in read]
+
+
+def _parts(argument):
+    """The parsed subpatterns in a parsed node's argument: a group's, a repeat's, a branch's."""
+    if isinstance(argument, _regex_parser.SubPattern):
+        yield argument
+    elif isinstance(argument, (tuple, list)):
+        for item in argument:
+            yield from _parts(item)
+
+
+def _read_literals(parsed):
+    """Read each run of literal characters of the parsed pattern `parsed` (changed in place, its
+    subpatterns too) by the text rule."""
+    items, run = [], []
+    for op, argument in parsed.data:
+        if op == _regex_parser.LITERAL:
+            run.append(chr(argument))
+            continue
+        items += _literal_run(run)
+        run = []
+        items.append((op, argument))
+        for part in _parts(argument):
+            _read_literals(part)
+    parsed.data[:] = items + _literal_run(run)
+    parsed.width = None  # measured again: a look-behind's width may have changed
+
+
+def _read_pattern(pattern, flags):
+    """(parsed pattern, flag bits) of `pattern` with `flags` (letters of "imsx"), its literal
+    text read by the text rule; raises re.error.
+
+    Parsed, not rewritten: the answer has no CRLF, invisible character or decomposed accent,
+    and a pattern spells the same characters many ways (a CR LF as itself, \\r\\n, \\x0d\\x0a,
+    \\u000d\\u000a, \\015\\012, \\N{...}, across (?x) white space). Python's parser gives each
+    literal character once, whatever its spelling, where rewriting the text would mean
+    re-implementing re's escapes, character classes and verbose mode. A class lists single
+    characters and is taken as written."""
+    bits = sum(_REGEX_FLAGS[letter] for letter in set(flags))
+    parsed = _regex_parser.parse(pattern, bits)
+    _read_literals(parsed)
+    return parsed, bits
+
+
+# Cached: re.compile's own cache is bypassed, and a check compiles its pattern for every case.
+@functools.lru_cache(maxsize=512)
 def compile_pattern(pattern, flags=""):
-    """`pattern` (str) compiled as checks match it, with `flags` (letters of "imsx"); raises
-    re.error."""
-    # The text has no CRLF (_normal), so a pattern's own "\r\n" stands for its line end "\n".
-    pattern = re.sub(r"(?<!\\)((?:\\\\)*)\\r\\n", r"\1\\n", _normal(pattern))
-    return re.compile(pattern, sum(_REGEX_FLAGS[letter] for letter in set(flags)))
+    """`pattern` (str) compiled as checks match it, with `flags` (letters of "imsx"), its
+    literal text read as the answer is (docs/checks.md, "How checks read text"): \\x0d\\x0a
+    matches the line end "\\n" as \\r\\n does; raises re.error."""
+    parsed, bits = _read_pattern(pattern, flags)
+    return _regex_compiler.compile(parsed, bits)
+
+
+_REPEATS = tuple(
+    getattr(_regex_parser, name, None)
+    for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+)
+
+
+def _node_needs(op, argument):
+    """The invisible character (_SHOW_NOTHING) every match of one parsed node needs, or None."""
+    if op == _regex_parser.LITERAL and argument in _SHOW_NOTHING:
+        return chr(argument)
+    if op == _regex_parser.IN:  # a class of invisible characters only
+        chars = [a for o, a in argument if o == _regex_parser.LITERAL and a in _SHOW_NOTHING]
+        if len(chars) == len(argument):
+            return chr(chars[0])
+        return None
+    if op == _regex_parser.BRANCH:  # every alternative
+        needed = [_needed_invisible(branch) for branch in argument[1]]
+        if all(needed):
+            return needed[0]
+        return None
+    if op == _regex_parser.GROUPREF_EXISTS:  # (?(1)yes|no): both, and "no" may be absent
+        needed = [_needed_invisible(part) for part in argument[1:] if part is not None]
+        if len(needed) == 2 and all(needed):
+            return needed[0]
+        return None
+    if op in _REPEATS and argument[0] == 0:  # may match no time
+        return None
+    if op == _regex_parser.ASSERT_NOT:
+        return None
+    for part in _parts(argument):  # a group, a repeat at least once, a look-around that holds
+        needed = _needed_invisible(part)
+        if needed:
+            return needed
+    return None
+
+
+def _needed_invisible(parsed):
+    """An invisible character that every match of the parsed pattern needs, or None: the text
+    rule removes it from every answer, so such a pattern can never match."""
+    for op, argument in parsed.data:
+        needed = _node_needs(op, argument)
+        if needed:
+            return needed
+    return None
 
 
 def Regex(pattern, flags=""):
-    """A parameter kind: None for a valid regular expression (compile_pattern), else its
-    problem (str)."""
+    """A parameter kind: None for a valid regular expression (compile_pattern) that can match
+    an answer as checks read it, else its problem (str)."""
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
         compile_pattern(pattern, flags)
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
+    needed = _needed_invisible(_read_pattern(pattern, flags)[0])
+    if needed:
+        name = unicodedata.name(needed)
+        return (
+            f"can never match: it needs U+{ord(needed):04X} ({name}), which the text rule "
+            'removes from every answer (docs/checks.md, "How checks read text"); remove it '
+            "from the pattern"
+        )
     return None
 
 
@@ -1336,10 +1509,11 @@ def check_json_keys(output, keys: Texts, exact: Bool = False, allow_fence: Bool 
         kind = json_type_name(value)
         kind = {"array": "an array", "null": "null"}.get(kind, f"a {kind}")
         return CheckResult(False, f"JSON is {kind}, expected an object")
-    missing = [k for k in keys if k not in value]
+    wanted = as_checks_read(keys)  # as the answer's keys are read (parse_json)
+    missing = [k for k, read in zip(keys, wanted) if read not in value]
     if missing:
         return CheckResult(False, f"missing keys: {short_reprs(missing)}")
-    extra = exact and [k for k in value if k not in keys]
+    extra = exact and [k for k in value if k not in wanted]
     if extra:
         got = short_reprs(extra)
         return CheckResult(False, f"unexpected keys: {got}", (got,))

@@ -86,6 +86,7 @@ __all__ = [
 from evals import (  # the core's names this file builds on
     Amount,
     Answer,
+    as_checks_read,
     as_percent,
     asking,
     below_min_pass_rate,
@@ -777,6 +778,27 @@ def _schema_definition_problems(schema, path="schema"):
     return problems
 
 
+def _schema_as_read(schema):
+    """`schema` with the strings it compares with the answer's read by the text rule, as the
+    answer's JSON is (evals.parse_json): `const`, `enum`, `required` and the names in
+    `properties`, in its subschemas too. A `pattern` is read by compile_pattern."""
+    if not isinstance(schema, dict):
+        return schema
+    read = dict(schema)
+    for key in ("const", "enum", "required"):
+        if key in read:
+            read[key] = as_checks_read(read[key])
+    if "properties" in read:
+        read["properties"] = {
+            as_checks_read(name): _schema_as_read(subschema)
+            for name, subschema in read["properties"].items()
+        }
+    for key in ("items", "additionalProperties"):
+        if key in read:
+            read[key] = _schema_as_read(read[key])
+    return read
+
+
 def Schema(value):
     """The kind of a JSON Schema: its problems, or None."""
     return "; ".join(_schema_definition_problems(value)) or None
@@ -789,7 +811,7 @@ def check_json_schema(output, schema: Schema, allow_fence: Bool = False):
     if problem:
         return CheckResult(False, problem)
     quoted = []
-    errors = schema_errors(value, schema, "$", quoted)
+    errors = schema_errors(value, _schema_as_read(schema), "$", quoted)
     if errors:
         return CheckResult(False, join_truncated(errors, 3), tuple(quoted))
     return CheckResult(True, "matches the schema")
@@ -940,16 +962,18 @@ def check_json_embedded(output, keys: Texts = None, schema: Schema = None):
         )
 
     pos, value = values[0]
+    if "\\" in output:  # its strings and keys as parse_json reads them (and as fast)
+        value = as_checks_read(value)
     where = _where(output, pos, fenced)
     if keys is not None:
         if not isinstance(value, dict):
             return CheckResult(False, f"the JSON at {where} is an array, expected an object")
-        missing = [k for k in keys if k not in value]
+        missing = [k for k in keys if as_checks_read(k) not in value]
         if missing:
             return CheckResult(False, f"the JSON at {where} misses keys: {short_reprs(missing)}")
     if schema is not None:
         quoted = []
-        errors = schema_errors(value, schema, "$", quoted)
+        errors = schema_errors(value, _schema_as_read(schema), "$", quoted)
         if errors:
             return CheckResult(
                 False, f"the JSON at {where}: {join_truncated(errors, 3)}", tuple(quoted)
@@ -1094,7 +1118,7 @@ def _equals_any_rule(check):
     """A value that the normalisation empties would equal any article or punctuation."""
     if check.get("normalize") != "squad":
         return []
-    empty = [v for v in check["values"] if not squad_normalize(v)]
+    empty = [v for v in check["values"] if not squad_normalize(as_checks_read(v))]
     if not empty:
         return []
     verb = "normalise"
@@ -1116,9 +1140,10 @@ def check_equals_any(output, values: Texts, normalize: Normalization = "none"):
     normal = _NORMALIZERS[normalize]
     text = normal(output)
     for value in values:
-        if normal(value) == text and normalize == "squad":
+        read = normal(as_checks_read(value))  # as the output was read
+        if read == text and normalize == "squad":
             return CheckResult(True, f"equals {short_repr(value)} after squad normalisation")
-        if normal(value) == text:
+        if read == text:
             return CheckResult(True, f"equals {short_repr(value)}")
     got = short_repr(output.strip())
     if normalize == "none":
@@ -1387,12 +1412,13 @@ def _similarity_rule(check):
     """token_f1 against a reference of no tokens would score 0 on every output; a reference
     over _SIMILARITY_LIMIT could score no output."""
     metric = check.get("metric", "levenshtein")
-    if metric == "token_f1" and not squad_normalize(check["reference"]):
+    reference = as_checks_read(check["reference"])  # as check_similarity reads it
+    if metric == "token_f1" and not squad_normalize(reference):
         return [
             "'reference' normalises to an empty string for token_f1 (only articles, "
             "punctuation or white space)"
         ]
-    too_long = _too_long(check["reference"], metric)
+    too_long = _too_long(reference, metric)
     if too_long:
         return [f"'reference' has {too_long}"]
     return []
@@ -1411,7 +1437,7 @@ def check_similarity(output, reference: Text, min: Score, metric: Metric = "leve
     too_long = _too_long(output, metric)
     if too_long:
         return CheckResult(False, f"the output has {too_long}", flag="unknown")
-    score = _SIMILARITIES[metric](output, reference)
+    score = _SIMILARITIES[metric](output, as_checks_read(reference))
     return CheckResult(score >= min, f"{metric} {score:.3f}, expected at least {min:g}")
 
 

@@ -566,19 +566,30 @@ class OneRuleForBothSidesTest(CheckTestCase):
         self.assertPasses({"type": "regex", "pattern": "caf\u00e9"}, "cafe\u0301 au lait")
         self.assertPasses({"type": "regex", "pattern": "cafe\u0301"}, "caf\u00e9 au lait")
 
-    def test_values_strip_makes_unmatchable_are_refused(self):
-        for check in ({"type": "equals", "value": " yes"}, {"type": "equals", "value": "yes\n"},
-                      {"type": "starts_with", "value": " Dear"},
-                      {"type": "ends_with", "value": "Regards \t"}):
+    def test_strip_takes_white_space_off_the_value_as_off_the_output(self):
+        for check, output in (({"type": "equals", "value": " yes"}, "yes"),
+                              ({"type": "equals", "value": "yes\n"}, " yes "),
+                              ({"type": "starts_with", "value": " Dear"}, "Dear Ann"),
+                              ({"type": "ends_with", "value": "Regards \t"}, "Kind Regards")):
             with self.subTest(check=check):
-                self.assertEqual(evals.validate_check(check), [
-                    f"{check['type']}: parameter 'value': {check['value']!r} has white space "
-                    "at an end that strip removes from the output: it can never match (remove "
-                    "it, or set strip to false)"])
-                self.assertEqual(evals.validate_check(dict(check, strip=False)), [])
-        # white space where strip keeps it can match
-        self.assertEqual(evals.validate_check({"type": "starts_with", "value": "Dear "}), [])
+                self.assertEqual(evals.validate_check(check), [])
+                self.assertPasses(check, output)
+                self.assertFails(dict(check, strip=False), output)
+        # the end that meets no end of the output keeps its white space
+        self.assertFails({"type": "starts_with", "value": "Dear "}, "Dearest Ann")
+        self.assertPasses({"type": "starts_with", "value": "Dear "}, "Dear Ann")
         self.assertEqual(evals.validate_check({"type": "contains_any", "values": [" a "]}), [])
+
+    def test_a_value_of_white_space_only_is_refused(self):
+        for check in ({"type": "equals", "value": " "}, {"type": "equals", "value": "\n",
+                                                        "strip": False},
+                      {"type": "starts_with", "value": " \u200b"},
+                      {"type": "ends_with", "value": "\t"}):
+            with self.subTest(check=check):
+                self.assertProblem(check, f"parameter 'value': {check['value']!r} is only "
+                                          "white space")
+        self.assertEqual(evals.validate_check({"type": "ends_with", "value": "\t",
+                                               "strip": False}), [])
 
     def test_a_value_of_invisible_characters_only_is_refused(self):
         # Once the invisible characters are removed it is "", which every output contains.
@@ -612,10 +623,10 @@ class OneRuleForBothSidesTest(CheckTestCase):
             path = os.path.join(folder, "cases.jsonl")
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(json.dumps({"id": "a", "input": "q", "checks": [
-                    {"type": "equals", "value": "ok "}]}) + "\n")
+                    {"type": "equals", "value": "  "}]}) + "\n")
             with self.assertRaises(evals.CaseFileError) as caught:
                 evals.load_cases(path)
-        self.assertIn(f"{path}:1: check 1: equals: parameter 'value': 'ok ' has white space",
+        self.assertIn(f"{path}:1: check 1: equals: parameter 'value': '  ' is only white space",
                       str(caught.exception))
 
 
