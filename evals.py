@@ -286,7 +286,7 @@ class Case(
 
 _RESULT_FIELDS = (
     "id status output checks error latency_s usage model cost_usd attempts flaky sent "
-    "reasoning tool_calls finish_reason passes calls traceback"
+    "reasoning tool_calls finish_reason passes calls traceback kept_latency_s"
 )
 _RESULT_DEFAULTS = {"checks": (), "flaky": False, "tool_calls": ()}  # the others: None
 
@@ -300,10 +300,12 @@ class CaseResult(
 ):
     """One case's outcome; unknown parts are None. status: see `case_status`; output: the text
     (None when the call failed); checks: CheckResult.as_dict dicts; error: "Type: message";
-    usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it sent; tool_calls
-    and finish_reason: as in Answer. With --repeat: attempts (a dict per call), flaky, and
-    passes of calls scored (errors are neither), which each check dict then carries too.
-    traceback: where the client raised the error (_raised_where)."""
+    latency_s: the seconds its call took in this run (None: no call was made for the reply now:
+    a recording, the cache), kept_latency_s: the seconds the call that made such a reply took,
+    kept with it; usage: {"input_tokens", "output_tokens"}; sent: what the adapter says it
+    sent; tool_calls and finish_reason: as in Answer. With --repeat: attempts (a dict per
+    call), flaky, and passes of calls scored (errors are neither), which each check dict then
+    carries too. traceback: where the client raised the error (_raised_where)."""
 
     __slots__ = ()
 
@@ -330,7 +332,9 @@ class Answer(
 ):
     """The whole reply a check whose first parameter is `reply` sees (others see the text):
     tool_calls (tuple of {"name": str, "arguments": dict, or the str the model wrote}),
-    finish_reason (FINISH_REASONS or None), latency_s (None when replayed), cost_usd or None."""
+    finish_reason (FINISH_REASONS or None), latency_s (a replayed answer's: the one kept with
+    it) and cost_usd, None when not known (a replayed answer kept without its latency, a reply
+    without usage, an unpriced model)."""
 
     __slots__ = ()
 
@@ -683,7 +687,9 @@ def _attribute(value, name, kind):
 
 # The one reply shape: a str, or a mapping or an object (like my_client.Reply) with "text" and
 # these parts, each of its kind or None. `rate_limits` holds the provider's rate-limit headers
-# (the harness paces by them); `cached` and `replayed` say that no model was called for it.
+# (the harness paces by them); `cached` and `replayed` say that no model was called for it now,
+# and `latency_s` how many seconds its call took when it was made (read for such a reply only: a
+# live reply's latency is the one the harness measures).
 _REPLY_PARTS = {
     "text": str,
     "tool_calls": object,
@@ -695,6 +701,7 @@ _REPLY_PARTS = {
     "rate_limits": collections.abc.Mapping,
     "cached": bool,
     "replayed": bool,
+    "latency_s": object,  # a number of seconds, 0 or more: read_reply checks it
 }
 _NO_REPLY = (
     "the client returned {}, expected str (the answer's text) or a dict "
@@ -736,11 +743,28 @@ def _mapping_problem(output):
     return None
 
 
+def _whole_usage(usage):
+    """A reply's usage (a dict) as {"input_tokens", "output_tokens"}, each a whole number of 0
+    or more or None (not reported); None when one is something else."""
+    usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
+    if all(v is None or type(v) is int and v >= 0 for v in usage.values()):
+        return usage
+    return None
+
+
+def _seconds(value):
+    """`value` as a number of seconds (float), or None when it is not a number from 0 to the
+    largest float (a bool is no number)."""
+    if type(value) not in (int, float) or not 0 <= value <= sys.float_info.max:
+        return None
+    return float(value)
+
+
 def read_reply(output):
     """What a client returned, read whole: (Answer, {part: value or None} for every part of
-    the reply shape but the text, `cached` and `replayed` as bools). Raises TypeError naming
-    what is wrong: a mapping's unknown key or part of another kind (an object's is ignored, but
-    for tool calls and finish reason)."""
+    the reply shape but the text, `cached` and `replayed` as bools, `latency_s` a float).
+    Raises TypeError naming what is wrong: a mapping's unknown key or part of another kind (an
+    object's is ignored, but for tool calls and finish reason)."""
     if type(output) is str:  # the plain answer, nothing else to read: 1 us a call, not 12
         parts = dict.fromkeys(_REPLY_PARTS)
         parts.update(text=output, cached=False, replayed=False)
@@ -769,17 +793,20 @@ def read_reply(output):
             parts["sent"] = None  # an object's odd part is not read, as its other odd parts
     usage = parts["usage"]
     if usage:
-        usage = {key: usage.get(key) for key in ("input_tokens", "output_tokens")}
-        whole = all(v is None or type(v) is int and v >= 0 for v in usage.values())
-        if not whole and mapping:
-            raise TypeError(
-                "the client returned 'usage' without whole numbers of input_tokens and "
-                "output_tokens"
-            )
-        if not whole:  # an object's odd usage is not read, as its other odd parts
-            usage = None
+        usage = _whole_usage(usage)
+    if usage is None and parts["usage"] and mapping:
+        raise TypeError(
+            "the client returned 'usage' without whole numbers of input_tokens and output_tokens"
+        )
+    latency = _seconds(parts["latency_s"])
+    if parts["latency_s"] is not None and latency is None and mapping:
+        raise TypeError(
+            "the client returned a 'latency_s' that is no number of seconds (0 or more)"
+        )
+    # an object's odd usage or latency is not read, as its other odd parts
     answer = Answer(parts["text"], normal_tool_calls(parts["tool_calls"]), parts["finish_reason"])
-    parts.update(usage=usage, cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
+    parts.update(usage=usage, latency_s=latency)
+    parts.update(cached=bool(parts["cached"]), replayed=bool(parts["replayed"]))
     return answer, parts
 
 
@@ -979,9 +1006,10 @@ def parse_json(output, allow_fence=False):
 
 Param = collections.namedtuple("Param", "kind required default")
 # open: it takes any other key; rule(check) -> problems across parameters; whole: it sees the
-# Answer (its first parameter is named `reply`), not only a text.
+# Answer (its first parameter is named `reply`), not only a text; figure: the Answer's figure it
+# scores ("latency_s", "cost_usd"), which a reply may lack (see _kept_fail).
 CheckSpec = collections.namedtuple(
-    "CheckSpec", "name func params open rule needs_judge summary whole"
+    "CheckSpec", "name func params open rule needs_judge summary whole figure"
 )
 CHECKS = {}
 # What a copy without evals_extras.py says of the check types only that file registers.
@@ -1062,11 +1090,13 @@ _NEGATE = Param(Bool, False, False)
 _ON = Param(Choice("answer", "reasoning"), False, "answer")
 
 
-def register(func=None, *, rule=None, needs_judge=False):
+def register(func=None, *, rule=None, needs_judge=False, figure=None):
     """Register `check_NAME(output, ...)` as the check type NAME; returns it unchanged.
-    needs_judge: it takes keyword-only `ask` (prompt -> reply) and `case_input`."""
+    needs_judge: it takes keyword-only `ask` (prompt -> reply) and `case_input`; figure: the
+    field of the Answer it scores ("latency_s", "cost_usd"): when that is None (not known), the
+    check says so (passed None, "skipped"), and a run keeps a fail its baseline had instead."""
     if func is None:
-        return lambda f: register(f, rule=rule, needs_judge=needs_judge)
+        return lambda f: register(f, rule=rule, needs_judge=needs_judge, figure=figure)
     code = func.__code__
     names = code.co_varnames[1 : code.co_argcount]
     defaults = dict(zip(reversed(names), reversed(func.__defaults__ or ())))
@@ -1085,6 +1115,7 @@ def register(func=None, *, rule=None, needs_judge=False):
         needs_judge,
         summary,
         code.co_varnames[0] == "reply",
+        figure,
     )
     return func
 
@@ -1683,14 +1714,14 @@ def callable_name(func):
 Amount = param_kind(lambda v: is_json_number(v) and v >= 0, "must be a number of 0 or more")
 
 
-@register
+@register(figure="latency_s")
 def check_max_latency_s(reply, seconds: Amount):
-    """The call took at most `seconds` seconds; not applicable to a replayed answer, which has
-    no latency."""
+    """The call took at most `seconds` seconds (a reply from the cache or a recording: as when it
+    was made); not applicable when that is not known."""
     if reply.latency_s is None:
         return CheckResult(
             None,
-            "not applicable: no latency was measured (a replayed or re-scored answer)",
+            "not applicable: no latency is known (an answer recorded or re-scored without one)",
             flag="skipped",
         )
     return CheckResult(
@@ -1905,15 +1936,34 @@ def _ended(result, answer):
 # a 100,000-case suite holds a few thousand of them instead of half a million.
 _shared = functools.lru_cache(maxsize=8192)(CheckResult.as_dict)
 
+# A figure not known now (no latency kept with a recorded answer, no usage, an unpriced model)
+# keeps the verdict its check had when last known: a fail stays a fail, anything else is
+# skipped, never a pass. So no case turns fixed, then regressed, because of where its reply
+# came from (docs/checks.md, "Latency and cost budgets").
+_NOT_MEASURED = "not measured now; when last measured: "
 
-def evaluate(case, output, judge=None, reasoning=None, attempt=0):
+
+def _kept_fail(kind, before):
+    """The fail a check of type `kind` whose figure is not known now keeps: a CheckResult
+    quoting the first check of that type that failed in `before` (the baseline's call, as check
+    dicts), or None when none did."""
+    for check in before:
+        if isinstance(check, dict) and check.get("type") == kind and check.get("passed") is False:
+            measured = str(check.get("reason")).rpartition(_NOT_MEASURED)[2]
+            return CheckResult(False, _NOT_MEASURED + measured, flag="unknown")
+    return None
+
+
+def evaluate(case, output, judge=None, reasoning=None, attempt=0, before=()):
     """Score every check of `case` on `output` (str, or an Answer): (status, list of check
     dicts in case order).
 
     judge: a callable (prompt str -> reply str, or a Judge), passed `case=` and `attempt=`
     (the repeat index) when its signature names them; NO_JUDGE skips the checks that need
     one, None makes them errors. After a deterministic check failed they are skipped, unasked.
-    reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score."""
+    reasoning: the model's thinking (str or None), which checks with "on": "reasoning" score.
+    before: the check dicts of the baseline's call, whose fails a check keeps when the figure
+    it scores is not known now (_kept_fail)."""
     answer = output
     if not isinstance(output, Answer):
         answer = Answer(output)
@@ -1925,6 +1975,8 @@ def evaluate(case, output, judge=None, reasoning=None, attempt=0):
             results.append(None)
         else:
             result = _score(spec, check, text, answer, reasoning=reasoning)
+            if spec.figure and getattr(answer, spec.figure) is None:
+                result = _kept_fail(spec.name, before) or result
             results.append(_shared(result, spec.name))
     if None not in results:
         return case_status(results), results
@@ -2181,8 +2233,10 @@ class RunOptions:
     """How cases are run: concurrency (calls in flight), timeout (s a call), repeat (calls a
     case), min_pass (default: a majority), budget (a Budget), price ((model, usage) -> US
     dollars, evals_extras.call_cost; None: costs unknown), judge (the callable of `judge`
-    checks). A run counts its `replies`, of them the `cached` ones (a cache or a journal
-    answered), and the calls the provider refused for a while (`refusals`)."""
+    checks), baseline (a Baseline: a check keeps the fail it had there when the figure it
+    scores is not known now; None: no baseline). A run counts its `replies`, of them the
+    `cached` ones (a cache or a journal answered), and the calls the provider refused for a
+    while (`refusals`)."""
 
     def __init__(
         self,
@@ -2193,6 +2247,7 @@ class RunOptions:
         budget=None,
         price=None,
         judge=None,
+        baseline=None,
     ):
         self.concurrency = concurrency
         self.timeout = timeout
@@ -2201,6 +2256,7 @@ class RunOptions:
         self.budget = budget
         self.price = price
         self.judge = judge
+        self.baseline = baseline
         self._counting = threading.Lock()
         self._start()
 
@@ -2303,6 +2359,24 @@ def _raised_where(exc):
     return where, text
 
 
+def _baseline_checks(case_id, attempt, options):
+    """The check dicts of the baseline's call whose fails `attempt` of a case keeps where a
+    figure is not known now (_kept_fail): its entry's own (the call it shows), or with --repeat
+    those of its call with the same repeat index (an entry's `attempts` keep their fails)."""
+    entry = None
+    if options.baseline is not None:
+        entry = options.baseline.get(case_id)
+    if not isinstance(entry, dict):
+        return ()
+    calls = entry.get("attempts")
+    if options.repeat > 1 and isinstance(calls, list) and attempt < len(calls):
+        entry = calls[attempt] if isinstance(calls[attempt], dict) else {}
+    checks = entry.get("checks")
+    if isinstance(checks, list):
+        return checks
+    return ()
+
+
 def _attempt(case, attempt, call, options):
     """One call of `case` (its repeat `attempt`) and its scoring, as a CaseResult; _Refused when
     the provider refused the call for now."""
@@ -2349,11 +2423,14 @@ def _attempt(case, attempt, call, options):
         with options._counting:
             options.replies += 1
             options.cached += reply["cached"]
-        if replayed:  # a recorded or kept answer took no model time
-            latency = None
+        kept = None  # no call was made now: its checks see the latency of the one that made it
+        if replayed:
+            latency, kept = None, reply["latency_s"]
         cost = options.price(reply["model"], reply["usage"]) if options.price else None
-        answered, answer = True, answer._replace(latency_s=latency, cost_usd=cost)
-        status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt)
+        answer = answer._replace(latency_s=kept if replayed else latency, cost_usd=cost)
+        answered = True
+        before = _baseline_checks(case.id, attempt, options)
+        status, checks = evaluate(case, answer, options.judge, reply["reasoning"], attempt, before)
         error = None
         if status == "error":
             error = next(c["reason"] for c in checks if c.get("error"))
@@ -2367,11 +2444,17 @@ def _attempt(case, attempt, call, options):
             cost_usd=cost,
             tool_calls=answer.tool_calls,
             finish_reason=answer.finish_reason,
+            kept_latency_s=kept,
             **{key: reply[key] for key in ("usage", "model", "sent", "reasoning")},
         )
     finally:
         if options.budget:  # a recorded answer cost nothing: it is not an unpriced call
             options.budget.settle(estimate, 0.0 if replayed else cost, answered)
+
+
+# A call's parts each of a repeated case's `attempts` keeps when set, besides its status,
+# output, error, latency and failed checks: enough to re-score it as it was (load_outputs).
+_CALL_PARTS = ("kept_latency_s", "reasoning", "tool_calls", "finish_reason", "usage", "model")
 
 
 def _verdict(attempts, options):
@@ -2419,7 +2502,7 @@ def _verdict(attempts, options):
                 "error": a.error,
                 "latency_s": a.latency_s,
                 "checks": [c for c in a.checks if c.get("passed") is False],
-                **dict(a.parts(("reasoning", "tool_calls", "finish_reason"))),
+                **dict(a.parts(_CALL_PARTS)),
             }
             for a in attempts
         ],
@@ -2668,11 +2751,11 @@ def load_outputs(path, repeat=1):
             )
         # each call as it was: the shown output alone would score 3/3 (or 0/3) for a 2/3 run
         rows = [entry, *(calls if repeat > 1 else ())]
+        if made > 1:  # the entry's usage sums its calls': it is not the shown call's
+            rows[0] = {key: value for key, value in entry.items() if key != "usage"}
         for number, row in enumerate(rows):
             try:
-                rows[number] = (
-                    None if row.get("output") is None else _recorded(row, ("reasoning",))
-                )
+                rows[number] = None if row.get("output") is None else _recorded(row)
             except ValueError as exc:
                 call = f", call {number}" if number else ""
                 raise EvalsError(f"{path}: case {entry['id']!r}{call}: {exc}") from None
@@ -2694,10 +2777,11 @@ def stored_output(text, tool_calls=(), finish_reason=None):
     return stored
 
 
-def _recorded(row, beside=("reasoning", "model")):
+def _recorded(row):
     """The reply a recordings row or a run record's entry (or call) holds: its "output" (a str)
     alone, else a dict of the reply shape: tool calls and finish reason (inside the output, or
-    beside a str) and the keys `beside` it. ValueError says what is wrong."""
+    beside a str), and beside it the reasoning, model, usage and latency_s the row kept.
+    ValueError says what is wrong."""
     output = row.get("output")
     whole = output if isinstance(output, dict) else row
     unknown = [key for key in whole if key not in ("text", "tool_calls", "finish_reason")]
@@ -2711,17 +2795,40 @@ def _recorded(row, beside=("reasoning", "model")):
         raise ValueError(
             '\'output\' must be a string or a whole reply {"text", "tool_calls", "finish_reason"}'
         )
-    problem = _reply_problem(whole)
+    problem = _reply_problem(whole) or _figures_problem(row)
     if problem:
         raise ValueError(problem)
     reply = {
         "text": text,
         "tool_calls": whole.get("tool_calls") or None,
         "finish_reason": whole.get("finish_reason"),
-        **{key: row[key] for key in beside if isinstance(row.get(key), str)},
+        **{key: row[key] for key in ("reasoning", "model") if isinstance(row.get(key), str)},
+        "usage": row.get("usage"),
+        "latency_s": _latency_of(row),
     }
     reply = {key: value for key, value in reply.items() if value is not None}
     return text if len(reply) == 1 else reply
+
+
+def _latency_of(row):
+    """The seconds the call that made a recordings row's or a record entry's (or call's) output
+    took: its `latency_s`, else (a reply no call made in that run) its `kept_latency_s`."""
+    latency = row.get("latency_s")
+    if latency is None:
+        return row.get("kept_latency_s")
+    return latency
+
+
+def _figures_problem(row):
+    """What is wrong with the usage or latency a recordings row or a record's entry kept with
+    its reply (each may be absent or null), or None."""
+    usage = row.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and _whole_usage(usage)):
+        return "'usage' must hold whole numbers of input_tokens and output_tokens, or be null"
+    for key in ("latency_s", "kept_latency_s"):
+        if row.get(key) is not None and _seconds(row[key]) is None:
+            return f"{key!r} must be a number of seconds (0 or more), or null"
+    return None
 
 
 def recording_rows(path):
@@ -3002,6 +3109,7 @@ _ENTRY_FIELDS = (
         "must hold whole numbers of input and output tokens",
     ),
     ("sent", lambda v: isinstance(v, dict), "must be an object or null"),
+    ("kept_latency_s", is_json_number, "must be a number or null"),
     ("reasoning", lambda v: isinstance(v, str), "must be a string or null"),
     ("error", lambda v: isinstance(v, str), "must be a string or null"),
     ("traceback", lambda v: isinstance(v, str), "must be a string or null"),
@@ -3145,6 +3253,7 @@ _ENTRY_PARTS = (
     "model",
     "sent",
     "cost_usd",
+    "kept_latency_s",
     "attempts",
     "flaky",
     "output",
@@ -4126,6 +4235,7 @@ class Run:
             timeout=args.timeout,
             repeat=args.repeat,
             min_pass=args.min_pass,
+            baseline=baseline,
         )
         self.client, self.out, self.save = None, args.out, not args.no_save
         self.read = {f"--{name}": getattr(args, name) for name in ("cases", "rescore", "baseline")}
@@ -4356,8 +4466,9 @@ def _with_progress(run, call_model):
 
 
 def _save_recordings(path, record, stderr):
-    """Record the outputs (stored_output) of the cases `record` ran in a recordings file: their
-    rows updated (or added at the end), every other row kept as it was."""
+    """Record the outputs (stored_output) of the cases `record` ran in a recordings file, with
+    the latency, usage and model each was made with: their rows updated (or added at the end),
+    every other row kept as it was."""
     rows = {row["id"]: row for row, _ in recording_rows(path)} if os.path.exists(path) else {}
     ran = [e for e in record["cases"] if e.get("change") != "not_run" and e["status"] != "error"]
     for entry in ran:
@@ -4372,8 +4483,17 @@ def _save_recordings(path, record, stderr):
             fields["reasoning"] = entry["reasoning"]
         if entry.get("model") not in (None, "", "replay"):  # a replay is no model's answer
             fields["model"] = entry["model"]
-        # An older recording's reasoning is not this output's; its other fields stay.
-        kept = {k: v for k, v in rows.get(entry["id"], {}).items() if k != "reasoning"}
+        if _latency_of(entry) is not None:
+            fields["latency_s"] = _latency_of(entry)
+        if entry.get("usage") is not None and not entry.get("attempts"):  # a repeated case's
+            fields["usage"] = entry["usage"]  # sums its calls': it is not the recorded one's
+        # An older recording's reasoning and figures are not this output's; its other fields
+        # stay.
+        kept = {
+            k: v
+            for k, v in rows.get(entry["id"], {}).items()
+            if k not in ("reasoning", "latency_s", "usage")
+        }
         rows[entry["id"]] = {**kept, **fields}
     write_jsonl_atomic(path, rows.values())
     stderr.write(

@@ -1076,16 +1076,16 @@ def check_xml_valid(output, allow_fence: Bool = False):
 # ---------------------------------------------------------------------------------------------
 
 
-@register
+@register(figure="cost_usd")
 def check_max_cost_usd(reply, usd: Amount):
-    """The call cost at most `usd` US dollars (estimated from its tokens and the price table);
-    not applicable when the cost is unknown."""
+    """The call cost at most `usd` US dollars (estimated from its tokens and the price table; a
+    reply from the cache or a recording: from the usage kept with it); not applicable when the
+    cost is unknown."""
     if reply.cost_usd is None:
         return CheckResult(
             None,
-            "not applicable: the cost is unknown (a replayed answer, a "
-            "reply without token usage, or a model not in the price "
-            "table; see --prices)",
+            "not applicable: the cost is unknown (a reply without token usage, or a model "
+            "not in the price table; see --prices)",
             flag="skipped",
         )
     return CheckResult(
@@ -2212,7 +2212,8 @@ def _answered_from(replies):
 # the journal by the case too.
 
 _KEY_FORMAT = "evals-answer-1"  # part of every key: a change of what is kept misses the old
-# What the cache and the journal keep of a reply (read_reply's parts), besides its text.
+# What the cache and the journal keep of a reply (read_reply's parts), besides its text and the
+# seconds its call took (latency_s), which a reply from them is scored with.
 _KEPT_PARTS = ("tool_calls", "finish_reason", "usage", "model", "reasoning", "sent")
 
 
@@ -2247,10 +2248,11 @@ def _answer_key(*parts):
     return _sha256(text)
 
 
-def _kept_reply(output):
-    """What the cache and the journal keep of a client's reply (a dict of its text and
-    _KEPT_PARTS), or None for one that is no reply (the run says why) or that a content filter
-    stopped (the filter may let the same request through next time)."""
+def _kept_reply(output, seconds):
+    """What the cache and the journal keep of a client's reply (a dict of its text, _KEPT_PARTS
+    and latency_s: the `seconds` its call took, or the latency a reply that made no call now
+    kept), or None for one that is no reply (the run says why) or that a content filter stopped
+    (the filter may let the same request through next time)."""
     try:
         answer, parts = read_reply(output)
     except TypeError:
@@ -2259,6 +2261,10 @@ def _kept_reply(output):
         return None
     kept = {"text": answer.text}
     kept.update((key, parts[key]) for key in _KEPT_PARTS if parts[key] is not None)
+    if parts["cached"] or parts["replayed"]:  # the run scores it so too (evals._attempt)
+        seconds = parts["latency_s"]
+    if seconds is not None:
+        kept["latency_s"] = seconds
     if answer.tool_calls:
         kept["tool_calls"] = list(answer.tool_calls)
     return kept
@@ -2782,6 +2788,8 @@ def around_call(call_model, run):
     ask = asking(call_model)
 
     def call(prompt, *, case, attempt):
+        # The call's latency as the run measures it (evals._attempt): pacing included
+        started = time.perf_counter()
         journal_key = _answer_key(identity, case.id, prompt, attempt)
         cache_key = _answer_key(identity, prompt, attempt)
         if run.journal and args.resume:
@@ -2800,7 +2808,7 @@ def around_call(call_model, run):
         except BaseException as exc:
             run.limiter.done(ticket, _rate_limit_headers(exc), refused=_refused_for_now(exc))
             raise
-        kept = _kept_reply(output)
+        kept = _kept_reply(output, round(time.perf_counter() - started, 6))
         run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))
         if kept is not None and run.journal:
             run.journal.add(journal_key, kept)

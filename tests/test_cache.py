@@ -94,6 +94,10 @@ class SecondRunTests(CacheRunCase):
         self.assertEqual(second["summary"]["latency_s"], {})
         self.assertTrue(first["summary"]["latency_s"])
         self.assertEqual({e["latency_s"] for e in second["cases"]}, {None})
+        # each reply keeps the latency of the call that made it, which its checks see
+        for kept, live in zip(second["cases"], first["cases"]):
+            self.assertTrue(0 < kept["kept_latency_s"] <= live["latency_s"])
+        self.assertNotIn("kept_latency_s", first["cases"][0])
         self.assertEqual([e["sent"] for e in second["cases"]], [e["sent"] for e in first["cases"]])
 
     def test_the_environment_variable_turns_it_on_and_no_cache_turns_it_off(self):

@@ -227,6 +227,8 @@ class CliTest(unittest.TestCase):
         self.run_cli("--record", recordings)
         with open(recordings) as handle:
             rows = {row["id"]: row for row in map(json.loads, handle)}
+        # each output recorded with the seconds its call took
+        self.assertGreaterEqual(rows["short"].pop("latency_s"), 0)
         self.assertEqual(rows["other"], {"id": "other", "input": "what is other?", "output": "o",
                                          "model": "gpt-x", "note": "kept"})
         self.assertEqual(rows["short"], {"id": "short", "input": "short?", "output": "Friday.",
@@ -387,6 +389,7 @@ class CliTest(unittest.TestCase):
         self.run_cli("--record", self.path("rec.jsonl"))
         with open(self.path("rec.jsonl")) as handle:
             rows = [json.loads(line) for line in handle]
+        self.assertGreaterEqual(rows[0].pop("latency_s"), 0)  # the seconds its call took
         self.assertEqual(rows[0], {"id": "refund", "input": "refund?", "output": GOOD["refund?"]})
         os.remove(self.path("calls.log"))
         out, err = io.StringIO(), io.StringIO()

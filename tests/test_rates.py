@@ -787,8 +787,8 @@ class LatencyAndCostTest(Workspace):
         self.assertEqual([(c["passed"], c.get("skipped")) for c in checks],
                          [(True, None), (None, True), (None, True)])
         self.assertEqual(checks[1]["reason"],
-                         "not applicable: no latency was measured (a replayed or re-scored "
-                         "answer)")
+                         "not applicable: no latency is known (an answer recorded or "
+                         "re-scored without one)")
         self.assertTrue(checks[2]["reason"].startswith("not applicable: the cost is unknown"))
 
     def test_an_unknown_model_has_no_cost(self):
