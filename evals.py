@@ -4287,6 +4287,8 @@ if __name__ == "__main__":
         # `python evals.py | head`: the reader left; exit quietly like other Unix tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
+    except KeyboardInterrupt:  # Ctrl-C again while main said the first: already said
+        code = EXIT_INTERRUPTED
     if any(t.name == "evals-caller" and t.is_alive() for t in threading.enumerate()):
         # A call abandoned at --timeout may still read its socket: shutting the interpreter
         # down under it aborts (exit 134). Every file is written and closed: skip that shutdown.
