@@ -111,6 +111,7 @@ __all__ = [  # each check_* function is public too
     "refuse_pairs",
     "OWN_FILES",
     "LONGEST_WAIT",
+    "wait_text",
     "Run",
     "stored_output",
     "decide",
@@ -185,6 +186,7 @@ __all__ = [  # each check_* function is public too
     "validate_counts",
     "validate_level",
     # for reports: text safe to show, and a run's figures as every report words them
+    "shown_id",
     "shown_text",
     "visible_text",
     "one_line",
@@ -419,6 +421,19 @@ def calls_passed_note(check):
 def utc_now():
     """The current time in UTC, ISO 8601 to the second (str)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
+def wait_text(seconds):
+    """A wait of `seconds` (float, inf allowed) for a message: "45 s", or until when in UTC for
+    a longer one ("until 2026-12-07 08:00 UTC, in 23.9 h"), "more than a year" beyond one."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if not seconds <= 366 * 86400:  # inf too
+        return "more than a year"
+    until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + seconds))
+    if seconds < 3600:
+        return f"until {until}, in {seconds / 60:.0f} min"
+    return f"until {until}, in {seconds / 3600:.1f} h"
 
 
 def _describe_error(exc):
@@ -1811,9 +1826,10 @@ def validate_check(check):
     spec = CHECKS.get(kind) or _extras() and CHECKS.get(kind)  # the optional file registers
     if spec is None:
         known = ", ".join(sorted(CHECKS))
-        if not _extras():  # the optional file would register more
-            known += f" ({_NO_EXTRAS})"
-        return [f"unknown check type {kind!r}{did_you_mean(kind, CHECKS)} Known types: {known}"]
+        hint = did_you_mean(kind, CHECKS)
+        if not _extras():  # the optional file would register more: its absence is said first
+            return [f"unknown check type {kind!r}: {_NO_EXTRAS}{hint} Known types: {known}"]
+        return [f"unknown check type {kind!r}{hint} Known types: {known}"]
     params = {"negate": _NEGATE}
     if not spec.whole:  # "on" picks the text a check reads; a check of the whole reply reads none
         params["on"] = _ON
@@ -2406,7 +2422,10 @@ def _attempt(case, attempt, call, options):
             where, trace = _raised_where(exc)
             error = _describe_error(exc) + where
             if wait is not None:
-                error += f" (it asks to wait {wait:g} s, more than {LONGEST_WAIT:g} s: not waited)"
+                error += (
+                    f" (it asks to wait {wait_text(wait)}, more than {LONGEST_WAIT:g} s: "
+                    "not waited)"
+                )
             return CaseResult(
                 case.id,
                 "error",
@@ -3604,7 +3623,7 @@ def flaky_items(summary):
                 rate = f" ({passes}/{calls} calls passed)"
             elif runs is not None:
                 rate = f" ({passes}/{runs} runs passed)"
-            yield one_line(item.get("id")) + rate, why
+            yield shown_id(item.get("id")) + rate, why
 
 
 def below_min_pass_rate(summary):
@@ -3738,13 +3757,13 @@ def format_summary(record, quiet=False):
             entries = [entry for group in groups.values() if len(group) < 3 for entry in group]
         for group in groups.values():
             if len(group) >= 3:
-                ids = join_truncated([one_line(e["id"]) for e in group], 5, ", ")
+                ids = join_truncated([shown_id(e["id"]) for e in group], 5, ", ")
                 lines += [
                     f"ERROR: {len(group)} cases: {ids}",
                     f"    {one_line(*report_reasons(group[0]))}",
                 ]
         for entry in entries:
-            lines.append(f"{label}: {one_line(entry['id'])}")
+            lines.append(f"{label}: {shown_id(entry['id'])}")
             if entry["status"] == "review":
                 lines[-1] += " (needs review)"
             details = [rate_change_text(entry)]
@@ -3789,6 +3808,16 @@ def one_line(value):
     return visible_text(value).replace("\n", "\\n").replace("\r", "\\r")
 
 
+def shown_id(case_id):
+    """A case id (str) on one line, every character str.isprintable() rejects spelled out
+    (\\r, \\n, \\u200c, \\xa0, \\u202e): ids that differ by a line ending, an invisible or a
+    bidirectional character are shown differently in every report."""
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode()
+        for char in shown_text(case_id)
+    )
+
+
 def ran_entries(record):
     """The (entry, change) of each case a `completed` record ran, in order, read anew at each
     call (from a _Spool: a report holds only the entries it keeps)."""
@@ -3821,7 +3850,7 @@ def github_annotations(record):
         else:
             continue
         message = "\n".join(text for text in [rate, *report_reasons(entry)] if text)
-        title = _gh_escape(f"{kind}: " + entry["id"], prop=True)
+        title = _gh_escape(f"{kind}: " + shown_id(entry["id"]), prop=True)
         lines.append(f"::{command} title={title}::{_gh_escape(message)}\n")
     if below_min_pass_rate(record["summary"]):  # the exit code's other reason, shown too
         gate = _gh_escape(min_pass_rate_lines(record["summary"])[0])
@@ -4552,6 +4581,8 @@ if __name__ == "__main__":
         # `python evals.py | head`: the reader left; exit quietly like other Unix tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
+    except KeyboardInterrupt:  # Ctrl-C again while main said the first: already said
+        code = EXIT_INTERRUPTED
     if any(t.name == "evals-caller" and t.is_alive() for t in threading.enumerate()):
         # A call abandoned at --timeout may still read its socket: shutting the interpreter
         # down under it aborts (exit 134). Every file is written and closed: skip that shutdown.

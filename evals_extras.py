@@ -161,6 +161,7 @@ from evals import (  # the core's names this file builds on
     shard_of,
     short_repr,
     short_reprs,
+    shown_id,
     shown_text,
     significance_level,
     split_paragraphs,
@@ -179,6 +180,7 @@ from evals import (  # the core's names this file builds on
     validate_counts,
     validate_level,
     visible_text,
+    wait_text,
     write_atomic,
     write_record,
 )
@@ -1187,10 +1189,16 @@ _AS_ASCII = str.maketrans(
 )
 
 
+# Python 3.11+ refuses int() of more digits (sys.int_info.default_max_str_digits is 4,300: the
+# conversion takes quadratic time); any number that long is far beyond a float's range.
+LONGEST_WHOLE_NUMBER = 4000
+
+
 def numbers_in(text):
     """The numbers of `text` as (value, as written): int when written whole, else a finite
     float. A percentage reads as its number ("50%" is 50), a currency sign is dropped; digits of
-    other scripts read by their value ("٥٫٥" is 5.5)."""
+    other scripts read by their value ("٥٫٥" is 5.5). A number of more than
+    LONGEST_WHOLE_NUMBER digits, like "1e999", is no number to compare: skipped."""
     found = []
     for match in _NUMBER_IN_TEXT.finditer(text):
         written = match.group()
@@ -1201,6 +1209,8 @@ def numbers_in(text):
         exponent = (match["exponent"] or "").translate(_AS_ASCII)
         if "." in digits or exponent:
             value = float(digits + exponent)
+        elif len(digits) > LONGEST_WHOLE_NUMBER:  # beyond a float: inf, skipped below
+            value = float(digits)
         else:  # written whole
             value = int(digits)
 
@@ -2443,19 +2453,40 @@ PACE_SLEEP_MAX = 1.0  # a waiting call looks again at least this often (answers 
 _CAP_FIELDS = ("max_tokens", "max_completion_tokens", "maxOutputTokens", "num_predict")
 
 
+# A plain number this large is a Unix time (some servers send one: GitHub's x-ratelimit-reset),
+# not seconds to wait: 1e9 seconds is 31 years.
+UNIX_TIME_FROM = 1e9
+LATEST_RESET = 366 * 86400.0  # a reset further away than a year is a misread header
+
+
 def parse_reset(value, now=None):
-    """Seconds until a rate limit refills, from a reset header: a duration (OpenAI's ``"1s"``,
-    ``"6m0s"``, ``"20ms"``, or plain seconds) or an RFC 3339 time (Anthropic's
-    ``"2025-01-01T00:00:30Z"``; ``now``: Unix time, default ``time.time()``).  None when
-    absent or unreadable."""
+    """Seconds until a rate limit refills (0.0: refilled already), from a reset header: a
+    duration (OpenAI's ``"1s"``, ``"6m0s"``, ``"20ms"``, or plain seconds), a Unix time (a
+    plain number from UNIX_TIME_FROM) or an RFC 3339 time (Anthropic's
+    ``"2025-01-01T00:00:30Z"``); a time past is 0.0. ``now``: Unix time, default
+    ``time.time()``. None when absent, unreadable, infinite or more than LATEST_RESET away."""
     value = (value or "").strip()
     if not value:
         return None
+    now = time.time() if now is None else now
+    seconds = _reset_seconds(value, now)
+    if seconds is None or not 0 <= seconds <= LATEST_RESET:  # NaN and inf fail it too
+        return None
+    return seconds
+
+
+def _reset_seconds(value, now):
+    """parse_reset's reading of a non-empty `value`, before its bounds (a past time is 0.0)."""
     try:
         seconds = float(value)
-        return max(0.0, seconds) if seconds == seconds else None
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        if not math.isfinite(seconds):
+            return None
+        if seconds >= UNIX_TIME_FROM:
+            return max(0.0, seconds - now)
+        return max(0.0, seconds)
     parts = _DURATION_PART.findall(value)
     if parts and "".join(n + unit for n, unit in parts) == value:
         scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -2474,7 +2505,7 @@ def parse_reset(value, now=None):
     except ValueError:
         return None
     fraction = float(match.group(2) or 0)
-    return max(0.0, when.timestamp() + fraction - (time.time() if now is None else now))
+    return max(0.0, when.timestamp() + fraction - now)
 
 
 def rate_limits(headers):
@@ -2607,6 +2638,8 @@ class Limiter:
             with self.lock:
                 now = self.clock()
                 wait, which = self._wait(costs, now)
+                if wait > LONGEST_WAIT:  # a used-up daily quota: not waited for
+                    raise EvalsError(self._used_up(which, wait))
                 wait = max(wait, self._spacing(now))
                 if wait <= 0:
                     self.started = now
@@ -2638,6 +2671,14 @@ class Limiter:
         if self.learned:
             buckets.append(("requests", self.learned))
         return buckets
+
+    def _used_up(self, which, wait):
+        """Why a call is not made: its limit refills later than the harness waits."""
+        return (
+            f"this call would wait for the provider's rate limit ({which}) {wait_text(wait)}: "
+            f"more than the {LONGEST_WAIT:g} s evals waits; run again then, or ask the "
+            "provider for a higher limit"
+        )
 
     def _notice(self, which, wait):
         """One line: the calls wait for the provider's limit, and until when."""
@@ -2673,8 +2714,8 @@ class Limiter:
             now = self.clock()
             for name, (limit, left, reset) in found.items():
                 known = self.told.get(name)
-                if reset and reset > LONGEST_WAIT:  # a day's quota, or a misread time
-                    reset = None
+                if reset == 0:  # refilled already (a reset of "0s", or a time past)
+                    left = limit
                 if reset and limit > left:  # refills to full in `reset` seconds
                     rate = (limit - left) / reset
                 elif known:
@@ -3639,7 +3680,7 @@ def _junit_case(suite, entry, change, record, flaky_history):
         suite,
         "testcase",
         classname="evals",
-        name=_xml_text(entry["id"]),
+        name=shown_id(entry["id"]),
         time=f"{_seconds(entry.get('latency_s')):.3f}",
     )
     # a repeated case's pass rate and whether it is flaky (its calls disagreed, or the history
@@ -3737,13 +3778,13 @@ def _md_cases(key, rows, record):
     lines = []
     if key == "fixed":
         for e, _ in rows:
-            lines.append(f"- {_md_inline(e['id'], 200)}")
+            lines.append(f"- {_md_inline(shown_id(e['id']), 200)}")
             if rate_change_text(e):
                 lines[-1] += f": {_md_inline(rate_change_text(e), 300)}"
         return lines + [""]
     for entry, change in rows:
         label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
-        lines += [f"#### {_md_inline(entry['id'], 200)}{label}", ""]
+        lines += [f"#### {_md_inline(shown_id(entry['id']), 200)}{label}", ""]
         if rate_change_text(entry):
             lines.append(f"- {_md_inline(rate_change_text(entry), 300)}")
         lines += [f"- {_md_inline(reason, 500)}" for reason in report_reasons(entry)] + [""]
@@ -3938,7 +3979,7 @@ def _html_case(entry, change, key, record, previous):
     before = (previous or {}).get(entry["id"])
     if not isinstance(before, dict):
         before = {}
-    title = [f'<span class="id">{_h(entry["id"])}</span>']
+    title = [f'<span class="id">{_h(shown_id(entry["id"]))}</span>']
     if change != "passing":
         label = {"lower_not_significant": "lower, not significant"}.get(change, change)
         title.append(f'<span class="badge {key}">{label.replace("_", " ")}</span>')
@@ -4078,7 +4119,7 @@ def render_html(record, previous=None, heading=None):
         if rate:
             rate = " · " + rate
         passing.append(
-            f'<tr><td class="id">{_h(e["id"])}</td><td>{_h(c.replace("_", " "))}{_h(rate)}</td>'
+            f'<tr><td class="id">{_h(shown_id(e["id"]))}</td><td>{_h(c.replace("_", " "))}{_h(rate)}</td>'
             f"<td>{_duration(e.get('latency_s'))}</td></tr>"
         )
     if passing:
@@ -4380,7 +4421,7 @@ def _compare_command(args, stdout, stderr):
     for name, path in (("A", args.record_a), ("B", args.record_b)):
         ids = result[f"errored_in_{name.lower()}"]
         if ids:
-            shown = join_truncated([one_line(i) for i in ids], 10, ", ")
+            shown = join_truncated([shown_id(i) for i in ids], 10, ", ")
             errored.append(f"{plural(len(ids), 'case')} in {name} {one_line(path)} ({shown})")
     if result["verdict"] == "incomplete":  # as a run with an errored case: no verdict, exit 2
         said = "incomplete: a case errored, no verdict"
@@ -4400,7 +4441,7 @@ def _compare_command(args, stdout, stderr):
     stdout.write("\n".join(lines) + "\n" + listing)
     for name, ids in (("A", result["only_in_a"]), ("B", result["only_in_b"])):
         if ids and not args.quiet:
-            stdout.write(f"only in {name}: {', '.join(map(one_line, ids))}\n")
+            stdout.write(f"only in {name}: {', '.join(map(shown_id, ids))}\n")
     return {"incomplete": EXIT_INVALID, "worse": EXIT_REGRESSION}.get(result["verdict"], EXIT_OK)
 
 
@@ -5234,7 +5275,7 @@ def _notes(run, record):
             "deterministic checks only\n"
         )
     if run.skipped:
-        skipped = ", ".join(one_line(case.id) for case in run.skipped)
+        skipped = ", ".join(shown_id(case.id) for case in run.skipped)
         notes.append(f"not run (--no-judge; only judge checks): {skipped}\n")
     if options.budget and options.budget.unpriced:
         run.stderr.write(

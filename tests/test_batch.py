@@ -497,6 +497,37 @@ class ResumeTests(BatchCase):
         self.assertIn("--batch-resume batch_1, collects it", err)
         self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
 
+    def test_ctrl_c_pressed_again_and_again_while_polling_prints_no_traceback(self):
+        server = self.serve()
+        server.hold = True
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
+        env.update(EVALS_PROVIDER="openai", EVALS_BASE_URL=server.url, OPENAI_API_KEY=KEY,
+                   EVALS_BATCH_POLL_S="0.1", PYTHONPATH=ROOT)
+        process = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "evals.py"), "--cases", self.cases, "--batch",
+             "--client", "my_client:ask", "--out", "record.json", "--no-history"],
+            cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.addCleanup(lambda: process.poll() is None and (process.kill(), process.wait()))
+        deadline = time.monotonic() + 20
+        while not server.batches or server.batches["batch_1"]["polls"] < 2:
+            self.assertIsNone(process.poll(), "evals.py exited early")
+            self.assertLess(time.monotonic(), deadline, "no batch was polled")
+            time.sleep(0.05)
+        # An impatient user: Ctrl-C every millisecond until it stops (at most 10 s of them).
+        for _ in range(10000):
+            if process.poll() is not None:
+                break
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.001)
+        _, err = process.communicate(timeout=20)
+        # 130, or killed by the signal itself (a shell shows both as 130) when one lands while
+        # the interpreter shuts down, after every file was written.
+        self.assertIn(process.returncode, (130, -signal.SIGINT), err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
+
     def test_batch_resume_id(self):
         server = self.serve()
         self.interrupted_run(server)

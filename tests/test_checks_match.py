@@ -119,6 +119,17 @@ class NumberMatchTest(MatchTestCase):
                          (0, "pass number_match: last number '3' equals 3\ncase: pass\n"))
         self.assertPasses({"type": "number_match", "value": 0}, "0x1F")  # hex, not 0 by 1
 
+    def test_a_number_longer_than_python_reads_is_skipped_not_a_crash(self):
+        # int() refuses more than 4,300 digits on Python 3.11+; such a number is beyond any
+        # float, so it is skipped like "1e999", and the run goes on.
+        huge = "9" * 5000
+        self.assertEqual(self.command({"type": "number_match", "value": 3}, f"{huge} then 3"),
+                         (0, "pass number_match: last number '3' equals 3\ncase: pass\n"))
+        self.assertFails({"type": "number_match", "value": 3}, huge, "no number")
+        longest = "9" * evals_extras.LONGEST_WHOLE_NUMBER  # still read exactly, as an int
+        self.assertPasses({"type": "number_match", "value": 3, "which": "first"}, f"3 {longest}")
+        self.assertEqual(evals_extras.numbers_in(longest), [(int(longest), longest)])
+
     def test_numbers_in_markdown_emphasis(self):
         for output in ("_20_", "*20*", "**20**", "__20__", "It is _\u221220_."):
             with self.subTest(output=output):

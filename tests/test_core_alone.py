@@ -102,6 +102,14 @@ class CoreAloneTest(unittest.TestCase):
                 self.assertNotIn("Traceback", out)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "last_run.json")))
 
+    def test_a_check_of_the_missing_file_says_the_file_before_any_guess(self):
+        # json_schema is close to json_keys, but the likely cause is the missing file: said first.
+        self.write("schema.jsonl", json.dumps(
+            {"id": "s", "input": "Hi", "checks": [{"type": "json_schema", "schema": {}}]}) + "\n")
+        code, out = self.evals("--cases", "schema.jsonl")
+        self.assertEqual(code, 2, out)
+        message = out[out.index("unknown check type 'json_schema'"):]
+        self.assertLess(message.index("evals_extras.py"), message.index("did you mean 'json_keys'"))
 
     def test_turning_off_what_is_not_there_does_nothing(self):
         # A CI job that passes --no-history or --no-cache must not go red for a missing file.

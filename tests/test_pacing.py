@@ -60,6 +60,21 @@ class HeadersTest(unittest.TestCase):
         for junk in (None, "", "soon", "1x", "nan"):
             self.assertIsNone(evals_extras.parse_reset(junk), junk)
 
+    def test_resets_past_absolute_infinite_and_huge(self):
+        now = 1735689600.0  # 2025-01-01T00:00:00Z
+        for text, seconds in (("0s", 0), ("0", 0), ("2024-12-31T23:59:00Z", 0),  # refilled
+                              ("1735689660", 60), ("1735600000", 0),  # Unix times
+                              ("366d", None), ("inf", None), ("1e300", None), ("-inf", None),
+                              ("3e7", None)):  # 347 days in seconds: read as such
+            with self.subTest(text=text):
+                found = evals_extras.parse_reset(text, now=now)
+                if text == "3e7":
+                    self.assertEqual(found, 3e7)
+                elif seconds is None:
+                    self.assertIsNone(found)
+                else:
+                    self.assertAlmostEqual(found, seconds)
+
     def test_openai_and_anthropic_names(self):
         self.assertEqual(evals_extras.rate_limits(openai_headers(100, "5.9s")), {
             "requests": (60, 59, 0.1), "tokens": (4500, 100, 5.9)})
@@ -283,6 +298,58 @@ class PacedRunTest(unittest.TestCase):
         self.assertLessEqual(server.refused, 1)
         self.assertEqual(len(server.requests), 12 + server.refused)
         self.assertNotIn(KEY, out + err)
+
+
+class ResetServer(LoopbackServer):
+    """Answers every request, saying its requests limit is used up and refills at `reset`."""
+
+    def __init__(self, reset, limit=600):
+        super().__init__()
+        headers = {"x-ratelimit-limit-requests": str(limit),
+                   "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+        self.behave(lambda request: {"headers": headers, "json": completion()})
+        self.start()
+
+
+class ResetRunTest(unittest.TestCase):
+    """What a run does with every kind of reset a server may send, through the command line."""
+
+    def run_with(self, reset, cases=3, limit=600):
+        server = ResetServer(reset, limit)
+        self.addCleanup(server.stop)
+        with tempfile.TemporaryDirectory() as folder:
+            write_cases(folder, [("case-%d" % i, "Question %d" % i) for i in range(cases)])
+            code, out, err = run_evals_in_process(folder, _V1(server), EVALS_MAX_ATTEMPTS="1")
+        return code, out + err, server
+
+    def test_a_reset_of_zero_or_past_is_refilled_not_unknown(self):
+        # "Not told" would be a limit a minute: 600 a minute, 0 left, a wait of 0.1 s a call;
+        # with 10 a minute it would be 6 s a call, said on stderr. Refilled: no wait at all.
+        for reset in ("0s", "2020-01-01T00:00:00Z", "1600000000"):
+            with self.subTest(reset=reset):
+                server = ResetServer(reset, limit=10)
+                self.addCleanup(server.stop)
+                with tempfile.TemporaryDirectory() as folder:
+                    write_cases(folder, [("a", "Question a"), ("b", "Question b")])
+                    code, out, err = run_evals_in_process(folder, _V1(server))
+                self.assertEqual(code, 0, out + err)
+                self.assertNotIn("waiting for the provider's rate limit", err)
+
+    def test_a_reset_beyond_the_longest_wait_errs_with_its_date(self):
+        # 1 request refilling in 2 hours, none left: the next fits in 2 hours.
+        code, out, server = self.run_with("2h", limit=1)
+        self.assertEqual(code, 2, out)
+        self.assertIn("would wait for the provider's rate limit (requests) until ", out)
+        self.assertRegex(out, r"until \d{4}-\d\d-\d\d \d\d:\d\d UTC, in 2\.0 h: more than "
+                              r"the 300 s evals waits")
+        self.assertEqual(len(server.requests), 1)  # the first call told it; no other was made
+
+    def test_infinite_or_huge_resets_are_not_told_and_the_run_goes_on(self):
+        for reset in ("inf", "1e300", "nan"):
+            with self.subTest(reset=reset):
+                code, out, server = self.run_with(reset)
+                self.assertEqual(code, 0, out)
+                self.assertEqual(len(server.requests), 3)
 
 
 class _V1:

@@ -512,7 +512,7 @@ class GithubAnnotationsTest(unittest.TestCase):
             name, properties, data = parse_command(line)
             self.assertEqual(list(properties), ["title"])  # no injected property
         name, properties, data = parse_command(lines[-1])
-        self.assertEqual((name, properties["title"]), ("warning", "Error: e,x::y\nz"))
+        self.assertEqual((name, properties["title"]), ("warning", "Error: e,x::y\\nz"))  # an id is one line
 
     def test_nothing_to_report(self):
         record = make_record([entry("a", "pass", "passing", "ok"),
@@ -578,6 +578,41 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("::error title=Regression%3A refund::"))
 
+    def test_ids_that_differ_by_what_cannot_be_seen_stay_apart_in_every_report(self):
+        # CRLF against LF, a zero-width non-joiner, a bidi isolate, a no-break space: each id
+        # must get its own JUnit name, Markdown line, HTML cell and terminal line.
+        ids = ["a\r\nb", "a\nb", "a\rb", "a\u200cb", "ab", "a\u2066b", "a\xa0b", "a b"]
+        cases = [{"id": i, "input": f"q{n}", "checks": [{"type": "equals", "value": "yes"}]}
+                 for n, i in enumerate(ids)]
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "cases.jsonl")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("".join(json.dumps(c) + "\n" for c in cases))
+            with open(os.path.join(directory, "rec.jsonl"), "w", encoding="utf-8") as handle:
+                handle.write("".join(json.dumps({"id": i, "output": "no"}) + "\n" for i in ids))
+            files = {kind: os.path.join(directory, f"r.{kind}") for kind in ("xml", "md", "html")}
+            out = io.StringIO()
+            code = evals.main(["--cases", path, "--rescore", os.path.join(directory, "rec.jsonl"),
+                               "--no-save", "--no-history", "--strict", "--junit", files["xml"],
+                               "--markdown", files["md"], "--html", files["html"]],
+                              stdout=out, stderr=io.StringIO())
+            self.assertEqual(code, 1)
+            shown = {}
+            for kind, name in files.items():
+                with open(name, encoding="utf-8") as handle:
+                    shown[kind] = handle.read()
+        names = [c.get("name") for c in ET.fromstring(shown["xml"]).iter("testcase")]
+        self.assertEqual(len(set(names)), len(ids), names)
+        self.assertIn("a\\r\\nb", names)
+        self.assertIn("a\\u200cb", names)
+        headings = [line for line in shown["md"].splitlines() if line.startswith("#### ")]
+        self.assertEqual(len(set(headings)), len(ids), headings)
+        cells = re.findall(r'<span class="id">(.*?)</span>', shown["html"])
+        self.assertEqual(len(set(cells)), len(ids), cells)
+        failing = [line for line in out.getvalue().splitlines() if "FAIL: " in line]
+        self.assertEqual(len(set(failing)), len(ids), failing)
+        for line in failing:
+            self.assertNotIn("\r", line)
 
     def test_the_report_command_takes_a_record_without_a_summary(self):
         # read_record accepts it (the reports compute the summary), so `report` must too

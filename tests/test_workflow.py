@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import shlex
 import shutil
 import sys
 import tempfile
@@ -361,6 +362,26 @@ class ShardMergeTest(Workspace):
         self.assertEqual(self.load("merged.json")["summary"]["flaky_history"],
                          [{"id": "c4", "passes": 3, "runs": 4}])
         self.assertIn("flaky (both outcomes in recent runs): c4 (3/4 runs passed)", out)
+
+    def test_the_workflows_gate_fails_below_its_pass_rate_floor(self):
+        # c0 failing is in the baseline (accepted), so nothing regresses: only the floor the
+        # workflow's merge line sets turns the gate red (8 of 9 is 88.9%).
+        self.all_ok(SHARD_IDS, c0="no")
+        self.assertEqual(self.run_cli("--accept", "--no-history")[0], 0)
+        records = self.run_shards()
+        with open(os.path.join(ROOT, ".github", "workflows", "evals.yml"), encoding="utf-8") as f:
+            line = next(l.strip() for l in f if l.strip().startswith("python evals.py merge"))
+        argv = shlex.split(line)[2:]
+        self.assertIn("--min-pass-rate", argv)
+        argv = [a for a in argv if a != "run-shard-*.json"]
+        argv[argv.index("--out") + 1] = self.path("merged.json")
+        code, out, err = self.main(*argv, *records, "--cases", self.cases)
+        self.assertEqual(code, 1, out + err)
+        self.assertIn("88.9%", out)
+        self.assertIn("minimum 95", out)
+        floor = argv.index("--min-pass-rate")
+        without_floor = argv[:floor] + argv[floor + 2 :]
+        self.assertEqual(self.main(*without_floor, *records, "--cases", self.cases)[0], 0)
 
     def test_missing_shard_is_refused_naming_a_case(self):
         # The shards compare with a baseline that has every case, so each record carries the
