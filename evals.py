@@ -573,7 +573,7 @@ def call_within(func, timeout):
 # function serves every writer (JSON text, a report, a stream).
 # A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN); CACHE_KEY_PREFIX is no credential.
 _SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-_SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
+_SECRETS = []  # [their pattern, anchors], found as main() starts (reading the environment: 0.1 ms)
 # A character as HTML and XML escape it (html.escape, ElementTree), and as GitHub's workflow
 # commands percent-encode it (an annotation's title and message).
 _SPELLED = {

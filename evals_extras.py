@@ -2940,12 +2940,12 @@ def _left_journals(args, stderr):
         return []
     shared = journal_path(args)
     folder, name = os.path.split(shared)
-    own = re.compile(re.escape(name[: -len(".jsonl")]) + r"(\.[0-9]+-[0-9a-f]{8})?\.jsonl")
+    family = re.compile(re.escape(name[: -len(".jsonl")]) + r"(\.[0-9]+-[0-9a-f]{8})?\.jsonl")
     try:
         names = sorted(os.listdir(folder))
     except OSError:  # no .evals folder yet, or a file of that name
         names = []
-    left = [os.path.join(folder, n) for n in names if own.fullmatch(n)]
+    left = [os.path.join(folder, n) for n in names if family.fullmatch(n)]
     if not left:
         stderr.write(
             f"evals: note: --resume: no interrupted run to resume (no journal "

@@ -70,7 +70,8 @@ class OwnClientCase(unittest.TestCase):
     def cases(self, checks, count=5):
         with open(os.path.join(self.folder, "cases.jsonl"), "w", encoding="utf-8") as handle:
             for i in range(count):
-                handle.write(json.dumps({"id": f"c{i}", "input": f"Q{i}", "checks": checks}) + "\n")
+                case = {"id": f"c{i}", "input": f"Q{i}", "checks": checks}
+                handle.write(json.dumps(case) + "\n")
 
     def evals(self, *args, **env):
         environment = {k: v for k, v in os.environ.items() if not k.startswith(("EVALS_", "APP_"))}
