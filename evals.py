@@ -598,10 +598,48 @@ def call_within(func, timeout):
 
 
 # Values (8 characters or more) of variables named like a credential (OPENAI_API_KEY) reach no
-# file or stream, whatever carries them, not even with a backslash (Markdown, JSON) in them.
+# file or stream, whatever carries them: matched in every form a writer spells them, so that one
+# function serves every writer (JSON text, a report, a stream).
 # A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN); CACHE_KEY_PREFIX is no credential.
 _SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-_SECRETS = []  # their pattern, found as main() starts (reading the environment takes 0.1 ms)
+_SECRETS = []  # [their pattern, anchors], found as main() starts (reading the environment: 0.1 ms)
+# A character as HTML and XML escape it (html.escape, ElementTree), and as GitHub's workflow
+# commands percent-encode it (an annotation's title and message).
+_SPELLED = {
+    "&": ("&amp;",),
+    "<": ("&lt;",),
+    ">": ("&gt;",),
+    '"': ("&quot;", "&#34;"),
+    "'": ("&#x27;", "&#39;", "&apos;"),
+    "%": ("%25",),
+    ":": ("%3A",),
+    ",": ("%2C",),
+    "\r": ("%0D",),
+    "\n": ("%0A",),
+}
+_SHORT_ESCAPES = {"\b": "b", "\t": "t", "\n": "n", "\f": "f", "\r": "r"}  # JSON's and repr's
+
+
+def _char_pattern(char):
+    r"""A regex matching `char` as any writer spells it: itself after any number of backslashes
+    (Markdown, JSON's \" and \\, JSON inside JSON), a JSON or repr escape (\u00e9 in either
+    case, a surrogate pair, \n, \x1b) or a form of _SPELLED."""
+    if char.isascii() and char.isalnum():
+        return r"\\*" + char
+    code = ord(char)
+    units = [code]
+    if code > 0xFFFF:  # JSON writes a surrogate pair
+        units = [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+    forms = [
+        r"\\*" + re.escape(char),
+        "".join(r"\\+(?i:u%04x)" % unit for unit in units),
+    ]
+    if char in _SHORT_ESCAPES:
+        forms.append(r"\\+" + _SHORT_ESCAPES[char])
+    if code < 0x100 and not char.isprintable():
+        forms.append(r"\\+(?i:x%02x)" % code)
+    forms.extend(re.escape(form) for form in _SPELLED.get(char, ()))
+    return "(?:" + "|".join(forms) + ")"
 
 
 def _find_secrets():
@@ -610,26 +648,29 @@ def _find_secrets():
         key=len,
         reverse=True,
     )
-    _SECRETS[:] = [
-        values
-        and re.compile(
-            "|".join(
-                re.escape(value[0]) + "".join(r"\\?" + re.escape(char) for char in value[1:])
-                for value in values
-            )
-        )
-    ]
+    pattern = None
+    if values:
+        pattern = re.compile("|".join("".join(map(_char_pattern, value)) for value in values))
+    # Every form of a secret holds its ASCII letters and digits as they are: a text without its
+    # longest run of them cannot hold it. `in` rules that out first (benchmarks/masking.py, 16 MB
+    # of JSON lines, two keys: 0.04 s, the pattern alone 1.1 s, 0.3.0's pattern 0.3 s).
+    anchors = [max(re.findall("[A-Za-z0-9]*", value), key=len) for value in values]
+    _SECRETS[:] = [pattern, anchors]
 
 
 def mask_secrets(value):
-    """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted]."""
+    """`value` (str, or lists, tuples and dicts of them) with each secret said [redacted],
+    in any form a writer spells it (see _char_pattern): every file and stream evals writes
+    passes through here, never what a check scores."""
     if not _SECRETS:
         _find_secrets()
-    pattern = _SECRETS[0]
+    pattern, anchors = _SECRETS
     if not pattern:  # no credential in the environment
         return value
     if isinstance(value, str):
-        return pattern.sub("[redacted]", value)
+        if any(anchor in value for anchor in anchors):
+            return pattern.sub("[redacted]", value)
+        return value
     if isinstance(value, dict):
         return {key: mask_secrets(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):  # a named tuple stays one
@@ -2435,7 +2476,9 @@ def _attempt(case, attempt, call, options):
             )
         latency = round(time.perf_counter() - started, 6)
         try:
-            answer, reply = mask_secrets(read_reply(output))  # before a check quotes it
+            # The checks score what the model said: a canary kept in a credential variable
+            # must fail its check when it leaks. Writers mask what the record quotes.
+            answer, reply = read_reply(output)
         except TypeError as exc:
             return CaseResult(case.id, "error", latency_s=latency, error=str(exc))
         replayed = call.replays or reply["replayed"] or reply["cached"]
@@ -4141,7 +4184,7 @@ def main(argv=None, stdout=None, stderr=None):
                 args = _parser(command, plugin).parse_args(argv)
             except SystemExit as exc:  # --help, --version or a usage error, already printed
                 return EXIT_OK if exc.code == 0 else EXIT_INVALID
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), _masked_std_streams():
             return args.function(args, stdout, stderr)
     except KeyboardInterrupt:  # after the cases ran: every file is whole, old or new
         stderr.write("evals: interrupted; each file written is either complete or as it was\n")
@@ -4161,6 +4204,15 @@ def main(argv=None, stdout=None, stderr=None):
         stderr.write(traceback.format_exc())
         stderr.write("evals: internal error (above); nothing was compared\n")
     return EXIT_INVALID
+
+
+@contextlib.contextmanager
+def _masked_std_streams():
+    """sys.stdout and sys.stderr masked (mask_secrets) while a command runs: what a client
+    prints itself (my_client the URL it calls) reaches no stream with a credential in it."""
+    with contextlib.redirect_stdout(_Masking(sys.stdout)):
+        with contextlib.redirect_stderr(_Masking(sys.stderr)):
+            yield
 
 
 @contextlib.contextmanager

@@ -2215,11 +2215,12 @@ def _answered_from(replies):
 # ---------------------------------------------------------------------------------------------
 
 # A live run's answers are paid for: an interrupted one (Ctrl-C, a CI timeout) must not lose
-# them. Each answer goes to the run's journal as it comes, one JSON line; a run that finishes
-# deletes it once its record holds every answer, and `--resume` answers from it the calls made
-# before. The call cache keeps every live answer across runs (--cache). Both key an answer by
-# what the harness can see: the client's identity (client_identity), the input and the repeat;
-# the journal by the case too.
+# them. Each answer goes to the run's own journal as it comes, one JSON line; the run deletes it
+# once its record is written, and `--resume` answers from the journals interrupted runs left the
+# calls they made. No run deletes another's journal but one it took over (read with --resume,
+# every answer used, its own record written). The call cache keeps every live answer across
+# runs (--cache). Both key an answer by what the harness can see: the client's identity
+# (client_identity), the input and the repeat; the journal by the case too.
 
 _KEY_FORMAT = "evals-answer-1"  # part of every key: a change of what is kept misses the old
 # What the cache and the journal keep of a reply (read_reply's parts), besides its text and the
@@ -2261,13 +2262,17 @@ def _answer_key(*parts):
 def _kept_reply(output, seconds):
     """What the cache and the journal keep of a client's reply (a dict of its text, _KEPT_PARTS
     and latency_s: the `seconds` its call took, or the latency a reply that made no call now
-    kept), or None for one that is no reply (the run says why) or that a content filter stopped
-    (the filter may let the same request through next time)."""
+    kept), or None for one that is no reply (the run says why), that a content filter stopped
+    (the filter may let the same request through next time), or whose scored parts hold a
+    credential: kept masked, it would score [redacted], not what the model said."""
     try:
         answer, parts = read_reply(output)
     except TypeError:
         return None
     if answer.finish_reason == "content_filter":
+        return None
+    scored = [answer.text, answer.tool_calls, parts["reasoning"]]
+    if mask_secrets(scored) != scored:
         return None
     kept = {"text": answer.text}
     kept.update((key, parts[key]) for key in _KEPT_PARTS if parts[key] is not None)
@@ -2280,78 +2285,214 @@ def _kept_reply(output, seconds):
     return kept
 
 
+GRACE_S = 2.0  # seconds the calls in flight when a run is stopped get to be journaled
+
+try:
+    import fcntl
+except ImportError:  # Windows: a journal another run holds open cannot be deleted there
+    fcntl = None
+
+
 class _Journal:
-    """The answers of a live run, a JSON line each ({"key", "reply"}), appended as they come
-    (_append_json_line: a run killed mid-line loses that line only); with `resume`, the answers
-    an interrupted run kept there are read first."""
+    """The answers of one live run, a JSON line each ({"key", "reply"}), appended as they come
+    to a file of its own, `path` (made at the first answer, locked while the run goes on; a run
+    killed mid-line loses that line only). The journals in `left` (of interrupted runs, with
+    --resume) are read first and taken over, unless their run still goes on (it holds the
+    lock). A journal that cannot be used is said once, never a lost answer or record."""
 
-    def __init__(self, path, resume, stderr):
-        self.path, self.stderr, self.kept, self.reused, self.written = path, stderr, {}, 0, 0
-        self.lock, self.broken = threading.Lock(), False
-        if resume and os.path.isfile(path):
-            self._read()
+    def __init__(self, path, left, stderr):
+        self.path, self.stderr, self.handle, self.closed = path, stderr, None, False
+        self.kept, self.used, self.reused, self.written = {}, set(), 0, 0
+        self.lock = threading.Condition()
+        self.flying = self.cut = 0  # calls in flight; calls a Ctrl-C stopped in their thread
+        self.taken = []  # [(path, handle, its keys, deletable)] of the journals taken over
+        for other in left:
+            self._take_over(other)
 
-    def _read(self):
-        """The answers kept in the journal; a line that is not one (cut by a kill, edited) is
-        skipped, and said."""
-        skipped = 0
-        with open(self.path, "rb") as handle:
+    def _take_over(self, path):
+        """Read the journal `path` an interrupted run left, and hold its lock; one whose run
+        still goes on is left alone, one that is no file or cannot be read is skipped, said."""
+        if not os.path.isfile(path):  # a folder, a pipe: no journal
+            self.stderr.write(f"evals: warning: --resume: {path} is not a file; skipped\n")
+            return
+        try:
+            handle = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            self.stderr.write(f"evals: warning: --resume: {path} cannot be read ({exc})\n")
+            return
+        locked = _lock(handle)
+        if locked is False:
+            os.close(handle)
+            self.stderr.write(
+                f"evals: note: --resume: {path} is the journal of a run still going on; "
+                "its answers are left to it\n"
+            )
+            return
+        self.taken.append((path, handle, self._read(path), locked))
+
+    def _read(self, path):
+        """The keys of the answers kept in the journal `path`, read into self.kept; a line that
+        is not one (cut by a kill, edited) is skipped, and said."""
+        skipped, keys = 0, set()
+        with open(path, "rb") as handle:
             for line in handle:
                 try:
                     row = json.loads(line)
                     self.kept[row["key"]] = row["reply"]
+                    keys.add(row["key"])
                 except (ValueError, TypeError, KeyError, IndexError):
                     skipped += 1
         if skipped:
             self.stderr.write(
-                f"evals: warning: --resume: {plural(skipped, 'line')} of {self.path} "
+                f"evals: warning: --resume: {plural(skipped, 'line')} of {path} "
                 "hold no answer and were skipped\n"
             )
+        return keys
 
     def get(self, key):
         reply = self.kept.get(key)
         if reply is not None:
             with self.lock:
                 self.reused += 1
+                self.used.add(key)
         return reply
 
     def add(self, key, reply):
-        """Append an answer; a journal that cannot be written is said once, and the run goes
-        on without it: a journal is never a reason to lose the answer itself."""
-        if self.broken:
-            return
-        try:
-            _append_json_line(self.path, {"key": key, "reply": reply})
-        except OSError as exc:
-            with self.lock:
-                if not self.broken:
-                    self.broken = True
-                    self.stderr.write(
-                        f"evals: warning: the journal {self.path} cannot be written ({exc}); "
-                        "this run goes on without one, so --resume could not reuse its answers\n"
-                    )
-            return
-        with self.lock:
+        """Append an answer; a journal that cannot be made or written (a folder of its name,
+        one another process holds) is said once, and the run goes on without it: a journal is
+        never a reason to lose the answer itself."""
+        data = _json_line({"key": key, "reply": reply})
+        with self.lock:  # a write after close() could reach another file given the same fd
+            if self.closed:
+                return
+            try:
+                if self.handle is None:
+                    self.handle = self._create()
+                _write_all(self.handle, data)
+            except OSError as exc:
+                self.closed = True
+                self.stderr.write(
+                    f"evals: warning: the journal {self.path} cannot be written ({exc}); "
+                    "this run goes on without one, so --resume could not reuse its answers\n"
+                )
+                return
             self.written += 1
 
-    def remove(self):
-        """Delete the journal: the run's record holds every answer now (a folder of its name
-        is no journal of ours)."""
-        if os.path.isfile(self.path):
-            os.remove(self.path)
+    def _create(self):
+        """This run's journal file, new (O_EXCL: never a file another run holds) and locked."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+        if _lock(handle) is False:
+            os.close(handle)
+            raise OSError(f"{self.path} is locked by another process")
+        return handle
+
+    @contextlib.contextmanager
+    def flight(self):
+        """Around a call and the journaling of its answer: counted in flight till then."""
+        with self.lock:
+            self.flying += 1
+        try:
+            yield
+        except KeyboardInterrupt:  # Ctrl-C in the thread that made the call: no answer
+            with self.lock:
+                self.cut += 1
+            raise
+        finally:
+            with self.lock:
+                self.flying -= 1
+                self.lock.notify_all()
+
+    def lost(self, grace):
+        """How many calls in flight got no answer journaled, waiting up to `grace` seconds for
+        them (a second Ctrl-C ends the wait); the journal takes no answer after."""
+        deadline = time.monotonic() + grace
+        with contextlib.suppress(KeyboardInterrupt), self.lock:
+            while self.flying and time.monotonic() < deadline:
+                self.lock.wait(deadline - time.monotonic())
+        with self.lock:
+            return self.flying + self.cut
+
+    def recorded(self):
+        """The run's record is written: delete this journal, and each one taken over whose
+        every answer the record holds; one holding others (another case, input or client) is
+        kept for a later --resume, said."""
+        for path, _, keys, deletable in self.taken:
+            unused = len(keys - self.used)
+            if unused:
+                self.stderr.write(
+                    f"evals: note: {path} keeps {plural(unused, 'answer')} this run did not use "
+                    "(other cases, inputs or client); a later --resume reuses them\n"
+                )
+            elif not deletable:  # no lock: it may be the journal of a run still going on
+                self.stderr.write(
+                    f"evals: note: {path} is kept: its file system cannot lock it, so it may "
+                    "be a running run's; delete it once no run uses it\n"
+                )
+            else:
+                self._delete(path)
+        if self.handle is not None:
+            self._delete(self.path)
+        self.close()
+
+    def _delete(self, path):
+        try:
+            os.remove(path)
+        except FileNotFoundError:  # another run that took it over deleted it first
+            pass
+        except OSError as exc:
+            self.stderr.write(
+                f"evals: warning: {path} cannot be deleted ({exc}); its answers are in the "
+                "record: delete it\n"
+            )
+
+    def close(self):
+        """Close the journal and those taken over, their locks released; the files stay."""
+        with self.lock:
+            self.closed = True
+            for handle in [self.handle] + [taken[1] for taken in self.taken]:
+                if handle is not None:
+                    os.close(handle)
+            self.handle, self.taken = None, []
+
+
+def _lock(handle):
+    """Lock the journal open as `handle` for this run, at once or never: True, False when
+    another process holds it (that run goes on), None when the file system cannot lock (then
+    nothing tells a running run's journal from an interrupted one's). Without fcntl (Windows)
+    True: there a journal another run holds open cannot be deleted."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def _json_line(row):
+    """`row` as one JSON line in UTF-8, the secrets masked; a lone surrogate is escaped, as
+    json_line_bytes does, a value JSON has no type for written as its repr."""
+    text = mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _write_all(handle, data):
+    """Write the bytes `data` to the file descriptor `handle`: with O_APPEND, in a single
+    write, so that the lines of threads and processes never interleave."""
+    while data:
+        data = data[os.write(handle, data) :]
 
 
 def _append_json_line(path, row):
-    """Append `row` as one JSON line, the secrets masked, with a single O_APPEND write (the
-    lines of threads and processes never interleave); a lone surrogate is escaped, as
-    json_line_bytes does, a value JSON has no type for written as its repr."""
-    text = mask_secrets(json.dumps(row, ensure_ascii=False, default=repr)) + "\n"
-    data = text.encode("utf-8", "backslashreplace")
+    """Append `row` to `path` as one JSON line (_json_line), with a single O_APPEND write."""
+    data = _json_line(row)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        while data:
-            data = data[os.write(handle, data) :]
+        _write_all(handle, data)
     finally:
         os.close(handle)
 
@@ -2817,7 +2958,8 @@ def around_call(call_model, run):
         return call_model
     identity = client_identity(call_model, run.client)
     if (run.save or run.out) and not args.omit_outputs:  # it keeps every answer's text
-        run.journal = _Journal(journal_path(args), args.resume, run.stderr)
+        left = _left_journals(args, run.stderr)
+        run.journal = _Journal(journal_path(args, _run_id()), left, run.stderr)
     if run.cache_on:
         run.cache = _Cache(os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE, run.stderr)
     if run.cache and not run.cache.broken:
@@ -2844,15 +2986,22 @@ def around_call(call_model, run):
                     run.journal.add(journal_key, kept)
                 return dict(kept, cached=True)
         ticket = run.limiter.take(prompt)
-        try:
-            output = ask(prompt, case, attempt)
-        except BaseException as exc:
-            run.limiter.done(ticket, _rate_limit_headers(exc), refused=_refused_for_now(exc))
-            raise
-        kept = _kept_reply(output, round(time.perf_counter() - started, 6))
-        run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))
-        if kept is not None and run.journal:
-            run.journal.add(journal_key, kept)
+        if run.stopped:  # stopped (Ctrl-C) while this call waited for its turn
+            run.limiter.done(ticket)
+            raise EvalsError("not called: the run was stopped")
+        flight = contextlib.nullcontext()
+        if run.journal:  # a stopped run waits a little for the answer (GRACE_S)
+            flight = run.journal.flight()
+        with flight:
+            try:
+                output = ask(prompt, case, attempt)
+            except BaseException as exc:
+                run.limiter.done(ticket, _rate_limit_headers(exc), refused=_refused_for_now(exc))
+                raise
+            kept = _kept_reply(output, round(time.perf_counter() - started, 6))
+            run.limiter.done(ticket, _rate_limit_headers(output), (kept or {}).get("sent"))
+            if kept is not None and run.journal:
+                run.journal.add(journal_key, kept)
         if kept is not None and run.cache:
             run.cache.add(cache_key, run.client, kept)
         return output
@@ -2890,11 +3039,12 @@ def _how_known(identity):
     return "known by its name only: delete the cache after changing it"
 
 
-def journal_path(args):
-    """The journal of the run `args` describes: unfinished.jsonl beside the baseline (see
-    _beside_baseline); unfinished-NAME-HASH.jsonl for a run writing --out NAME.json (HASH: of
-    its absolute path), unfinished-run-shard-K-of-N.jsonl for a shard, so that runs writing
-    different records never share one."""
+def journal_path(args, run_id=None):
+    """The journal of the run `args` describes, `run_id` naming the run (_run_id; None: the
+    name its runs share, and 0.3.0's journal): .evals/unfinished.RUN_ID.jsonl beside the
+    baseline (see _beside_baseline); unfinished-NAME-HASH for a run writing --out NAME.json
+    (HASH: of its absolute path), unfinished-run-shard-K-of-N for a shard, so that runs writing
+    different records never read each other's."""
     out = args.out
     if args.shard and not out:
         out = f"run-shard-{args.shard[0]}-of-{args.shard[1]}.json"
@@ -2904,7 +3054,37 @@ def journal_path(args):
         name = f"-{os.path.splitext(os.path.basename(out))[0]}-{digest}"
     elif out:
         name = f"-{os.path.splitext(os.path.basename(out))[0]}"
+    if run_id:
+        name += f".{run_id}"
     return _beside_baseline(args, f"unfinished{name}.jsonl")
+
+
+def _run_id():
+    """What names a run's journal: its process id and a random part (one process may run
+    several: tests, a script calling evals.main)."""
+    return f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def _left_journals(args, stderr):
+    """The journals other runs of `args`'s case file, baseline, --out or shard left (see
+    journal_path), to take over with --resume (none without); says on `stderr` when there is
+    none."""
+    if not args.resume:
+        return []
+    shared = journal_path(args)
+    folder, name = os.path.split(shared)
+    family = re.compile(re.escape(name[: -len(".jsonl")]) + r"(\.[0-9]+-[0-9a-f]{8})?\.jsonl")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:  # no .evals folder yet, or a file of that name
+        names = []
+    left = [os.path.join(folder, n) for n in names if family.fullmatch(n)]
+    if not left:
+        stderr.write(
+            f"evals: note: --resume: no interrupted run to resume (no journal "
+            f"{os.path.splitext(name)[0]}.*.jsonl in {folder}); every case is called\n"
+        )
+    return left
 
 
 # EVALS_CACHE's words.
@@ -5135,11 +5315,6 @@ def before_run(run):
     run.options.judge = _judge_for(args, run.selected, run.stderr)
     run.cache_on = use_cache(args)
     run.journal = run.cache = run.limiter = run.forget_batch = None
-    if args.resume and not os.path.exists(journal_path(args)):
-        run.stderr.write(
-            f"evals: note: --resume: no interrupted run to resume ({journal_path(args)} does not "
-            "exist); every case is called\n"
-        )
     run.skipped = [
         c for c in run.selected if args.no_judge and all(_needs_judge(k) for k in c.checks)
     ]
@@ -5199,8 +5374,9 @@ def _narrow_selection(run):
 @contextlib.contextmanager
 def finish(run, record):
     """Around the core's saving of a run: before it, the cases the history finds flaky and the
-    lines that follow the summary (run.notes); after it (the record written), the history, the
-    reports, and the journal deleted. An interrupted run keeps its journal for --resume."""
+    lines that follow the summary (run.notes); after it (the record written), the journal
+    deleted, then the history and the reports. A run stopped, or whose record may not be
+    written (an error, Ctrl-C while saving), keeps its journal for --resume, and says so."""
     args = run.args
     history = not (args.no_history or not run.save or run.stopped)
     if history:
@@ -5212,23 +5388,48 @@ def finish(run, record):
     run.notes += _notes(run, record)
     try:
         yield
-        if run.stopped:
-            if run.journal and run.journal.written:
-                run.stderr.write(
-                    "evals: --resume calls only what this run did not answer (its answers "
-                    f"are kept in {run.journal.path})\n"
-                )
-            return
-        if history:
-            append_run(args, record, run.stderr)
-        write_reports(args, record, run.baseline.entries)
+    except BaseException:
         if run.journal:
-            run.journal.remove()
-        if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
-            run.forget_batch()
-    finally:  # a record not written (stopped, an error) keeps the journal for --resume
+            _keep_journal(run)
+        raise
+    finally:
         if run.cache:
             run.cache.close()
+    if run.stopped:
+        if run.journal:
+            _keep_journal(run)
+        return
+    if run.journal:  # strictly after the record is written: it holds every answer now
+        run.journal.recorded()
+    if history:
+        append_run(args, record, run.stderr)
+    write_reports(args, record, run.baseline.entries)
+    if run.forget_batch and run.save:  # kept unrecorded, it can be collected again, free
+        run.forget_batch()
+
+
+def _keep_journal(run):
+    """A run that wrote no record keeps its journal, said: the answers that come in flight (a
+    stopped run waits GRACE_S for them) are journaled, those that do not are said lost."""
+    journal, lost = run.journal, 0
+    if run.stopped:
+        lost = journal.lost(GRACE_S)
+    journal.close()
+    if journal.written and run.stopped:
+        run.stderr.write(
+            "evals: --resume calls only what this run did not answer (its answers are kept in "
+            f"{journal.path})\n"
+        )
+    elif journal.written:
+        run.stderr.write(
+            f"evals: this run's answers are kept in {journal.path}: the same command with "
+            "--resume reuses them\n"
+        )
+    if lost:
+        run.stderr.write(
+            f"evals: {plural(lost, 'call')} in flight got no answer within {GRACE_S:g} s of the "
+            "stop: lost, made again by --resume\n"
+        )
 
 
 def _replies(count):

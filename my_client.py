@@ -226,6 +226,29 @@ def _scrub(text: str, secret: Optional[str]) -> str:
     return _truncate(_KEY_PATTERNS.sub("[redacted]", text))
 
 
+# A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN), as the harness masks them too.
+_CREDENTIAL = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+
+
+def _masked(text: str) -> str:
+    """``text`` with the value of every credential variable (8 characters or more) said
+    ``[redacted]``, as it is and as JSON escapes it (either way): what this file writes to a file
+    or stderr.  The harness masks what it writes the same way, in more forms."""
+    for name, value in os.environ.items():
+        if len(value) < 8 or not _CREDENTIAL.search(name):
+            continue
+        forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+        for form in sorted(forms, key=len, reverse=True):
+            text = text.replace(form, "[redacted]")
+    return text
+
+
+def _say(line: str) -> None:
+    """Write ``line`` to stderr, credentials masked (_masked)."""
+    sys.stderr.write(_masked(line))
+    sys.stderr.flush()
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -1583,8 +1606,7 @@ def _adapt(settings: Settings, changes: Dict[str, Any], why: str) -> None:
         known = _adapted.setdefault((settings.provider, settings.model), {})
         if any(name not in known for name in changes):
             known.update(changes)
-            sys.stderr.write("my_client: %s %s\n" % (settings.model, why))
-            sys.stderr.flush()
+            _say("my_client: %s %s\n" % (settings.model, why))
 
 
 def _ours(settings: Settings) -> List[str]:
@@ -1868,7 +1890,7 @@ def _env_client(judge: bool = False) -> Client:
         if client is None:
             client = _clients[config] = _build(None, {}, judge)
             s = client.settings
-            sys.stderr.write(
+            _say(
                 "my_client: %s calls %s model %s at %s\n"
                 % (
                     "judge" if judge else "ask",
@@ -1921,8 +1943,6 @@ def prompt_key(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
-# A credential's name ends so (OPENAI_API_KEY, GITHUB_TOKEN), as the harness masks them too.
-_CREDENTIAL = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
 _record_lock = threading.Lock()
 
 
@@ -1930,10 +1950,7 @@ def _record(path: str, row: Dict[str, Any]) -> None:
     """Append one JSON line to ``path`` with a single O_APPEND write, the value of every credential
     variable (8 characters or more) in it said ``[redacted]``: a reply that echoes a key keeps it
     out of the file."""
-    line = json.dumps(row, ensure_ascii=False, default=repr)
-    for name, value in os.environ.items():
-        if len(value) >= 8 and value in line and _CREDENTIAL.search(name):
-            line = line.replace(value, "[redacted]")
+    line = _masked(json.dumps(row, ensure_ascii=False, default=repr))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     data = (line + "\n").encode("utf-8")
     with _record_lock:

@@ -327,8 +327,7 @@ def _poll_batch(
             ended, progress = api.state(batch)
             line = "my_client: %s batch %s: %s" % (settings.provider, batch_id, progress)
             if line != shown:  # on a terminal the line is rewritten in place
-                sys.stderr.write("\r%s" % line.ljust(len(shown)) if tty else line + "\n")
-                sys.stderr.flush()
+                my_client._say("\r%s" % line.ljust(len(shown)) if tty else line + "\n")
                 shown = line
             if ended:
                 return batch
