@@ -61,9 +61,11 @@ import sys
 import threading
 import time
 import unicodedata
+import warnings
 
-# Python's own parser and compiler of regular expressions, which compile_pattern uses to read a
-# pattern's literal characters however they are written (re._parser from 3.11, sre_parse before).
+# Python's own parser and compiler of regular expressions: compile_pattern reads a pattern's
+# literal characters however they are written, _backtracking_problem its repeats (re._parser
+# from 3.11, sre_parse before).
 try:
     from re import _compiler as _regex_compiler
     from re import _parser as _regex_parser
@@ -1475,7 +1477,7 @@ def Regex(pattern, flags=""):
     if not isinstance(pattern, str) or not pattern:
         return "must be a non-empty string"
     try:
-        compile_pattern(pattern, flags)
+        compiled = compile_pattern(pattern, flags)
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
     needed = _needed_invisible(_read_pattern(pattern, flags)[0])
@@ -1486,7 +1488,7 @@ def Regex(pattern, flags=""):
             'removes from every answer (docs/checks.md, "How checks read text"); remove it '
             "from the pattern"
         )
-    return None
+    return _backtracking_problem(pattern, compiled.flags)
 
 
 def _regex_rule(check):
@@ -1520,6 +1522,357 @@ def check_regex(
     return count_result(
         count, ("match", "matches"), min_matches, max_matches, f" of /{pattern}/{flags}"
     )
+
+
+# ---- regex patterns that may backtrack catastrophically ----
+# Python's re has no time limit, so a pattern that can backtrack exponentially is refused when
+# it is loaded. The analysis reads re's own parse of the pattern and follows runs of one
+# character, the idea of regexploit (Doyensec, 2021: a character that several repeats can all
+# take); safe-regex's star height (substack) is a cruder form of it. It runs once per distinct
+# pattern (functools.cache: 0.1 to 80 ms a pattern), not once per case as 0.1.0's did:
+# re-scoring bench.py's 20,000 cases runs it twice, in 0.96-1.01x the CPU time of 0.3.0.
+
+_BACKTRACKING_REPEATS = (
+    _regex_parser.MAX_REPEAT,
+    _regex_parser.MIN_REPEAT,
+)  # a possessive one never backtracks
+_ONE_CHARACTER = (
+    _regex_parser.LITERAL,
+    _regex_parser.NOT_LITERAL,
+    _regex_parser.ANY,
+    _regex_parser.IN,
+)
+_LONG_REPEAT = 10  # more rounds count as unbounded: OWASP's ReDoS page, "(.*a){x} for x > 10"
+# Characters that stand for the classes; _probes adds those the pattern names.
+_PROBES = "aAzZ09_ \t\n\r\x0b\x00!-.,@/\xa0\xe9\xdf\u0663\u4e2d\uffff"
+_CATEGORIES = {
+    _regex_parser.CATEGORY_DIGIT: r"\d",
+    _regex_parser.CATEGORY_NOT_DIGIT: r"\D",
+    _regex_parser.CATEGORY_SPACE: r"\s",
+    _regex_parser.CATEGORY_NOT_SPACE: r"\S",
+    _regex_parser.CATEGORY_WORD: r"\w",
+    _regex_parser.CATEGORY_NOT_WORD: r"\W",
+}
+_NESTED = "a repeat inside a repeat can match the same text in exponentially many ways"
+_ALTERNATIVES = (
+    "alternatives that can match the same text, repeated, can match it in exponentially many ways"
+)
+_GENERAL_HINT = (
+    r"rewrite it so that each character has one way to match, as `(\w+\s?)+` is "
+    r"`\w+(\s\w+)*\s?`; on Python 3.11+ a possessive outer repeat (`++`, `*+`) also stops "
+    "the backtracking"
+)
+
+
+class _Shape(collections.namedtuple("_Shape", "runs first empty ambiguous")):
+    """What a part of a pattern matches. runs: probe character -> the (up to 3) smallest
+    lengths of the strings of only that character the part matches inside a long run of it;
+    first: the probe characters a non-empty match can start with; empty: it matches "";
+    ambiguous: it matches some string in two ways."""
+
+
+@functools.cache
+def _backtracking_problem(pattern, flags):
+    """Why the `pattern` (str) compiled with `flags` (int) may backtrack catastrophically
+    (str), or None: a repeat of more than _LONG_REPEAT rounds whose part matches a run of one
+    character in two lengths (`(a+)+`, `(a|aa)+`, `(\\w+\\s?)*`, `(.*a){12}`), matches a string in
+    two ways (`(a|a?)+`), or is an alternation two of whose branches start alike (`(ab|a|b)*`).
+    A required item the inner repeat cannot match keeps it safe: `(\\d+,)*`, `(\\w+\\s)*`."""
+    parsed = _regex_parser.parse(pattern, flags)
+    flags = parsed.state.flags
+    try:
+        found = _risky_repeat(parsed, flags, _probes(parsed))
+    except RecursionError:  # some hundreds of groups, one inside the other
+        return "nests groups too deeply to check whether it may backtrack catastrophically"
+    if found is None:
+        return None
+    node, reason = found
+    span = _source_span(pattern, flags, node)
+    part = pattern
+    if span:
+        part = pattern[span[0] : span[1]]
+    hint = _rewrite_hint(pattern, flags, node, span)
+    return (
+        f"may backtrack catastrophically: in `{part}`, {reason}, so a failing answer may "
+        f"take hours; {hint}"
+    )
+
+
+def _risky_repeat(items, flags, probes):
+    """The innermost repeat of more than _LONG_REPEAT rounds in `items` that may backtrack
+    exponentially, as ((op, value), reason), or None."""
+    for op, value in items:
+        for part, part_flags in _parts(op, value, flags):
+            found = _risky_repeat(part, part_flags, probes)
+            if found:
+                return found
+        if op in _BACKTRACKING_REPEATS and value[1] > _LONG_REPEAT:
+            reason = _loop_risk(value[2], flags, probes)
+            if reason:
+                return (op, value), reason
+    return None
+
+
+def _loop_risk(body, flags, probes):
+    """Why repeating `body` without limit may backtrack exponentially (str), or None."""
+    shape = _shape(body, flags, probes)
+    if _pumps(shape.runs) and _has_repeat(body, flags):
+        return _NESTED
+    if _pumps(shape.runs) or shape.ambiguous or _branches_overlap(body, flags, probes):
+        return _ALTERNATIVES
+    return None
+
+
+def _parts(op, value, flags):
+    """The item lists inside one parsed item, each with the flags it is read with."""
+    if op == _regex_parser.SUBPATTERN:
+        return [(value[3], (flags | value[1]) & ~value[2])]
+    if op in _REPEATS:
+        return [(value[2], flags)]
+    if op == _regex_parser.BRANCH:
+        return [(branch, flags) for branch in value[1]]
+    if op == _regex_parser.GROUPREF_EXISTS:
+        return [(branch or [], flags) for branch in value[1:]]
+    if op in (_regex_parser.ASSERT, _regex_parser.ASSERT_NOT):
+        return [(value[1], flags)]
+    if op == getattr(_regex_parser, "ATOMIC_GROUP", None):
+        return [(value, flags)]
+    return []
+
+
+def _has_repeat(items, flags):
+    for op, value in items:
+        if op in _BACKTRACKING_REPEATS or any(
+            _has_repeat(*part) for part in _parts(op, value, flags)
+        ):
+            return True
+    return False
+
+
+def _branches_overlap(items, flags, probes):
+    """Whether `items` is one alternation (in groups) two of whose branches can start alike."""
+    while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
+        ((items, flags),) = _parts(*items[0], flags)
+    if len(items) != 1 or items[0][0] != _regex_parser.BRANCH:
+        return False
+    starts = collections.Counter()
+    for branch in items[0][1][1]:
+        starts.update(_shape(branch, flags, probes).first)
+    return any(count > 1 for count in starts.values())
+
+
+def _probes(items):
+    """_PROBES and the characters `items` names, in both cases, with those just outside each
+    range: two classes that overlap then share one of them."""
+    chars = set(_PROBES)
+    for op, value in items:
+        if op in (_regex_parser.LITERAL, _regex_parser.NOT_LITERAL):
+            chars.add(chr(value))
+        elif op == _regex_parser.IN:
+            for kind, item in value:
+                if kind == _regex_parser.LITERAL:
+                    chars.add(chr(item))
+                elif kind == _regex_parser.RANGE:
+                    ends = (item[0] - 1, item[0], item[1], item[1] + 1)
+                    chars.update(chr(n) for n in ends if 0 <= n <= sys.maxunicode)
+        for part, _ in _parts(op, value, 0):
+            chars.update(_probes(part))
+    cased = {form for c in chars for form in (c.lower(), c.upper()) if len(form) == 1}
+    return "".join(sorted(chars | cased))
+
+
+def _shape(items, flags, probes):
+    """The _Shape of a sequence of parsed items."""
+    shape = _Shape(dict.fromkeys(probes, (0,)), frozenset(), True, False)
+    for op, value in items:
+        part = _item_shape(op, value, flags, probes)
+        runs = {c: _sums(shape.runs[c], part.runs[c]) for c in shape.runs.keys() & part.runs}
+        first = shape.first
+        if shape.empty:
+            first = first | part.first
+        shape = _Shape(runs, first, shape.empty and part.empty, shape.ambiguous or part.ambiguous)
+    return shape
+
+
+def _item_shape(op, value, flags, probes):
+    if op in _ONE_CHARACTER:
+        members = _members(op, value, flags, probes)
+        return _Shape(dict.fromkeys(members, (1,)), members, False, False)
+    parts = [_shape(items, part_flags, probes) for items, part_flags in _parts(op, value, flags)]
+    if op in (
+        _regex_parser.ASSERT,
+        _regex_parser.ASSERT_NOT,
+    ):  # inside a long run it sees only that character
+        return _zero_width(
+            [c for c in probes if (c in parts[0].runs) == (op == _regex_parser.ASSERT)]
+        )
+    if op == _regex_parser.AT:
+        return _zero_width(_anchor_holds(value, flags, probes))
+    if not parts:  # a back reference: taken as holding anywhere
+        return _zero_width(probes)
+    if op in _BACKTRACKING_REPEATS:
+        return _repeat_shape(parts[0], value[0], value[1], probes)
+    if op in (_regex_parser.BRANCH, _regex_parser.GROUPREF_EXISTS):
+        return _alternatives_shape(parts)
+    if op == _regex_parser.SUBPATTERN:
+        return parts[0]
+    # Atomic (possessive repeat, atomic group): it keeps the one length it took first.
+    if op == getattr(_regex_parser, "POSSESSIVE_REPEAT", None):
+        parts[0] = _repeat_shape(parts[0], value[0], value[1], probes)
+    runs = {c: lengths[:1] for c, lengths in parts[0].runs.items()}
+    return _Shape(runs, parts[0].first, parts[0].empty, False)
+
+
+def _members(op, value, flags, probes):
+    """The probe characters the parsed single-character item (op, value) matches."""
+    if op == _regex_parser.ANY:
+        return frozenset(c for c in probes if c != "\n" or flags & re.DOTALL)
+    if op in (_regex_parser.LITERAL, _regex_parser.NOT_LITERAL):
+        same = _members(_regex_parser.IN, [(_regex_parser.LITERAL, value)], flags, probes)
+        if op == _regex_parser.LITERAL:
+            return same
+        return frozenset(probes) - same
+    ignore_case = flags & re.IGNORECASE
+    negated = value[:1] == [(_regex_parser.NEGATE, None)]
+    members = set()
+    for char in probes:
+        forms = {char}
+        if ignore_case:
+            forms.update(form for form in (char.lower(), char.upper()) if len(form) == 1)
+        if _in_set(value, char, forms, flags) != negated:
+            members.add(char)
+    return frozenset(members)
+
+
+def _in_set(items, char, forms, flags):
+    """Whether a character class's parsed `items` hold `char` (`forms`: it in either case)."""
+    for kind, item in items:
+        if kind == _regex_parser.LITERAL and chr(item) in forms:
+            return True
+        if kind == _regex_parser.RANGE and any(item[0] <= ord(form) <= item[1] for form in forms):
+            return True
+        if kind == _regex_parser.CATEGORY and re.match(_CATEGORIES[item], char, flags & re.ASCII):
+            return True
+    return False
+
+
+def _zero_width(holds):
+    """The _Shape of an assertion that holds inside a long run of each character of `holds`."""
+    return _Shape(dict.fromkeys(holds, (0,)), frozenset(), True, False)
+
+
+def _anchor_holds(anchor, flags, probes):
+    """The probe characters inside whose long runs the anchor (^ $ \\A \\Z \\b \\B) holds."""
+    if anchor == _regex_parser.AT_NON_BOUNDARY:
+        return probes
+    if anchor in (_regex_parser.AT_BEGINNING, _regex_parser.AT_END) and flags & re.MULTILINE:
+        return "\n"
+    return ""
+
+
+def _repeat_shape(body, low, high, probes):
+    runs = {}
+    if low == 0:
+        runs = dict.fromkeys(probes, (0,))
+    rounds = range(low, min(high, low + 3) + 1)  # more rounds add only longer lengths
+    for char, lengths in body.runs.items():
+        runs[char] = _smallest(n for count in rounds for n in _times(lengths, count))
+    ambiguous = (high > 0 and body.ambiguous) or (high > 1 and _pumps(body.runs))
+    first = frozenset()
+    if high > 0:
+        first = body.first
+    return _Shape(runs, first, low == 0 or body.empty, ambiguous)
+
+
+def _alternatives_shape(shapes):
+    runs = {}
+    for shape in shapes:
+        for char, lengths in shape.runs.items():
+            runs[char] = _smallest(runs.get(char, ()) + lengths)
+    return _Shape(
+        runs,
+        frozenset().union(*(shape.first for shape in shapes)),
+        any(shape.empty for shape in shapes),
+        _share_a_string(shapes) or any(shape.ambiguous for shape in shapes),
+    )
+
+
+def _share_a_string(shapes):
+    """Whether two alternatives both match "", or a run of one character in one length."""
+    if sum(shape.empty for shape in shapes) > 1:
+        return True
+    runs = collections.Counter()
+    for shape in shapes:
+        runs.update((c, n) for c, lengths in shape.runs.items() for n in lengths if n)
+    return any(count > 1 for count in runs.values())
+
+
+def _pumps(runs):
+    """Whether a run of some character is matched in two lengths other than 0 (a and aa)."""
+    return any(len(lengths) - (0 in lengths) > 1 for lengths in runs.values())
+
+
+def _smallest(lengths):
+    return tuple(sorted(set(lengths))[:3])
+
+
+def _sums(a, b):
+    return _smallest(x + y for x in a for y in b)
+
+
+def _times(lengths, count):
+    """The smallest lengths of `count` rounds of `lengths` (by repeated squaring)."""
+    total = (0,)
+    while count:
+        if count & 1:
+            total = _sums(total, lengths)
+        lengths, count = _sums(lengths, lengths), count >> 1
+    return total
+
+
+def _source_span(pattern, flags, node):
+    """(start, end) of the first text of `pattern` that parses as `node`, or None."""
+    wanted = _plain([node])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # re's warnings on pieces of the pattern
+        for end in range(1, len(pattern) + 1):
+            if pattern[end - 1] not in "*+?}":
+                continue
+            for start in range(end - 1, max(end - 300, 0) - 1, -1):
+                try:
+                    if _plain(_regex_parser.parse(pattern[start:end], flags)) == wanted:
+                        return start, end
+                except (re.error, RecursionError, OverflowError):
+                    pass
+    return None
+
+
+def _plain(value):
+    """A parse, or a part of one, as nested tuples without group numbers."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] is _regex_parser.SUBPATTERN:
+        return (value[0], _plain(value[1][1:]))
+    if isinstance(value, (list, tuple, _regex_parser.SubPattern)):
+        return tuple(_plain(item) for item in value)
+    return value
+
+
+def _rewrite_hint(pattern, flags, node, span):
+    """How to write the risky repeat `node` found at `span` of `pattern` (str)."""
+    op, (low, _, items) = node
+    while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
+        items = items[0][1][3]
+    if not (span and op == _regex_parser.MAX_REPEAT and len(items) == 1 and items[0][0] == op):
+        return _GENERAL_HINT
+    inner_low, inner_high, inner_items = items[0][1]
+    inner = _source_span(pattern, flags, items[0])
+    single = len(inner_items) == 1 and inner_items[0][0] in _ONE_CHARACTER
+    if not (inner and single and inner_high == _regex_parser.MAXREPEAT and (low or inner_low < 2)):
+        return _GENERAL_HINT
+    # (x{a,})+ matches what x{a,} does, (x{a,}){b,c} what x{a*b,} does
+    atom = re.sub(r"(?:[*+?]|\{\d*,?\d*\})$", "", pattern[inner[0] : inner[1]])
+    quantifier = {0: "*", 1: "+"}.get(low * inner_low, f"{{{low * inner_low},}}")
+    part = pattern[span[0] : span[1]]
+    return f"write `{part}` as `{atom}{quantifier}`, which matches the same text"
 
 
 # ---- counts ----
