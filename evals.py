@@ -1602,7 +1602,7 @@ def _risky_repeat(items, flags, probes):
     """The innermost repeat of more than _LONG_REPEAT rounds in `items` that may backtrack
     exponentially, as ((op, value), reason), or None."""
     for op, value in items:
-        for part, part_flags in _parts(op, value, flags):
+        for part, part_flags in _flagged_parts(op, value, flags):
             found = _risky_repeat(part, part_flags, probes)
             if found:
                 return found
@@ -1623,7 +1623,7 @@ def _loop_risk(body, flags, probes):
     return None
 
 
-def _parts(op, value, flags):
+def _flagged_parts(op, value, flags):
     """The item lists inside one parsed item, each with the flags it is read with."""
     if op == _regex_parser.SUBPATTERN:
         return [(value[3], (flags | value[1]) & ~value[2])]
@@ -1643,7 +1643,7 @@ def _parts(op, value, flags):
 def _has_repeat(items, flags):
     for op, value in items:
         if op in _BACKTRACKING_REPEATS or any(
-            _has_repeat(*part) for part in _parts(op, value, flags)
+            _has_repeat(*part) for part in _flagged_parts(op, value, flags)
         ):
             return True
     return False
@@ -1652,7 +1652,7 @@ def _has_repeat(items, flags):
 def _branches_overlap(items, flags, probes):
     """Whether `items` is one alternation (in groups) two of whose branches can start alike."""
     while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
-        ((items, flags),) = _parts(*items[0], flags)
+        ((items, flags),) = _flagged_parts(*items[0], flags)
     if len(items) != 1 or items[0][0] != _regex_parser.BRANCH:
         return False
     starts = collections.Counter()
@@ -1675,7 +1675,7 @@ def _probes(items):
                 elif kind == _regex_parser.RANGE:
                     ends = (item[0] - 1, item[0], item[1], item[1] + 1)
                     chars.update(chr(n) for n in ends if 0 <= n <= sys.maxunicode)
-        for part, _ in _parts(op, value, 0):
+        for part, _ in _flagged_parts(op, value, 0):
             chars.update(_probes(part))
     cased = {form for c in chars for form in (c.lower(), c.upper()) if len(form) == 1}
     return "".join(sorted(chars | cased))
@@ -1698,7 +1698,9 @@ def _item_shape(op, value, flags, probes):
     if op in _ONE_CHARACTER:
         members = _members(op, value, flags, probes)
         return _Shape(dict.fromkeys(members, (1,)), members, False, False)
-    parts = [_shape(items, part_flags, probes) for items, part_flags in _parts(op, value, flags)]
+    parts = [
+        _shape(items, part_flags, probes) for items, part_flags in _flagged_parts(op, value, flags)
+    ]
     if op in (
         _regex_parser.ASSERT,
         _regex_parser.ASSERT_NOT,
