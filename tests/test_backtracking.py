@@ -335,7 +335,7 @@ class RepositoryPatternsPassTest(unittest.TestCase):
             compiled = evals.compile_pattern(pattern, flags)
         except (re.error, KeyError, TypeError):
             return  # a test's invalid pattern or flags, refused for that
-        problem = evals._backtracking_problem(compiled.pattern, compiled.flags)
+        problem = evals._backtracking_problem(pattern, compiled.flags)
         self.assertIsNone(problem, f"{where}: {pattern!r}")
 
     def test_every_pattern_in_the_repository_passes(self):
