@@ -3497,7 +3497,8 @@ def _scored(entry):
 def verdicts_kept(record, baseline):
     """Whether `record` keeps every verdict of `baseline` (a Baseline read from a file): the
     same case file and cases, each with the same last scored status, baseline verdict and
-    counts. Such a run leaves the baseline file byte for byte as it was (docs/outcomes.md):
+    counts, and no output kept that this run omits. Such a run leaves the baseline file byte
+    for byte as it was (docs/outcomes.md):
     times, latencies and outputs change on every run, and would teach a team to ignore the
     file's diff; an errored case scored nothing, so it changes nothing either."""
     if baseline.stamp is None or record["removed"]:
@@ -3508,6 +3509,8 @@ def verdicts_kept(record, baseline):
     for entry in record["cases"]:
         before = baseline.get(entry["id"])
         if before is None or _scored(entry) != _scored(before):
+            return False
+        if "output" in before and not record["outputs_included"]:  # --omit-outputs: scrub it
             return False
         for key in ("baseline", "baseline_passes", "baseline_calls"):
             if entry.get(key) != before.get(key):
