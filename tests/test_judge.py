@@ -493,7 +493,7 @@ class CliTest(unittest.TestCase):
         cache = os.path.abspath(self.path(".evals/judge_cache.jsonl"))
         self.assertIn(f"1 of 1 judge replies came from the judge's cache ({cache}); delete it "
                       "to ask the judge again\n", out)
-        with open(self.path("last_run.json"), encoding="utf-8") as handle:
+        with open(self.path("run.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle)["summary"]["judge_cached"], 1)
 
     def test_review_after_a_pass_is_a_regression(self):
