@@ -129,6 +129,7 @@ __all__ = [  # each check_* function is public too
     "case_reasons",
     "record_chunks",
     "write_record",
+    "verdicts_kept",
     "write_atomic",
     "write_jsonl_atomic",
     "Decision",
@@ -3415,8 +3416,8 @@ def repeat_change(k_before, n_before, k_now, n_now, alpha=DEFAULT_ALPHA):
     return RepeatChange("lower_not_significant", p)
 
 
-# The counts a baseline keeps pool its runs, up to this many runs' worth of calls (the current
-# run's number): beyond it they are scaled down, so that older runs weigh less.
+# The counts a repeated case's new verdict keeps pool the baseline's with this run's, up to
+# this many runs' worth of calls (the current run's number); beyond it they are scaled down.
 POOLED_RUNS = 5
 STATUSES = ("pass", "fail", "review", "error")
 CHANGES = (
@@ -3429,6 +3430,17 @@ CHANGES = (
     "not_run",
     "lower_not_significant",
 )
+
+
+def _pooled(kept_counts, counts):
+    """The (passes, calls) a repeated case's new verdict keeps: its baseline's and this run's
+    together, at most POOLED_RUNS of this run's calls (beyond, scaled down, rounded half up):
+    the run that changed a verdict is the one that crossed it, so its counts alone lean to it."""
+    passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
+    most = POOLED_RUNS * counts[1]
+    if calls <= most:
+        return passes, calls
+    return (2 * passes * most + calls) // (2 * calls), most
 
 
 class Decision(collections.namedtuple("Decision", "change baseline")):
@@ -3462,10 +3474,12 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
         return Decision("new", status, counts)
     following, rate = counts, None
     if counts and kept_counts and counts[1] > 1 and kept_counts[1] > 1:
-        # A lower rate keeps the baseline's verdict until --accept. Counts kept for the next run:
-        # this run's with --accept, the baseline's while significantly lower, else both pooled
-        # (keeping a run's counts only when not lower would keep the luckiest run's: a stable
-        # case would then falsely regress in a quarter of its runs at alpha 0.05).
+        # A lower rate keeps the baseline's verdict until --accept. The counts change with the
+        # verdict only (docs/outcomes.md), so a run that changes no verdict changes no byte of
+        # the baseline: this run's with --accept, both pooled when the verdict changes, else
+        # the baseline's, a sample no later run was chosen by (keeping a run's counts whenever
+        # it came out higher would keep the luckiest run's: a stable case would then falsely
+        # regress in a quarter of its runs at alpha 0.05).
         test = repeat_change(*kept_counts, *counts, alpha)
         rate = {
             "before": list(kept_counts),
@@ -3473,17 +3487,11 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
             "p_value": test.p_value,
             "alpha": alpha,
         }
-        passes, calls = kept_counts[0] + counts[0], kept_counts[1] + counts[1]
-        most = POOLED_RUNS * counts[1]  # pooled: beyond it, scaled down (rounded half up)
-        verdict = kept
+        verdict, following = kept, kept_counts
         if accept:
             verdict, following = status, counts
-        elif test.change == "regressed":
-            following = kept_counts
-        elif calls <= most:
-            following = (passes, calls)
-        else:
-            following = ((2 * passes * most + calls) // (2 * calls), most)
+        elif test.change == "not_lower" and status != kept:  # a new verdict: see _pooled
+            following = _pooled(kept_counts, counts)
         if test.change == "regressed":  # significantly lower
             return Decision("regressed", verdict, following, rate)
         if test.change != "not_lower":  # lower, not significantly or with too few calls to tell
@@ -3503,9 +3511,12 @@ def decide(status, before, accept=False, counts=None, alpha=DEFAULT_ALPHA):
 
 
 class Baseline(
-    collections.namedtuple("Baseline", "entries stamp case_file", defaults=(None, None))
+    collections.namedtuple(
+        "Baseline", "entries stamp case_file case_file_sha256", defaults=(None, None, None)
+    )
 ):
-    """A previous run: `entries` {case id: entry}, its file's _stamp (None: no file), case file."""
+    """A previous run: `entries` {case id: entry}, its file's _stamp (None: no file), the path
+    and sha256 of the case file it ran."""
 
     def get(self, case_id):
         return self.entries.get(case_id)
@@ -3615,10 +3626,12 @@ def load_baseline(path):
         problem = record_problem(record)
         if problem:
             raise BaselineError(f"{path}: {problem}; fix or remove it, it is not overwritten")
+        case_file = record.get("case_file") or {}
         return Baseline(
             {entry["id"]: entry for entry in record["cases"]},
             stamp,
-            (record.get("case_file") or {}).get("path"),
+            case_file.get("path"),
+            case_file.get("sha256"),
         )
     if not (isinstance(record, dict) and isinstance(record.get("results"), dict)):
         raise BaselineError(
@@ -3870,6 +3883,38 @@ def completed(record):
 
 
 # ---- writing records ----
+
+
+def _scored(entry):
+    """The last status an entry scored: its own, or for an errored run the one before's."""
+    if entry.get("status") == "error":
+        return entry.get("scored")
+    return entry.get("status")
+
+
+def verdicts_kept(record, baseline):
+    """Whether `record` keeps every verdict of `baseline` (a Baseline read from a file): the
+    same case file and cases, each with the same last scored status, baseline verdict and
+    counts, and no output kept that this run omits. Such a run leaves the baseline file byte
+    for byte as it was (docs/outcomes.md):
+    times, latencies and outputs change on every run, and would teach a team to ignore the
+    file's diff; an errored case scored nothing, so it changes nothing either."""
+    if baseline.stamp is None or record["removed"]:
+        return False
+    if record["case_file"]["sha256"] != baseline.case_file_sha256:
+        return False
+    seen = 0
+    for entry in record["cases"]:
+        before = baseline.get(entry["id"])
+        if before is None or _scored(entry) != _scored(before):
+            return False
+        if "output" in before and not record["outputs_included"]:  # --omit-outputs: scrub it
+            return False
+        for key in ("baseline", "baseline_passes", "baseline_calls"):
+            if entry.get(key) != before.get(key):
+                return False
+        seen += 1
+    return seen == len(baseline.entries)
 
 
 class _Spool:
@@ -4809,13 +4854,14 @@ def _finish_run(run, record):
 
 
 def _save_record(run, record):
-    """Write the record to run.out, else to the baseline (unless --no-save)."""
+    """Write the record to run.out, else to the baseline (unless --no-save, or when it would
+    change no verdict of it: see verdicts_kept)."""
     args = run.args
     if run.out:
         write_record(run.out, record)
         run.stderr.write(f"evals: run record written to {run.out}\n")
         return
-    if not run.save:
+    if not run.save or (not args.accept and verdicts_kept(record, run.baseline)):
         return
     # Another run replaced the baseline since this one read it: a slower run must not undo an
     # --accept, so the record goes beside it, exit 2.

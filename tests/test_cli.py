@@ -192,11 +192,14 @@ class CliTest(unittest.TestCase):
     def test_error_is_never_a_pass_and_keeps_the_baseline_entry(self):
         self.run_cli()
         self.answer({**GOOD, "refund?": "!raise"})
-        code, out, _ = self.run_cli()
+        kept = self.record()
+        code, out, _ = self.run_cli("--json", self.path("run.json"))
         self.assertEqual(code, 2)
         self.assertIn("ERROR: refund\n    RuntimeError: HTTP 500 from provider", out)
         self.assertIn("pass rate 66.7% (2/3)", out)
-        entry = self.record()["cases"][0]
+        self.assertEqual(self.record(), kept)  # an error scores nothing: the baseline as it was
+        with open(self.path("run.json")) as handle:
+            entry = json.load(handle)["cases"][0]
         self.assertEqual(entry["status"], "error")
         self.assertEqual(entry["baseline"], "pass")
         self.assertEqual(entry["checks"], [])

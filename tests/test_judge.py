@@ -462,7 +462,8 @@ class CliTest(unittest.TestCase):
 
     def run_cli(self, *args, judge=True):
         argv = ["--cases", self.path("cases.jsonl"), "--baseline", self.path("last_run.json"),
-                "--client", self.path("client_mod.py") + ":ask", "--no-history", *args]
+                "--client", self.path("client_mod.py") + ":ask", "--no-history",
+                "--json", self.path("run.json"), *args]
         if judge:
             argv += ["--judge", self.path("judge_mod.py") + ":judge"]
         out, err = io.StringIO(), io.StringIO()
@@ -470,7 +471,8 @@ class CliTest(unittest.TestCase):
         return code, out.getvalue(), err.getvalue()
 
     def record(self):
-        with open(self.path("last_run.json"), encoding="utf-8") as handle:
+        """The entries of the last run's record (--json: the baseline changes with a verdict)."""
+        with open(self.path("run.json"), encoding="utf-8") as handle:
             return {e["id"]: e for e in json.load(handle)["cases"]}
 
     def test_pass_then_cache_hit(self):
@@ -491,7 +493,7 @@ class CliTest(unittest.TestCase):
         cache = os.path.abspath(self.path(".evals/judge_cache.jsonl"))
         self.assertIn(f"1 of 1 judge replies came from the judge's cache ({cache}); delete it "
                       "to ask the judge again\n", out)
-        with open(self.path("last_run.json"), encoding="utf-8") as handle:
+        with open(self.path("run.json"), encoding="utf-8") as handle:
             self.assertEqual(json.load(handle)["summary"]["judge_cached"], 1)
 
     def test_review_after_a_pass_is_a_regression(self):

@@ -73,17 +73,16 @@ class KeptFiguresCase(unittest.TestCase):
             return len(handle.read().split())
 
     def run_cli(self, *args, client=True):
-        """(exit code, stdout, the record written) of a run of cases.jsonl against
-        last_run.json; with `client`, the client of the folder answers."""
+        """(exit code, stdout, the run's record, from --json) of a run of cases.jsonl against
+        last_run.json (written when a verdict changed); with `client`, the client of the folder
+        answers."""
+        written = self.path("record.json")
         argv = ["--cases", self.path("cases.jsonl"), "--baseline", self.path("last_run.json"),
-                "--no-history", *args]
+                "--no-history", "--json", written, *args]
         if client:
             argv += ["--client", self.path("client.py") + ":ask"]
         out, err = io.StringIO(), io.StringIO()
         code = evals.main(argv, out, err)
-        written = self.path("last_run.json")
-        if "--out" in args:
-            written = args[args.index("--out") + 1]
         with open(written) as handle:
             record = json.load(handle)
         return code, out.getvalue() + err.getvalue(), record

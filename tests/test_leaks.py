@@ -306,6 +306,6 @@ class EachCaseFileHasItsOwnBaselineTest(FolderCase):
         self.assertEqual(code, 0, err)
         self.assertIn("mine.json", every_file(self.dir))
         self.assertIn(os.path.join(".evals", "mine.history.sqlite"), every_file(self.dir))
-        code, _, err = self.main()
+        code, _, err = self.main("--accept")
         self.assertEqual(code, 0, err)
         self.assertNotEqual(every_file(self.dir)["last_run.json"], before)
