@@ -22,7 +22,7 @@ DOCS = os.path.join(ROOT, "docs")
 FOLDERS = ("examples", "benchmarks")  # copied beside the top-level files: blocks run their files
 MAX_NOT_RUN = 6
 BLOCK = re.compile(r"^( *)```sh\n(.*?)^\1```\n", re.S | re.M)
-SHOWN = re.compile(r"\n*( *)```\n(.*?)^\1```", re.S)
+SHOWN = re.compile(r"\n*( *)```\n(.*?)^\1```", re.S | re.M)
 NOT_RUN = re.compile(r"^ *<!-- not run: (.+?) -->$", re.M)
 VERSION = re.compile(r"^evals \d+\.\d+\.\d+\S*:", re.M)
 
@@ -92,6 +92,21 @@ class MarkersTest(unittest.TestCase):
             marked = len(NOT_RUN.findall(text))
             self.assertEqual(marked, sum(1 for b in blocks(text) if b[3]),
                              f"docs/{name}: a not-run marker that is not right before a ```sh block")
+
+    def test_the_output_shown_after_a_block_is_found(self):
+        # A plain fence right after a ```sh block (blank lines between) is its shown output;
+        # counted here by lines, apart from the SHOWN pattern, which once found none.
+        for name, text in pages().items():
+            lines, expected = text.splitlines(), 0
+            for number, line in enumerate(lines):
+                if line.strip() != "```sh":
+                    continue
+                end = next(i for i in range(number + 1, len(lines))
+                           if lines[i].strip() == "```")
+                after = next((l for l in lines[end + 1:] if l.strip()), "")
+                expected += after.strip() == "```"
+            found = sum(1 for b in blocks(text) if b[2] is not None)
+            self.assertEqual(found, expected, f"docs/{name}")
 
     def test_most_blocks_run(self):
         counts = [bool(b[3]) for text in pages().values() for b in blocks(text)]
