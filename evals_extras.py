@@ -5426,6 +5426,12 @@ def _matrix_variants(args):
         if problems:
             raise EvalsError(f"--variant {variant.name}: {problems[0][1]}")
         variants.append(variant)
+    for variant in variants:  # a replay holds the calls of one --repeat
+        if variant.recordings:
+            try:
+                load_outputs(variant.recordings, args.repeat)
+            except EvalsError as exc:
+                raise EvalsError(f"variant {variant.name} ({variant.where}): {exc}") from None
     names = [v.name for v in variants]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -5477,7 +5483,7 @@ def _run_variant(variant, args, out, stderr):
     what its run says on stderr is passed on, each line after [NAME]."""
     import subprocess
 
-    env = dict(os.environ, **variant.env, PYTHONIOENCODING="utf-8")
+    env = {**os.environ, **variant.env, "PYTHONIOENCODING": "utf-8"}
     before = os.stat(out).st_mtime_ns if os.path.exists(out) else None
     done = subprocess.run(
         _variant_argv(variant, args, out),
@@ -6374,6 +6380,7 @@ COMMANDS = {
         "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
         "  python evals.py report RECORD       write reports for a saved run record\n"
         "  python evals.py compare A B         compare two run records (two models, prompts)\n"
+        "  python evals.py matrix --variants F run every case through N variants, one table\n"
         "  python evals.py review              turn captured calls into cases",
         None,
         {
