@@ -5535,6 +5535,15 @@ def _variant_figures(record, ks):
     return figures
 
 
+def _paired(reference, record, alpha):
+    """compare_records of `record` against the `reference`; when no case was scored in both
+    (every one errored in either), no pair and p = 1: no test, and the errors say why."""
+    try:
+        return compare_records(reference, record, alpha)
+    except EvalsError:
+        return {"paired": 0, "a_only_passed": 0, "b_only_passed": 0, "p_two_sided": 1.0}
+
+
 def _against_reference(reference, records, alpha):
     """{name: the comparison} of each record ({name: record}, the reference's left out)
     against the `reference` record: cases paired, "worse" (passed in the reference only),
@@ -5542,7 +5551,7 @@ def _against_reference(reference, records, alpha):
     comparisons, the verdict ("worse", "better" or "no_difference" at alpha) and "detectable",
     the fewest cases all one way the test would call a difference at alpha / m (Holm's first
     step; None: none)."""
-    results = {name: compare_records(reference, record, alpha) for name, record in records.items()}
+    results = {name: _paired(reference, record, alpha) for name, record in records.items()}
     adjusted = holm_adjusted([r["p_two_sided"] for r in results.values()])
     versus = {}
     for (name, result), p_holm in zip(results.items(), adjusted):
@@ -5574,14 +5583,10 @@ def _tag_table(reference, records, alpha):
     """{tag: {"variants": {name: {"passed", "total"}}, "versus": _against_reference}} over
     the cases of each tag the reference ran."""
     table = {}
-    everyone = {reference: records[reference], **records}
     for tag, _, _ in tag_rates(completed(records[reference])):
-        tagged = {name: _with_tag(record, tag) for name, record in everyone.items()}
+        tagged = {name: _with_tag(record, tag) for name, record in records.items()}
         others = {name: r for name, r in tagged.items() if name != reference}
-        try:
-            versus = _against_reference(tagged[reference], others, alpha)
-        except EvalsError:  # no case of the tag scored in both: no test
-            versus = {}
+        versus = _against_reference(tagged[reference], others, alpha)
         table[tag] = {
             "variants": {
                 name: {"passed": r["summary"]["passed"], "total": r["summary"]["total"]}

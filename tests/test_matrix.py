@@ -297,6 +297,29 @@ class RunsTest(MatrixCase):
         self.assertIn("the matrix is incomplete", err)
         self.assertIn("[live] ", err)  # what its run said, passed on
 
+    def test_a_variant_that_errs_on_every_case(self):
+        self.cases(2)
+        self.write("client.py", ["def ask(prompt):", "    raise RuntimeError('down')"])
+        self.write("variants.jsonl", [self.answers("ref", 2)])
+        code, out, err = self.main("--variants", "variants.jsonl", "--variant", "live=client:ask")
+        self.assertEqual(code, 2)
+        _, rows = self.table()
+        self.assertEqual(rows["live"]["errored"], 2)
+        self.assertEqual(rows["live"]["versus"]["paired"], 0)
+        self.assertEqual(rows["live"]["versus"]["verdict"], "no_difference")
+        self.assertIn("live     0.0% (0/2)", out)
+
+    def test_the_reference_need_not_come_first(self):
+        self.cases(8, tagged=range(1, 7))
+        self.write("variants.jsonl", [self.answers("a", 8, range(1, 7)), self.answers("ref", 8)])
+        code, out, err = self.main("--variants", "variants.jsonl", "--reference", "ref")
+        self.assertEqual(code, 0, err)
+        table, rows = self.table()
+        self.assertEqual(table["reference"], "ref")
+        self.assertIsNone(rows["ref"]["versus"])
+        self.assertEqual(rows["a"]["versus"]["verdict"], "worse")  # 6 of 8: p = 0.03125
+        self.assertIn("\ntag  a          ref\nt    0/6 worse  6/6\n", out)
+
     def test_records_are_normal_records(self):
         self.cases(10)
         self.write("variants.jsonl", [self.answers("ref", 10), self.answers("b", 10, range(7))])
