@@ -5478,31 +5478,40 @@ def _variant_argv(variant, args, out):
     return argv
 
 
+def _file_state(path):
+    """(inode, modification time) of `path`, None when there is no file: a record written
+    atomically (write_atomic renames a new file over it) changes both."""
+    if not os.path.exists(path):
+        return None
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_mtime_ns
+
+
 def _run_variant(variant, args, out, stderr):
-    """Run `variant` (exit 2 when it wrote no record: invalid input) and return its record;
-    what its run says on stderr is passed on, each line after [NAME]."""
+    """Run `variant` and return its record; EvalsError when it wrote none (invalid input).
+    What its run says on stderr is passed on as it comes, each line after [NAME]."""
     import subprocess
 
     env = {**os.environ, **variant.env, "PYTHONIOENCODING": "utf-8"}
-    before = os.stat(out).st_mtime_ns if os.path.exists(out) else None
-    done = subprocess.run(
+    before = _file_state(out)
+    with subprocess.Popen(
         _variant_argv(variant, args, out),
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,  # its summary: the table says it
         stderr=subprocess.PIPE,
         encoding="utf-8",
         errors="replace",
-    )
-    for line in done.stderr.splitlines():
-        stderr.write(f"[{variant.name}] {line}\n")
-    if done.returncode == EXIT_INTERRUPTED:
+    ) as process:
+        for line in process.stderr:
+            stderr.write(f"[{variant.name}] {line}")
+            stderr.flush()
+    if process.returncode == EXIT_INTERRUPTED:
         raise KeyboardInterrupt
-    written = os.path.exists(out) and os.stat(out).st_mtime_ns != before
-    if not written:
+    if _file_state(out) in (None, before):
         raise EvalsError(
             f"variant {variant.name} ({variant.where}) wrote no run record (exit "
-            f"{done.returncode}; its messages are above)"
+            f"{process.returncode}; its messages are above)"
         )
     return read_record(out)
 

@@ -320,6 +320,23 @@ class RunsTest(MatrixCase):
         self.assertEqual(rows["a"]["versus"]["verdict"], "worse")  # 6 of 8: p = 0.03125
         self.assertIn("\ntag  a          ref\nt    0/6 worse  6/6\n", out)
 
+    def test_a_variant_whose_run_refuses_to_start(self):
+        # its environment holds a value its run refuses before any call: no record, exit 2
+        self.cases(2)
+        self.write("client.py", ["def ask(prompt):", "    return 'yes'"])
+        self.write(
+            "variants.jsonl",
+            [
+                self.answers("ref", 2),
+                json.dumps({"name": "b", "client": "client:ask", "env": {"EVALS_CACHE": "maybe"}}),
+            ],
+        )
+        code, _, err = self.main("--variants", "variants.jsonl")
+        self.assertEqual(code, 2)
+        self.assertIn("[b] evals: EVALS_CACHE must be 1 (on) or 0 (off), got 'maybe'", err)
+        self.assertIn("evals: variant b (variants.jsonl:2) wrote no run record (exit 2;", err)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "runs", "matrix.json")))
+
     def test_records_are_normal_records(self):
         self.cases(10)
         self.write("variants.jsonl", [self.answers("ref", 10), self.answers("b", 10, range(7))])
