@@ -5814,24 +5814,24 @@ def _html_rows(header, rows):
 
 
 def _html_cell(entry, record):
-    """A case's cell of one variant: its status, opening on the answer and the reasons."""
+    """A case's cell of one variant: its status, opening on the answer and the reasons (a
+    passing case's: each check's)."""
     if entry is None:
         return '<td class="none">not run</td>'
     status = shown_text(entry.get("status"))
-    tone = "good"
-    if status != "pass":
-        tone = "bad"
     output = _reply_of(entry, record)
     shown = _NONE.format("no output recorded")
     if output is not None:
         shown = _h(output)
-    mark = "pass"
-    if status != "pass":
-        mark = "fail"
-    reasons = "".join(f'<li class="{mark}">{_h(r)}</li>' for r in report_reasons(entry))
+    tone, mark, reasons = "bad", "fail", report_reasons(entry)
+    if status == "pass":
+        checks = [c for c in entry.get("checks") or () if isinstance(c, dict)]
+        tone, mark = "good", "pass"
+        reasons = [f"{c.get('type')}: {c.get('reason')}" for c in checks]
+    items = "".join(f'<li class="{mark}">{_h(r)}</li>' for r in reasons)
     return (
         f'<td><details><summary><span class="badge {tone}">{_h(status)}</span></summary>'
-        f'<pre>{shown}</pre><ul class="checks">{reasons}</ul></details></td>'
+        f'<pre>{shown}</pre><ul class="checks">{items}</ul></details></td>'
     )
 
 

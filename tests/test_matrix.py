@@ -377,6 +377,10 @@ class RunsTest(MatrixCase):
         grid = page[page.index("<th>case</th>") :]
         self.assertLess(grid.index(">c03<"), grid.index(">c01<"))  # the failing row first
         self.assertEqual(grid.count("<details>"), 6)  # a cell a case and variant
+        self.assertIn(
+            "<li class=\"fail\">equals: output is '&lt;script&gt;x&lt;/script&gt;'", grid
+        )
+        self.assertIn('<li class="pass">equals: ', grid)
         with open(os.path.join(self.dir, "m.md"), encoding="utf-8") as handle:
             self.assertTrue(handle.read().startswith("## \u2705 evals: matrix, 2 variants"))
         # run again: the files are this tool's, so they are replaced
