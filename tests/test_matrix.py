@@ -378,9 +378,11 @@ class RunsTest(MatrixCase):
         self.assertLess(grid.index(">c03<"), grid.index(">c01<"))  # the failing row first
         self.assertEqual(grid.count("<details>"), 6)  # a cell a case and variant
         self.assertIn(
-            "<li class=\"fail\">equals: output is '&lt;script&gt;x&lt;/script&gt;'", grid
+            '<li class="fail">equals: expected &#x27;yes&#x27;, got '
+            "&#x27;&lt;script&gt;x&lt;/script&gt;&#x27;</li>",
+            grid,
         )
-        self.assertIn('<li class="pass">equals: ', grid)
+        self.assertIn('<li class="pass">equals: equals &#x27;yes&#x27;</li>', grid)
         with open(os.path.join(self.dir, "m.md"), encoding="utf-8") as handle:
             self.assertTrue(handle.read().startswith("## \u2705 evals: matrix, 2 variants"))
         # run again: the files are this tool's, so they are replaced
