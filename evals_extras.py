@@ -5463,6 +5463,8 @@ def _variant_argv(variant, args, out):
     argv = [sys.executable, os.path.join(here, "evals.py"), "--cases", args.cases]
     argv += ["--out", out, "--no-history", "-q", "--repeat", str(args.repeat)]
     argv += ["-j", str(args.concurrency)]
+    if args.min_pass is not None:
+        argv += ["--min-pass", str(args.min_pass)]
     for tag in args.tag:
         argv += ["--tag", tag]
     for pattern in args.id:
@@ -5919,6 +5921,8 @@ def _gate(table, args):
 def _matrix_command(args, stdout, stderr):
     load_cases(args.cases)  # a case file with a problem stops here, before any call
     variants = _matrix_variants(args)
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
     if args.min_pass_rate is not None and not args.gate:
         raise EvalsError("--min-pass-rate needs --gate NAME: the variant it applies to")
     reference = _reference(args, variants)
@@ -6639,6 +6643,7 @@ COMMANDS["matrix"] = (
         "cases": ("--cases", "--tag", "--id"),
         "model calls": (
             "--repeat",
+            "--min-pass",
             "-j --concurrency",
             "--timeout",
             "--cache",

@@ -264,7 +264,21 @@ class RunsTest(MatrixCase):
             "--variants", "variants.jsonl", "--variant", "a=client:ask", "--repeat", "3"
         )
         self.assertEqual(code, 0, err)
+        table, rows = self.table()
+        self.assertEqual(rows["b"]["passed"], 4)  # c01 passes 2 of 3 calls: a majority
+        code, out, err = self.main(
+            "--variants",
+            "variants.jsonl",
+            "--variant",
+            "a=client:ask",
+            "--repeat",
+            "3",
+            "--min-pass",
+            "3",
+        )
+        self.assertEqual(code, 0, err)
         _, rows = self.table()
+        self.assertEqual(rows["b"]["passed"], 3)
         # c01 passes 2 of 3 calls: pass@1 2/3, pass@3 1, pass^3 0; the others 3 of 3
         self.assertEqual(rows["b"]["pass_at"], {"1": (2 / 3 + 3) / 4, "3": 1.0})
         self.assertEqual(rows["b"]["pass_all"]["3"], 0.75)
@@ -437,6 +451,7 @@ class ValidationTest(MatrixCase):
             (["--reference", "x"], "--reference 'x': no such variant."),
             (["--min-pass-rate", "0.9"], "--min-pass-rate needs --gate NAME"),
             (["--variant", "b=b.jsonl"], "variant 'b' is declared twice"),
+            (["--min-pass", "2"], "--min-pass 2 is more than --repeat 1"),
         ):
             with self.subTest(argv=argv):
                 code, _, err = self.main("--variants", "variants.jsonl", *argv)
