@@ -210,6 +210,7 @@ __all__ = [  # each check_* function is public too
     "EXIT_OK",
     "EXIT_REGRESSION",
     "EXIT_INVALID",
+    "EXIT_INTERRUPTED",
     "EXIT_CODES_HELP",
     "exit_code",
     "bounded_number",

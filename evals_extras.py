@@ -81,6 +81,10 @@ __all__ = [
     "OPTIONS",
     "COMMANDS",
     "capture",
+    "load_variants",
+    "holm_adjusted",
+    "smallest_detectable",
+    "matrix_table",
 ]
 
 from evals import (  # the core's names this file builds on
@@ -118,6 +122,7 @@ from evals import (  # the core's names this file builds on
     evaluate,
     exit_code,
     EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
     EXIT_INVALID,
     EXIT_OK,
     EXIT_REGRESSION,
@@ -134,6 +139,7 @@ from evals import (  # the core's names this file builds on
     load_baseline,
     load_callable,
     load_cases,
+    load_outputs,
     mask_secrets,
     min_pass_rate_lines,
     NO_JUDGE,
@@ -5250,6 +5256,706 @@ def warn_before_run(run):
 
 
 # ---------------------------------------------------------------------------------------------
+# Variants: one command, N clients, paired statistics
+# ---------------------------------------------------------------------------------------------
+
+# A variant is a name and what answers the cases: a client ("module:function", with the
+# variables of its process in "env") or recorded answers ("recordings", replayed: no model is
+# called). Each runs as a normal run of its own process, one after another: its own
+# environment (a model, a system prompt), the cache, the journal and the run record of any
+# run, and no two variants' calls at a provider at once, so its rate limits are never split.
+
+VARIANT_FIELDS = ("name", "client", "recordings", "env")
+_VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MATRIX_FORMAT = "evals-matrix"
+
+
+class Variant(collections.namedtuple("Variant", "name client recordings env where")):
+    """A variant as read: its name, client spec or recordings path (one of them None), env
+    ({variable: value}) and where it was declared ("FILE:LINE" or "--variant")."""
+
+
+def holm_adjusted(p_values):
+    """Holm's (1979) step-down adjusted p-values, in the order given (list of floats): sorted
+    ascending, the i-th of m becomes max over j <= i of min(1, (m - j + 1) * p_(j)). A test is
+    significant at alpha when its adjusted p <= alpha: the step-down rule p_(i) <= alpha /
+    (m - i + 1), stopping at the first that fails."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [None] * len(p_values), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def smallest_detectable(paired, alpha):
+    """The fewest cases, all better or all worse, that McNemar's exact two-sided test
+    (mcnemar_exact) calls a difference at `alpha` among `paired` cases (int); None when even all
+    of them would not be enough. d of d gives p = 2 ** (1 - d): 6 of 6, 0.03125."""
+    for count in range(1, paired + 1):
+        if mcnemar_exact(count, 0) <= alpha:
+            return count
+    return None
+
+
+def _variant_problems(row, folder):
+    """[(field, problem)] of one variants-file row (a dict); `folder`: the file's, where a
+    relative recordings path is read."""
+    problems = [
+        (key, f"unknown field{did_you_mean(key, VARIANT_FIELDS).rstrip('.')}")
+        for key in row
+        if key not in VARIANT_FIELDS
+    ]
+    name = row.get("name")
+    if not isinstance(name, str) or not _VARIANT_NAME.fullmatch(name):
+        problems.append(
+            ("name", "expected letters, digits, '.', '_' or '-' (the record is NAME.json)")
+        )
+    if ("client" in row) == ("recordings" in row):
+        problems.append(("client", 'give either "client" (module:function) or "recordings"'))
+    elif "client" in row:
+        problems += _client_problems(row["client"])
+    else:
+        problems += _recordings_problems(row["recordings"], folder)
+    problems += _env_problems(row.get("env", {}), "recordings" in row)
+    return problems
+
+
+def _client_problems(spec):
+    if not isinstance(spec, str):
+        return [("client", "expected a string, module:function")]
+    try:
+        load_callable(spec, "client")
+    except EvalsError as exc:
+        return [("client", str(exc))]
+    return []
+
+
+def _recordings_problems(path, folder):
+    if not isinstance(path, str) or not path:
+        return [("recordings", "expected the path of a recordings file (JSONL) or run record")]
+    try:
+        load_outputs(os.path.join(folder, path))
+    except EvalsError as exc:
+        return [("recordings", str(exc))]
+    except OSError as exc:
+        return [("recordings", f"{exc.filename}: {exc.strerror}")]
+    return []
+
+
+def _env_problems(env, replayed):
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        return [("env", 'expected an object of strings, e.g. {"EVALS_MODEL": "gpt-4o-mini"}')]
+    if env and replayed:
+        return [("env", "a replayed variant calls no client: its variables would do nothing")]
+    return [
+        (f"env.{key}", f"not a variable evals or my_client reads{did_you_mean(key, VARIABLES)}")
+        for key in env
+        if key.startswith(("EVAL_", "EVALS_")) and key not in VARIABLES
+    ]
+
+
+def load_variants(path):
+    """The variants of a JSONL file, one {"name", "client" or "recordings", "env"} a line
+    (blank lines skipped; a relative recordings path is read from the file's folder), as
+    Variants. Raises EvalsError listing each problem as FILE:LINE: FIELD: what is wrong, before
+    anything is called."""
+    variants, problems, seen = [], [], {}
+    folder = os.path.dirname(path)
+    with open(path, encoding="utf-8-sig") as handle:
+        lines = handle.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = strict_json_loads(line, unique_keys=True)
+        except (ValueError, RecursionError) as exc:
+            problems.append(f"{path}:{number}: not valid JSON: {exc}")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{path}:{number}: expected a JSON object, one variant a line")
+            continue
+        found = _variant_problems(row, folder)
+        problems += [f"{path}:{number}: {field}: {problem}" for field, problem in found]
+        name = row.get("name")
+        if isinstance(name, str) and name in seen:
+            problems.append(f"{path}:{number}: name: {name!r} is also line {seen[name]}'s")
+        if isinstance(name, str):
+            seen.setdefault(name, number)
+        if not found:
+            recordings = row.get("recordings")
+            if recordings is not None:
+                recordings = os.path.join(folder, recordings)
+            where = f"{path}:{number}"
+            variants.append(
+                Variant(name, row.get("client"), recordings, row.get("env", {}), where)
+            )
+    if problems:
+        raise EvalsError(
+            "\n".join(problems) + f"\nevals: {plural(len(problems), 'problem')} in the "
+            "variants file; no model was called"
+        )
+    return variants
+
+
+def _command_line_variant(text):
+    """--variant NAME=CLIENT: CLIENT a module:function, or a recordings file (.jsonl, .json)."""
+    import argparse
+
+    name, _, spec = text.partition("=")
+    if not _VARIANT_NAME.fullmatch(name) or not spec:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=module:function or NAME=recordings.jsonl, got {text!r}"
+        )
+    if spec.endswith((".jsonl", ".json")):
+        return Variant(name, None, spec, {}, "--variant")
+    return Variant(name, spec, None, {}, "--variant")
+
+
+def _matrix_variants(args):
+    """The variants of --variants and --variant, checked (exit 2 before any call)."""
+    variants = []
+    if args.variants:
+        variants = load_variants(args.variants)
+    for variant in args.variant:
+        problems = []
+        if variant.client:
+            problems = _client_problems(variant.client)
+        else:
+            problems = _recordings_problems(variant.recordings, "")
+        if problems:
+            raise EvalsError(f"--variant {variant.name}: {problems[0][1]}")
+        variants.append(variant)
+    for variant in variants:  # a replay holds the calls of one --repeat
+        if variant.recordings:
+            try:
+                load_outputs(variant.recordings, args.repeat)
+            except EvalsError as exc:
+                raise EvalsError(f"variant {variant.name} ({variant.where}): {exc}") from None
+    names = [v.name for v in variants]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise EvalsError(f"variant {twice[0]!r} is declared twice (--variants, --variant)")
+    if len(variants) < 2:
+        raise EvalsError("a matrix needs at least two variants (--variants FILE, --variant)")
+    for option in ("reference", "gate"):
+        wanted = getattr(args, option)
+        if wanted is not None and wanted not in names:
+            raise EvalsError(
+                f"--{option} {wanted!r}: no such variant{did_you_mean(wanted, names)}"
+            )
+    return variants
+
+
+def _reference(args, variants):
+    """The name of the reference variant: --reference, else the first."""
+    if args.reference:
+        return args.reference
+    return variants[0].name
+
+
+# ---- running the variants, each a normal run in a process of its own ----
+
+
+def _variant_argv(variant, args, out):
+    """The command line of the run of `variant`, writing its record to `out`."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    argv = [sys.executable, os.path.join(here, "evals.py"), "--cases", args.cases]
+    argv += ["--out", out, "--no-history", "-q", "--repeat", str(args.repeat)]
+    argv += ["-j", str(args.concurrency)]
+    if args.min_pass is not None:
+        argv += ["--min-pass", str(args.min_pass)]
+    for tag in args.tag:
+        argv += ["--tag", tag]
+    for pattern in args.id:
+        argv += ["--id", pattern]
+    if args.timeout:
+        argv += ["--timeout", str(args.timeout)]
+    if variant.recordings:
+        return argv + ["--rescore", variant.recordings]
+    argv += ["--client", variant.client]
+    for flag in ("cache", "no_cache", "resume"):  # what a replay would refuse
+        if getattr(args, flag):
+            argv.append("--" + flag.replace("_", "-"))
+    return argv
+
+
+def _file_state(path):
+    """(inode, modification time) of `path`, None when there is no file: a record written
+    atomically (write_atomic renames a new file over it) changes both."""
+    if not os.path.exists(path):
+        return None
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _run_variant(variant, args, out, stderr):
+    """Run `variant` and return its record; EvalsError when it wrote none (invalid input).
+    What its run says on stderr is passed on as it comes, each line after [NAME]."""
+    import subprocess
+
+    env = {**os.environ, **variant.env, "PYTHONIOENCODING": "utf-8"}
+    before = _file_state(out)
+    with subprocess.Popen(
+        _variant_argv(variant, args, out),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # its summary: the table says it
+        stderr=subprocess.PIPE,
+        encoding="utf-8",
+        errors="replace",
+    ) as process:
+        for line in process.stderr:
+            stderr.write(f"[{variant.name}] {line}")
+            stderr.flush()
+    if process.returncode == EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
+    if _file_state(out) in (None, before):
+        raise EvalsError(
+            f"variant {variant.name} ({variant.where}) wrote no run record (exit "
+            f"{process.returncode}; its messages are above)"
+        )
+    return read_record(out)
+
+
+# ---- the table: each variant's figures, and each against the reference ----
+
+
+def _variant_figures(record, ks):
+    """A variant's own figures from its record: passed, total, pass rate with its Wilson 95%
+    interval, pass@k and pass^k (for `ks`, with --repeat), tokens, cost, latency p50 / p90,
+    errored."""
+    summary = completed(record)["summary"]
+    passed, total = summary["passed"], summary["total"]
+    figures = {
+        "client": record.get("client"),
+        "passed": passed,
+        "total": total,
+        "pass_rate": summary["pass_rate"],
+        "wilson_95": list(wilson_interval(passed, total)),
+        "tokens": summary.get("tokens"),
+        "cost_usd": summary.get("cost_usd"),
+        "latency_s": {
+            k: v for k, v in (summary.get("latency_s") or {}).items() if k in ("p50", "p90")
+        },
+        "errored": summary["errored"],
+    }
+    if ks:
+        entries = (with_pass_at(e, ks) for e, _ in ran_entries(completed(record)))
+        figures.update(pass_at_summary(entries, ks))
+    return figures
+
+
+def _paired(reference, record, alpha):
+    """compare_records of `record` against the `reference`; when no case was scored in both
+    (every one errored in either), no pair and p = 1: no test, and the errors say why."""
+    try:
+        return compare_records(reference, record, alpha)
+    except EvalsError:
+        return {"paired": 0, "a_only_passed": 0, "b_only_passed": 0, "p_two_sided": 1.0}
+
+
+def _against_reference(reference, records, alpha):
+    """{name: the comparison} of each record ({name: record}, the reference's left out)
+    against the `reference` record: cases paired, "worse" (passed in the reference only),
+    "better", McNemar's exact two-sided p (compare_records), its Holm-adjusted p over these
+    comparisons, the verdict ("worse", "better" or "no_difference" at alpha) and "detectable",
+    the fewest cases all one way the test would call a difference at alpha / m (Holm's first
+    step; None: none)."""
+    results = {name: _paired(reference, record, alpha) for name, record in records.items()}
+    adjusted = holm_adjusted([r["p_two_sided"] for r in results.values()])
+    versus = {}
+    for (name, result), p_holm in zip(results.items(), adjusted):
+        worse, better = result["a_only_passed"], result["b_only_passed"]
+        verdict = "no_difference"
+        if p_holm <= alpha and worse > better:
+            verdict = "worse"
+        elif p_holm <= alpha:
+            verdict = "better"
+        versus[name] = {
+            "paired": result["paired"],
+            "worse": worse,
+            "better": better,
+            "p_two_sided": result["p_two_sided"],
+            "p_holm": p_holm,
+            "verdict": verdict,
+            "detectable": smallest_detectable(result["paired"], alpha / len(results)),
+        }
+    return versus
+
+
+def _with_tag(record, tag):
+    """The record with only the cases it ran that carry `tag` (its summary recomputed)."""
+    entries = [e for e, _ in ran_entries(completed(record)) if tag in (e.get("tags") or ())]
+    return dict(record, cases=entries, summary=summarize(entries))
+
+
+def _tag_table(reference, records, alpha):
+    """{tag: {"variants": {name: {"passed", "total"}}, "versus": _against_reference}} over
+    the cases of each tag the reference ran."""
+    table = {}
+    for tag, _, _ in tag_rates(completed(records[reference])):
+        tagged = {name: _with_tag(record, tag) for name, record in records.items()}
+        others = {name: r for name, r in tagged.items() if name != reference}
+        versus = _against_reference(tagged[reference], others, alpha)
+        table[tag] = {
+            "variants": {
+                name: {"passed": r["summary"]["passed"], "total": r["summary"]["total"]}
+                for name, r in tagged.items()
+            },
+            "versus": versus,
+        }
+    return table
+
+
+def matrix_table(records, reference, alpha, ks=(), paths=None):
+    """The matrix as JSON-ready data: {"format": "evals-matrix", "version", "alpha",
+    "reference", "comparisons" (m, Holm's count), "variants": [{"name", "record" (its file),
+    figures (_variant_figures), "versus" (None for the reference)}], "tags"}; `records`:
+    {name: run record} in the variants' order."""
+    others = {name: r for name, r in records.items() if name != reference}
+    versus = _against_reference(records[reference], others, alpha)
+    variants = []
+    for name, record in records.items():
+        row = {"name": name, "record": (paths or {}).get(name)}
+        row.update(_variant_figures(record, ks), versus=versus.get(name))
+        variants.append(row)
+    return {
+        "format": MATRIX_FORMAT,
+        "version": 1,
+        "alpha": alpha,
+        "reference": reference,
+        "comparisons": len(others),
+        "variants": variants,
+        "tags": _tag_table(reference, records, alpha),
+    }
+
+
+# ---- the table in words: the terminal, Markdown and HTML say the same ----
+
+_VERDICT_WORDS = {
+    "worse": "significantly worse",
+    "better": "significantly better",
+    "no_difference": "no detectable difference",
+}
+
+
+def _detectable_text(versus):
+    """What the cases could have shown: "7 of 22 cases (31.8%)", or that they are too few."""
+    count, paired = versus["detectable"], versus["paired"]
+    if count is None:
+        return f"{plural(paired, 'case')} are too few to detect any difference"
+    return (
+        f"these {paired} cases detect only a difference of {count} or more all one way "
+        f"({as_percent(count / paired)})"
+    )
+
+
+def _versus_text(versus):
+    """A variant against the reference, in words (str)."""
+    text = (
+        f"{versus['worse']} cases worse, {versus['better']} better of {versus['paired']}; "
+        f"McNemar's exact p = {versus['p_two_sided']:.3g}, Holm-adjusted "
+        f"{versus['p_holm']:.3g}: {_VERDICT_WORDS[versus['verdict']]}"
+    )
+    if versus["verdict"] == "no_difference":
+        text += f"; {_detectable_text(versus)}"
+    return text
+
+
+def _verdict_word(versus):
+    if versus is None:
+        return "reference"
+    return _VERDICT_WORDS[versus["verdict"]]
+
+
+def _money(value):
+    if value is None:
+        return "-"
+    return f"${value:.4f}"
+
+
+def _tokens_text(tokens):
+    if not tokens:
+        return "-"
+    return f"{tokens['input'] + tokens['output']:,}"
+
+
+def _latency_text(latency):
+    if not latency:
+        return "-"
+    return f"{latency['p50']:.2f} / {latency['p90']:.2f} s"
+
+
+def _pass_at_text(row):
+    """pass@k and pass^k of a variant, for the largest k ("-" without --repeat)."""
+    figures = row.get("pass_at")
+    if not figures:
+        return "-"
+    k = list(figures)[-1]
+    return f"pass@{k} {as_percent(figures[k])}, pass^{k} {as_percent(row['pass_all'][k])}"
+
+
+_MATRIX_COLUMNS = (
+    "variant",
+    "pass rate",
+    "95% interval",
+    "pass@k, pass^k",
+    "tokens",
+    "cost",
+    "latency p50 / p90",
+    "errors",
+    "against the reference",
+)
+
+
+def _matrix_rows(table):
+    """The main table's rows (lists of str), one a variant, in _MATRIX_COLUMNS' order."""
+    rows = []
+    for row in table["variants"]:
+        low, high = row["wilson_95"]
+        rows.append(
+            [
+                row["name"],
+                f"{as_percent(row['pass_rate'])} ({row['passed']}/{row['total']})",
+                f"{as_percent(low)} to {as_percent(high)}",
+                _pass_at_text(row),
+                _tokens_text(row["tokens"]),
+                _money(row["cost_usd"]),
+                _latency_text(row["latency_s"]),
+                str(row["errored"]),
+                _verdict_word(row["versus"]),
+            ]
+        )
+    return rows
+
+
+def _tag_rows(table):
+    """[tag, "passed/total" per variant (with " worse" or " better" where significant)]."""
+    rows = []
+    for tag, cell in table["tags"].items():
+        row = [tag]
+        for name, counts in cell["variants"].items():
+            mark = ""
+            verdict = (cell["versus"].get(name) or {}).get("verdict", "no_difference")
+            if verdict != "no_difference":
+                mark = f" {verdict}"
+            row.append(f"{counts['passed']}/{counts['total']}{mark}")
+        rows.append(row)
+    return rows
+
+
+def _matrix_headline(table, cases):
+    """ "3 variants over 22 cases of cases.jsonl; reference A; alpha 0.05, Holm over 2 ..."."""
+    count = len(table["variants"])
+    total = max(row["total"] for row in table["variants"])
+    return (
+        f"{count} variants over {plural(total, 'case')} of {cases}; reference "
+        f"{table['reference']}; alpha {table['alpha']:g}, Holm over "
+        f"{plural(table['comparisons'], 'comparison')}"
+    )
+
+
+def _versus_lines(table):
+    """A line a variant compared with the reference: its cases better and worse, the test."""
+    return [
+        f"{row['name']}: {_versus_text(row['versus'])}"
+        for row in table["variants"]
+        if row["versus"] is not None
+    ]
+
+
+def _aligned(rows):
+    """Rows of str as lines of columns padded to their widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    ]
+
+
+def matrix_text(table, cases):
+    """The matrix for the terminal (str): the headline, a row a variant, a row a tag."""
+    lines = [f"evals matrix: {_matrix_headline(table, cases)}", ""]
+    lines += _aligned([list(_MATRIX_COLUMNS)] + _matrix_rows(table))
+    lines += [""] + _versus_lines(table)
+    if table["tags"]:
+        names = [row["name"] for row in table["variants"]]
+        lines += ["", "by tag (passed/total; significantly worse or better than the reference):"]
+        lines += _aligned([["tag"] + names] + _tag_rows(table))
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells):
+    return "| " + " | ".join(_md_inline(cell, 400) for cell in cells) + " |"
+
+
+def matrix_markdown(table, cases):
+    """The matrix as Markdown (str): the same tables as matrix_text, every cell escaped."""
+    mark = "\u2705"
+    if any(row["errored"] for row in table["variants"]):
+        mark = "\u26a0\ufe0f"
+    elif table.get("gate", {}).get("failed_because"):
+        mark = "\u274c"
+    # "## MARK evals:" as a run's report begins: refuse_overwriting knows it as this tool's
+    lines = [f"## {mark} evals: matrix, {_md_inline(_matrix_headline(table, cases), 400)}", ""]
+    lines += [_md_row(_MATRIX_COLUMNS), "|" + " --- |" * len(_MATRIX_COLUMNS)]
+    lines += [_md_row(row) for row in _matrix_rows(table)]
+    lines += [""] + [f"- {_md_inline(line, 1000)}" for line in _versus_lines(table)]
+    if table["tags"]:
+        names = [row["name"] for row in table["variants"]]
+        lines += ["", "### By tag (passed/total)", "", _md_row(["tag"] + names)]
+        lines += ["|" + " --- |" * (len(names) + 1)]
+        lines += [_md_row(row) for row in _tag_rows(table)]
+    return "\n".join(lines) + "\n"
+
+
+def _html_rows(header, rows):
+    head = "".join(f"<th>{_h(cell)}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _html_cell(entry, record):
+    """A case's cell of one variant: its status, opening on the answer and the reasons (a
+    passing case's: each check's)."""
+    if entry is None:
+        return '<td class="none">not run</td>'
+    status = shown_text(entry.get("status"))
+    output = _reply_of(entry, record)
+    shown = _NONE.format("no output recorded")
+    if output is not None:
+        shown = _h(output)
+    tone, mark, reasons = "bad", "fail", report_reasons(entry)
+    if status == "pass":
+        checks = [c for c in entry.get("checks") or () if isinstance(c, dict)]
+        tone, mark = "good", "pass"
+        reasons = [f"{c.get('type')}: {c.get('reason')}" for c in checks]
+    items = "".join(f'<li class="{mark}">{_h(r)}</li>' for r in reasons)
+    return (
+        f'<td><details><summary><span class="badge {tone}">{_h(status)}</span></summary>'
+        f'<pre>{shown}</pre><ul class="checks">{items}</ul></details></td>'
+    )
+
+
+def _grid(records):
+    """The cases x variants grid (HTML): a row a case, the cases some variant did not pass
+    first, in the case file's order."""
+    ran = {name: {e["id"]: e for e, _ in ran_entries(completed(r))} for name, r in records.items()}
+    ids = list(dict.fromkeys(i for entries in ran.values() for i in entries))
+    failing = [
+        i for i in ids if any((e.get(i) or {}).get("status") != "pass" for e in ran.values())
+    ]
+    rows = []
+    for case_id in failing + [i for i in ids if i not in failing]:
+        cells = "".join(_html_cell(ran[name].get(case_id), records[name]) for name in records)
+        rows.append(f'<tr><td class="id">{_h(shown_id(case_id))}</td>{cells}</tr>')
+    head = "".join(f"<th>{_h(name)}</th>" for name in records)
+    return f"<table><tr><th>case</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def matrix_html(table, records, cases):
+    """The matrix as ONE self-contained HTML page (str): the tables of matrix_text and the
+    grid of cases x variants, each cell opening on the answer and the reasons. No script, a
+    Content-Security-Policy (default-src 'none'); untrusted text escaped by _h."""
+    title = f"evals matrix: {_matrix_headline(table, cases)}"
+    out = [
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        f"<title>{_h(title)}</title><style>{_HTML_STYLE}</style></head><body><main>",
+        f"<h1>{_h(title)}</h1>",
+        _html_rows(_MATRIX_COLUMNS, _matrix_rows(table)),
+        '<ul class="checks">' + "".join(f"<li>{_h(line)}</li>" for line in _versus_lines(table)),
+        "</ul>",
+    ]
+    if table["tags"]:
+        names = [row["name"] for row in table["variants"]]
+        out += ["<h2>By tag (passed/total)</h2>", _html_rows(["tag"] + names, _tag_rows(table))]
+    out += ["<h2>Cases (those some variant did not pass first)</h2>", _grid(records)]
+    out.append("</main></body></html>\n")
+    return "\n".join(out)
+
+
+# ---- the command ----
+
+
+def _matrix_files(args, variants):
+    """{name: record path} of the variants in --out-dir (made if missing), every file to
+    write checked before any call (refuse_overwriting; matrix.json only if it is a matrix)."""
+    os.makedirs(args.out_dir, exist_ok=True)
+    read = {"--cases": args.cases, "--variants": args.variants}
+    read.update({f"{v.name} recordings": v.recordings for v in variants})
+    paths = {v.name: os.path.join(args.out_dir, f"{v.name}.json") for v in variants}
+    table = os.path.join(args.out_dir, "matrix.json")
+    written = {"--markdown": args.markdown, "--html": args.html, "--out-dir": table}
+    refuse_overwriting(read, written)
+    for path in paths.values():
+        refuse_overwriting({**read, **written}, {"--out": path})
+    if os.path.exists(table):
+        with open(table, encoding="utf-8", errors="replace") as handle:
+            if f'"format": "{MATRIX_FORMAT}"' not in handle.read(200):
+                raise EvalsError(
+                    f"{table}: the file exists and is no matrix: refusing to overwrite it"
+                )
+    return paths
+
+
+def _gate(table, args):
+    """The reasons (lines) the --gate variant fails: significantly worse than the reference,
+    or its pass rate below --min-pass-rate; [] when it passes or there is no gate."""
+    row = next((r for r in table["variants"] if r["name"] == args.gate), None)
+    if row is None:
+        return []
+    reasons = []
+    if row["versus"]["verdict"] == "worse":
+        reasons.append(f"{args.gate} is significantly worse than {table['reference']}")
+    rate = row["pass_rate"]
+    if args.min_pass_rate is not None and (rate is None or rate < args.min_pass_rate):
+        reasons.append(
+            f"{args.gate}'s pass rate {as_percent(rate)} is below --min-pass-rate "
+            f"{as_percent(args.min_pass_rate)}"
+        )
+    return reasons
+
+
+def _matrix_command(args, stdout, stderr):
+    load_cases(args.cases)  # a case file with a problem stops here, before any call
+    variants = _matrix_variants(args)
+    if args.min_pass is not None and args.min_pass > args.repeat:
+        raise EvalsError(f"--min-pass {args.min_pass} is more than --repeat {args.repeat}")
+    if args.min_pass_rate is not None and not args.gate:
+        raise EvalsError("--min-pass-rate needs --gate NAME: the variant it applies to")
+    reference = _reference(args, variants)
+    if args.gate == reference:
+        raise EvalsError(f"--gate {reference}: it is the reference, compared with itself")
+    paths = _matrix_files(args, variants)
+    records = {}
+    for variant in variants:
+        stdout.write(f"variant {variant.name}: running, record {paths[variant.name]}\n")
+        stdout.flush()
+        records[variant.name] = _run_variant(variant, args, paths[variant.name], stderr)
+    ks = ()
+    if args.repeat > 1:
+        ks = (1, args.repeat)
+    table = matrix_table(records, reference, args.alpha, ks, paths)
+    table["gate"] = {"variant": args.gate, "min_pass_rate": args.min_pass_rate}
+    table["gate"]["failed_because"] = _gate(table, args)
+    write_json_atomic(os.path.join(args.out_dir, "matrix.json"), table)
+    if args.markdown:
+        write_atomic(args.markdown, [matrix_markdown(table, args.cases)])
+    if args.html:
+        write_atomic(args.html, [matrix_html(table, records, args.cases)])
+    stdout.write("\n" + matrix_text(table, args.cases))
+    if any(row["errored"] for row in table["variants"]):  # incomplete, as a run: exit 2
+        stderr.write("evals: a case errored (the errors column): the matrix is incomplete\n")
+        return EXIT_INVALID
+    stderr.writelines(f"evals: exit 1: {line}\n" for line in table["gate"]["failed_because"])
+    if table["gate"]["failed_because"]:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
 # The hooks the core calls around a run: before_run, around_call (above), finish
 # ---------------------------------------------------------------------------------------------
 
@@ -5692,6 +6398,7 @@ COMMANDS = {
         "  python evals.py check CASE_ID       score one output (stdin) on one case\n"
         "  python evals.py report RECORD       write reports for a saved run record\n"
         "  python evals.py compare A B         compare two run records (two models, prompts)\n"
+        "  python evals.py matrix --variants F run every case through N variants, one table\n"
         "  python evals.py review              turn captured calls into cases",
         None,
         {
@@ -5863,3 +6570,87 @@ def _beside_baseline(args, name):
 
 def _history_path(args):
     return args.history or _beside_baseline(args, "history.sqlite")
+
+
+OPTIONS.update(
+    {
+        "--variants": dict(
+            metavar="FILE",
+            help='the variants, JSONL, one a line: {"name", "client": "module:function", '
+            '"env": {"EVALS_MODEL": ...}} or {"name", "recordings": FILE} (replayed; a '
+            "relative path is read from the variants file's folder)",
+        ),
+        "--variant": dict(
+            action="append",
+            default=[],
+            type=_command_line_variant,
+            metavar="NAME=CLIENT",
+            help="a variant on the command line (repeatable): CLIENT a module:function, or a "
+            "recordings file (.jsonl) to replay",
+        ),
+        "--out-dir": dict(
+            default="runs",
+            metavar="DIR",
+            help="where each variant's run record (NAME.json) and the table (matrix.json) "
+            "are written (default: runs)",
+        ),
+        "--reference": dict(
+            metavar="NAME", help="the variant the others are compared with (default: the first)"
+        ),
+        "--gate": dict(
+            metavar="NAME",
+            help="exit 1 when this variant is significantly worse than the reference, or "
+            "below --min-pass-rate",
+        ),
+        "matrix:--alpha": dict(
+            type=significance_level,
+            default=DEFAULT_ALPHA,
+            metavar="A",
+            help="significance level of the family of comparisons with the reference "
+            f"(Holm's correction; default: {DEFAULT_ALPHA})",
+        ),
+        "matrix:--markdown": dict(metavar="FILE", help="write the tables as Markdown"),
+        "matrix:--html": dict(
+            metavar="FILE",
+            help="write an HTML page: the tables and a grid of cases x variants, each cell "
+            "opening on the answer and the reasons",
+        ),
+    }
+)
+COMMANDS["matrix"] = (
+    _matrix_command,
+    "Run every selected case through each variant (a client with its settings, or recorded "
+    "answers) and say what is real: each variant's pass rate with its Wilson 95% interval, "
+    "pass@k and pass^k (with --repeat), tokens, cost, latency and errors, and against the "
+    "reference how many cases are better or worse, McNemar's exact two-sided test corrected "
+    'for the number of variants (Holm), or "no detectable difference" with the smallest '
+    "difference these cases could have shown; per tag too. Each variant is a normal run in a "
+    "process of its own (its env its environment; the cache, the journal and the run record of "
+    "any run), one after another: `compare`, `report` and --rescore read its record.",
+    "exit codes: 0; 1 the --gate variant is significantly worse than the reference, or below "
+    "--min-pass-rate; 2 invalid input (the variants file, names each problem as FILE:LINE: "
+    "FIELD before any call), a variant that wrote no record, or a case that errored.\n\n"
+    "example (variants.jsonl):\n"
+    '  {"name": "gpt-4o", "client": "my_client:ask", "env": {"EVALS_PROVIDER": "openai", '
+    '"EVALS_MODEL": "gpt-4o"}}\n'
+    '  {"name": "gpt-4o-mini", "client": "my_client:ask", "env": {"EVALS_PROVIDER": "openai", '
+    '"EVALS_MODEL": "gpt-4o-mini"}}\n'
+    '  {"name": "v2-prompt", "recordings": "v2.jsonl"}\n'
+    "python evals.py matrix --variants variants.jsonl --out-dir runs --gate gpt-4o-mini "
+    "--html matrix.html",
+    {
+        "variants": ("--variants", "--variant", "--reference", "--out-dir"),
+        "cases": ("--cases", "--tag", "--id"),
+        "model calls": (
+            "--repeat",
+            "--min-pass",
+            "-j --concurrency",
+            "--timeout",
+            "--cache",
+            "--no-cache",
+            "--resume",
+        ),
+        "statistics and gates": ("matrix:--alpha", "--gate", "--min-pass-rate"),
+        "output": ("matrix:--markdown", "matrix:--html"),
+    },
+)
