@@ -3987,7 +3987,7 @@ def _md_sections(sections, cases, shown):
     lines, at most _MD_CASES_PER_SECTION) until `shown` cases in all, the worst first."""
     lines = []
     for (key, title, rows), blocks in zip(sections, cases):
-        kept = blocks[: max(shown, 0)]
+        kept = blocks[:shown]
         shown -= len(kept)
         lines += [f"### {title} ({len(rows)})", ""]
         for block in kept:
@@ -3999,7 +3999,7 @@ def _md_sections(sections, cases, shown):
     return lines
 
 
-def _md_head(record, numbers):
+def _md_head(numbers):
     """The Markdown report's headline, pass rate and table of counts (lines)."""
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
@@ -4061,7 +4061,7 @@ def render_markdown(record, previous=None, link=None):
     render_html."""
     record = completed(record)
     numbers = record["summary"]
-    head = _md_head(record, numbers)
+    head = _md_head(numbers)
     table, lists = _md_lists(record, numbers)
     sections = [(key, title, rows) for key, title, _, rows in _sections(record) if rows]
     cases = [

@@ -374,6 +374,15 @@ class CommentSizeTest(unittest.TestCase):
         self.assertNotIn("gone-1", md)  # the list of removed cases went with the cut
         self.assertEqual(outside_fences(md).count("```"), 0)  # every fence closed
 
+    def test_a_case_longer_than_a_comment_is_counted_not_shown(self):
+        reasons = [check(f"c{n}", False, "&" * 600) for n in range(200)]  # 600 kB escaped
+        record = make_record([entry("huge", "fail", "regressed", "x", baseline="pass",
+                                    checks=reasons)])
+        md = evals_extras.render_markdown(record)
+        self.assertLessEqual(len(md), 50000)
+        self.assertNotIn("#### huge", md)
+        self.assertIn("### Regressed (1)\n\n… and 1 more\n\n**1 more case not shown**", md)
+
     def test_without_a_link_the_cut_report_names_the_option(self):
         record, _ = big_run()
         md = evals_extras.render_markdown(record)
