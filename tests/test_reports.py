@@ -374,6 +374,21 @@ class CommentSizeTest(unittest.TestCase):
         self.assertNotIn("gone-1", md)  # the list of removed cases went with the cut
         self.assertEqual(outside_fences(md).count("```"), 0)  # every fence closed
 
+    def test_a_5000_case_run_of_regressions_with_long_outputs_fits_one_comment(self):
+        output = "```` " + "`" * 30 + " <b>&amp;</b>\n" * 200
+        cases = [entry(f"case-{n:04d}-" + "&`" * 95, "fail", "regressed", output,
+                       baseline="pass", checks=[check("not_contains", False, "found '&'" * 50)])
+                 for n in range(4500)]
+        cases += [entry(f"case-{n:04d}", "error", "errored", baseline="pass", checks=[],
+                        error="TimeoutError") for n in range(4500, 5000)]
+        md = evals_extras.render_markdown(make_record(cases), link=RUN_PAGE)
+        self.assertLessEqual(len(COMMENT_MARKER + md), COMMENT_LIMIT)
+        shown = shown_ids(md)
+        self.assertEqual(shown, list(range(len(shown))))  # regressions, in the record's order
+        self.assertGreater(len(shown), 5)
+        self.assertIn(f"\n\n**{5000 - len(shown)} more cases not shown**", md)
+        self.assertIn("### Errored (500)\n\n… and 500 more\n", md)
+
     def test_a_case_longer_than_a_comment_is_counted_not_shown(self):
         reasons = [check(f"c{n}", False, "&" * 600) for n in range(200)]  # 600 kB escaped
         record = make_record([entry("huge", "fail", "regressed", "x", baseline="pass",
