@@ -3694,6 +3694,12 @@ _EXCERPT_CHARS = 400  # output quoted per case in Markdown
 
 _MD_CASES_PER_SECTION = 50  # a GitHub step summary is capped at 1 MiB
 
+# The most characters of a Markdown report, so that it fits one pull-request comment: GitHub
+# refuses a body over 65,536 characters (as its error says; 262,144 UTF-8 bytes, as measured).
+# Masking a credential of 8 characters by "[redacted]" (10) grows the text by at most a quarter,
+# to 62,500 characters (250,000 bytes at most), and the workflow's marker line adds 22.
+_MD_BUDGET = 50_000
+
 
 # Words per side before the HTML diff compares lines: difflib over 20,000 words a side took
 # 18 s by words, 0.4 s by lines.
@@ -3959,39 +3965,48 @@ def tag_rates(record):
     return [(tag, *counts[tag]) for tag in sorted(counts)]
 
 
-def _md_cases(key, rows, record):
-    """The Markdown lines of one section's cases: id, reasons and output (ids only if fixed)."""
-    lines = []
+def _md_case(key, row, record):
+    """The Markdown lines of one case of section `key`: id, reasons and output (fixed: its id)."""
+    entry, change = row
     if key == "fixed":
-        for e, _ in rows:
-            lines.append(f"- {_md_inline(shown_id(e['id']), 200)}")
-            if rate_change_text(e):
-                lines[-1] += f": {_md_inline(rate_change_text(e), 300)}"
-        return lines + [""]
-    for entry, change in rows:
-        label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
-        lines += [f"#### {_md_inline(shown_id(entry['id']), 200)}{label}", ""]
+        line = f"- {_md_inline(shown_id(entry['id']), 200)}"
         if rate_change_text(entry):
-            lines.append(f"- {_md_inline(rate_change_text(entry), 300)}")
-        lines += [f"- {_md_inline(reason, 500)}" for reason in report_reasons(entry)] + [""]
-        if key == "errored":
-            continue
-        output = _reply_of(entry, record)
-        if output is not None:
-            lines += [_md_fenced(output), ""]
-        elif not _outputs_shown(record):
-            lines += ["*(output omitted)*", ""]
+            line += f": {_md_inline(rate_change_text(entry), 300)}"
+        return [line]
+    label = {"new": " (new)", "still_failing": " (still failing)"}.get(change, "")
+    lines = [f"#### {_md_inline(shown_id(entry['id']), 200)}{label}", ""]
+    if rate_change_text(entry):
+        lines.append(f"- {_md_inline(rate_change_text(entry), 300)}")
+    lines += [f"- {_md_inline(reason, 500)}" for reason in report_reasons(entry)] + [""]
+    if key == "errored":
+        return lines
+    output = _reply_of(entry, record)
+    if output is not None:
+        lines += [_md_fenced(output), ""]
+    elif not _outputs_shown(record):
+        lines += ["*(output omitted)*", ""]
     return lines
 
 
-def render_markdown(record, previous=None):
-    """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY:
-    a headline, a table of counts, then the regressed, errored, other failing and fixed cases
-    (at most 50 per section) with reasons and an excerpt of the output, escaped as _md_inline
-    and _md_fenced say. `previous` is unused (the record's changes decide); it is accepted for
-    symmetry with render_html."""
-    record = completed(record)
-    numbers = record["summary"]
+def _md_sections(sections, cases, shown):
+    """The lines of the case sections [(key, title, rows)], each with its `cases` (lists of
+    lines, at most _MD_CASES_PER_SECTION) until `shown` cases in all, the worst first."""
+    lines = []
+    for (key, title, rows), blocks in zip(sections, cases):
+        kept = blocks[:shown]
+        shown -= len(kept)
+        lines += [f"### {title} ({len(rows)})", ""]
+        for block in kept:
+            lines += block
+        if key == "fixed" and kept:
+            lines.append("")
+        if len(rows) > len(kept):
+            lines += [f"… and {len(rows) - len(kept)} more", ""]
+    return lines
+
+
+def _md_head(numbers):
+    """The Markdown report's headline, pass rate and table of counts (lines)."""
     tone, _, text = _headline(numbers)
     head = {"bad": "❌", "warn": "⚠️", "good": "✅"}[tone] + " evals: " + text
     rate = (
@@ -4003,7 +4018,7 @@ def render_markdown(record, previous=None):
     rate += "".join(f"  \n{_md_inline(line, 300)}" for line in min_pass_rate_lines(numbers))
     if pass_at_line(numbers):
         rate += f"  \n{_md_inline(pass_at_line(numbers), 300)}"
-    lines = [
+    return [
         f"## {head}",
         "",
         rate,
@@ -4013,27 +4028,91 @@ def render_markdown(record, previous=None):
         "| " + " | ".join(str(numbers[key]) for key in counts) + " |",
         "",
     ]
+
+
+def _md_lists(record, numbers):
+    """The Markdown report's lists beside the cases: (the tag table's lines, the flaky and
+    removed cases' lines)."""
     tags = tag_rates(record)
+    table = []
     if tags:
-        lines += ["| tag | passed/total | rate |", "|---|---:|---:|"]
-        lines += [
+        table += ["| tag | passed/total | rate |", "|---|---:|---:|"]
+        table += [
             f"| {_md_inline(tag, 100)} | {passed}/{total} | {as_percent(passed / total)} |"
             for tag, passed, total in tags
         ]
-        lines.append("")
-    for key, title, _, group in _sections(record):
-        if group:
-            lines += [f"### {title} ({len(group)})", ""]
-            lines += _md_cases(key, group[:_MD_CASES_PER_SECTION], record)
-        if len(group) > _MD_CASES_PER_SECTION:
-            lines += [f"… and {len(group) - _MD_CASES_PER_SECTION} more", ""]
+        table.append("")
+    lists = []
     flaky = [f"- {_md_inline(text, 300)}: {why}" for text, why in flaky_items(numbers)]
     if flaky:
-        lines += [f"### Flaky ({len(flaky)})", ""] + flaky + [""]
+        lists += [f"### Flaky ({len(flaky)})", ""] + flaky + [""]
     removed = [_md_inline(i, 200) for i in record.get("removed") or [] if isinstance(i, str)]
     if removed:
-        lines += ["Removed from the case file: " + ", ".join(removed), ""]
+        lists += ["Removed from the case file: " + ", ".join(removed), ""]
+    return table, lists
+
+
+def _md_text(lines):
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_markdown(record, previous=None, link=None):
+    """A GitHub-flavoured Markdown summary of the run (str), also fit for $GITHUB_STEP_SUMMARY
+    and a pull-request comment: a headline, a table of counts, then the regressed, errored,
+    other failing and fixed cases (at most 50 per section) with reasons and an excerpt of the
+    output, escaped as _md_inline and _md_fenced say. At most _MD_BUDGET characters whatever
+    the run: a longer report keeps its head and as many cases as fit, the worst first, and
+    ends with their count and where the HTML report is (`link`: the run's page, or None).
+    `previous` is unused (the record's changes decide); it is accepted for symmetry with
+    render_html."""
+    record = completed(record)
+    numbers = record["summary"]
+    head = _md_head(numbers)
+    table, lists = _md_lists(record, numbers)
+    sections = [(key, title, rows) for key, title, _, rows in _sections(record) if rows]
+    cases = [
+        [_md_case(key, row, record) for row in rows[:_MD_CASES_PER_SECTION]]
+        for key, _, rows in sections
+    ]
+    everything = sum(len(blocks) for blocks in cases)
+    text = _md_text(head + table + _md_sections(sections, cases, everything) + lists)
+    if len(text) <= _MD_BUDGET:
+        return text
+    return _md_cut(head, sections, cases, link)
+
+
+def _md_cut(head, sections, cases, link):
+    """The report cut to _MD_BUDGET characters: `head`, the sections with their first cases
+    that fit (whole cases, the worst first), and a line that counts the cases left out and
+    points to the HTML report; the tag table and the flaky and removed lists are left out."""
+    blocks = [block for section in cases for block in section]
+    total = sum(len(rows) for _, _, rows in sections)
+    # Room for the cases: the budget less the text without any case (its count of those left
+    # out is the longest it can be); a case takes its lines and their line ends.
+    room = _MD_BUDGET - len(
+        _md_text(head + _md_sections(sections, cases, 0) + [_md_cut_note(total, link)])
+    )
+    shown = 0
+    for block in blocks:
+        # its lines, their line ends, and the blank line closing a list of fixed cases
+        room -= sum(len(line) + 1 for line in block) + 1
+        if room < 0:
+            break
+        shown += 1
+    return _md_text(
+        head + _md_sections(sections, cases, shown) + [_md_cut_note(total - shown, link)]
+    )
+
+
+def _md_cut_note(left, link):
+    """The closing line of a cut report: how many cases it leaves out and where they are."""
+    where = "`--html`"
+    if link:
+        where = f"[this run's artifacts]({link})"
+    return (
+        f"**{plural(left, 'more case')} not shown**, to fit a pull-request comment: the HTML "
+        f"report has every case, the pass rate by tag and the flaky cases ({where})."
+    )
 
 
 def _h(value):
@@ -5167,9 +5246,12 @@ def write_reports(args, record, previous):
     Markdown report in GitHub's step summary (args.github); `previous`:
     the baseline's entries, which the HTML report shows with the output that earned their
     baseline (a regression's last passing answer; none when the record omits outputs)."""
+    link = None
+    if args.github:
+        link = _github_run_page(os.environ)
     writers = (
         (args.junit, lambda: render_junit(record)),
-        (args.markdown, lambda: render_markdown(record)),
+        (args.markdown, lambda: render_markdown(record, link=link)),
         (
             args.html,
             lambda: render_html(
@@ -5182,7 +5264,19 @@ def write_reports(args, record, previous):
             write_atomic(path, [render()])
     if args.github and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(mask_secrets(render_markdown(record)) + "\n")
+            handle.write(mask_secrets(render_markdown(record, link=link)) + "\n")
+
+
+def _github_run_page(environ):
+    """The GitHub Actions run's page (str) from its variables GITHUB_SERVER_URL,
+    GITHUB_REPOSITORY and GITHUB_RUN_ID in `environ`; None outside a workflow run."""
+    parts = [
+        environ.get(name) for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+    ]
+    if not all(parts):
+        return None
+    server, repository, run_id = parts
+    return f"{server.rstrip('/')}/{repository}/actions/runs/{run_id}"
 
 
 def _use_history(args, done, stderr, use):

@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 import unittest
+import unittest.mock
 import xml.etree.ElementTree as ET
 
 import evals
@@ -305,6 +306,134 @@ class MarkdownTest(unittest.TestCase):
                                                    "baseline": "pass"}})
         self.assertTrue(text.startswith("## ✅ evals: no regressions\n"))
         self.assertNotIn("###", text)
+
+
+# GitHub refuses a comment over 65,536 characters (and over 262,144 UTF-8 bytes); the workflow
+# posts the report after its marker line.
+COMMENT_LIMIT = 65536
+COMMENT_MARKER = "<!-- evals-report -->\n"
+RUN_PAGE = "https://github.com/owner/repo/actions/runs/42"
+
+
+def big_run(secret=""):
+    """(record, the ids in the report's order, worst first): 5,000 cases with ids of 200
+    characters full of backticks and entities, long outputs made of backtick runs, markup and
+    `secret`. The 20 regressions come last in the file; the Markdown report lists them first."""
+    def case_id(n):
+        return f"case-{n:04d}-" + ("`&*<" * 60)[:190]
+
+    output = ("``````` <b>&amp;</b> " + secret) * 80
+    cases = []
+    for n in range(4980):
+        if n < 1000:
+            cases.append(entry(case_id(n), "error", "errored", baseline="pass", checks=[],
+                               error="RuntimeError: " + "&<`" * 300))
+        elif n < 4900:
+            cases.append(entry(case_id(n), "fail", "new", output, checks=[
+                check("not_contains", False, "found '&<`|'" * 60) for _ in range(3)]))
+        else:
+            cases.append(entry(case_id(n), "pass", "fixed", output, baseline="fail"))
+    regressed = [entry(case_id(n), "fail", "regressed", output, baseline="pass", checks=[
+        check("contains_any", False, "none of '&<`' found")]) for n in range(4980, 5000)]
+    cases += regressed
+    order = ([c["id"] for c in regressed] + [c["id"] for c in cases[:50]]
+             + [c["id"] for c in cases[1000:1050]] + [c["id"] for c in cases[4900:4950]])
+    return make_record(cases, removed=[f"gone-{n}" for n in range(2000)]), order
+
+
+def shown_ids(md):
+    """The case ids a Markdown report shows, in its order, as the ids the record holds."""
+    ids = []
+    for line in md.split("\n"):
+        match = re.match(r"(?:#### |- )case\\-(\d{4})\\-", line)
+        if match:
+            ids.append(int(match.group(1)))
+    return ids
+
+
+class CommentSizeTest(unittest.TestCase):
+    """The Markdown report fits one pull-request comment, however many cases the run has."""
+
+    def test_a_5000_case_run_fits_one_comment_worst_cases_first(self):
+        record, order = big_run()
+        md = evals_extras.render_markdown(record, link=RUN_PAGE)
+        self.assertLessEqual(len(COMMENT_MARKER + md), COMMENT_LIMIT)
+        self.assertLessEqual(len((COMMENT_MARKER + md).encode("utf-8")), 262144)
+        shown = shown_ids(md)
+        expected = [int(i[5:9]) for i in order]
+        self.assertGreater(len(shown), 20)  # every regression, then errored cases
+        self.assertEqual(shown, expected[: len(shown)])
+        self.assertLess(len(shown), len(expected))  # the budget, not the 50 a section, cut it
+        headings = [md.index(h) for h in ("### Regressed (20)", "### Errored (1000)",
+                                          "### New and other failures (3900)", "### Fixed (80)")]
+        self.assertEqual(headings, sorted(headings))
+        self.assertTrue(md.endswith(
+            f"\n\n**{5000 - len(shown)} more cases not shown**, to fit a pull-request comment: "
+            "the HTML report has every case, the pass rate by tag and the flaky cases "
+            f"([this run's artifacts]({RUN_PAGE})).\n"), md[-400:])
+        self.assertNotIn("gone-1", md)  # the list of removed cases went with the cut
+        self.assertEqual(outside_fences(md).count("```"), 0)  # every fence closed
+
+    def test_a_5000_case_run_of_regressions_with_long_outputs_fits_one_comment(self):
+        output = "```` " + "`" * 30 + " <b>&amp;</b>\n" * 200
+        cases = [entry(f"case-{n:04d}-" + "&`" * 95, "fail", "regressed", output,
+                       baseline="pass", checks=[check("not_contains", False, "found '&'" * 50)])
+                 for n in range(4500)]
+        cases += [entry(f"case-{n:04d}", "error", "errored", baseline="pass", checks=[],
+                        error="TimeoutError") for n in range(4500, 5000)]
+        md = evals_extras.render_markdown(make_record(cases), link=RUN_PAGE)
+        self.assertLessEqual(len(COMMENT_MARKER + md), COMMENT_LIMIT)
+        shown = shown_ids(md)
+        self.assertEqual(shown, list(range(len(shown))))  # regressions, in the record's order
+        self.assertGreater(len(shown), 5)
+        self.assertIn(f"\n\n**{5000 - len(shown)} more cases not shown**", md)
+        self.assertIn("### Errored (500)\n\n… and 500 more\n", md)
+
+    def test_a_case_longer_than_a_comment_is_counted_not_shown(self):
+        reasons = [check(f"c{n}", False, "&" * 600) for n in range(200)]  # 600 kB escaped
+        record = make_record([entry("huge", "fail", "regressed", "x", baseline="pass",
+                                    checks=reasons)])
+        md = evals_extras.render_markdown(record)
+        self.assertLessEqual(len(md), 50000)
+        self.assertNotIn("#### huge", md)
+        self.assertIn("### Regressed (1)\n\n… and 1 more\n\n**1 more case not shown**", md)
+
+    def test_without_a_link_the_cut_report_names_the_option(self):
+        record, _ = big_run()
+        md = evals_extras.render_markdown(record)
+        self.assertIn("the flaky cases (`--html`).\n", md)
+        self.assertNotIn("](", outside_fences(md))
+
+    def test_a_small_run_is_not_cut(self):
+        record, previous = sample()
+        self.assertEqual(evals_extras.render_markdown(record, previous, link=RUN_PAGE),
+                         evals_extras.render_markdown(record, previous))
+        self.assertNotIn("not shown", evals_extras.render_markdown(record, link=RUN_PAGE))
+
+    def test_the_report_command_links_the_run_and_fits_after_masking(self):
+        # A credential of 8 characters masked as "[redacted]" (10) grows the text: the file the
+        # workflow posts still fits.
+        secret = "s3cr3tK9"
+        record, _ = big_run(secret)
+        with tempfile.TemporaryDirectory() as directory:
+            path, md_path = (os.path.join(directory, n) for n in ("run.json", "report.md"))
+            summary = os.path.join(directory, "summary.md")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+            env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "owner/repo",
+                   "GITHUB_RUN_ID": "42", "REPORT_TOKEN": secret, "GITHUB_STEP_SUMMARY": summary}
+            with unittest.mock.patch.dict(os.environ, env):
+                code = evals.main(["report", path, "--markdown", md_path, "--github"],
+                                  io.StringIO(), io.StringIO())
+            self.assertEqual(code, 0)  # a report, not a gate
+            with open(md_path, encoding="utf-8") as handle:
+                md = handle.read()
+            with open(summary, encoding="utf-8") as handle:
+                self.assertEqual(handle.read(), md + "\n")
+        self.assertNotIn(secret, md)
+        self.assertIn("[redacted]", md)
+        self.assertLessEqual(len(COMMENT_MARKER + md), COMMENT_LIMIT)
+        self.assertIn(f"([this run's artifacts]({RUN_PAGE})).\n", md)
 
 
 class TagCollector(html.parser.HTMLParser):
