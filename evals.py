@@ -42,7 +42,7 @@ CheckResult, atomic writes, loading callables, `_extras`, a client's reply read 
 repeats; the replay of recorded outputs); outcomes (`decide`, the baseline, the run record);
 reports (the summary, annotations); command line (options, `main`).
 
-evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.4.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import argparse
@@ -73,7 +73,7 @@ except ImportError:  # Python 3.9 and 3.10
     import sre_compile as _regex_compiler
     import sre_parse as _regex_parser
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [  # each check_* function is public too
     "EvalsError",

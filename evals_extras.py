@@ -23,7 +23,7 @@ the rate limits), outcomes (reading, comparing and merging records; statistics; 
 --omit-outputs), reports (JUnit, Markdown, HTML), commands (merge, history, add, check, report,
 compare, review, capture) and the command line's options and hooks.
 
-evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.4.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import collections

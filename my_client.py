@@ -9,7 +9,7 @@ provider configured by the ``EVALS_*`` environment variables; ``make_client(prov
 of a live run, pacing, waiting when a provider refuses a call) is the harness's.  Every
 setting, error and retry rule is in docs/clients.md.
 
-evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.4.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import atexit

@@ -6,7 +6,7 @@ each request the body a live call would send, polls until the batch ends (within
 half the price) and reads each answer with the live call's parser.  Copy it beside my_client.py
 to use batches; see docs/live-runs.md.
 
-evals 0.3.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
+evals 0.4.0, MIT licence (see LICENSE). Python 3.9 or newer, standard library only.
 """
 
 import collections.abc
