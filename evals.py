@@ -1573,7 +1573,22 @@ class _Shape(collections.namedtuple("_Shape", "runs first empty ambiguous")):
     ambiguous: it matches some string in two ways."""
 
 
-@functools.cache
+DEEPEST_PATTERN = 100  # levels of groups, repeats and branches; the same on every Python
+
+
+def _nesting(parsed):
+    """How many levels of subpatterns (groups, repeats, branches) a parsed pattern nests,
+    walked without recursion."""
+    deepest, stack = 0, [(parsed, 0)]
+    while stack:
+        items, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for _op, argument in items:
+            stack.extend((part, depth + 1) for part in _parts(argument))
+    return deepest
+
+
+@functools.lru_cache(maxsize=None)
 def _backtracking_problem(pattern, flags):
     """Why the `pattern` (str) compiled with `flags` (int) may backtrack catastrophically
     (str), or None: a repeat of more than _LONG_REPEAT rounds whose part matches a run of one
@@ -1582,10 +1597,12 @@ def _backtracking_problem(pattern, flags):
     A required item the inner repeat cannot match keeps it safe: `(\\d+,)*`, `(\\w+\\s)*`."""
     parsed = _regex_parser.parse(pattern, flags)
     flags = parsed.state.flags
-    try:
-        found = _risky_repeat(parsed, flags, _probes(parsed))
-    except RecursionError:  # some hundreds of groups, one inside the other
-        return "nests groups too deeply to check whether it may backtrack catastrophically"
+    if _nesting(parsed) > DEEPEST_PATTERN:  # the walk below recurses once a level
+        return (
+            f"nests groups more than {DEEPEST_PATTERN} deep, too deep to check whether it may "
+            "backtrack catastrophically"
+        )
+    found = _risky_repeat(parsed, flags, _probes(parsed))
     if found is None:
         return None
     node, reason = found
