@@ -1632,10 +1632,22 @@ def _risky_repeat(items, flags, probes):
     return None
 
 
+def _only_repeat(items):
+    """The one item of a parsed pattern that is nothing but it, groups stripped, or None."""
+    while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
+        items = items[0][1][3]
+    if len(items) == 1:
+        return items[0]
+    return None
+
+
 def _loop_risk(body, flags, probes):
     """Why repeating `body` without limit may backtrack exponentially (str), or None."""
     shape = _shape(body, flags, probes)
     if _pumps(shape.runs) and _has_repeat(body, flags):
+        return _NESTED
+    inner = _only_repeat(body)  # ((ab)*)*: every split of a run of "ab"s into rounds
+    if inner and inner[0] in _REPEATS and inner[1][1] > max(1, inner[1][0]):
         return _NESTED
     if _pumps(shape.runs) or shape.ambiguous or _branches_overlap(body, flags, probes):
         return _ALTERNATIVES

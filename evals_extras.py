@@ -5456,13 +5456,16 @@ def load_variants(path):
     anything is called."""
     variants, problems, seen = [], [], {}
     folder = os.path.dirname(path)
-    with open(path, encoding="utf-8-sig") as handle:
+    with open(path, "rb") as handle:
         lines = handle.read().splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = strict_json_loads(line, unique_keys=True)
+            row = strict_json_loads(line.decode("utf-8-sig" if number == 1 else "utf-8"), True)
+        except UnicodeDecodeError:
+            problems.append(f"{path}:{number}: not UTF-8 text")
+            continue
         except (ValueError, RecursionError) as exc:
             problems.append(f"{path}:{number}: not valid JSON: {exc}")
             continue
@@ -5472,10 +5475,19 @@ def load_variants(path):
         found = _variant_problems(row, folder)
         problems += [f"{path}:{number}: {field}: {problem}" for field, problem in found]
         name = row.get("name")
-        if isinstance(name, str) and name in seen:
-            problems.append(f"{path}:{number}: name: {name!r} is also line {seen[name]}'s")
-        if isinstance(name, str):
-            seen.setdefault(name, number)
+        if isinstance(name, str):  # one file a name in --out-dir, on any file system
+            key = name.casefold()
+            if key in seen:
+                problems.append(
+                    f"{path}:{number}: name: {name!r} is also line {seen[key]}'s (names that "
+                    "differ only in case would share a file)"
+                )
+            if key == "matrix":
+                problems.append(
+                    f"{path}:{number}: name: 'matrix' names the table's own file in --out-dir "
+                    "(matrix.json); choose another"
+                )
+            seen.setdefault(key, number)
         if not found:
             recordings = row.get("recordings")
             if recordings is not None:
@@ -5586,9 +5598,15 @@ def _file_state(path):
 def _run_variant(variant, args, out, stderr):
     """Run `variant` and return its record; EvalsError when it wrote none (invalid input).
     What its run says on stderr is passed on as it comes, each line after [NAME]."""
+    import signal
     import subprocess
 
     env = {**os.environ, **variant.env, "PYTHONIOENCODING": "utf-8"}
+    if variant.env and "EVALS_CACHE_PATH" not in variant.env:
+        # The cache knows a client by its code, not its environment: two variants of one
+        # client that differ in `env` would answer each other's cases.
+        cache = os.environ.get("EVALS_CACHE_PATH") or DEFAULT_CACHE
+        env["EVALS_CACHE_PATH"] = f"{os.path.splitext(cache)[0]}.{variant.name}.sqlite"
     before = _file_state(out)
     with subprocess.Popen(
         _variant_argv(variant, args, out),
@@ -5599,9 +5617,14 @@ def _run_variant(variant, args, out, stderr):
         encoding="utf-8",
         errors="replace",
     ) as process:
-        for line in process.stderr:
-            stderr.write(f"[{variant.name}] {line}")
-            stderr.flush()
+        try:
+            for line in process.stderr:
+                stderr.write(f"[{variant.name}] {line}")
+                stderr.flush()
+        except KeyboardInterrupt:  # a signal to the matrix alone: its variant stops too
+            process.send_signal(signal.SIGINT)
+            process.wait()
+            raise
     if process.returncode == EXIT_INTERRUPTED:
         raise KeyboardInterrupt
     if _file_state(out) in (None, before):
@@ -6340,8 +6363,8 @@ OPTIONS = {
     "$EVALS_CACHE_PATH or .evals/cache.sqlite; delete it to empty it)",
     "--no-cache": "call the model for every case, even with EVALS_CACHE=1",
     "--resume": "after a live run was interrupted (Ctrl-C, a CI timeout): reuse the answers it "
-    "got, kept in its journal (.evals/unfinished.jsonl beside the baseline, deleted once a run "
-    "finishes), and call only the rest",
+    "got, kept in their journals (.evals/unfinished.*.jsonl beside the baseline, each deleted "
+    "once its answers are in a written record), and call only the rest",
     "--errored": "run only cases that errored in the baseline's last run",
     "--repeat-flaky": dict(
         type=bounded_number(int, 2, 1000),

@@ -22,6 +22,11 @@ REFUSED = "may backtrack catastrophically"
 
 # (pattern, the part the message names): OWASP's "Evil Regexes" and the shapes they stand for.
 EVIL = [
+    # a repeat of nothing but a repeat of several characters: every split of "abab..." into rounds
+    (r"((ab)*)*c", "((ab)*)*"),
+    (r"((ab)+)+c", "((ab)+)+"),
+    (r"(?:(?:ab)*)*c", "(?:(?:ab)*)*"),
+    (r"((ab){1,3})+c", "((ab){1,3})+"),
     (r"(a+)+", "(a+)+"),
     (r"(a+)+$", "(a+)+"),
     (r"^(a+)+$", "(a+)+"),

@@ -247,6 +247,51 @@ class RunsTest(MatrixCase):
         self.assertEqual((rows["right"]["passed"], rows["wrong"]["passed"]), (4, 0))
         self.assertEqual(rows["wrong"]["versus"]["worse"], 4)
         self.assertEqual(rows["right"]["client"], "client:ask")
+        # With --cache, twice: each variant its own answers, never the other's (the cache
+        # knows a client by its code; these two differ only in their environment).
+        for _ in range(2):
+            code, _, err = self.main("--variants", "variants.jsonl", "--cache")
+            self.assertEqual(code, 0, err)
+            _, rows = self.table()
+            self.assertEqual((rows["right"]["passed"], rows["wrong"]["passed"]), (4, 0))
+
+    def test_a_signal_to_the_matrix_alone_stops_its_running_variant(self):
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        self.cases(30)
+        self.write("client.py", [
+            "import os, time",
+            "def ask(prompt):",
+            "    with open('child.pid', 'w') as handle:",
+            "        handle.write(str(os.getpid()))",
+            "    time.sleep(0.5)",
+            "    return 'yes'",
+        ])
+        self.write("variants.jsonl", [json.dumps({"name": "slow", "client": "client:ask"}),
+                                      json.dumps({"name": "other", "client": "client:ask"})])
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
+        process = subprocess.Popen(
+            [sys.executable, os.path.join(root, "evals.py"), "matrix", "--variants",
+             "variants.jsonl"], cwd=self.dir, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: process.poll() is None and (process.kill(), process.wait()))
+        pid_file = os.path.join(self.dir, "child.pid")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(pid_file):
+            self.assertLess(time.monotonic(), deadline, "the variant never called its client")
+            time.sleep(0.05)
+        with open(pid_file) as handle:
+            child = int(handle.read())
+        process.send_signal(signal.SIGINT)  # the matrix's own pid, not its process group
+        _, err = process.communicate(timeout=30)
+        self.assertEqual(process.returncode, 130, err)
+        with self.assertRaises(ProcessLookupError):  # the variant's run ended with it
+            os.kill(child, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "runs", "slow.json")))
 
     def test_repeat_gives_pass_at_k(self):
         self.cases(4)
@@ -407,6 +452,26 @@ class RunsTest(MatrixCase):
 
 
 class ValidationTest(MatrixCase):
+    def test_names_that_would_share_a_file_and_text_that_is_not_utf8(self):
+        self.cases(2)
+        self.answers("ref", 2)
+        self.write("variants.jsonl", [
+            json.dumps({"name": "Ref", "recordings": "ref.jsonl"}),
+            json.dumps({"name": "ref", "recordings": "ref.jsonl"}),
+            json.dumps({"name": "matrix", "recordings": "ref.jsonl"}),
+        ])
+        with open(os.path.join(self.dir, "variants.jsonl"), "ab") as handle:
+            handle.write(b'{"name": "caf\xe9", "recordings": "ref.jsonl"}\n')
+        code, out, err = self.main("--variants", "variants.jsonl")
+        self.assertEqual((code, out), (2, ""))
+        for line in ("variants.jsonl:2: name: 'ref' is also line 1's (names that differ only "
+                     "in case would share a file)",
+                     "variants.jsonl:3: name: 'matrix' names the table's own file",
+                     "variants.jsonl:4: not UTF-8 text"):
+            self.assertIn(line, err)
+        self.assertNotIn("Traceback", err)
+
+
     def test_each_problem_is_named_by_file_line_and_field(self):
         self.cases(2)
         self.answers("ref", 2)
