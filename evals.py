@@ -2707,6 +2707,7 @@ class RunOptions:
         """A run's own state: a refused key stops this run's calls, not a later run's."""
         self.refused = None  # why every later call would be refused too (a refused key)
         self.replies = self.cached = self.refusals = 0
+        self.idle_refusals, self.replies_at_refusal = 0, None  # of the whole run, in a row
 
     @property
     def needed(self):
@@ -2974,13 +2975,25 @@ class _Job:
 
 def _refusal_wait(job, refused, options):
     """The seconds `job` waits before its refused call is made again, or None when it gives up:
-    refused REFUSALS_WITHOUT_PROGRESS times in a row while no call of the run was answered."""
+    refused REFUSALS_WITHOUT_PROGRESS times in a row while no call of the run was answered, or
+    the run's calls that many times each of its -j workers (then every later call is not made:
+    options.refused says why)."""
     with options._counting:
         options.refusals += 1
         replies = options.replies
+        if replies != options.replies_at_refusal:
+            options.idle_refusals, options.replies_at_refusal = 0, replies
+        options.idle_refusals += 1
+        in_a_row = options.idle_refusals
     if replies != job.replies_seen:  # the run is making progress: this refusal is a wait
         job.idle_refusals, job.replies_seen = 0, replies
     job.idle_refusals += 1
+    if in_a_row > REFUSALS_WITHOUT_PROGRESS * options.concurrency:
+        options.refused = (
+            f"the provider refused the run's last {in_a_row} calls, none answered in between: "
+            f"is the provider down, or its limit too low for -j {options.concurrency}?"
+        )
+        return None
     if job.idle_refusals > REFUSALS_WITHOUT_PROGRESS:
         return None
     if refused.wait > 0:

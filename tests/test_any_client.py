@@ -226,6 +226,27 @@ class RefusalTest(unittest.TestCase):
         self.assertIn("refused 8 times in a row while no call of the run was answered",
                       result.error)
 
+    def test_once_a_case_gives_up_on_a_provider_that_answers_nothing_the_rest_are_not_called(self):
+        # Each of 20 cases waiting out 8 refusals of its own took over a minute a case.
+        class Refused(Exception):
+            retry_after = 0.0
+
+        calls = []
+
+        def client(prompt):
+            calls.append(prompt)
+            raise Refused("HTTP 429")
+
+        old = evals.REFUSAL_WAIT
+        evals.REFUSAL_WAIT = 0.001
+        self.addCleanup(setattr, evals, "REFUSAL_WAIT", old)
+        results = evals.run_cases(self.cases(20), client, evals.RunOptions(concurrency=4))
+        self.assertEqual({r.status for r in results}, {"error"})
+        self.assertLessEqual(len(calls), 8 * 4 + 4)  # 8 for each of the 4 workers, not 20 x 9
+        not_called = [r for r in results if r.error.startswith("not called: the provider refused")]
+        self.assertGreaterEqual(len(not_called), 1)
+        self.assertRegex(not_called[0].error, r"refused the run's last \d+ calls, none answered")
+
     def test_run_case_tries_a_key_refused_in_an_earlier_run_again(self):
         class Denied(Exception):
             status = 401
