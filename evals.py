@@ -4296,10 +4296,10 @@ def one_line(value):
 
 def shown_id(case_id):
     """A case id (str) on one line, every character str.isprintable() rejects spelled out
-    (\\r, \\n, \\u200c, \\xa0, \\u202e): ids that differ by a line ending, an invisible or a
-    bidirectional character are shown differently in every report."""
+    (\\r, \\n, \\u200c, \\xa0, \\u202e) and a backslash doubled, as Python spells a string:
+    two ids that differ are shown differently in every report."""
     return "".join(
-        char if char.isprintable() else char.encode("unicode_escape").decode()
+        char if char.isprintable() and char != "\\" else char.encode("unicode_escape").decode()
         for char in shown_text(case_id)
     )
 

@@ -710,7 +710,8 @@ class EndToEndTest(unittest.TestCase):
     def test_ids_that_differ_by_what_cannot_be_seen_stay_apart_in_every_report(self):
         # CRLF against LF, a zero-width non-joiner, a bidi isolate, a no-break space: each id
         # must get its own JUnit name, Markdown line, HTML cell and terminal line.
-        ids = ["a\r\nb", "a\nb", "a\rb", "a\u200cb", "ab", "a\u2066b", "a\xa0b", "a b"]
+        ids = ["a\r\nb", "a\nb", "a\rb", "a\u200cb", "ab", "a\u2066b", "a\xa0b", "a b",
+               "a\\nb", "a\\u200cb"]  # the last two: a backslash, then letters
         cases = [{"id": i, "input": f"q{n}", "checks": [{"type": "equals", "value": "yes"}]}
                  for n, i in enumerate(ids)]
         with tempfile.TemporaryDirectory() as directory:
