@@ -3963,27 +3963,49 @@ def verdicts_kept(record, baseline):
 class _Spool:
     """Record entries in an unnamed temporary file, not in memory: re-scoring 100,000 cases
     peaks within 2x of a minimal loop's memory (30,000: 92 MB held, 59 MB spooled). append()
-    as cases finish; iterate: new dicts; lines(): their JSON text."""
+    as cases finish; iterate: new dicts; lines(): their JSON text; where(keep): some of them."""
 
     def __init__(self):
         import tempfile
 
         # A 64 KB buffer: 8 KB would cost 1.5 us a case more.
         self._file = tempfile.TemporaryFile(buffering=1 << 16)
+        self._kinds = []  # (change, status) of each entry, for where(); equal ones share...
+        self._kind = {}  # ...one tuple: 8 bytes an entry
 
     def __del__(self):  # closed, not left to the collector with a ResourceWarning
         self._file.close()
 
     def append(self, entry):
+        kind = (entry.get("change"), entry.get("status"))
+        self._kinds.append(self._kind.setdefault(kind, kind))
         self._file.write(json_line_bytes(entry))
 
-    def lines(self):
+    def _encoded(self):
         self._file.flush()
         self._file.seek(0)
-        return (line[:-1].decode("utf-8") for line in self._file)
+        return iter(self._file)  # UTF-8 lines, each ending with "\n"
+
+    def lines(self):
+        return (line[:-1].decode("utf-8") for line in self._encoded())
 
     def __iter__(self):
         return map(json.loads, self.lines())
+
+    def where(self, keep):
+        """The entries (new dicts) whose change and status keep(change, status) accepts, the
+        others neither decoded nor parsed: the summary of 100,000 re-scored cases takes 0.04 s
+        with -q, not 0.57 s (0.40 s, not 0.89 s, listing the 22,695 that fail)."""
+        kept = (line for line, kind in zip(self._encoded(), self._kinds) if keep(*kind))
+        return map(json.loads, kept)  # json.loads reads UTF-8 bytes
+
+
+def _entries_where(cases, keep):
+    """The entries of a record's `cases` (a list, or a _Spool) whose change and status
+    keep(change, status) accepts."""
+    if isinstance(cases, _Spool):
+        return cases.where(keep)
+    return (entry for entry in cases if keep(entry.get("change"), entry.get("status")))
 
 
 def record_chunks(record):
@@ -4230,11 +4252,12 @@ def format_summary(record, quiet=False):
     if quiet:
         sections = dict(_SUMMARY_SECTIONS[:2])
     listed = {change: [] for change in sections}
-    for entry in record["cases"]:  # a new case is listed only when it does not pass
-        if entry.get("change") in sections and not (
-            entry["change"] == "new" and entry.get("status") == "pass"
-        ):
-            listed[entry["change"]].append(entry)
+
+    def shown_here(change, status):  # a new case is listed only when it does not pass
+        return change in sections and not (change == "new" and status == "pass")
+
+    for entry in _entries_where(record["cases"], shown_here):
+        listed[entry["change"]].append(entry)
     for change, label in sections.items():
         entries, groups = listed[change], {}
         if change == "errored":  # an error of three or more cases once (a missing key errs on all)

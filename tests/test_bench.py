@@ -1,5 +1,6 @@
 """benchmarks/bench.py's own logic, quickly: --evals copies (a path, a git revision) become
-scratch folders with the right files, and the plain thread-pool loop sends its N requests."""
+scratch folders with the right files, the plain thread-pool loop sends its N requests, and a
+command's CPU time is measured apart from its wall time."""
 
 import argparse
 import importlib.util
@@ -90,6 +91,19 @@ class PlainLoopTest(unittest.TestCase):
             count, peak = server.stats()
             self.assertEqual(count, 12)
             self.assertTrue(1 <= peak <= 4, peak)  # never more than C in flight
+
+
+class MeasureTest(unittest.TestCase):
+    def test_the_cpu_time_is_the_commands_own_not_its_wall_time(self):
+        # a child that sleeps 1 s uses next to no CPU; one that spins until its own process
+        # time reaches 0.3 s uses at least that, however busy the machine is
+        sleeper = bench.measure([sys.executable, "-c", "import time; time.sleep(1)"], ROOT, 60)
+        spinner = bench.measure([sys.executable, "-c", "import time\n"
+                                 "while time.process_time() < 0.3: pass"], ROOT, 60)
+        self.assertEqual((sleeper["exit"], spinner["exit"]), (0, 0))
+        self.assertGreaterEqual(sleeper["wall_s"], 1.0)
+        self.assertLess(sleeper["cpu_s"], 0.5)
+        self.assertGreaterEqual(spinner["cpu_s"], 0.3)
 
 
 if __name__ == "__main__":

@@ -765,13 +765,13 @@ class SpooledRecordTest(unittest.TestCase):
     from there, the same as from a list, without holding them all."""
 
     @staticmethod
-    def record(count, spool):
+    def record(count, spool, passed_before=("c1", "c2")):
+        # every 50th case fails (c0, c50...), the others pass
         cases = [evals.Case(f"c{n}", "q", ({"type": "contains_all", "values": ["ok"]},))
                  for n in range(count)]
         answers = {f"c{n}": ("ok " if n % 50 else "no ") + "word " * 400 for n in range(count)}
         results = evals.run_cases(cases, evals.replay_client(answers))
-        before = {"c1": {"id": "c1", "status": "pass", "baseline": "pass"},
-                  "c2": {"id": "c2", "status": "pass", "baseline": "pass"}}
+        before = {i: {"id": i, "status": "pass", "baseline": "pass"} for i in passed_before}
         run = evals.RunResult(results, "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:09+00:00",
                               "t")
         return evals.make_record(run, evals.Baseline(before), cases,
@@ -784,6 +784,35 @@ class SpooledRecordTest(unittest.TestCase):
                        evals.github_annotations, evals.format_summary):
             with self.subTest(render=render.__name__):
                 self.assertEqual(render(spooled), render(listed))
+
+    def test_the_summary_parses_only_the_entries_it_lists(self):
+        # c0 passed before and fails now (regressed), c50 and c100 fail (new), the other 117
+        # pass: the summary lists three entries, with -q the regression alone, and parses no
+        # other entry of the spool
+        spooled = self.record(120, True, passed_before=("c0", "c1", "c2"))
+        listed = self.record(120, False, passed_before=("c0", "c1", "c2"))
+        for quiet, shown in ((False, ["REGRESSED: c0", "NEW FAIL: c50", "NEW FAIL: c100"]),
+                             (True, ["REGRESSED: c0"])):
+            with self.subTest(quiet=quiet):
+                expected = evals.format_summary(listed, quiet)
+                with unittest.mock.patch.object(json, "loads", wraps=json.loads) as parse:
+                    summary = evals.format_summary(spooled, quiet)
+                self.assertEqual(summary, expected)
+                self.assertEqual([line for line in summary.splitlines() if "FAIL" in line
+                                  or "REGRESSED" in line], shown)
+                self.assertEqual(parse.call_count, len(shown))
+
+    def test_the_spool_gives_back_the_entries_asked_for_in_order(self):
+        spooled, listed = self.record(120, True), self.record(120, False)
+
+        def failed(change, status):
+            return status == "fail"
+
+        self.assertEqual(list(evals._entries_where(spooled["cases"], failed)),
+                         [json.loads(json.dumps(e)) for e in listed["cases"]
+                          if e["status"] == "fail"])
+        self.assertEqual([e["id"] for e in evals._entries_where(listed["cases"], failed)],
+                         ["c0", "c50", "c100"])
 
     def test_the_record_is_written_the_same_from_the_spool(self):
         # 120 entries of 2 KB: the spool gives them back in several blocks of lines
