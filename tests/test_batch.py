@@ -473,7 +473,8 @@ class ResumeTests(BatchCase):
         self.assertEqual(server.created(), ["/v1/batches"])
         self.assertEqual(len(self.record()["cases"]), 4)
 
-    def test_a_real_ctrl_c_while_polling(self):
+    def polling(self):
+        """evals.py --batch in a process, once its batch (held at the server) was polled twice."""
         server = self.serve()
         server.hold = True
         env = {k: v for k, v in os.environ.items()
@@ -491,30 +492,18 @@ class ResumeTests(BatchCase):
             self.assertIsNone(process.poll(), "evals.py exited early")
             self.assertLess(time.monotonic(), deadline, "no batch was polled")
             time.sleep(0.05)
+        return process
+
+    def test_a_real_ctrl_c_while_polling(self):
+        process = self.polling()
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=20)
         self.assertEqual(process.returncode, 130, err)
         self.assertIn("--batch-resume batch_1, collects it", err)
         self.assertEqual([b["id"] for b in self.saved()], ["batch_1"])
 
-    def test_ctrl_c_pressed_again_and_again_while_polling_prints_no_traceback(self):
-        server = self.serve()
-        server.hold = True
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("EVALS_") and not k.endswith("_API_KEY")}
-        env.update(EVALS_PROVIDER="openai", EVALS_BASE_URL=server.url, OPENAI_API_KEY=KEY,
-                   EVALS_BATCH_POLL_S="0.1", PYTHONPATH=ROOT)
-        process = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "evals.py"), "--cases", self.cases, "--batch",
-             "--client", "my_client:ask", "--out", "record.json", "--no-history"],
-            cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        self.addCleanup(lambda: process.poll() is None and (process.kill(), process.wait()))
-        deadline = time.monotonic() + 20
-        while not server.batches or server.batches["batch_1"]["polls"] < 2:
-            self.assertIsNone(process.poll(), "evals.py exited early")
-            self.assertLess(time.monotonic(), deadline, "no batch was polled")
-            time.sleep(0.05)
+    def test_ctrl_c_pressed_twice_while_polling_prints_no_traceback(self):
+        process = self.polling()
         # An impatient user: Ctrl-C, and again 20 ms later, while the first is handled.
         process.send_signal(signal.SIGINT)
         time.sleep(0.02)
