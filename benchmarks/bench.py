@@ -13,6 +13,8 @@ machine moves both sides alike.
         --evals now=evals.py                   # before/after, side by side, in one run
     python benchmarks/bench.py --evals main=git:main --evals now=evals.py \\
         --skip throughput --skip rescore --skip startup   # the rate-limited parts only
+    python benchmarks/bench.py --skip throughput --skip 429 --skip limited --skip rescore \\
+        --skip startup --rounds 3              # the matrix only
 
 --evals [LABEL=]PATH or [LABEL=]git:REV (repeatable; default: this repository's evals.py)
 names each copy of evals.py to measure; every part runs for every copy in the same run and
@@ -62,6 +64,16 @@ the machine's other work only ever adds time. Every round's time is printed.
    OpenAI-compatible gateways do: no x-ratelimit-* headers, and a 429 with Retry-After only, or
    a bare 429; the run must learn the limits from the refusals.  Targets: every case answered,
    wall <= 1.3 x the bound, at most 15 % of requests refused.  One run per copy and flavour.
+1d. A matrix: `python EVALS matrix --variants VARIANTS -j 16 --out-dir DIR` runs 3 variants of
+   my_client (model-a, model-b, model-c: EVALS_MODEL in each variant's env) x 200 cases, each
+   variant a normal run in a process of its own, one after another, against one loopback
+   server answering after 50 ms (not --latency).  First without a rate limit: the bound is the
+   three runs' latency bounds added, 3 x ceil(200 / 16) x latency (1.95 s).  Then with a
+   requests limit the three share (part 1c's bucket: 120 requests a 6 s "minute", 20 a
+   second, x-ratelimit-* headers): the bound is the 600th request admitted as soon as the
+   bucket holds it, plus the latency ((600 - 120) / 20 + 0.05 = 24.05 s).  Target: wall <= 1.1
+   x the bound, every request answered, exit 0.  A copy without the matrix command is skipped
+   with a note.  R rounds per copy, the best counted.
 2. Re-scoring: N generated cases (100,000) with 5 checks each and their recorded outputs
    (written to disk as they are generated, so N=1,000,000 works).  `python EVALS --rescore
    recordings.jsonl --out RECORD --no-history -q` scores them and writes its run record; the
@@ -871,6 +883,128 @@ def part_limited(copies, n, latency, level, workdir, summary):
                             "%d answered, exit %d" % (row["answered"], row["exit"]),
                             row["exit"] == 0 and row["answered"] >= n))
 
+
+# ---------------------------------------------------------------------------------------------
+# 1d. A matrix of variants against the bound they share
+# ---------------------------------------------------------------------------------------------
+
+# `evals.py matrix` runs each variant as a normal run in a process of its own, one after
+# another, so no two share a provider's rate limit at once. Three variants of my_client (a
+# model name apiece) x 200 cases at -j 16, against one loopback server: with a latency only,
+# the bound is the three runs' latency bounds added; with a requests limit they share, the
+# 600 requests admitted at its rate (the bucket full at the start), whoever sends them.
+MATRIX_VARIANTS = ("model-a", "model-b", "model-c")
+MATRIX_CASES = 200
+MATRIX_CONCURRENCY = 16
+MATRIX_LATENCY = 0.05  # s; not --latency: the start-up of each variant is what is measured
+MATRIX_TARGET = 1.10  # x the shared physical bound
+# Flavour: the server's buckets, each a "minute" of LIMITED_WINDOW s (none: a latency only).
+# 120 requests a 6 s "minute" is 20 a second: 600 requests take (600 - 120) / 20 s + latency.
+MATRIX_FLAVOURS = {"latency only": {}, "20 requests/s shared": {"requests": 120}}
+
+
+def has_matrix(copy):
+    """Whether the copy has the `matrix` command (older copies have none): its --help."""
+    _wall, done = _run([sys.executable, copy.path, "matrix", "--help"], _base_env(),
+                       copy.folder, 60)
+    return done.returncode == 0 and b"--variants" in done.stdout
+
+
+def write_variants(path, url):
+    """A variants file: MATRIX_VARIANTS, each my_client against the server at `url`."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for model in MATRIX_VARIANTS:
+            handle.write(json.dumps({"name": model, "client": "my_client:ask", "env": {
+                "EVALS_PROVIDER": "openai", "EVALS_BASE_URL": url, "OPENAI_API_KEY": KEY,
+                "EVALS_MODEL": model}}) + "\n")
+
+
+def matrix_bound(limits, costs, variants, n, level, latency, window):
+    """Seconds: the least wall time of `variants` runs of n cases at `level` in flight, one
+    after another (each ceil(n / level) x latency), and of their variants x n requests
+    against the shared buckets `limits` (limited_bound)."""
+    runs = variants * math.ceil(n / level) * latency
+    if not limits:
+        return runs
+    return max(runs, limited_bound(limits, costs, variants * n, level, latency, window))
+
+
+def bench_matrix_once(copy, limits, cases, workdir, run_number):
+    """One `evals.py matrix` run of the copy against a fresh server with `limits`."""
+    out_dir = os.path.join(workdir, "matrix-%d" % run_number)
+    with BucketServer("openai", MATRIX_LATENCY, limits, LIMITED_WINDOW) as server:
+        variants = os.path.join(workdir, "variants-%d.jsonl" % run_number)
+        write_variants(variants, server.url)
+        argv = [sys.executable, copy.path, "matrix", "--variants", variants, "--cases", cases,
+                "-j", str(MATRIX_CONCURRENCY), "--out-dir", out_dir]
+        wall, done = _run(argv, _base_env(), copy.folder, 600)
+        costs = server.costs({"messages": [{"content": _question(0)}]})
+        answered, refused = server.answered, server.refused
+    bound = matrix_bound(limits, costs, len(MATRIX_VARIANTS), MATRIX_CASES, MATRIX_CONCURRENCY,
+                         MATRIX_LATENCY, LIMITED_WINDOW)
+    return {"wall_s": wall, "bound_s": bound, "ratio": wall / bound, "answered": answered,
+            "refused": refused, "exit": done.returncode,
+            "stdout": done.stdout.decode("utf-8", "replace").strip(),
+            "stderr": done.stderr.decode("utf-8", "replace").strip(),
+            "command": "(cd %s && %s)" % (shlex.quote(copy.folder), _command_text(argv))}
+
+
+def bench_matrix(copies, rounds, workdir):
+    """{flavour: {label: [run, ...]}}, `rounds` runs of each copy in each flavour, the copies
+    interleaved within a round, the order reversed every other round."""
+    cases = os.path.join(workdir, "matrix_cases.jsonl")
+    write_simple_cases(cases, MATRIX_CASES)
+    runs = {flavour: {copy.label: [] for copy in copies} for flavour in MATRIX_FLAVOURS}
+    run_number = 0
+    for round_number in range(rounds):
+        order = copies if round_number % 2 == 0 else copies[::-1]
+        for flavour, limits in MATRIX_FLAVOURS.items():
+            for copy in order:
+                run_number += 1
+                runs[flavour][copy.label].append(
+                    bench_matrix_once(copy, limits, cases, workdir, run_number))
+    return runs
+
+
+def part_matrix(copies, rounds, workdir, summary):
+    print("\n1d. A matrix: `evals.py matrix`, %d variants of my_client x %d cases at -j %d, "
+          "one after another, %d ms latency; without a rate limit, then with one the variants "
+          "share; best of %d interleaved run(s)" % (
+              len(MATRIX_VARIANTS), MATRIX_CASES, MATRIX_CONCURRENCY, MATRIX_LATENCY * 1000,
+              rounds))
+    able = []
+    for copy in copies:
+        if has_matrix(copy):
+            able.append(copy)
+        else:
+            print("   [%s] skipped: it has no matrix command" % copy.label)
+    if not able:
+        return
+    runs = bench_matrix(able, rounds, workdir)
+    requests = len(MATRIX_VARIANTS) * MATRIX_CASES
+    for flavour, by_label in runs.items():
+        for label, done in by_label.items():
+            best = min(done, key=lambda r: r["wall_s"])
+            print("   [%s] %s: wall %.2f s; bound %.2f s; ratio %.3f x (%.2f s a variant above "
+                  "the bound); %d answered, %d refused 429, exit %d%s" % (
+                      label, flavour, best["wall_s"], best["bound_s"], best["ratio"],
+                      (best["wall_s"] - best["bound_s"]) / len(MATRIX_VARIANTS),
+                      best["answered"], best["refused"], best["exit"],
+                      "; every round's wall s: " + " ".join("%.2f" % r["wall_s"] for r in done)
+                      if rounds > 1 else ""))
+            print("     command: " + best["command"])
+            for run in done:
+                if run["exit"] != 0:
+                    print("     exit %d; stdout: %s; stderr: %s" % (
+                        run["exit"], run["stdout"][-300:], run["stderr"][-300:]))
+            summary.append((label, "matrix, %s: within %.2f x the shared bound" % (
+                flavour, MATRIX_TARGET), "%.3f x" % best["ratio"], best["ratio"] <= MATRIX_TARGET))
+            summary.append((label, "matrix, %s: %d requests answered, exit 0" % (
+                flavour, requests), "%s" % ", ".join(sorted({
+                    "%d/%d" % (r["answered"], r["exit"]) for r in done})),
+                all(r["answered"] == requests and r["exit"] == 0 for r in done)))
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. Offline re-scoring, against a minimal loop
 # ---------------------------------------------------------------------------------------------
@@ -1459,8 +1593,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="N=200, 20,000 re-scored cases, 1 round (targets still shown)")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["throughput", "429", "limited", "rescore", "startup", "help",
-                                 "version"],
+                        choices=["throughput", "429", "limited", "matrix", "rescore",
+                                 "startup", "help", "version"],
                         help="skip a part (startup: both --help and the --version ratio)")
     args = parser.parse_args(argv)
     copies = parse_copies(args.evals, parser)
@@ -1490,6 +1624,8 @@ def main(argv=None):
         if "limited" not in args.skip:
             part_limited(copies, LIMITED_CASES, args.latency, LIMITED_CONCURRENCY, workdir,
                          summary)
+        if "matrix" not in args.skip:
+            part_matrix(copies, rounds, workdir, summary)
         if "rescore" not in args.skip:
             part_rescore(copies, rescore_n, rounds, workdir, summary)
         if "startup" not in args.skip and "help" not in args.skip:

@@ -1,6 +1,6 @@
 """benchmarks/bench.py's own logic, quickly: --evals copies (a path, a git revision) become
-scratch folders with the right files, the plain thread-pool loop sends its N requests, and a
-command's CPU time is measured apart from its wall time."""
+scratch folders with the right files, the plain thread-pool loop sends its N requests, a
+command's CPU time is measured apart from its wall time, and the matrix part's bound and run."""
 
 import argparse
 import importlib.util
@@ -104,6 +104,37 @@ class MeasureTest(unittest.TestCase):
         self.assertGreaterEqual(sleeper["wall_s"], 1.0)
         self.assertLess(sleeper["cpu_s"], 0.5)
         self.assertGreaterEqual(spinner["cpu_s"], 0.3)
+
+
+class MatrixTest(unittest.TestCase):
+    def test_the_bound_is_the_runs_one_after_another_or_the_shared_limit(self):
+        # 3 runs x ceil(200 / 16) = 13 waves x 0.05 s, one after another: 1.95 s (600
+        # requests 16 at a time would be 38 waves, 1.90 s: the runs do not overlap)
+        self.assertAlmostEqual(bench.matrix_bound({}, {}, 3, 200, 16, 0.05, 6.0), 1.95)
+        # 120 requests a 6 s window, full at the start: the 600th admitted after
+        # (600 - 120) / 20 = 24 s, answered 0.05 s later
+        limits, costs = {"requests": 120}, {"requests": 1}
+        self.assertAlmostEqual(bench.matrix_bound(limits, costs, 3, 200, 16, 0.05, 6.0), 24.05)
+        # a limit no run reaches leaves the runs' own bound
+        self.assertAlmostEqual(
+            bench.matrix_bound({"requests": 1000}, costs, 3, 200, 16, 0.05, 6.0), 1.95)
+
+    def test_the_matrix_calls_the_server_for_every_variant_and_case(self):
+        with tempfile.TemporaryDirectory() as folder:
+            (copy,) = bench.parse_copies(["now=" + bench.EVALS], _Parser())
+            copy.prepare(folder, 0)
+            self.assertTrue(bench.has_matrix(copy))
+            cases = os.path.join(folder, "cases.jsonl")
+            bench.write_simple_cases(cases, 5)
+            run = bench.bench_matrix_once(copy, {}, cases, folder, 1)
+            self.assertEqual((run["exit"], run["answered"], run["refused"]), (0, 15, 0),
+                             run["stderr"])
+            with open(os.path.join(folder, "matrix-1", "matrix.json"), encoding="utf-8") as f:
+                table = json.load(f)
+            self.assertEqual([(v["name"], v["passed"], v["total"]) for v in table["variants"]],
+                             [("model-a", 5, 5), ("model-b", 5, 5), ("model-c", 5, 5)])
+            os.remove(os.path.join(copy.folder, "evals_extras.py"))
+            self.assertFalse(bench.has_matrix(copy))  # as an older copy: no matrix command
 
 
 if __name__ == "__main__":
