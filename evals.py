@@ -1632,13 +1632,11 @@ def _risky_repeat(items, flags, probes):
     return None
 
 
-def _only_repeat(items):
-    """The one item of a parsed pattern that is nothing but it, groups stripped, or None."""
+def _ungrouped(items):
+    """`items` (a parsed pattern) without the groups that hold nothing else: ((x)) is x."""
     while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
         items = items[0][1][3]
-    if len(items) == 1:
-        return items[0]
-    return None
+    return items
 
 
 def _loop_risk(body, flags, probes):
@@ -1646,8 +1644,8 @@ def _loop_risk(body, flags, probes):
     shape = _shape(body, flags, probes)
     if _pumps(shape.runs) and _has_repeat(body, flags):
         return _NESTED
-    inner = _only_repeat(body)  # ((ab)*)*: every split of a run of "ab"s into rounds
-    if inner and inner[0] in _REPEATS and inner[1][1] > max(1, inner[1][0]):
+    inner = _ungrouped(body)  # ((ab)*)*: every split of a run of "ab"s into rounds
+    if len(inner) == 1 and inner[0][0] in _REPEATS and inner[0][1][1] > max(1, inner[0][1][0]):
         return _NESTED
     if _pumps(shape.runs) or shape.ambiguous or _branches_overlap(body, flags, probes):
         return _ALTERNATIVES
@@ -1892,8 +1890,7 @@ def _plain(value):
 def _rewrite_hint(pattern, flags, node, span):
     """How to write the risky repeat `node` found at `span` of `pattern` (str)."""
     op, (low, _, items) = node
-    while len(items) == 1 and items[0][0] == _regex_parser.SUBPATTERN:
-        items = items[0][1][3]
+    items = _ungrouped(items)
     if not (span and op == _regex_parser.MAX_REPEAT and len(items) == 1 and items[0][0] == op):
         return _GENERAL_HINT
     inner_low, inner_high, inner_items = items[0][1]

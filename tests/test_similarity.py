@@ -1,6 +1,7 @@
 """The similarity check's edit distance and longest common subsequence, bit-parallel in
-evals_extras.py, give what the textbook dynamic programme gives (kept here, and only here, as
-the oracle: the quadratic two-row versions evals_extras.py had before), on Hypothesis-generated
+evals_extras.py, give what the textbook dynamic programme gives (the oracle: the quadratic
+two-row versions evals_extras.py had before, kept in benchmarks/similarity.py, which times them
+as its "before"), on Hypothesis-generated
 strings and token lists; and texts over the documented size limit are refused or fail.
 
 Without Hypothesis installed the property tests are skipped; the examples still run.
@@ -8,6 +9,8 @@ Without Hypothesis installed the property tests are skipped; the examples still 
 Run from the repository root: python -m unittest tests.test_similarity
 """
 
+import importlib.util
+import os
 import unittest
 from unittest import mock
 
@@ -36,51 +39,12 @@ except ImportError:  # the property tests are skipped (below); the decorators do
 
 
 # The oracle: the quadratic versions, as evals_extras.py had them (two rows of the table).
-
-
-def trimmed(a, b):
-    shorter, start, tail = min(len(a), len(b)), 0, 0
-    while start < shorter and a[start] == b[start]:
-        start += 1
-    while tail < shorter - start and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    return a[start : len(a) - tail], b[start : len(b) - tail], start + tail
-
-
-def quadratic_levenshtein(a, b):
-    a, b, _ = trimmed(a, b)
-    if len(a) < len(b):
-        a, b = b, a
-    previous = list(range(len(b) + 1))
-    for i, char in enumerate(a, 1):
-        current = [i]
-        left = i
-        for j, other in enumerate(b):
-            left += 1
-            up, diagonal = previous[j + 1] + 1, previous[j] + (char != other)
-            left = up if up < left else left
-            left = diagonal if diagonal < left else left
-            current.append(left)
-        previous = current
-    return previous[-1]
-
-
-def quadratic_lcs_length(a, b):
-    a, b, common = trimmed(a, b)
-    if len(a) < len(b):
-        a, b = b, a
-    previous = [0] * (len(b) + 1)
-    for item in a:
-        current = [0]
-        left = 0
-        for j, other in enumerate(b):
-            if item == other:
-                left = previous[j] + 1
-            elif previous[j + 1] > left:
-                left = previous[j + 1]
-            current.append(left)
-        previous = current
-    return common + previous[-1]
+_BENCHMARK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "benchmarks", "similarity.py")
+_spec = importlib.util.spec_from_file_location("similarity_benchmark", _BENCHMARK)
+_before = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_before)
+quadratic_levenshtein, quadratic_lcs_length = _before._levenshtein, _before._lcs_length
 
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
